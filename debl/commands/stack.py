@@ -1,0 +1,52 @@
+"""``debl stack up | down | status``: the local stack."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from debl.commands.common import config_of, friendly_errors
+from debl.stack.stack import stack_down, stack_status, stack_up
+
+
+@click.group()
+def stack() -> None:
+    """Start, stop and inspect the local stack (MariaDB, HDFS, HBase + Thrift) on 127.0.0.1."""
+
+
+@stack.command()
+@click.pass_context
+@friendly_errors
+def up(ctx: click.Context) -> None:
+    """Start every service and wait until each answers. A no-op when all are up."""
+    results = stack_up(config_of(ctx), report=click.echo)
+    total = sum(r.seconds for r in results)
+    click.echo(f"stack up ({total:.1f} s)")
+
+
+@stack.command()
+@click.pass_context
+@friendly_errors
+def down(ctx: click.Context) -> None:
+    """Stop every service cleanly; data is kept under the state directory."""
+    stack_down(config_of(ctx), report=click.echo)
+
+
+@stack.command()
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_context
+@friendly_errors
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show each service: address, pids, health, resident memory. Exit 1 if any is unhealthy."""
+    health = stack_status(config_of(ctx))
+    if as_json:
+        click.echo(json.dumps([h.as_dict() for h in health], indent=2))
+    else:
+        for h in health:
+            pids = ",".join(str(p) if p else "-" for p in h.pids)
+            rss = f"{h.rss_kib / 1024:.0f} MiB" if h.rss_kib else "-"
+            mark = "up  " if h.healthy else "DOWN"
+            click.echo(f"{mark} {h.service:8} {h.address:45} pid {pids:14} rss {rss:>8}  {h.detail}")
+    if not all(h.healthy for h in health):
+        ctx.exit(1)

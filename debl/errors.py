@@ -1,0 +1,52 @@
+"""DeBL's exceptions. Every error a user can meet is a ``DeblError`` with a message that names
+the cause and, where there is one, the next step; the command line prints it without a traceback.
+
+    DeblError
+    ├── ConfigError          a setting is missing, unknown or invalid
+    ├── ServiceError         MariaDB, HDFS, HBase/Thrift or Spark cannot be reached or failed
+    │   └── StackError       the local stack could not start; names the service and its log
+    ├── SourceError          the input source is missing, unreadable or unreachable
+    ├── BadInputError        too many lines that do not parse (over --max-bad)
+    ├── LoadStateError       a load id that does not exist, or cannot be resumed
+    └── QueryTimeout         a query passed its deadline before its bucket was loaded
+"""
+
+
+class DeblError(Exception):
+    """Base of every error DeBL raises on purpose."""
+
+
+class ConfigError(DeblError):
+    pass
+
+
+class ServiceError(DeblError):
+    pass
+
+
+class StackError(ServiceError):
+    def __init__(self, service: str, message: str, log: str | None = None, tail: str = ""):
+        text = f"{service}: {message}"
+        if log:
+            text += f"\n  log: {log}"
+        if tail:
+            text += "\n  last lines:\n" + "\n".join("    " + line for line in tail.splitlines())
+        super().__init__(text)
+        self.service = service
+        self.log = log
+
+
+class SourceError(DeblError):
+    pass
+
+
+class BadInputError(DeblError):
+    pass
+
+
+class LoadStateError(DeblError):
+    pass
+
+
+class QueryTimeout(DeblError):
+    pass

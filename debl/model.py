@@ -1,0 +1,122 @@
+"""The link: its text format, its parser, and the merge rule that every store obeys.
+
+A link is one line of seven tab-separated fields, ``\\n``-terminated::
+
+    id1  link_type  id2  visibility  data  time  version
+
+``data`` is raw bytes (LinkBench uses bytes 32..100, which include ``"``, ``,`` and ``\\``) with
+no tab and no newline, at most 255 bytes. Lines are handled as ``bytes`` end to end so that data
+round-trips byte-exact through MySQL, HDFS and HBase.
+
+The merge rule (DESIGN section 3): for one key ``(id1, link_type, id2)`` the row with the greatest
+``time`` wins; on equal time the greatest ``version``; on equal version the hot row over the cold
+one, then the later file, then the later line. Merge first, then filter: a newer hidden row hides
+an older visible one. ``Origin`` carries the tie-breakers that are not part of the row itself.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+MAX_TIME = (1 << 63) - 1
+MAX_DATA = 255
+DEFAULT_LIMIT = 10000
+LINK_TYPES = (123456789, 123456790)
+
+
+class Link(NamedTuple):
+    id1: int
+    link_type: int
+    id2: int
+    visibility: int
+    data: bytes
+    time: int
+    version: int
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.id1, self.link_type, self.id2)
+
+    def to_line(self) -> bytes:
+        """The link as one input line, ``\\n`` included."""
+        return b"%d\t%d\t%d\t%d\t%s\t%d\t%d\n" % (
+            self.id1, self.link_type, self.id2, self.visibility, self.data, self.time, self.version)
+
+
+class Origin(NamedTuple):
+    """Where a row came from, for the merge rule's last tie-breakers (greater wins)."""
+
+    hot: int  # 1 for a row from a hot file (MySQL), 0 for a cold one (HBase)
+    file_seq: int  # the file's position in the input, oldest first
+    line_no: int  # 1-based line number within the file
+
+
+class ParseError(ValueError):
+    """A line that is not a valid link; ``str()`` is the reason, for the reject file."""
+
+
+_INT_MAX = (1 << 63) - 1
+
+
+def _integer(field: bytes, name: str) -> int:
+    # int() accepts "+1", " 1", "1_0"; the format is plain non-negative digits only.
+    if not field.isdigit():
+        if field[:1] == b"-" and field[1:].isdigit():
+            raise ParseError(f"{name} is negative: {field[:40]!r}")
+        raise ParseError(f"{name} is not an integer: {field[:40]!r}")
+    value = int(field)
+    if value > _INT_MAX:
+        raise ParseError(f"{name} is out of the 64-bit range: {field[:40]!r}")
+    return value
+
+
+def parse_line(line: bytes) -> Link:
+    """Parse one input line (with or without its trailing newline) into a Link.
+
+    Raises ParseError naming the reason: field count, a non-integer, a negative number,
+    visibility not 0/1, data over 255 bytes, a carriage return in data (Hadoop's line reader
+    would split the line there).
+    """
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    fields = line.split(b"\t")
+    if len(fields) != 7:
+        raise ParseError(f"expected 7 tab-separated fields, found {len(fields)}")
+    id1 = _integer(fields[0], "id1")
+    link_type = _integer(fields[1], "link_type")
+    id2 = _integer(fields[2], "id2")
+    if fields[3] not in (b"0", b"1"):
+        raise ParseError(f"visibility must be 0 or 1, not {fields[3][:40]!r}")
+    data = fields[4]
+    if len(data) > MAX_DATA:
+        raise ParseError(f"data is {len(data)} bytes, more than {MAX_DATA}")
+    if b"\r" in data:
+        raise ParseError("data holds a carriage return")
+    time = _integer(fields[5], "time")
+    version = _integer(fields[6], "version")
+    return Link(id1, link_type, id2, int(fields[3] == b"1"), data, time, version)
+
+
+def merge_rank(link: Link, origin: Origin) -> tuple:
+    """The merge rule as a sort key: of two rows with one key, the greater rank wins."""
+    return (link.time, link.version, origin.hot, origin.file_seq, origin.line_no)
+
+
+def select_links(winners: list[Link], min_time: int, max_time: int, offset: int,
+                 limit: int) -> list[Link]:
+    """get_link_list's filter over already-merged rows: visible, time in range, newest first.
+
+    Ties on time are ordered by id2 descending so that every store returns one order.
+    """
+    rows = [l for l in winners if l.visibility == 1 and min_time <= l.time <= max_time]
+    rows.sort(key=lambda l: (l.time, l.id2), reverse=True)
+    return rows[offset:offset + limit]
+
+
+def check_query(id1: int, link_type: int, min_time: int, max_time: int, offset: int,
+                limit: int) -> None:
+    """Reject arguments that no store could answer meaningfully."""
+    if id1 < 0 or link_type < 0:
+        raise ValueError("id1 and link_type must be non-negative")
+    if offset < 0 or limit < 0:
+        raise ValueError("offset and limit must be non-negative")

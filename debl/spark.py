@@ -1,0 +1,64 @@
+"""The Spark session factory: one place that knows how DeBL's Spark applications are configured.
+
+The master comes from config (``local[2]`` by default; ``spark://...``, ``yarn`` or ``k8s://...``
+work unchanged). The jars that DeBL's jobs need on the JVM side — hbase-shaded-mapreduce and its
+few unrelocated dependencies (``lib/spark``), and DeBL's own converters (``lib/debl-jobs.jar``) —
+go on the driver and executor classpaths; ``fs.defaultFS`` is the configured HDFS.
+
+Pitfalls:
+
+- One JVM per Python process: ``getOrCreate`` returns the running session if there is one, with
+  whatever jars it started with. DeBL's long-lived jobs (dist_ch, gen_HF) rely on that reuse.
+- Spark brings its own Hadoop client (3.3.4, shaded); no ``hadoop-*`` jar may be added.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from debl.config import Config
+from debl.errors import ConfigError, ServiceError
+
+
+def spark_jars(config: Config) -> list[Path]:
+    """The jars every DeBL Spark application needs; an error names the set-up step if missing."""
+    lib = config.lib_dir
+    jars = sorted((lib / "spark").glob("*.jar"))
+    own = lib / "debl-jobs.jar"
+    if not jars or not own.exists():
+        raise ConfigError(f"the Spark-side HBase jars are missing under {lib}: run scripts/setup.sh")
+    return [*jars, own]
+
+
+def spark_session(config: Config, app_name: str = "debl"):
+    """Start (or reuse) the SparkSession for DeBL's jobs."""
+    from pyspark.sql import SparkSession
+
+    # Executors must run the same Python as the driver (a venv or pyenv interpreter).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    classpath = os.pathsep.join(str(j) for j in spark_jars(config))
+    builder = (
+        SparkSession.builder.master(config.spark_master)
+        .appName(app_name)
+        .config("spark.driver.memory", config.spark_driver_memory)
+        .config("spark.driver.extraClassPath", classpath)
+        .config("spark.executor.extraClassPath", classpath)
+        .config("spark.jars", ",".join(str(j) for j in spark_jars(config)))
+        .config("spark.hadoop.fs.defaultFS", config.hdfs_uri)
+        .config("spark.hadoop.dfs.client.use.datanode.hostname", "false")
+        .config("spark.hadoop.dfs.replication", "1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.local.dir", str(config.state_dir / "spark-tmp"))
+    )
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # py4j and Java gateway errors carry no useful type
+        raise ServiceError(f"Spark could not start (master {config.spark_master}): {exc}") from exc
+    session.sparkContext.setLogLevel("WARN")
+    return session

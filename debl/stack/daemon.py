@@ -1,0 +1,133 @@
+"""One background server process of the local stack: start, find, stop, and its log.
+
+A daemon is described by a pid file and a log file under ``.debl/<service>/``. ``start`` detaches
+the process into its own session (so it outlives the ``debl`` command and a Ctrl-C of it) and
+writes its pid; ``running`` checks that the pid is alive *and* is the process we started (a pid
+reused by the system after a reboot does not count); ``stop`` sends SIGTERM, waits, then SIGKILL.
+
+Pitfall: the JVM daemons need several seconds to answer after their process exists; the health
+checks in ``debl.stack.services`` decide when a service is up, not this module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from debl.errors import StackError
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str  # a human name, e.g. "HDFS NameNode"
+    home: Path  # .debl/<service>: pid and log live here
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / f"{self._slug}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / f"{self._slug}.log"
+
+    @property
+    def _slug(self) -> str:
+        return self.name.lower().replace(" ", "-")
+
+    def pid(self) -> int | None:
+        """The pid of the running process, or None."""
+        try:
+            pid = int(self.pid_file.read_text().split()[0])
+        except (FileNotFoundError, ValueError, IndexError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        # Every daemon's command line names its home: proof that the pid is ours, not reused.
+        return pid if str(self.home.absolute()).encode() in cmdline else None
+
+    def start(self, argv: list[str], env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> int:
+        """Start argv detached, stdout and stderr appended to the log; returns the pid.
+
+        argv must mention ``home``'s absolute path (a config dir, a data dir): ``pid`` relies
+        on it to recognise the process."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
+            log.flush()
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                        start_new_session=True)
+            except OSError as exc:
+                raise StackError(self.name, f"cannot run {argv[0]}: {exc}", str(self.log_file))
+        self.pid_file.write_text(f"{proc.pid}\n")
+        return proc.pid
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """SIGTERM, wait up to timeout, then SIGKILL. Returns True if a process was stopped."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.2)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def failure(self, message: str) -> StackError:
+        """A StackError for this daemon, with its log path and last lines."""
+        return StackError(self.name, message, str(self.log_file), self.log_tail())
+
+    def rss_kib(self) -> int | None:
+        """Resident memory of the process in KiB, or None if it is not running."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours is dead for our purposes.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    if state == "Z":
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return True

@@ -1,0 +1,471 @@
+"""The local stack's services: MariaDB, HDFS (NameNode + DataNode), HBase (standalone) and its
+Thrift1 server, each on 127.0.0.1 with its state under ``.debl/<service>/``.
+
+Each service knows how to prepare its state once (initialise a data directory, format the
+NameNode), start its daemons, and prove that it answers (a query, an HDFS write and read, an HBase
+table listing through Thrift). ``debl.stack.stack`` orders them and waits.
+
+Pitfalls:
+
+- The JVM runtime comes from Maven (``.debl/lib/stack``, resolved by scripts/setup.sh); there is
+  no Hadoop or HBase install, so the usual ``bin/`` scripts' JDK 17 flags are set here.
+- HBase keeps its root directory on this HDFS, so HDFS must be up before HBase starts and must
+  stop after it.
+- MariaDB runs as the invoking user with its own data directory; when that user is root the
+  server needs ``--user=root`` explicitly.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from debl.config import Config
+from debl.errors import StackError
+from debl.stack.daemon import Daemon
+
+JDK17_FLAGS = [
+    "-XX:+UseG1GC",
+    "-Djava.net.preferIPv4Stack=true",
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    *[f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in (
+        "java.io", "java.nio", "sun.nio.ch", "java.lang", "jdk.internal.ref",
+        "java.lang.reflect", "java.util", "java.util.concurrent", "java.net")],
+    "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports=java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports=java.base/sun.net.util=ALL-UNNAMED",
+]
+
+LOG4J2 = """\
+status = warn
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_OUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{2}: %m%n
+rootLogger = INFO, console
+logger.zk.name = org.apache.zookeeper
+logger.zk.level = WARN
+logger.hadoopmetrics.name = org.apache.hadoop.metrics2
+logger.hadoopmetrics.level = WARN
+"""
+
+
+@dataclass(frozen=True)
+class Health:
+    service: str
+    address: str
+    pids: tuple[int | None, ...]
+    healthy: bool
+    detail: str
+    rss_kib: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"service": self.service, "address": self.address, "pids": list(self.pids),
+                "healthy": self.healthy, "detail": self.detail, "rss_kib": self.rss_kib}
+
+
+class Service(ABC):
+    """One service of the local stack."""
+
+    name: str
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.home = (config.state_dir / self.slug).absolute()
+
+    @property
+    def slug(self) -> str:
+        return self.name.split()[0].lower()
+
+    @property
+    @abstractmethod
+    def daemons(self) -> list[Daemon]: ...
+
+    @property
+    @abstractmethod
+    def address(self) -> str: ...
+
+    @abstractmethod
+    def start(self) -> None:
+        """Prepare state if needed and start every daemon that is not running."""
+
+    @abstractmethod
+    def probe(self) -> str:
+        """Prove the service answers; returns a short description, raises on failure."""
+
+    def running(self) -> bool:
+        return all(d.pid() is not None for d in self.daemons)
+
+    def wait_healthy(self, timeout: float) -> str:
+        """Probe until it answers or timeout; a daemon that died fails at once with its log."""
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            for daemon in self.daemons:
+                if daemon.pid() is None:
+                    raise daemon.failure("the process exited during start-up")
+            try:
+                return self.probe()
+            except Exception as exc:  # any failure of a probe means "not yet"
+                last = exc
+            time.sleep(1.0)
+        daemon = self.daemons[-1]
+        raise daemon.failure(f"did not answer within {timeout:.0f} s ({last})")
+
+    def stop(self) -> bool:
+        stopped = False
+        for daemon in reversed(self.daemons):
+            stopped |= daemon.stop()
+        return stopped
+
+    def health(self) -> Health:
+        pids = tuple(d.pid() for d in self.daemons)
+        if any(p is None for p in pids):
+            return Health(self.name, self.address, pids, False, "not running")
+        try:
+            detail, healthy = self.probe(), True
+        except Exception as exc:
+            detail, healthy = f"not answering: {exc}", False
+        rss = sum(d.rss_kib() or 0 for d in self.daemons)
+        return Health(self.name, self.address, pids, healthy, detail, rss)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _require_free(daemon: Daemon, *ports: int) -> None:
+    for port in ports:
+        if port > 0 and not _port_free(port):
+            raise StackError(daemon.name, f"port {port} on 127.0.0.1 is in use by another program; "
+                             "stop it or choose other ports in debl.toml", str(daemon.log_file))
+
+
+# --------------------------------------------------------------------------- MariaDB
+
+
+class MariaDB(Service):
+    name = "MariaDB"
+
+    @property
+    def daemons(self) -> list[Daemon]:
+        return [Daemon("mariadb", self.home)]
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.mysql_host}:{self.config.mysql_port}"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.home / "mysqld.sock"
+
+    def start(self) -> None:
+        daemon = self.daemons[0]
+        if daemon.pid() is not None:
+            return
+        server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
+        install = shutil.which("mariadb-install-db")
+        if not server or not install:
+            raise StackError(self.name, "mariadbd is not installed: run scripts/setup.sh")
+        _require_free(daemon, self.config.mysql_port)
+        data = self.home / "data"
+        user = ["--user=root"] if os.geteuid() == 0 else []
+        if not (data / "mysql").is_dir():
+            data.mkdir(parents=True, exist_ok=True)
+            result = subprocess.run(
+                [install, "--no-defaults", f"--datadir={data}", "--skip-test-db",
+                 "--auth-root-authentication-method=socket", f"--user={getpass.getuser()}"],
+                capture_output=True, text=True)
+            if result.returncode != 0:
+                shutil.rmtree(data, ignore_errors=True)
+                raise StackError(self.name, "mariadb-install-db failed", None, result.stderr[-2000:])
+        daemon.start([
+            server, "--no-defaults", f"--datadir={data}", f"--socket={self.socket_path}",
+            f"--port={self.config.mysql_port}", "--bind-address=127.0.0.1",
+            f"--pid-file={self.home / 'mysqld.pid.server'}", "--log-error=",  # to our log file
+            "--local-infile=1", "--skip-name-resolve", "--max-allowed-packet=256M",
+            "--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M",
+            "--innodb-flush-log-at-trx-commit=2", "--key-buffer-size=256M",
+            "--bulk-insert-buffer-size=64M", "--myisam-sort-buffer-size=256M",
+            "--character-set-server=binary", "--max-connections=500", *user,
+        ])
+        self._wait_socket(daemon)
+        self._bootstrap_user()
+
+    def _wait_socket(self, daemon: Daemon, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.socket_path.exists():
+            if daemon.pid() is None:
+                raise daemon.failure("mariadbd exited during start-up")
+            if time.monotonic() > deadline:
+                raise daemon.failure(f"no socket after {timeout:.0f} s")
+            time.sleep(0.2)
+
+    def _bootstrap_user(self) -> None:
+        """Create the database and the ``debl`` user with a generated password (idempotent).
+
+        The password goes to a 0600 file and reaches the server on stdin, never in argv."""
+        pw_file = self.config.mysql_password_file.absolute()
+        if self.config.mysql_password is not None:
+            password = self.config.mysql_password
+        elif pw_file.exists():
+            password = pw_file.read_text().strip()
+        else:
+            password = secrets.token_urlsafe(24)
+            pw_file.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(pw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password + "\n")
+        db, user = self.config.mysql_database, self.config.mysql_user
+        quoted = password.replace("\\", "\\\\").replace("'", "\\'")
+        sql = [f"CREATE DATABASE IF NOT EXISTS `{db}`;"]
+        for host in ("127.0.0.1", "localhost"):
+            sql += [f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{quoted}';",
+                    f"ALTER USER '{user}'@'{host}' IDENTIFIED BY '{quoted}';",
+                    f"GRANT ALL PRIVILEGES ON `{db}`.* TO '{user}'@'{host}';",
+                    f"GRANT ALL PRIVILEGES ON `{db}\\_%`.* TO '{user}'@'{host}';"]
+        result = subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={self.socket_path}", "-u", getpass.getuser()],
+            input="\n".join(sql) + "\nFLUSH PRIVILEGES;\n", capture_output=True, text=True)
+        if result.returncode != 0:
+            raise StackError(self.name, "creating the debl user failed", None,
+                             result.stderr.replace(quoted, "***")[-2000:])
+
+    def probe(self) -> str:
+        import pymysql
+
+        conn = pymysql.connect(host=self.config.mysql_host, port=self.config.mysql_port,
+                               user=self.config.mysql_user, password=self.config.mysql_secret,
+                               database=self.config.mysql_database, connect_timeout=3)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                (version,) = cur.fetchone()
+        finally:
+            conn.close()
+        return f"MariaDB {version}"
+
+
+# --------------------------------------------------------------------------- JVM services
+
+
+def _site_xml(props: dict[str, object]) -> str:
+    body = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>\n"
+                   for k, v in props.items())
+    return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
+
+
+class JvmService(Service):
+    """A service run from the Maven-resolved jars with plain ``java``."""
+
+    heap = "512m"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.home / "conf"
+
+    def classpath(self) -> str:
+        lib = (self.config.lib_dir / "stack").absolute()
+        if not any(lib.glob("hbase-server-*.jar")):
+            raise StackError(self.name, f"the HBase/Hadoop runtime is missing in {lib}: "
+                             "run scripts/setup.sh")
+        return f"{self.conf_dir}:{lib}/*"
+
+    def java_argv(self, main_class: str, *args: str, heap: str | None = None) -> list[str]:
+        java = shutil.which("java")
+        if not java:
+            raise StackError(self.name, "java is not installed: run scripts/setup.sh")
+        return [java, f"-Xmx{heap or self.heap}", *JDK17_FLAGS,
+                f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
+                f"-Dhadoop.log.dir={self.home / 'logs'}", f"-Dhbase.log.dir={self.home / 'logs'}",
+                "-cp", self.classpath(), main_class, *args]
+
+    def write_conf(self, files: dict[str, str]) -> None:
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        (self.home / "logs").mkdir(exist_ok=True)
+        for name, text in {**files, "log4j2.properties": LOG4J2}.items():
+            (self.conf_dir / name).write_text(text)
+        # Hadoop's HTTP servers look up webapps/<name> on the classpath, and the Maven jars do
+        # not ship those resources; empty directories are enough for WebHDFS and JMX.
+        for webapp in ("hdfs", "datanode", "secondary", "static"):
+            (self.conf_dir / "webapps" / webapp).mkdir(parents=True, exist_ok=True)
+
+
+def hdfs_site(config: Config, home: Path) -> dict[str, object]:
+    lo = "127.0.0.1"
+    return {
+        "dfs.replication": 1,
+        "dfs.namenode.name.dir": f"file://{home / 'name'}",
+        "dfs.datanode.data.dir": f"file://{home / 'data'}",
+        "dfs.permissions.enabled": "false",
+        "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
+        "dfs.namenode.rpc-address": f"{lo}:{_port(config.hdfs_uri)}",
+        "dfs.namenode.http-address": f"{lo}:{config.hdfs_http_port}",
+        "dfs.namenode.https-address": f"{lo}:0",
+        "dfs.namenode.secondary.http-address": f"{lo}:0",
+        "dfs.namenode.secondary.https-address": f"{lo}:0",
+        "dfs.datanode.address": f"{lo}:{config.hdfs_datanode_port}",
+        "dfs.datanode.http.address": f"{lo}:{config.hdfs_datanode_http_port}",
+        "dfs.datanode.https.address": f"{lo}:0",
+        "dfs.datanode.ipc.address": f"{lo}:{config.hdfs_datanode_ipc_port}",
+        "dfs.datanode.hostname": lo,
+        "dfs.namenode.datanode.registration.ip-hostname-check": "false",
+        "dfs.webhdfs.enabled": "true",
+        "dfs.namenode.safemode.extension": 0,
+        "dfs.namenode.fs-limits.min-block-size": 0,
+        "dfs.datanode.du.reserved": 0,
+        # A laptop-size disk: do not refuse writes when it is 90% full.
+        "dfs.namenode.resource.du.reserved": 1 << 30,
+    }
+
+
+def _port(uri: str) -> int:
+    return int(uri.rsplit(":", 1)[1].split("/")[0])
+
+
+class HDFS(JvmService):
+    name = "HDFS"
+
+    @property
+    def daemons(self) -> list[Daemon]:
+        return [Daemon("namenode", self.home), Daemon("datanode", self.home)]
+
+    @property
+    def address(self) -> str:
+        return self.config.hdfs_uri
+
+    def start(self) -> None:
+        core = {"fs.defaultFS": self.config.hdfs_uri, "hadoop.tmp.dir": str(self.home / "tmp")}
+        self.write_conf({"core-site.xml": _site_xml(core),
+                         "hdfs-site.xml": _site_xml(hdfs_site(self.config, self.home))})
+        namenode, datanode = self.daemons
+        if not (self.home / "name" / "current" / "VERSION").exists():
+            result = subprocess.run(
+                self.java_argv("org.apache.hadoop.hdfs.server.namenode.NameNode",
+                               "-format", "-nonInteractive", "-force"),
+                capture_output=True, text=True)
+            if result.returncode != 0:
+                raise StackError("HDFS NameNode", "formatting the NameNode failed", None,
+                                 (result.stdout + result.stderr)[-2000:])
+        if namenode.pid() is None:
+            _require_free(namenode, _port(self.config.hdfs_uri), self.config.hdfs_http_port)
+            namenode.start(self.java_argv("org.apache.hadoop.hdfs.server.namenode.NameNode"))
+        if datanode.pid() is None:
+            _require_free(datanode, self.config.hdfs_datanode_port,
+                          self.config.hdfs_datanode_http_port, self.config.hdfs_datanode_ipc_port)
+            datanode.start(self.java_argv("org.apache.hadoop.hdfs.server.datanode.DataNode"))
+
+    def probe(self) -> str:
+        """Write a small file through WebHDFS, read it back, delete it."""
+        from loaders.webhdfs import WebHDFS
+
+        fs = WebHDFS(self.config)
+        path = "/tmp/debl-probe"
+        payload = secrets.token_bytes(64)
+        fs.write(path, payload, overwrite=True)
+        if fs.read(path) != payload:
+            raise RuntimeError("read back different bytes")
+        fs.delete(path)
+        return "write and read back OK"
+
+
+class HBase(JvmService):
+    name = "HBase"
+
+    @property
+    def daemons(self) -> list[Daemon]:
+        return [Daemon("hbase-master", self.home), Daemon("thrift", self.home)]
+
+    @property
+    def address(self) -> str:
+        return (f"zk 127.0.0.1:{self.config.hbase_zookeeper_port}, "
+                f"thrift {self.config.hbase_thrift_host}:{self.config.hbase_thrift_port}")
+
+    def site(self) -> dict[str, object]:
+        c = self.config
+        return {
+            "hbase.cluster.distributed": "false",
+            "hbase.rootdir": f"{c.hdfs_uri}/hbase",
+            "hbase.tmp.dir": str(self.home / "tmp"),
+            "hbase.zookeeper.quorum": c.hbase_zookeeper_quorum,
+            "hbase.zookeeper.property.clientPort": c.hbase_zookeeper_port,
+            "hbase.zookeeper.property.clientPortAddress": "127.0.0.1",
+            "hbase.zookeeper.property.dataDir": str(self.home / "zookeeper"),
+            "hbase.master.port": c.hbase_master_port,
+            "hbase.regionserver.port": c.hbase_regionserver_port,
+            "hbase.master.ipc.address": "127.0.0.1",
+            "hbase.regionserver.ipc.address": "127.0.0.1",
+            "hbase.master.hostname": "127.0.0.1",
+            "hbase.regionserver.hostname": "127.0.0.1",
+            "hbase.master.info.port": -1,
+            "hbase.regionserver.info.port": -1,
+            "hbase.thrift.info.port": -1,
+            "hbase.wal.provider": "filesystem",
+            "hbase.unsafe.stream.capability.enforce": "false",
+            "hbase.thrift.server.socket.read.timeout": 3_600_000,
+            "hbase.thrift.minWorkerThreads": 64,
+            "hbase.regionserver.thrift.framed": "false",
+            "hbase.regionserver.thrift.compact": "false",
+            "dfs.replication": 1,
+            "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
+            # Bulk loads of many buckets: allow many HFiles per region and family.
+            "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": 1024,
+            "hbase.hstore.blockingStoreFiles": 200,
+            "hbase.bulkload.retries.retryOnIOException": "true",
+        }
+
+    def start(self) -> None:
+        self.write_conf({"hbase-site.xml": _site_xml(self.site()),
+                         "core-site.xml": _site_xml({"fs.defaultFS": self.config.hdfs_uri}),
+                         "hdfs-site.xml": _site_xml({"dfs.replication": 1})})
+        master, thrift = self.daemons
+        if master.pid() is None:
+            _require_free(master, self.config.hbase_zookeeper_port, self.config.hbase_master_port,
+                          self.config.hbase_regionserver_port)
+            master.start(self.java_argv("org.apache.hadoop.hbase.master.HMaster", "start",
+                                        heap=self.config.hbase_heap))
+        if thrift.pid() is None:
+            _require_free(thrift, self.config.hbase_thrift_port)
+            thrift.start(self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
+                                        "-b", self.config.hbase_thrift_host,
+                                        "-p", str(self.config.hbase_thrift_port), "start",
+                                        heap="256m"))
+
+    def probe(self) -> str:
+        import happybase
+
+        conn = happybase.Connection(self.config.hbase_thrift_host, self.config.hbase_thrift_port,
+                                    timeout=10_000, autoconnect=True)
+        try:
+            tables = conn.tables()
+        finally:
+            conn.close()
+        return f"{len(tables)} table(s) listed through Thrift"
+
+
+def all_services(config: Config) -> list[Service]:
+    """The stack in start order (stop order is the reverse)."""
+    return [MariaDB(config), HDFS(config), HBase(config)]
+
+

@@ -1,0 +1,150 @@
+"""A small WebHDFS client: the cold path's way of streaming chunks into HDFS from Python.
+
+WebHDFS is HDFS's REST interface on the NameNode's HTTP port; writes and reads are redirected to a
+DataNode. Using it keeps the copy in the loader's process (no JVM per chunk) and streams: a chunk
+is sent as it is read from the source, never held whole in memory.
+
+Pitfalls:
+
+- ``CREATE`` and ``OPEN`` answer with a 307 redirect to a DataNode; urllib does not follow a
+  redirect for PUT, so this client follows it itself with ``http.client``.
+- A write is not atomic: write to a temporary name and ``rename`` it over the final one (what
+  ``write_atomic`` does) so that a killed copy never leaves a half chunk under the final name.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import http.client
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from debl.config import Config
+from debl.errors import ServiceError
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    length: int
+    is_dir: bool
+    modification_time_ms: int
+
+
+class WebHDFS:
+    """WebHDFS client for the configured NameNode. Cheap to create; holds no connection."""
+
+    def __init__(self, config: Config, timeout: float = 120.0):
+        parsed = urllib.parse.urlparse(config.hdfs_uri)
+        self.host = parsed.hostname or "127.0.0.1"
+        self.port = config.hdfs_http_port
+        self.timeout = timeout
+        self.user = getpass.getuser()
+
+    # -- plumbing
+
+    def _url(self, path: str, op: str, **params: object) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"HDFS path must be absolute: {path!r}")
+        query = urllib.parse.urlencode({"op": op, "user.name": self.user, **params})
+        return f"/webhdfs/v1{urllib.parse.quote(path)}?{query}"
+
+    def _request(self, method: str, url: str, host: str | None = None, port: int | None = None,
+                 body: bytes | Iterable[bytes] | None = None) -> http.client.HTTPResponse:
+        conn = http.client.HTTPConnection(host or self.host, port or self.port, timeout=self.timeout)
+        try:
+            if body is None or isinstance(body, bytes):
+                conn.request(method, url, body=body)
+            else:
+                conn.request(method, url, body=body, encode_chunked=True,
+                             headers={"Transfer-Encoding": "chunked",
+                                      "Content-Type": "application/octet-stream"})
+            return conn.getresponse()
+        except OSError as exc:
+            conn.close()
+            raise ServiceError(f"HDFS at {self.host}:{self.port} did not answer: {exc}; "
+                               "is the stack up (`debl stack status`)?") from exc
+
+    def _json(self, method: str, path: str, op: str, **params: object) -> dict:
+        resp = self._request(method, self._url(path, op, **params))
+        data = resp.read()
+        if resp.status >= 400:
+            raise ServiceError(_remote_error(op, path, resp.status, data))
+        return json.loads(data) if data else {}
+
+    def _redirected(self, method: str, path: str, op: str, body=None,
+                    **params: object) -> http.client.HTTPResponse:
+        first = self._request(method, self._url(path, op, **params))
+        if first.status != 307:
+            data = first.read()
+            raise ServiceError(_remote_error(op, path, first.status, data))
+        first.read()
+        target = urllib.parse.urlparse(first.getheader("Location"))
+        resp = self._request(method, f"{target.path}?{target.query}", target.hostname,
+                             target.port, body)
+        if resp.status >= 400:
+            raise ServiceError(_remote_error(op, path, resp.status, resp.read()))
+        return resp
+
+    # -- operations
+
+    def write(self, path: str, data: bytes | Iterable[bytes], overwrite: bool = False) -> None:
+        """Create *path* with *data* (bytes, or an iterable of byte blocks sent as they come)."""
+        self._redirected("PUT", path, "CREATE", body=data, overwrite=str(overwrite).lower()).read()
+
+    def write_atomic(self, path: str, data: bytes | Iterable[bytes]) -> None:
+        """Write to ``path + '._COPYING_'`` then rename over *path*: never a half file."""
+        tmp = path + "._COPYING_"
+        self.write(tmp, data, overwrite=True)
+        self.rename(tmp, path, overwrite=True)
+
+    def read(self, path: str) -> bytes:
+        return self._redirected("GET", path, "OPEN").read()
+
+    def stream(self, path: str, block: int = 1 << 20) -> Iterator[bytes]:
+        resp = self._redirected("GET", path, "OPEN")
+        while data := resp.read(block):
+            yield data
+
+    def mkdirs(self, path: str) -> None:
+        self._json("PUT", path, "MKDIRS")
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        return bool(self._json("DELETE", path, "DELETE", recursive=str(recursive).lower())
+                    .get("boolean"))
+
+    def rename(self, src: str, dst: str, overwrite: bool = False) -> None:
+        if overwrite:
+            self.delete(dst)
+        if not self._json("PUT", src, "RENAME", destination=dst).get("boolean"):
+            raise ServiceError(f"HDFS rename {src} -> {dst} failed")
+
+    def status(self, path: str) -> FileStatus | None:
+        resp = self._request("GET", self._url(path, "GETFILESTATUS"))
+        data = resp.read()
+        if resp.status == 404:
+            return None
+        if resp.status >= 400:
+            raise ServiceError(_remote_error("GETFILESTATUS", path, resp.status, data))
+        return _status(path, json.loads(data)["FileStatus"])
+
+    def list(self, path: str) -> list[FileStatus]:
+        statuses = self._json("GET", path, "LISTSTATUS")["FileStatuses"]["FileStatus"]
+        return [_status(f"{path.rstrip('/')}/{s['pathSuffix']}", s) for s in statuses]
+
+
+def _status(path: str, s: dict) -> FileStatus:
+    return FileStatus(path, int(s["length"]), s["type"] == "DIRECTORY", int(s["modificationTime"]))
+
+
+def _remote_error(op: str, path: str, status: int, body: bytes) -> str:
+    try:
+        exc = json.loads(body)["RemoteException"]
+        reason = f"{exc.get('exception')}: {exc.get('message')}"
+    except (ValueError, KeyError, TypeError):
+        reason = body[:300].decode(errors="replace")
+    if "SafeModeException" in reason:
+        reason += " (the NameNode is still starting; retry in a few seconds)"
+    return f"HDFS {op} {path} failed ({status}): {reason}"
