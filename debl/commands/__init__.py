@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import importlib
 
-# module name -> attribute holding the click command
-_MODULES = {
-    "stack": "stack",
-}
+# (module in debl.commands, attribute holding the click command)
+_COMMANDS = [
+    ("stack", "stack"),
+    ("generate", "generate"),
+    ("query", "query"),
+    ("load", "load"),
+    ("load", "source"),
+]
 
-COMMANDS = [getattr(importlib.import_module(f"debl.commands.{m}"), attr)
-            for m, attr in _MODULES.items()]
+COMMANDS = [getattr(importlib.import_module(f"debl.commands.{module}"), attr)
+            for module, attr in _COMMANDS]

@@ -31,3 +31,23 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper
+
+
+_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 10**6, "MB": 10**6, "G": 10**9,
+          "GB": 10**9, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'256MiB', '1.5GB', '4096' -> bytes; a click error for anything else."""
+    value = text.strip().upper().replace(" ", "")
+    number = value.rstrip("KMGIB")
+    unit = value[len(number):]
+    try:
+        if unit not in _UNITS:
+            raise ValueError
+        size = int(float(number) * _UNITS[unit])
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 256MiB, 1GB, 4096)") from None
+    if size <= 0:
+        raise click.BadParameter(f"{text!r}: a size must be positive")
+    return size

@@ -51,6 +51,14 @@ class Daemon:
         # Every daemon's command line names its home: proof that the pid is ours, not reused.
         return pid if str(self.home.absolute()).encode() in cmdline else None
 
+    def exited(self) -> bool:
+        """True if the process we started last is gone (used while it starts up, when its
+        command line may not be readable yet)."""
+        try:
+            return not _alive(int(self.pid_file.read_text().split()[0]))
+        except (FileNotFoundError, ValueError, IndexError):
+            return True
+
     def start(self, argv: list[str], env: dict[str, str] | None = None,
               cwd: Path | None = None) -> int:
         """Start argv detached, stdout and stderr appended to the log; returns the pid.

@@ -117,7 +117,7 @@ class Service(ABC):
         last: Exception | None = None
         while time.monotonic() < deadline:
             for daemon in self.daemons:
-                if daemon.pid() is None:
+                if daemon.exited():
                     raise daemon.failure("the process exited during start-up")
             try:
                 return self.probe()
@@ -208,7 +208,7 @@ class MariaDB(Service):
             "--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M",
             "--innodb-flush-log-at-trx-commit=2", "--key-buffer-size=256M",
             "--bulk-insert-buffer-size=64M", "--myisam-sort-buffer-size=256M",
-            "--character-set-server=binary", "--max-connections=500", *user,
+            "--max-connections=500", *user,
         ])
         self._wait_socket(daemon)
         self._bootstrap_user()
@@ -216,7 +216,7 @@ class MariaDB(Service):
     def _wait_socket(self, daemon: Daemon, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.socket_path.exists():
-            if daemon.pid() is None:
+            if daemon.exited():
                 raise daemon.failure("mariadbd exited during start-up")
             if time.monotonic() > deadline:
                 raise daemon.failure(f"no socket after {timeout:.0f} s")
@@ -239,7 +239,7 @@ class MariaDB(Service):
                 f.write(password + "\n")
         db, user = self.config.mysql_database, self.config.mysql_user
         quoted = password.replace("\\", "\\\\").replace("'", "\\'")
-        sql = [f"CREATE DATABASE IF NOT EXISTS `{db}`;"]
+        sql = [f"CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4;"]
         for host in ("127.0.0.1", "localhost"):
             sql += [f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{quoted}';",
                     f"ALTER USER '{user}'@'{host}' IDENTIFIED BY '{quoted}';",

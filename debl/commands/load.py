@@ -1,0 +1,118 @@
+"""``debl load`` and ``debl source serve``: the offline phase and its stand-in remote server."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import click
+
+from debl.commands.common import config_of, friendly_errors, parse_size
+from loaders.load import LoadOptions, LoadProgress, run_load
+
+
+class _Bars(LoadProgress):
+    """Two progress bars (hot bytes, cold bytes copied) and a line per bucketed chunk."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bars: dict[str, click.progressbar] = {}
+
+    def start(self, hot_bytes: int, cold_bytes: int) -> None:
+        if self.quiet:
+            return
+        click.echo(f"hot: {hot_bytes / 1e6:.1f} MB into MySQL; cold: {cold_bytes / 1e6:.1f} MB "
+                   "into HDFS chunks, bucketed by dist_ch", err=True)
+        if cold_bytes:
+            self.bars["cold"] = click.progressbar(length=cold_bytes, label="cold copy",
+                                                  file=click.get_text_stream("stderr"))
+
+    def copied(self, nbytes: int) -> None:
+        if "cold" in self.bars:
+            self.bars["cold"].update(nbytes)
+
+    def bucketed(self, chunk_no: int, rows: int, seconds: float) -> None:
+        if not self.quiet:
+            click.echo(f"\n  dist_ch chunk {chunk_no}: {rows} rows in {seconds:.1f} s", err=True)
+
+    def message(self, text: str) -> None:
+        if not self.quiet:
+            click.echo(f"\n  {text}", err=True)
+
+
+def _time(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: give unix seconds or an ISO date/time") from None
+
+
+@click.command()
+@click.argument("source")
+@click.option("--hot-bytes", help="The newest files up to this many bytes are hot (e.g. 200MB).")
+@click.option("--hot-since", help="Files modified at or after this time are hot (ISO or unix).")
+@click.option("--no-hot", is_flag=True, help="Every file is cold (DeBL without MySQL).")
+@click.option("--chunk-size", help="Cold chunk size (default from config, 256MiB).")
+@click.option("--bucket-width", type=int, help="id1 range per bucket (default: derived).")
+@click.option("--max-bad", type=int, help="Fail once more than N lines are rejected.")
+@click.option("--approach", default="debl", show_default=True,
+              help="debl, debl-cold, or a baseline (see DESIGN section 7).")
+@click.option("--resume", "resume", metavar="LOAD_ID", help="Continue a killed load.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+@friendly_errors
+def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, max_bad, approach,
+         resume, as_json):
+    """Load SOURCE (a directory or an http:// URL) up to uptime.
+
+    Hot files go into MySQL, cold files into HDFS buckets; the command returns when the system
+    is up and prints the load's summary. `debl gen-hf` then converts the buckets into HBase.
+    """
+    if sum(x is not None and x is not False for x in (hot_bytes, hot_since, no_hot or None)) > 1:
+        raise click.UsageError("give at most one of --hot-bytes, --hot-since, --no-hot")
+    options = LoadOptions(
+        hot_bytes=parse_size(hot_bytes) if hot_bytes else None,
+        hot_since=_time(hot_since) if hot_since else None,
+        chunk_size=parse_size(chunk_size) if chunk_size else None,
+        bucket_width=bucket_width, max_bad=max_bad,
+        approach="debl-cold" if no_hot and approach == "debl" else approach)
+    summary = run_load(config_of(ctx), source, options, resume=resume, progress=_Bars(as_json))
+    if as_json:
+        click.echo(json.dumps(summary.as_dict(), indent=2))
+        return
+    s = summary
+    click.echo(f"\nload {s.load_id} is up after {s.uptime_s:.1f} s")
+    click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in MySQL")
+    click.echo(f"  cold: {s.cold_files} files, {s.cold_bytes / 1e6:.1f} MB, {s.cold_rows} rows in "
+               f"{s.buckets} buckets (width {s.bucket_width}) from {s.chunks} chunks")
+    click.echo(f"  bad lines: {s.rejects}" + (f" (see {s.reject_file})" if s.rejects else ""))
+    for phase, seconds in s.phases.items():
+        click.echo(f"  {phase:12} {seconds:8.1f} s")
+
+
+@click.group()
+def source() -> None:
+    """Serve input files over HTTP, as the remote server of an experiment."""
+
+
+@source.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--port", type=int, default=8800, show_default=True)
+@click.option("--rate", type=float, help="Bandwidth cap in MB/s for all transfers together "
+              "(12.5 = 100 Mbit/s).")
+def serve(directory, port, rate):
+    """Serve DIRECTORY on http://127.0.0.1:PORT (index.json, files/NAME) until Ctrl-C."""
+    from loaders.serve import make_server
+
+    server = make_server(directory, port=port, rate_mb_s=rate)
+    cap = f"capped at {rate} MB/s" if rate else "uncapped"
+    click.echo(f"serving {directory} on http://127.0.0.1:{port} ({cap}); Ctrl-C stops")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

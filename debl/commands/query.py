@@ -1,0 +1,92 @@
+"""``debl query``: the LinkBench-style client against DeBL, MySQL or HBase."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from debl.commands.common import config_of, friendly_errors
+from debl.errors import ConfigError
+from debl.workload.client import ClientResult, ClientSpec, run_client, write_result
+from debl.workload.requests import RequestSpec
+from debl.workload.targets import CLI_TARGETS, open_target, target_id_range
+
+_DEFAULT_REQUESTS = 1000
+
+
+def _human(result: ClientResult, target: str) -> str:
+    spec = result.spec
+    lines = [
+        f"target {target}: {result.completed:,} requests ok, {result.errors:,} errors in "
+        f"{result.elapsed_s:.1f} s with {spec.threads} threads "
+        f"({result.throughput:,.1f} requests/s"
+        + (f", open loop at {spec.rate:g}/s" if spec.rate else ", closed loop") + ")",
+        result.latency.line(),
+        f"links returned: {result.rows:,} ({result.empty:,} requests returned none); "
+        f"ids [{spec.requests.start_id}, {spec.requests.max_id}), seed {spec.requests.seed}",
+    ]
+    lines += [f"error: {e}" for e in result.error_samples]
+    return "\n".join(lines)
+
+
+@click.command("query")
+@click.option("--threads", type=int, default=1, show_default=True)
+@click.option("--requests", "total", type=int, default=None,
+              help=f"Requests over all threads (default {_DEFAULT_REQUESTS} without --duration).")
+@click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--rate", type=float, default=None,
+              help="Open loop: requests per second over all threads (Poisson arrivals).")
+@click.option("--target", type=click.Choice(CLI_TARGETS), default="debl", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Save the run: *.csv the per-second timeline, else the whole result as JSON.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--max-id", type=int, default=None,
+              help="Request ids are [start-id, max-id): the generator's --max-id. "
+                   "Default: the id range the target reports.")
+@click.option("--start-id", type=int, default=None, help="Default: the target's, else 1.")
+@click.option("--link-types", type=int, default=2, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+@friendly_errors
+def query(ctx: click.Context, threads: int, total: int | None, duration: float | None,
+          rate: float | None, target: str, out: Path | None, seed: int, max_id: int | None,
+          start_id: int | None, link_types: int, as_json: bool) -> None:
+    """Send LinkBench get_link_list requests (Zipf(0.8) shuffled id1) and report latency
+    percentiles and per-second throughput."""
+    if total is None and duration is None:
+        total = _DEFAULT_REQUESTS
+    store = open_target(config_of(ctx), target)
+    try:
+        if max_id is None:
+            reported = target_id_range(store)
+            if reported is None:
+                raise ConfigError(f"target {target!r} does not report its id range: pass "
+                                  "--max-id (the --max-id the data was generated with)")
+            start_id = reported[0] if start_id is None else start_id
+            max_id = reported[1]
+        requests = RequestSpec(max_id=max_id, start_id=1 if start_id is None else start_id,
+                               link_types=link_types, seed=seed)
+        spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
+                          rate=rate)
+        err = click.get_text_stream("stderr")
+        by_count = total is not None
+        length = total if by_count else max(1, int(duration or 1))
+        with click.progressbar(length=length, label=f"querying {target}", file=err,
+                               show_pos=by_count) as bar:
+            def progress(done: int, elapsed: float) -> None:
+                now = done if by_count else min(length, int(elapsed))
+                bar.update(now - bar.pos)
+
+            result = run_client(store, spec, progress=progress)
+    finally:
+        store.close()
+    if out is not None:
+        write_result(result, out)
+    if as_json:
+        click.echo(json.dumps({"target": target, **result.to_dict()}, indent=2))
+    else:
+        click.echo(_human(result, target))
+        if out is not None:
+            click.echo(f"saved to {out}")

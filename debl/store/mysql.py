@@ -1,0 +1,291 @@
+"""The MySQL (MariaDB) link store: LinkBench's link table, read through its covering index.
+
+``get_link_list`` is one range read on the secondary key ``id1_type (id1, link_type, visibility,
+time, id2, version, data)``: equality on the first three columns, a range on ``time``, and the
+order ``time DESC, id2 DESC`` come straight from the index, so ``LIMIT offset+limit`` stops the
+read early and no row is looked up in the primary key (the index covers every column).
+
+Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
+replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
+This is the simple write path (tests, small batches); the hot bulk load uses ``LOAD DATA`` and
+reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` from here.
+
+Pitfalls:
+
+- One store object is shared by many query threads. Each thread gets its own connection
+  (``threading.local``); ``close()`` closes all of them. pymysql connections are not thread-safe.
+- Connections run in autocommit mode. Without it, InnoDB's repeatable-read snapshot taken by the
+  first SELECT on a long-lived connection would hide every later write from that thread.
+- In ``ON DUPLICATE KEY UPDATE`` the assignments run left to right and each one sees the columns
+  already assigned. The merge condition reads ``time`` and ``version``, so those two are assigned
+  last, ``time`` very last (see ``_UPSERT``).
+- A dropped connection (server restart, idle timeout) is reopened once and the call retried;
+  every call here is idempotent, writes included.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import pymysql
+
+from debl.config import Config
+from debl.errors import ServiceError
+from debl.mysql import connect, describe
+from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_rank
+from debl.store.base import LinkStore
+
+T = TypeVar("T")
+
+INDEX_NAME = "id1_type"
+_COLUMNS = "id1, link_type, id2, visibility, data, time, version"
+_SCAN_PAGE = 10000
+
+# Client-side error codes of a connection that is gone: reconnect once and retry.
+_CONNECTION_LOST = {2006, 2013, 2014, 2045, 2055}
+_UNKNOWN_TABLE = 1146
+
+
+def link_table_ddl(table: str, engine: str = "InnoDB", with_secondary_index: bool = True) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for LinkBench's link table (names must be validated).
+
+    ``version`` is BIGINT UNSIGNED (LinkBench: INT UNSIGNED) because the input format allows any
+    64-bit version. ``data`` is VARBINARY, so bytes round-trip exactly whatever the charset.
+    """
+    index = (f",\n  KEY {INDEX_NAME} (id1, link_type, visibility, time, id2, version, data)"
+             if with_secondary_index else "")
+    return (f"CREATE TABLE IF NOT EXISTS `{table}` (\n"
+            "  id1 BIGINT UNSIGNED NOT NULL,\n"
+            "  id2 BIGINT UNSIGNED NOT NULL,\n"
+            "  link_type BIGINT UNSIGNED NOT NULL,\n"
+            "  visibility TINYINT NOT NULL,\n"
+            "  data VARBINARY(255) NOT NULL,\n"
+            "  time BIGINT UNSIGNED NOT NULL,\n"
+            "  version BIGINT UNSIGNED NOT NULL,\n"
+            f"  PRIMARY KEY (link_type, id1, id2){index}\n"
+            f") ENGINE={engine} DEFAULT CHARSET=binary")
+
+
+def add_index_ddl(table: str) -> str:
+    """The statement that builds the deferred secondary index."""
+    return (f"ALTER TABLE `{table}` ADD KEY {INDEX_NAME} "
+            "(id1, link_type, visibility, time, id2, version, data)")
+
+
+def drop_index_ddl(table: str) -> str:
+    return f"ALTER TABLE `{table}` DROP KEY {INDEX_NAME}"
+
+
+# The merge rule against the stored row: the new row wins iff (time, version) >= stored. The
+# condition reads the stored time and version, so they are assigned last (see module pitfalls):
+# when `version` is assigned, `time` is still the stored one; when `time` is assigned, `version`
+# already holds the new value only if the new row won, and then the condition reduces to
+# new.time >= stored.time, which is true for a winner.
+_WINS = "(VALUES(time), VALUES(version)) >= (time, version)"
+_UPSERT = (
+    "INSERT INTO `{table}` (" + _COLUMNS + ") VALUES (%s, %s, %s, %s, %s, %s, %s) "
+    "ON DUPLICATE KEY UPDATE "
+    f"visibility = IF({_WINS}, VALUES(visibility), visibility), "
+    f"data = IF({_WINS}, VALUES(data), data), "
+    f"version = IF({_WINS}, VALUES(version), version), "
+    f"time = IF({_WINS}, VALUES(time), time)")
+
+
+def _service_error(config: Config, exc: BaseException, table: str | None = None) -> ServiceError:
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if code == _UNKNOWN_TABLE:
+        return ServiceError(f"MySQL at {config.mysql_host}:{config.mysql_port}: table "
+                            f"{config.mysql_database}.{table} does not exist (create it with the "
+                            "store's create_table() or reset(), or load data)")
+    text = describe(exc, config) if isinstance(exc, pymysql.err.MySQLError) else str(exc)
+    if "debl stack" not in text and (code is None or code in _CONNECTION_LOST):
+        text += " (is the server up? see `debl stack status`)"
+    return ServiceError(text)
+
+
+class MySQLStore(LinkStore):
+    """LinkStore on a MySQL/MariaDB link table (``config.link_table``, or *table*).
+
+    Thread-safe: each calling thread uses its own connection.
+    """
+
+    def __init__(self, config: Config, table: str | None = None) -> None:
+        if table is not None:
+            config = config.replace(link_table=table)  # Config validates the identifier
+        self.config = config
+        self.table = config.link_table
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[pymysql.connections.Connection] = []
+        self._upsert = _UPSERT.format(table=self.table)
+
+    # ------------------------------------------------------------------ connections
+
+    def _connection(self) -> pymysql.connections.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.config)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _discard(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._lock:
+                if conn in self._connections:
+                    self._connections.remove(conn)
+            try:
+                conn.close()
+            except Exception:  # already broken: nothing to release
+                pass
+
+    def _run(self, work: Callable[[pymysql.connections.Connection], T]) -> T:
+        """Run *work* on this thread's connection; reconnect and retry once if it was lost."""
+        for attempt in (1, 2):
+            try:
+                return work(self._connection())
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+                lost = isinstance(exc, pymysql.err.InterfaceError) or (
+                    exc.args and exc.args[0] in _CONNECTION_LOST)
+                if not lost:
+                    raise _service_error(self.config, exc, self.table) from exc
+                self._discard()
+                if attempt == 2:
+                    raise _service_error(self.config, exc, self.table) from exc
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
+                    raise _service_error(self.config, exc, self.table) from exc
+                raise
+        raise AssertionError("unreachable")
+
+    def _execute(self, sql: str, args: Any = None) -> list[tuple]:
+        def work(conn: pymysql.connections.Connection) -> list[tuple]:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return list(cur.fetchall())
+        return self._run(work)
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except Exception:  # a broken connection has nothing left to release
+                pass
+        # Other threads' locals still point at closed connections: a new local drops them all.
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ schema
+
+    def create_table(self, with_secondary_index: bool = True) -> None:
+        """Create the link table if it does not exist (an existing table is left as it is)."""
+        self._execute(link_table_ddl(self.table, self.config.mysql_engine, with_secondary_index))
+
+    def has_secondary_index(self) -> bool:
+        rows = self._execute(
+            "SELECT 1 FROM information_schema.statistics WHERE table_schema = %s "
+            "AND table_name = %s AND index_name = %s LIMIT 1",
+            (self.config.mysql_database, self.table, INDEX_NAME))
+        return bool(rows)
+
+    def drop_secondary_index(self) -> None:
+        """Drop ``id1_type`` if present (before a bulk load: the index is rebuilt once after)."""
+        if self.has_secondary_index():
+            self._execute(drop_index_ddl(self.table))
+
+    def add_secondary_index(self) -> None:
+        """Build ``id1_type`` if missing (after a bulk load). On a big table this takes long."""
+        if not self.has_secondary_index():
+            self._execute(add_index_ddl(self.table))
+
+    def drop_table(self) -> None:
+        self._execute(f"DROP TABLE IF EXISTS `{self.table}`")
+
+    # ------------------------------------------------------------------ LinkStore
+
+    def get_link_list(self, id1: int, link_type: int, min_time: int = 0,
+                      max_time: int = MAX_TIME, offset: int = 0,
+                      limit: int = DEFAULT_LIMIT) -> list[Link]:
+        check_query(id1, link_type, min_time, max_time, offset, limit)
+        rows = self._execute(
+            f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %s AND link_type = %s "
+            "AND visibility = 1 AND time BETWEEN %s AND %s "
+            "ORDER BY time DESC, id2 DESC LIMIT %s OFFSET %s",
+            (id1, link_type, max(min_time, 0), min(max_time, MAX_TIME), limit, offset))
+        return [_link(row) for row in rows]
+
+    def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
+        """Pages of 10,000 rows by keyset (time, id2), so no connection is held between pages
+        and an abandoned iterator leaves nothing open."""
+        base = (f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %s AND link_type = %s "
+                "AND time >= %s")
+        order = f" ORDER BY time DESC, id2 DESC LIMIT {_SCAN_PAGE}"
+        rows = self._execute(base + order, (id1, link_type, max(min_time, 0)))
+        while rows:
+            yield from (_link(row) for row in rows)
+            if len(rows) < _SCAN_PAGE:
+                return
+            last = rows[-1]
+            rows = self._execute(
+                base + " AND (time < %s OR (time = %s AND id2 < %s))" + order,
+                (id1, link_type, max(min_time, 0), last[5], last[5], last[2]))
+
+    def write_links(self, links: Iterable[tuple[Link, Origin]]) -> int:
+        n, winners = merge_batch(links)
+        if not winners:
+            return n
+        # Primary-key order: concurrent writers lock rows in one order and cannot deadlock.
+        rows = [tuple(link) for link in sorted(winners.values(),
+                                               key=lambda l: (l.link_type, l.id1, l.id2))]
+
+        def work(conn: pymysql.connections.Connection) -> None:
+            conn.begin()
+            try:
+                with conn.cursor() as cur:
+                    # pymysql turns this into multi-row INSERTs of up to ~1 MB each.
+                    cur.executemany(self._upsert, rows)
+                conn.commit()
+            except BaseException:
+                try:
+                    conn.rollback()
+                except Exception:  # the connection is gone; the server rolled back
+                    pass
+                raise
+        self._run(work)
+        return n
+
+    def count(self) -> int:
+        return int(self._execute(f"SELECT COUNT(*) FROM `{self.table}`")[0][0])
+
+    def reset(self) -> None:
+        """Create the table if missing (with its secondary index), then empty it."""
+        self.create_table()
+        self._execute(f"TRUNCATE TABLE `{self.table}`")
+
+
+def merge_batch(links: Iterable[tuple[Link, Origin]]) -> tuple[int, dict[tuple, Link]]:
+    """Apply the full merge rule within one batch: (rows given, winner per key).
+
+    On a complete tie of merge_rank the first row seen is kept, as MemoryStore does.
+    """
+    n = 0
+    best: dict[tuple, tuple[tuple, Link]] = {}
+    for link, origin in links:
+        n += 1
+        rank = merge_rank(link, origin)
+        old = best.get(link.key)
+        if old is None or rank > old[0]:
+            best[link.key] = (rank, link)
+    return n, {key: link for key, (_, link) in best.items()}
+
+
+def _link(row: tuple) -> Link:
+    id1, link_type, id2, visibility, data, time, version = row
+    return Link(int(id1), int(link_type), int(id2), int(visibility), bytes(data), int(time),
+                int(version))

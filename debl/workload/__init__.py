@@ -1,0 +1,19 @@
+"""The LinkBench-faithful workload: link files to load, and requests to serve.
+
+One module per role:
+
+- ``distribution``: the empirical CDFs Facebook published (``Distribution.dat``) and the Zipf
+  sampler LinkBench uses for request ids;
+- ``shuffle``: the invertible id permutation that decorrelates degree (and popularity) from id;
+- ``spec``: what ``debl generate`` makes (``GenerateSpec``), the reference instant, the periods;
+- ``synth``: one chunk of ids turned into link records (degrees, times, data, updates);
+- ``lineformat``: records to tab-separated lines, vectorized;
+- ``badlines``: malformed lines for testing rejects;
+- ``generator``: the whole run, chunk by chunk into daily files (``generate``);
+- ``requests``: LinkBench's choice of ``(id1, link_type)`` for ``get_link_list``;
+- ``latency``: percentiles and the per-second timeline;
+- ``client``: the multi-threaded LinkBench-style client (``run_client``);
+- ``targets``: ``open_target(config, name)``, the store or coordinator the client queries.
+
+The library never imports click; ``debl.commands.generate`` and ``debl.commands.query`` do.
+"""

@@ -1,0 +1,105 @@
+"""What ``debl generate`` makes: the spec, the time line, the file names.
+
+Time line. All link times fall in ``[REFERENCE_END_MS - days * 1 day, REFERENCE_END_MS)``, in
+milliseconds since the epoch (LinkBench's unit). ``REFERENCE_END_MS`` is a constant,
+2026-01-01T00:00:00Z, independent of the seed and of ``days``: the newest data always ends at the
+same instant, so "hot since 2025-12-31" means the same files for every data set, and regenerating
+gives the same bytes and the same mtimes.
+
+Files. The span is cut into ``files`` equal periods (integer millisecond boundaries); file ``k``
+holds the links created in period ``k`` and its mtime is the end of that period. With
+``files == days`` a file is a day. Names are ``links-000.tsv``, ``links-001.tsv``, ... (at least
+three digits, zero-padded so that name order is time order).
+
+Updates. In every file but the first, about ``update_share`` of the lines are updates of links
+created in earlier files: same key, a time inside the update's own period (so always newer),
+``version`` = 1 + the number of earlier updates of that key, new data; ``hidden_share`` of the
+updates carry ``visibility`` 0 (a delete, in LinkBench terms). Updates come on top of the links:
+the distinct keys still follow the out-degree distribution exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from debl.errors import ConfigError
+from debl.model import LINK_TYPES
+
+DAY_MS = 86_400_000
+REFERENCE_END_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+FIRST_LINK_TYPE = LINK_TYPES[0]  # LinkBench's DEFAULT_LINK_TYPE; further types count up from it
+MAX_FILES = 100_000
+MAX_UPDATE_SHARE = 0.5  # above it the second file would need more updates than earlier links
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    """The parameters of one generated data set. Ids are ``[start_id, max_id)``, like
+    LinkBench's ``startid1``/``maxid1`` (``max_id`` is exclusive)."""
+
+    max_id: int
+    files: int = 10
+    days: int = 10
+    seed: int = 1
+    start_id: int = 1
+    update_share: float = 0.1
+    hidden_share: float = 0.1
+    link_types: int = 2
+    bad_lines: int = 0
+    # Not LinkBench: caps every out-degree (None: no cap). LinkBench's rank rule always gives
+    # rank 0 the CDF's maximum, 961,963 links, whatever the number of ids -- a small data set
+    # (tests, demos) is then dominated by that one id1. The cap keeps small sets small.
+    max_degree: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.start_id < 0:
+            raise ConfigError(f"--start-id must be >= 0, not {self.start_id}")
+        if self.max_id <= self.start_id:
+            raise ConfigError(f"--max-id ({self.max_id}) must be greater than --start-id "
+                              f"({self.start_id}): ids are [start_id, max_id)")
+        if self.max_id >= 1 << 62:
+            raise ConfigError("--max-id must be below 2^62 (id2 = id1 + j must stay 64-bit)")
+        if self.files < 1 or self.days < 1:
+            raise ConfigError("--files and --days must be at least 1")
+        if self.files > MAX_FILES:
+            raise ConfigError(f"--files must be at most {MAX_FILES}, not {self.files}")
+        if self.days > REFERENCE_END_MS // DAY_MS:
+            raise ConfigError(f"--days must be at most {REFERENCE_END_MS // DAY_MS} "
+                              "(times may not go before 1970)")
+        if not 0.0 <= self.update_share <= MAX_UPDATE_SHARE:
+            raise ConfigError(f"--update-share must be in [0, {MAX_UPDATE_SHARE}], "
+                              f"not {self.update_share}")
+        if not 0.0 <= self.hidden_share <= 1.0:
+            raise ConfigError(f"--hidden-share must be in [0, 1], not {self.hidden_share}")
+        if not 1 <= self.link_types <= 1000:
+            raise ConfigError(f"--link-types must be in [1, 1000], not {self.link_types}")
+        if self.bad_lines < 0:
+            raise ConfigError(f"--bad-lines must be >= 0, not {self.bad_lines}")
+        if self.max_degree is not None and self.max_degree < 0:
+            raise ConfigError(f"--max-degree must be >= 0, not {self.max_degree}")
+        if self.seed < 0:
+            raise ConfigError(f"--seed must be >= 0, not {self.seed}")
+
+    @property
+    def n_ids(self) -> int:
+        return self.max_id - self.start_id
+
+    @property
+    def start_ms(self) -> int:
+        return REFERENCE_END_MS - self.days * DAY_MS
+
+    def type_values(self) -> np.ndarray:
+        """The link types, LinkBench's: 123456789, 123456790, ..."""
+        return FIRST_LINK_TYPE + np.arange(self.link_types, dtype=np.int64)
+
+    def bounds(self) -> np.ndarray:
+        """``files + 1`` period boundaries in ms; file k covers ``[bounds[k], bounds[k+1])``."""
+        span = self.days * DAY_MS
+        k = np.arange(self.files + 1, dtype=np.int64)
+        return self.start_ms + (k * span) // self.files
+
+    def file_name(self, k: int) -> str:
+        width = max(3, len(str(self.files - 1)))
+        return f"links-{k:0{width}d}.tsv"

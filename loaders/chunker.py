@@ -1,0 +1,183 @@
+"""The cold path's copy: stream cold files from the source, cut line-aligned chunks, write each
+chunk into HDFS.
+
+A chunk is a slice of the concatenated cold files, cut at a line end once it holds at least
+``chunk_size`` bytes (the last chunk may be smaller). It may span files; its *segments* say which
+bytes and lines of which file it holds, so that dist_ch can give every line its origin
+``(file_seq, line_no)`` and the reject file can name the source line. A file whose last line has
+no newline gets one, so lines of two files never run together.
+
+Each chunk is written under a temporary name and renamed (``WebHDFS.write_atomic``): a killed
+copy never leaves a half chunk behind. The copy streams: a block read from the source is sent to
+HDFS before the next one is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+from loaders.source import Source, SourceFile
+from loaders.webhdfs import WebHDFS
+
+BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Lines [first_line, first_line + lines) of file *file_seq*, bytes [start, end) of it,
+    starting at line *chunk_line* of the chunk (0-based)."""
+
+    file_seq: int
+    name: str
+    start: int
+    end: int
+    first_line: int
+    lines: int
+    chunk_line: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_no: int
+    path: str
+    bytes: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def lines(self) -> int:
+        return sum(s.lines for s in self.segments)
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where the copy stands: the next byte to read is *offset* of file index *file_index*
+    (into the cold file list), which is line *line_no* of that file."""
+
+    file_index: int = 0
+    offset: int = 0
+    line_no: int = 1
+
+    @staticmethod
+    def after(chunk: Chunk, files: list[tuple[int, SourceFile]]) -> "Position":
+        last = chunk.segments[-1]
+        index = next(i for i, (seq, _) in enumerate(files) if seq == last.file_seq)
+        return Position(index, last.end, last.first_line + last.lines)
+
+
+class ChunkCopier:
+    """Cuts the cold files into chunks and writes them to ``<directory>/chunk-NNNNN`` in HDFS.
+
+    ``copy_next(chunk_size)`` copies one chunk and returns it (None when the input is used up);
+    the size may change between calls (the loader adapts it).
+    """
+
+    def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: WebHDFS,
+                 directory: str, start: Position = Position(), first_chunk: int = 0,
+                 progress: Callable[[int], None] = lambda n: None):
+        self.source, self.files, self.hdfs, self.directory = source, files, hdfs, directory
+        self.pos = start
+        self.chunk_no = first_chunk
+        self.progress = progress
+        self._stream = None
+        self._pending = b""  # bytes read from the current file but not yet sent
+
+    def copy_next(self, chunk_size: int) -> Chunk | None:
+        if self.pos.file_index >= len(self.files) and not self._pending:
+            return None
+        segments: list[Segment] = []
+        sent = 0
+        path = f"{self.directory}/chunk-{self.chunk_no:05d}"
+
+        def blocks() -> Iterator[bytes]:
+            nonlocal sent
+            chunk_lines = 0
+            while sent < chunk_size and self.pos.file_index < len(self.files):
+                seq, file = self.files[self.pos.file_index]
+                block, at_eof = self._read_block(file)
+                if block:
+                    room = chunk_size - sent
+                    if len(block) > room:
+                        # Cut at the first line end past the size: the chunk stays line-aligned.
+                        cut = block.find(b"\n", room) + 1
+                        if cut == 0:  # no newline after room: keep the whole block
+                            cut = len(block)
+                        block, self._pending = block[:cut], block[cut:] + self._pending
+                        at_eof = at_eof and not self._pending
+                    lines = block.count(b"\n")
+                    start = self.pos.offset
+                    _extend(segments, Segment(seq, file.name, start, start + len(block),
+                                              self.pos.line_no, lines, chunk_lines))
+                    chunk_lines += lines
+                    self.pos = Position(self.pos.file_index, start + len(block),
+                                        self.pos.line_no + lines)
+                    sent += len(block)
+                    self.progress(len(block))
+                    yield block
+                if at_eof:
+                    self._close_stream()
+                    self.pos = Position(self.pos.file_index + 1, 0, 1)
+
+        self.hdfs.write_atomic(path, blocks())
+        if sent == 0:
+            self.hdfs.delete(path)
+            return None
+        chunk = Chunk(self.chunk_no, path, sent, tuple(segments))
+        self.chunk_no += 1
+        return chunk
+
+    def _read_block(self, file: SourceFile) -> tuple[bytes, bool]:
+        """The next block of *file* ending at a line end (a final newline added at EOF if
+        missing), and whether the file is used up after it."""
+        if self._stream is None:
+            self._stream = self.source.open(file.name)
+            if self.pos.offset:
+                _skip(self._stream, self.pos.offset)
+        data = self._pending
+        self._pending = b""
+        while True:
+            more = self._stream.read(BLOCK)
+            if not more:
+                if data and not data.endswith(b"\n"):
+                    data += b"\n"
+                return data, True
+            data += more
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                self._pending = data[cut:]
+                return data[:cut], False
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def close(self) -> None:
+        self._close_stream()
+
+
+def _extend(segments: list[Segment], seg: Segment) -> None:
+    """Append *seg*, merging it into the previous segment when it continues the same file."""
+    if segments and segments[-1].file_seq == seg.file_seq and segments[-1].end == seg.start:
+        prev = segments[-1]
+        segments[-1] = Segment(prev.file_seq, prev.name, prev.start, seg.end, prev.first_line,
+                               prev.lines + seg.lines, prev.chunk_line)
+    else:
+        segments.append(seg)
+
+
+def _skip(stream, n: int) -> None:
+    """Position a fresh stream at byte n: seek where possible, else read and discard."""
+    try:
+        stream.seek(n)
+        return
+    except (AttributeError, OSError, ValueError):
+        pass
+    while n > 0:
+        got = stream.read(min(n, BLOCK))
+        if not got:
+            break
+        n -= len(got)

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Set up DeBL on a fresh Debian machine, idempotently:
+#   - Debian packages: MariaDB server and client; a JDK 17 and Maven only if missing;
+#   - a virtualenv (.venv) with DeBL installed in editable mode, with the dev extra;
+#   - the HBase/Hadoop runtime (scripts/maven/stack/pom.xml) and the Spark-side HBase jars
+#     (scripts/maven/spark/pom.xml) resolved from Maven Central into ~/.m2 and copied to .debl/lib;
+#   - DeBL's own small Java jar (Spark converters) built into .debl/lib/debl-jobs.jar.
+# A second run only checks stamps and finishes in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+lib=$root/.debl/lib
+mkdir -p "$lib"
+log() { printf '[setup] %s\n' "$*"; }
+stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+
+# --- Debian packages -------------------------------------------------------------------------
+need=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server mariadb-client)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  # The package's own service must not start: DeBL runs MariaDB with its own data directory.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends \
+    "${need[@]}" >/dev/null
+fi
+
+# --- Python ----------------------------------------------------------------------------------
+py=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$py" -m venv .venv
+fi
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if ! stamp_ok .venv/.debl-installed "$want"; then
+  log "installing DeBL and its dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > .venv/.debl-installed
+fi
+
+# --- Maven artifacts -------------------------------------------------------------------------
+for part in stack spark; do
+  pom=scripts/maven/$part/pom.xml
+  want=$(sha256sum "$pom" | cut -d' ' -f1)
+  if ! stamp_ok "$lib/$part/.stamp" "$want"; then
+    log "resolving the $part runtime from Maven Central (first time: a few minutes)"
+    rm -rf "$lib/$part"
+    mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$lib/$part"
+    echo "$want" > "$lib/$part/.stamp"
+  fi
+done
+
+# --- DeBL's Java helpers ---------------------------------------------------------------------
+PYTHON="$root/.venv/bin/python" bash scripts/build_jobs_jar.sh
+
+log "ready: activate with 'source .venv/bin/activate', then 'debl stack up'"

@@ -1,0 +1,69 @@
+"""Config: defaults, TOML, environment, validation, and the password kept out of repr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from debl.config import Config, load_config
+from debl.errors import ConfigError
+
+
+def test_defaults_point_at_the_local_stack(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config(tmp_path / "debl.toml", env={})
+    assert config.mysql_host == "127.0.0.1"
+    assert config.hdfs_uri.startswith("hdfs://127.0.0.1:")
+    assert config.spark_master.startswith("local")
+    assert config.run_buckets == 2
+
+
+def test_toml_tables_and_env_override(tmp_path):
+    path = tmp_path / "debl.toml"
+    path.write_text('chunk_size = 1024\n[mysql]\nport = 4000\nengine = "MyISAM"\n'
+                    '[spark]\nmaster = "spark://h:7077"\n')
+    config = load_config(path, env={"DEBL_MYSQL_PORT": "4001", "DEBL_POLL_INTERVAL": "0.25"})
+    assert config.mysql_port == 4001
+    assert config.mysql_engine == "MyISAM"
+    assert config.spark_master == "spark://h:7077"
+    assert config.chunk_size == 1024
+    assert config.poll_interval == 0.25
+    assert config.state_dir.is_absolute()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[mysql]\nprot = 1\n", "unknown setting 'mysql_prot'"),
+    ('link_table = "links; DROP TABLE x"\n', "not a plain SQL identifier"),
+    ('[mysql]\nengine = "Memory"\n', "choose one of"),
+    ("[mysql]\nport = \"abc\"\n", "not a valid int"),
+    ("chunk_size = 0\n", "must be positive"),
+    ("[mysql\n", "debl.toml"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, text, message):
+    path = tmp_path / "debl.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_config(path, env={})
+
+
+def test_unknown_environment_variable_is_an_error():
+    with pytest.raises(ConfigError, match="DEBL_MYSQL_PROT"):
+        load_config(Path("/nonexistent/debl.toml"), env={"DEBL_MYSQL_PROT": "1"})
+
+
+def test_missing_explicit_config_file_is_an_error():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(env={"DEBL_CONFIG": "/nonexistent/x.toml"})
+
+
+def test_password_never_in_repr():
+    config = Config(mysql_password="s3cret-value")
+    assert "s3cret-value" not in repr(config)
+    assert config.mysql_secret == "s3cret-value"
+
+
+def test_missing_password_names_the_file(tmp_path):
+    config = Config(state_dir=tmp_path)
+    with pytest.raises(ConfigError, match="debl stack up"):
+        config.mysql_secret

@@ -1,0 +1,110 @@
+"""The real local stack: each service answers and does real work."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from debl.stack.stack import stack_status, stack_up
+
+pytestmark = pytest.mark.stack
+
+
+def test_status_reports_every_service_healthy(stack_config):
+    health = {h.service: h for h in stack_status(stack_config)}
+    assert set(health) == {"MariaDB", "HDFS", "HBase"}
+    for h in health.values():
+        assert h.healthy, h.detail
+        assert all(pid for pid in h.pids)
+        assert h.rss_kib and h.rss_kib > 0
+
+
+def test_up_is_a_noop_when_up(stack_config):
+    results = stack_up(stack_config)
+    assert [r.already_up for r in results] == [True, True, True]
+
+
+def test_mysql_round_trip(stack_config):
+    import pymysql
+
+    conn = pymysql.connect(host=stack_config.mysql_host, port=stack_config.mysql_port,
+                           user=stack_config.mysql_user, password=stack_config.mysql_secret,
+                           database=stack_config.mysql_database, local_infile=True)
+    data = bytes(range(32, 101)) + b"\\'\"\t"
+    try:
+        with conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS t_roundtrip")
+            cur.execute("CREATE TABLE t_roundtrip (k INT PRIMARY KEY, v VARBINARY(255))")
+            cur.execute("INSERT INTO t_roundtrip VALUES (1, %s)", (data,))
+            cur.execute("SELECT v FROM t_roundtrip WHERE k = 1")
+            assert cur.fetchone()[0] == data
+            cur.execute("DROP TABLE t_roundtrip")
+    finally:
+        conn.close()
+
+
+def test_mysql_listens_on_loopback_only(stack_config):
+    import pymysql
+
+    conn = pymysql.connect(host=stack_config.mysql_host, port=stack_config.mysql_port,
+                           user=stack_config.mysql_user, password=stack_config.mysql_secret)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@bind_address, @@local_infile")
+            assert cur.fetchone() == ("127.0.0.1", 1)
+    finally:
+        conn.close()
+
+
+def test_password_file_is_private(stack_config):
+    assert stack_config.mysql_password_file.stat().st_mode & 0o077 == 0
+
+
+def test_hdfs_write_and_read_through_webhdfs(stack_config):
+    from loaders.webhdfs import WebHDFS
+
+    fs = WebHDFS(stack_config)
+    path = f"/tmp/test-{secrets.token_hex(4)}/blob"
+    payload = secrets.token_bytes(3 << 20)
+    fs.write_atomic(path, (payload[i:i + 65536] for i in range(0, len(payload), 65536)))
+    assert fs.status(path).length == len(payload)
+    assert fs.read(path) == payload
+    assert fs.status(path + "._COPYING_") is None
+    fs.delete(path.rsplit("/", 1)[0], recursive=True)
+    assert fs.status(path) is None
+
+
+def test_hbase_table_through_thrift(stack_config):
+    import happybase
+
+    name = f"t_{secrets.token_hex(4)}"
+    conn = happybase.Connection(stack_config.hbase_thrift_host, stack_config.hbase_thrift_port)
+    try:
+        conn.create_table(name, {"f": {}})
+        table = conn.table(name)
+        with table.batch() as batch:
+            for i in range(100):
+                batch.put(b"row%03d" % i, {b"f:q": b"%d" % (i * i)})
+        rows = list(table.scan(row_start=b"row010", row_stop=b"row020"))
+        assert [r for r, _ in rows] == [b"row%03d" % i for i in range(10, 20)]
+        assert rows[3][1] == {b"f:q": b"169"}
+    finally:
+        conn.delete_table(name, disable=True)
+        conn.close()
+
+
+def test_spark_reads_and_writes_hdfs(stack_config, spark):
+    from loaders.webhdfs import WebHDFS
+
+    fs = WebHDFS(stack_config)
+    base = f"/tmp/spark-{secrets.token_hex(4)}"
+    fs.write(f"{base}/in.txt", b"".join(b"%d\t%d\n" % (i, i % 7) for i in range(1000)))
+    lines = spark.sparkContext.textFile(f"{stack_config.hdfs_uri}{base}/in.txt")
+    counts = dict(lines.map(lambda l: (int(l.split("\t")[1]), 1)).reduceByKey(lambda a, b: a + b)
+                  .collect())
+    assert counts == {k: len(range(k, 1000, 7)) for k in range(7)}
+    lines.map(lambda l: l.upper()).saveAsTextFile(f"{stack_config.hdfs_uri}{base}/out")
+    names = {s.path.rsplit("/", 1)[1] for s in fs.list(f"{base}/out")}
+    assert "_SUCCESS" in names
+    fs.delete(base, recursive=True)

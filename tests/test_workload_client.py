@@ -1,0 +1,185 @@
+"""The LinkBench-style client against the memory store, targets, and ``debl query``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from debl.cli import main
+from debl.config import Config
+from debl.errors import ConfigError, ServiceError
+from debl.model import Link, Origin
+from debl.store.memory import MemoryStore
+from debl.workload import targets
+from debl.workload.client import ClientSpec, run_client, write_result
+from debl.workload.latency import LatencySummary, timeline
+from debl.workload.requests import RequestSpec, RequestStream
+
+REQ = RequestSpec(max_id=2001, seed=4)
+
+
+@pytest.fixture(scope="module")
+def store():
+    s = MemoryStore()
+    s.write_links((Link(i, 123456789 + i % 2, i + j, 1, b"x", 1000 + j, 0), Origin(0, 0, j))
+                  for i in range(1, 2001) for j in range(i % 5))
+    return s
+
+
+def test_counts_requests_and_summarizes(store):
+    calls = []
+    result = run_client(store, ClientSpec(REQ, threads=4, total=2001),
+                        progress=lambda done, elapsed: calls.append(done))
+    assert result.completed == 2001 and result.errors == 0
+    lat = result.latency
+    assert lat.count == 2001
+    assert 0 < lat.p25 <= lat.p50 <= lat.p75 <= lat.p95 <= lat.p99 <= lat.max
+    assert lat.p25 <= lat.mean <= lat.max
+    assert sum(p.completed for p in result.timeline) == 2001
+    assert [p.second for p in result.timeline] == list(range(len(result.timeline)))
+    assert result.rows > 0 and 0 < result.empty < 2001
+    assert calls and calls[-1] == 2001
+    assert result.throughput > 0
+
+
+def test_threads_replay_their_own_streams(store):
+    class Recorder:
+        def __init__(self):
+            self.seen, self.lock = [], threading.Lock()
+
+        def get_link_list(self, id1, link_type):
+            with self.lock:
+                self.seen.append((threading.current_thread().name, id1, link_type))
+            return []
+
+    rec = Recorder()
+    run_client(rec, ClientSpec(REQ, threads=3, total=30))
+    for t in range(3):
+        mine = [(i, lt) for name, i, lt in rec.seen if name == f"debl-client-{t}"]
+        stream = RequestStream(REQ, stream=t)
+        assert mine == [next(stream) for _ in range(10)]
+
+
+def test_errors_are_counted_not_fatal():
+    class Flaky:
+        def __init__(self):
+            self.n = 0
+
+        def get_link_list(self, id1, link_type):
+            self.n += 1
+            if self.n % 4 == 0:
+                raise RuntimeError("bucket not loaded")
+            return [1, 2]
+
+    result = run_client(Flaky(), ClientSpec(REQ, threads=1, total=100))
+    assert result.errors == 25 and result.completed == 75
+    assert result.error_samples == ("RuntimeError: bucket not loaded",)
+    assert result.latency.count == 75 and result.rows == 150
+    assert sum(p.errors for p in result.timeline) == 25
+
+
+def test_duration_and_open_loop_rate(store):
+    t0 = time.perf_counter()
+    result = run_client(store, ClientSpec(REQ, threads=2, total=None, duration=1.2, rate=200))
+    elapsed = time.perf_counter() - t0
+    assert 1.0 <= elapsed < 2.5
+    assert 150 <= result.completed <= 330  # Poisson arrivals at 200/s for 1.2 s
+    assert len(result.timeline) == 2  # seconds 0 and 1, ceil(1.2)
+
+
+def test_requests_limit_wins_over_duration(store):
+    result = run_client(store, ClientSpec(REQ, threads=2, total=50, duration=30))
+    assert result.completed == 50 and result.elapsed_s < 5
+
+
+def test_latency_summary_and_timeline_figures():
+    s = LatencySummary.of(np.arange(1, 101, dtype=float))
+    assert (s.count, s.p25, s.p50, s.p75, s.p95, s.p99, s.max, s.mean) == (
+        100, 25.0, 50.0, 75.0, 95.0, 99.0, 100.0, 50.5)
+    assert LatencySummary.of(np.empty(0)).count == 0
+    points = timeline(np.array([0.1, 0.5, 2.2]), np.array([1.0, 3.0, 5.0]),
+                      np.array([True, True, False]), seconds=4)
+    assert [(p.second, p.completed, p.errors, p.mean_ms) for p in points] == [
+        (0, 2, 0, 2.0), (1, 0, 0, 0.0), (2, 0, 1, 0.0), (3, 0, 0, 0.0)]
+
+
+def test_write_result_csv_and_json(store, tmp_path):
+    result = run_client(store, ClientSpec(REQ, threads=2, total=200))
+    with open(write_result(result, tmp_path / "t.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert sum(int(r["completed"]) for r in rows) == 200
+    assert set(rows[0]) == {"second", "completed", "errors", "mean_ms", "p95_ms"}
+    doc = json.loads(write_result(result, tmp_path / "r" / "run.json").read_text())
+    assert doc["completed"] == 200 and doc["latency"]["count"] == 200
+    assert doc["spec"]["requests"]["max_id"] == 2001
+
+
+@pytest.mark.parametrize("kwargs", [dict(threads=0), dict(total=None), dict(rate=0.0),
+                                    dict(duration=-1.0)])
+def test_client_spec_validation(kwargs):
+    with pytest.raises(ConfigError):
+        ClientSpec(REQ, **kwargs)
+
+
+def test_open_target_names_and_failures(monkeypatch):
+    assert isinstance(targets.open_target(Config(), "memory"), MemoryStore)
+    with pytest.raises(ConfigError, match="unknown target"):
+        targets.open_target(Config(), "oracle")
+    monkeypatch.setitem(targets._TARGETS, "debl",
+                        ("debl_no_such_module", "Coordinator", "the DeBL coordinator"))
+    with pytest.raises(ServiceError, match="target 'debl' .* is not available"):
+        targets.open_target(Config(), "debl")
+
+
+def test_target_id_range():
+    class WithRange:
+        def id_range(self):
+            return (1, 501)
+
+    assert targets.target_id_range(WithRange()) == (1, 501)
+    assert targets.target_id_range(MemoryStore()) is None
+
+
+def test_query_command(monkeypatch, store, tmp_path):
+    class Ranged:
+        def get_link_list(self, id1, link_type):
+            return store.get_link_list(id1, link_type)
+
+        def id_range(self):
+            return (1, 2001)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("debl.commands.query.open_target", lambda config, name: Ranged())
+    monkeypatch.setattr("debl.commands.query.config_of", lambda ctx: Config())
+    out = tmp_path / "timeline.csv"
+    result = CliRunner().invoke(main, ["query", "--threads", "2", "--requests", "300",
+                                       "--target", "mysql", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "GET_LINKS_LIST count = 300" in result.stdout
+    assert "ids [1, 2001)" in result.stdout
+    assert out.exists()
+    result = CliRunner().invoke(main, ["query", "--requests", "50", "--max-id", "1001", "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["completed"] == 50 and doc["spec"]["requests"]["max_id"] == 1001
+
+
+def test_query_command_needs_an_id_range(monkeypatch):
+    class Plain:
+        def get_link_list(self, id1, link_type):
+            return []
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("debl.commands.query.open_target", lambda config, name: Plain())
+    monkeypatch.setattr("debl.commands.query.config_of", lambda ctx: Config())
+    result = CliRunner().invoke(main, ["query", "--requests", "5"])
+    assert result.exit_code == 1 and "pass --max-id" in result.output
