@@ -23,6 +23,7 @@ Pitfall: a Catalog holds one connection; give each thread its own Catalog.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterable
@@ -197,18 +198,25 @@ class Catalog:
 
     # -- chunks
 
-    def record_chunk(self, load_id: str, chunk_no: int, nbytes: int, segments: list,
-                     path: str, state: str) -> None:
+    def record_chunk(self, load_id: str, chunk: "Chunk", state: str) -> None:
+        layout = {"segments": [dataclasses.asdict(s) for s in chunk.segments],
+                  "slices": chunk.slices}
         self.execute("REPLACE INTO debl_chunks VALUES (%s, %s, %s, %s, %s, %s)",
-                     (load_id, chunk_no, nbytes, json.dumps(segments), path, state))
+                     (load_id, chunk.chunk_no, chunk.bytes, json.dumps(layout), chunk.path, state))
 
     def chunks(self, load_id: str) -> list[dict]:
+        """The load's chunks: chunk_no, state and the Chunk itself (under "chunk")."""
+        from loaders.chunker import Chunk, Segment
+
         with self.conn.cursor(dict_cursor()) as cur:
             cur.execute("SELECT * FROM debl_chunks WHERE load_id = %s ORDER BY chunk_no",
                         (load_id,))
             rows = list(cur.fetchall())
         for row in rows:
-            row["segments"] = json.loads(row["segments"])
+            layout = json.loads(row.pop("segments"))
+            row["chunk"] = Chunk(row["chunk_no"], row["path"], row["bytes"],
+                                 tuple(Segment(**s) for s in layout["segments"]),
+                                 tuple(tuple(x) for x in layout["slices"]))
         return rows
 
     # -- the bucket index

@@ -78,6 +78,7 @@ class Config:
     chunk_size: int = 256 * MiB
     bucket_width: int = 0  # 0: derived from the first chunk and bucket_target_bytes
     bucket_target_bytes: int = 64 * MiB
+    dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
     max_bad: int = -1  # -1: no limit
@@ -93,7 +94,8 @@ class Config:
                                   "(letters, digits, underscore; not starting with a digit)")
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
-        for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes"):
+        for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
+                     "dist_ch_tasks"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.bucket_width < 0:

@@ -46,6 +46,9 @@ class Chunk:
     path: str
     bytes: int
     segments: tuple[Segment, ...]
+    # Line-aligned slices for parallel dist_ch tasks: (byte offset, chunk line index) of each
+    # slice's first line; the first is (0, 0).
+    slices: tuple[tuple[int, int], ...] = ((0, 0),)
 
     @property
     def lines(self) -> int:
@@ -85,10 +88,12 @@ class ChunkCopier:
         self._stream = None
         self._pending = b""  # bytes read from the current file but not yet sent
 
-    def copy_next(self, chunk_size: int) -> Chunk | None:
+    def copy_next(self, chunk_size: int, slices: int = 1) -> Chunk | None:
         if self.pos.file_index >= len(self.files) and not self._pending:
             return None
         segments: list[Segment] = []
+        starts: list[tuple[int, int]] = [(0, 0)]
+        slice_size = max(1, chunk_size // slices)
         sent = 0
         path = f"{self.directory}/chunk-{self.chunk_no:05d}"
 
@@ -99,6 +104,10 @@ class ChunkCopier:
                 seq, file = self.files[self.pos.file_index]
                 block, at_eof = self._read_block(file)
                 if block:
+                    # Blocks start at line starts: a slice begins at the first block start
+                    # past its share of the chunk.
+                    if sent >= slice_size * len(starts) and len(starts) < slices:
+                        starts.append((sent, chunk_lines))
                     room = chunk_size - sent
                     if len(block) > room:
                         # Cut at the first line end past the size: the chunk stays line-aligned.
@@ -125,7 +134,7 @@ class ChunkCopier:
         if sent == 0:
             self.hdfs.delete(path)
             return None
-        chunk = Chunk(self.chunk_no, path, sent, tuple(segments))
+        chunk = Chunk(self.chunk_no, path, sent, tuple(segments), tuple(starts))
         self.chunk_no += 1
         return chunk
 

@@ -61,11 +61,11 @@ def derive_width(k_lo: int, k_hi: int, total_bytes: int, target_bytes: int) -> i
     return max(1, -(-(k_hi - k_lo + 1) // buckets))
 
 
-def _lines(config: Config, path: str):
+def _lines(config: Config, path: str, offset: int, length: int | None):
     from loaders.webhdfs import WebHDFS
 
     tail = b""
-    for block in WebHDFS(config).stream(path, BLOCK):
+    for block in WebHDFS(config).stream(path, BLOCK, offset, length):
         block = tail + block
         cut = block.rfind(b"\n") + 1
         tail = block[cut:]
@@ -74,22 +74,44 @@ def _lines(config: Config, path: str):
         yield tail
 
 
-def _bucket_task(config: Config, chunk: Chunk, width: int, total_bytes: int,
+def _slice(chunk: Chunk, index: int) -> tuple[int, int | None, int]:
+    """(byte offset, length or None for the rest, first chunk line) of slice *index*."""
+    offset, first_line = chunk.slices[index]
+    end = chunk.slices[index + 1][0] if index + 1 < len(chunk.slices) else None
+    return offset, None if end is None else end - offset, first_line
+
+
+def _key_range_task(config: Config, chunk: Chunk, index: int) -> tuple[int, int] | None:
+    offset, length, _ = _slice(chunk, index)
+    lo = hi = None
+    for line in _lines(config, chunk.path, offset, length):
+        try:
+            id1 = parse_line(line).id1
+        except ParseError:
+            continue
+        lo = id1 if lo is None or id1 < lo else lo
+        hi = id1 if hi is None or id1 > hi else hi
+    return None if lo is None else (lo, hi)
+
+
+def _bucket_task(config: Config, chunk: Chunk, index: int, width: int,
                  bucket_dir: str) -> DistResult:
-    """The body of the Spark task: parse, bucket, write, count."""
+    """The body of one Spark task: parse, bucket and write one slice of the chunk."""
     from loaders.webhdfs import WebHDFS
 
-    good: list[tuple[int, bytes, int]] = []  # (id1, tagged line, checksum)
+    offset, length, first = _slice(chunk, index)
+    buckets: dict[int, list[bytes]] = defaultdict(list)
+    sums: dict[int, int] = defaultdict(int)
     rejects: list[Reject] = []
     per_file = {s.file_seq: [0, 0] for s in chunk.segments}
     segments = iter(chunk.segments)
     seg = next(segments)
     seg_end = seg.chunk_line + seg.lines
-    for index, line in enumerate(_lines(config, chunk.path)):
-        while index >= seg_end:
+    for index_in_chunk, line in enumerate(_lines(config, chunk.path, offset, length), first):
+        while index_in_chunk >= seg_end:
             seg = next(segments)
             seg_end = seg.chunk_line + seg.lines
-        line_no = seg.first_line + index - seg.chunk_line
+        line_no = seg.first_line + index_in_chunk - seg.chunk_line
         try:
             link = parse_line(line)
         except ParseError as exc:
@@ -97,36 +119,51 @@ def _bucket_task(config: Config, chunk: Chunk, width: int, total_bytes: int,
             per_file[seg.file_seq][1] += 1
             continue
         per_file[seg.file_seq][0] += 1
-        good.append((link.id1, b"%s\t%d\t%d\n" % (line, seg.file_seq, line_no),
-                     row_checksum(link)))
+        b = link.id1 // width
+        buckets[b].append(b"%s\t%d\t%d\n" % (line, seg.file_seq, line_no))
+        sums[b] += row_checksum(link)
 
-    if not width:
-        ids = [g[0] for g in good]
-        width = derive_width(min(ids), max(ids), total_bytes, config.bucket_target_bytes) \
-            if ids else 1
-    buckets: dict[int, list[tuple[int, bytes, int]]] = defaultdict(list)
-    for row in good:
-        buckets[row[0] // width].append(row)
     fs = WebHDFS(config)
     parts = []
     for b in sorted(buckets):
-        rows = buckets[b]
-        body = b"".join(r[1] for r in rows)
-        path = f"{bucket_dir}/{b}/chunk-{chunk.chunk_no:05d}"
+        body = b"".join(buckets[b])
+        path = f"{bucket_dir}/{b}/chunk-{chunk.chunk_no:05d}.{index}"
         fs.write_atomic(path, body)
-        parts.append(BucketChunk(b, chunk.chunk_no, len(rows), len(body),
-                                 sum(r[2] for r in rows) % CHECKSUM_MOD, path))
+        parts.append(BucketChunk(b, chunk.chunk_no, len(buckets[b]), len(body),
+                                 sums[b] % CHECKSUM_MOD, path))
     return DistResult(chunk.chunk_no, width, parts, rejects,
                       {seq: (n, bad) for seq, (n, bad) in per_file.items()})
 
 
+def _combine(chunk: Chunk, width: int, results: list[DistResult]) -> DistResult:
+    """One result for the chunk: per bucket, the sums over its slices."""
+    merged: dict[int, BucketChunk] = {}
+    for part in (p for r in results for p in r.parts):
+        old = merged.get(part.b_index)
+        path = part.path.rsplit(".", 1)[0]  # the bucket's files of this chunk: <path>.<slice>
+        merged[part.b_index] = part.__class__(
+            part.b_index, chunk.chunk_no, part.rows + (old.rows if old else 0),
+            part.bytes + (old.bytes if old else 0),
+            (part.checksum + (old.checksum if old else 0)) % CHECKSUM_MOD, path)
+    per_file = {s.file_seq: (0, 0) for s in chunk.segments}
+    for r in results:
+        for seq, (n, bad) in r.per_file.items():
+            per_file[seq] = (per_file[seq][0] + n, per_file[seq][1] + bad)
+    return DistResult(chunk.chunk_no, width, [merged[b] for b in sorted(merged)],
+                      [rej for r in results for rej in r.rejects], per_file)
+
+
 def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: str,
                  total_bytes: int = 0) -> DistResult:
-    """Run dist_ch on one chunk as one Spark task. With width 0 the task first derives the
-    width from this chunk's key range and *total_bytes* (the cold input's size)."""
+    """Run dist_ch on one chunk, one Spark task per slice. With width 0 a first small job
+    derives the width from this chunk's key range and *total_bytes* (the cold input's size)."""
     sc = spark.sparkContext
     sc.setJobGroup(f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
-    (result,) = (sc.parallelize([chunk.chunk_no], 1)
-                 .map(lambda _: _bucket_task(config, chunk, width, total_bytes, bucket_dir))
-                 .collect())
-    return result
+    n = len(chunk.slices)
+    tasks = sc.parallelize(range(n), n)
+    if not width:
+        ranges = [r for r in tasks.map(lambda i: _key_range_task(config, chunk, i)).collect() if r]
+        width = (derive_width(min(r[0] for r in ranges), max(r[1] for r in ranges), total_bytes,
+                              config.bucket_target_bytes) if ranges else 1)
+    results = tasks.map(lambda i: _bucket_task(config, chunk, i, width, bucket_dir)).collect()
+    return _combine(chunk, width, results)

@@ -30,7 +30,7 @@ from pathlib import Path
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
-from loaders.chunker import Chunk, ChunkCopier, Position, Segment
+from loaders.chunker import Chunk, ChunkCopier, Position
 from loaders.rejects import RejectWriter
 from loaders.source import Source, SourceFile, open_source
 from loaders.split import split_files
@@ -247,15 +247,13 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                     item = f"{copier.chunk_no:05d}"
                     catalog.phase_start(load_id, "copy", item)
                     t0 = time.time()
-                    chunk = copier.copy_next(sizes["next"])
+                    chunk = copier.copy_next(sizes["next"], config.dist_ch_tasks)
                     if chunk is None:
                         catalog.execute("DELETE FROM debl_phases WHERE load_id = %s AND "
                                         "phase = 'copy' AND item = %s", (load_id, item))
                         break
                     catalog.phase_end(load_id, "copy", item, bytes=chunk.bytes, rows=chunk.lines)
-                    catalog.record_chunk(load_id, chunk.chunk_no, chunk.bytes,
-                                         [s.as_dict() for s in chunk.segments], chunk.path,
-                                         "copied")
+                    catalog.record_chunk(load_id, chunk, "copied")
                     hand_over((chunk, time.time() - t0))
         except BaseException as exc:
             copy_failure.append(exc)
@@ -286,8 +284,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
                 catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
                                   bytes=chunk.bytes, rows=result.rows)
-                catalog.record_chunk(load_id, chunk.chunk_no, chunk.bytes,
-                                     [s.as_dict() for s in chunk.segments], chunk.path, "bucketed")
+                catalog.record_chunk(load_id, chunk, "bucketed")
                 seconds = time.time() - t0
                 summary.chunks += 1
                 progress.bucketed(chunk.chunk_no, result.rows, seconds)
@@ -324,8 +321,7 @@ def _resume_state(catalog: Catalog, load_id: str):
     for c in catalog.chunks(load_id):
         if c["state"] != "bucketed" or c["chunk_no"] != len(done):
             break
-        done.append(Chunk(c["chunk_no"], c["path"], c["bytes"],
-                          tuple(Segment(**s) for s in c["segments"])))
+        done.append(c["chunk"])
     hot_done = bool(catalog.execute("SELECT 1 FROM debl_phases WHERE load_id = %s AND "
                                     "phase = 'hot' AND ended IS NOT NULL", (load_id,)))
     catalog.update_load(load_id, state="running", error=None)

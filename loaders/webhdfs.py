@@ -103,8 +103,13 @@ class WebHDFS:
     def read(self, path: str) -> bytes:
         return self._redirected("GET", path, "OPEN").read()
 
-    def stream(self, path: str, block: int = 1 << 20) -> Iterator[bytes]:
-        resp = self._redirected("GET", path, "OPEN")
+    def stream(self, path: str, block: int = 1 << 20, offset: int = 0,
+               length: int | None = None) -> Iterator[bytes]:
+        """The bytes of *path* (from *offset*, at most *length*), *block* at a time."""
+        params: dict[str, object] = {"offset": offset} if offset else {}
+        if length is not None:
+            params["length"] = length
+        resp = self._redirected("GET", path, "OPEN", **params)
         while data := resp.read(block):
             yield data
 

@@ -29,3 +29,13 @@ def stack_config() -> Config:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     return config
+
+
+@pytest.fixture(scope="session")
+def spark(stack_config):
+    """The one SparkSession of the test run (DeBL's factory: HBase jars, fs.defaultFS)."""
+    from debl.spark import spark_session
+
+    session = spark_session(stack_config, "debl-tests")
+    yield session
+    session.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import os
 from collections import defaultdict
@@ -18,6 +19,7 @@ from debl.model import Link, Origin, ParseError, merge_rank, parse_line
 from debl.store.memory import MemoryStore
 from debl.workload.generator import generate
 from debl.workload.spec import DAY_MS, REFERENCE_END_MS, GenerateSpec
+from debl.workload.synth import CHUNK_IDS
 
 SPEC = GenerateSpec(max_id=3001, files=4, days=4, seed=7, update_share=0.3, hidden_share=0.3,
                     bad_lines=12, max_degree=60)
@@ -192,7 +194,8 @@ def test_progress_reaches_the_total(tmp_path):
     generate(tmp_path, GenerateSpec(max_id=300_001, files=1, days=1, max_degree=1,
                                     update_share=0.0), progress=lambda d, t: calls.append((d, t)))
     assert calls[-1] == (300_000, 300_000)
-    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 3
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert len(calls) == math.ceil(300_000 / CHUNK_IDS)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -230,3 +233,12 @@ def test_link_types_beyond_two(tmp_path):
     types = {parse_line(l).link_type for l in open(tmp_path / summary.files[0].name, "rb")}
     assert types == {123456789, 123456790, 123456791}
     assert np.all(np.diff(sorted(types)) == 1)
+
+
+def test_many_files_are_written_without_holding_them_open(tmp_path):
+    spec = GenerateSpec(max_id=2001, files=300, days=3, max_degree=30, bad_lines=3)
+    summary = generate(tmp_path, spec)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [spec.file_name(k) for k in range(300)] and names[0] == "links-000.tsv"
+    assert sum((tmp_path / n).stat().st_size for n in names) == summary.bytes
+    assert sum(1 for n in names for _ in open(tmp_path / n, "rb")) == summary.lines

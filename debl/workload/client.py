@@ -37,6 +37,7 @@ from debl.workload.requests import RequestSpec, RequestStream
 
 _MAX_ERROR_SAMPLES = 5
 _PROGRESS_INTERVAL_S = 0.2
+_STOP_GRACE_S = 5.0
 
 Progress = Callable[[int, float], None]  # (requests done, seconds elapsed)
 
@@ -172,8 +173,8 @@ def run_client(target: LinkListTarget, spec: ClientSpec,
     """Run the requests of ``spec`` against ``target`` and summarize them.
 
     ``progress(done, elapsed_s)`` is called from the calling thread about five times a second
-    (never from a worker, so a UI need not be thread-safe). Ctrl-C stops the workers and
-    re-raises.
+    (never from a worker, so a UI need not be thread-safe). Ctrl-C stops the workers (waiting
+    at most a few seconds for requests in flight) and re-raises.
     """
     shared = _Shared()
     quotas: list[int | None]
@@ -199,8 +200,8 @@ def run_client(target: LinkListTarget, spec: ClientSpec,
                 progress(sum(w.done for w in workers), time.perf_counter() - shared.t0)
     except BaseException:
         shared.stop.set()
-        for w in workers:
-            w.join()
+        for w in workers:  # a request blocked in the target cannot be interrupted: daemon
+            w.join(_STOP_GRACE_S)  # threads, so give up waiting after a grace period
         raise
     elapsed = time.perf_counter() - shared.t0
 

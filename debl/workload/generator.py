@@ -27,7 +27,7 @@ from debl.errors import ConfigError, SourceError
 from debl.workload.badlines import KINDS, BadLine, make_bad_line
 from debl.workload.lineformat import encode_links
 from debl.workload.spec import GenerateSpec
-from debl.workload.synth import SynthContext, synthesize
+from debl.workload.synth import Records, SynthContext, synthesize
 
 # Above this many files, files are opened per write instead of all at once (descriptor limits).
 _MAX_OPEN_FILES = 256
@@ -83,14 +83,15 @@ def _plan_bad_lines(spec: GenerateSpec, chunks: int) -> dict[tuple[int, int], li
 
 
 class _Outputs:
-    """The temporary files being written, one per period; raw (unbuffered) because every write
-    is already a large slice of a chunk."""
+    """The temporary files being written, one per period. Writes are large slices of a chunk:
+    a BufferedWriter passes them straight through (and, unlike a raw file, loops on short
+    writes), so its small default buffer costs nothing."""
 
     def __init__(self, out: Path, names: list[str]) -> None:
         self.tmp = [out / f".{name}.part" for name in names]
         self.final = [out / name for name in names]
         self._keep_open = len(names) <= _MAX_OPEN_FILES
-        self._handles = [open(p, "wb", buffering=0) for p in self.tmp] if self._keep_open else []
+        self._handles = [open(p, "wb") for p in self.tmp] if self._keep_open else []
         if not self._keep_open:
             for p in self.tmp:
                 p.write_bytes(b"")
@@ -100,7 +101,7 @@ class _Outputs:
             for part in parts:
                 self._handles[k].write(part)
         else:
-            with open(self.tmp[k], "ab", buffering=0) as f:
+            with open(self.tmp[k], "ab") as f:
                 for part in parts:
                     f.write(part)
 
@@ -113,6 +114,17 @@ class _Outputs:
         self.close()
         for p in self.tmp:
             p.unlink(missing_ok=True)
+
+
+def _bad_line(ctx: SynthContext, rec: Records, k: int, first: int, last: int, kind: str,
+              rng: np.random.Generator) -> tuple[bytes, str]:
+    """A bad line of ``kind`` for file ``k`` that imitates one of its links (id1, time)."""
+    if last > first:
+        pick = int(rng.integers(first, last))
+        id1, t = int(rec.id1[pick]), int(rec.time[pick])
+    else:
+        id1, t = ctx.spec.start_id, int(ctx.bounds[k])
+    return make_bad_line(kind, id1, int(ctx.types[0]), t, rng)
 
 
 def _prepare(out: Path, overwrite: bool) -> None:
@@ -163,18 +175,14 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                 bads = bad_plan.get((chunk, k), ())
                 if first == last and not bads:
                     continue
+                # Good lines [first, last) of this chunk, with the planned bad lines in between.
                 parts, cursor, written = [], first, int(lines[k])
                 for rel, kind in bads:
                     at = min(first + int(rel * (last - first + 1)), last)
                     parts.append(memoryview(buf[byte_at[cursor]:byte_at[at]]))
-                    written += at - cursor
-                    # A bad line imitates a neighbouring link of the same file.
-                    pick = int(bad_rng.integers(first, last)) if last > first else None
-                    id1 = int(rec.id1[pick]) if pick is not None else spec.start_id
-                    t = int(rec.time[pick]) if pick is not None else int(ctx.bounds[k])
-                    line, reason = make_bad_line(kind, id1, int(ctx.types[0]), t, bad_rng)
+                    written += at - cursor + 1
+                    line, reason = _bad_line(ctx, rec, k, first, last, kind, bad_rng)
                     parts.append(line)
-                    written += 1
                     bad_lines.append(BadLine(names[k], written, kind, reason))
                     nbytes[k] += len(line)
                     cursor = at
