@@ -101,25 +101,25 @@ class RegionPartitioner:
         return bisect_right(self.split_keys, key)
 
 
-def to_cell(link: Link) -> tuple[bytes, tuple[bytes, bytes, bytes, int, bytes]]:
-    """A link as the (key, value) pair the converters expect: row key and
-    (row, family, qualifier, timestamp, value), the latter becoming a KeyValue on the JVM side."""
-    row = row_key(link)
-    return row, (row, FAMILY, QUALIFIER, CELL_TS, cell_value(link))
+def to_row(link: Link) -> tuple[bytes, bytes]:
+    """A link as (row key, cell value): what is shuffled and sorted. Family, qualifier and
+    timestamp are constants, added only after the sort (less to pickle through the shuffle)."""
+    return row_key(link), cell_value(link)
 
 
-def _checked(cells: Iterator, counter) -> Iterator:
-    """Pass sorted cells through, refusing a duplicate or out-of-order row key, counting them."""
-    previous = None
+def _cells(rows: Iterator[tuple[bytes, bytes]], counter) -> Iterator:
+    """Sorted (row, value) pairs -> the (key, value) pairs the converters expect: row key and
+    (row, family, qualifier, timestamp, value), the latter becoming a KeyValue on the JVM side.
+    Refuses a repeated or out-of-order row key; counts the cells."""
+    previous = b""
     n = 0
-    for cell in cells:
-        row = cell[0]
-        if previous is not None and row <= previous:
+    for row, value in rows:
+        if row <= previous:
             raise ValueError(f"row key {row.hex()} {'repeats' if row == previous else 'is out of order'}"
                              ": write_hfiles needs merged input, one link per key")
         previous = row
         n += 1
-        yield cell
+        yield row, (row, FAMILY, QUALIFIER, CELL_TS, value)
     counter.add(n)
 
 
@@ -149,9 +149,9 @@ def write_hfiles(spark, links, out_dir: str, table_name: str, split_keys: Sequen
 
     partitioner = RegionPartitioner(split_keys)
     counter = sc.accumulator(0)
-    cells = (links.map(to_cell)
+    cells = (links.map(to_row)
              .repartitionAndSortWithinPartitions(partitioner.regions, partitioner)
-             .mapPartitions(lambda it: _checked(it, counter), preservesPartitioning=True))
+             .mapPartitions(lambda rows: _cells(rows, counter), preservesPartitioning=True))
     conf = {TABLE_NAME_KEY: table_name, LOCALITY_KEY: "false", **(hadoop_conf or {})}
     cells.saveAsNewAPIHadoopFile(out_dir, OUTPUT_FORMAT, keyClass=KEY_CLASS,
                                  valueClass=VALUE_CLASS, keyConverter=KEY_CONVERTER,

@@ -1,0 +1,3 @@
+from debl.cli import main
+
+main()
