@@ -35,9 +35,9 @@ class RejectWriter:
         is redone will reject them again."""
         with self._lock:
             self._file.close()
-            kept = [r for r in self.path.read_bytes().splitlines(keepends=True)
-                    if not _within(r, file.encode(), first_line, last_line)]
-            self.path.write_bytes(b"".join(kept))
+            records = self.path.read_bytes().split(b"\n")
+            kept = [r for r in records if not _within(r, file.encode(), first_line, last_line)]
+            self.path.write_bytes(b"\n".join(kept))
             self._file = open(self.path, "ab")
 
     def flush(self) -> None:
@@ -64,8 +64,8 @@ def _within(record: bytes, file: bytes, first: int, last: int) -> bool:
 def read_rejects(path: Path) -> list[tuple[str, int, str, bytes]]:
     """The records of a reject file."""
     out = []
-    for record in path.read_bytes().splitlines():
-        if record.startswith(b"#"):
+    for record in path.read_bytes().split(b"\n"):  # not splitlines: a raw line may hold \r
+        if not record or record.startswith(b"#"):
             continue
         file, line_no, reason, line = record.split(b"\t", 3)
         out.append((file.decode(), int(line_no), reason.decode(), line))

@@ -1,0 +1,134 @@
+"""Per-bucket state as the coordinator sees it, read from the catalog (DESIGN section 6).
+
+A ``Dataset`` is what one load that is up offers to queries: the bucket width, the key range the
+MySQL (hot) table covers, and one ``BucketState`` per cold bucket: ``(b_index, k_range, j_stat,
+q_list)``. ``read_dataset`` builds it from the catalog; ``LoadView`` is the part of the latest
+``debl_loads`` row that decides whether the system is up at all.
+
+Pitfalls:
+
+- Only the *latest* load counts. A new load clears the bucket and job tables as it starts, so
+  while it runs the previous load's buckets no longer exist and the system is down again, even
+  though an older load row still says ``up``.
+- ``j_stat`` values are written by the poller and read by query threads: both hold the
+  coordinator's lock. ``q_list`` is kept as the count of buffered queries (the waiters
+  themselves block on the coordinator's condition variable); the count is the bucket's demand.
+- A bucket without a job status row counts as ``pending`` (as ``Catalog.buckets`` reports it).
+- The hot table is consulted only for id1 in ``[hot_k_lo, hot_k_hi]`` of *this* load: a load
+  without hot files does not touch the MySQL link table, which may still hold an older dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from debl.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class LoadView:
+    """The latest load, as far as routing cares."""
+
+    load_id: str
+    state: str  # running / up / failed
+    bucket_width: int | None
+    hot_k_lo: int | None
+    hot_k_hi: int | None
+    hot_rows: int
+    started: float
+    uptime: float | None
+    error: str | None
+
+    @property
+    def is_up(self) -> bool:
+        """Queries are answered. A load that is up with no bucket width had no cold file."""
+        return self.state == "up"
+
+    @staticmethod
+    def of(row: dict | None) -> "LoadView | None":
+        if row is None:
+            return None
+        return LoadView(row["load_id"], row["state"], row["bucket_width"], row["hot_k_lo"],
+                        row["hot_k_hi"], int(row["hot_rows"] or 0), float(row["started"]),
+                        row["uptime"], row["error"])
+
+
+@dataclass
+class BucketState:
+    """One cold bucket: ``k_range`` is ``[k_lo, k_hi]`` (both inclusive, as in the index)."""
+
+    b_index: int
+    k_lo: int
+    k_hi: int
+    j_stat: str
+    waiting: int = 0  # q_list: queries of this coordinator buffered on the bucket
+
+    @property
+    def loaded(self) -> bool:
+        return self.j_stat == "loaded"
+
+
+@dataclass
+class Dataset:
+    """The routing state of one load that is up."""
+
+    load: LoadView
+    buckets: dict[int, BucketState] = field(default_factory=dict)
+
+    @property
+    def width(self) -> int | None:
+        return self.load.bucket_width
+
+    def bucket_of(self, id1: int) -> BucketState | None:
+        """The cold bucket holding id1's cold rows, or None when no cold row has that id1's
+        range (then MySQL alone answers)."""
+        if not self.width:
+            return None
+        return self.buckets.get(id1 // self.width)
+
+    def in_hot_range(self, id1: int) -> bool:
+        """Whether the MySQL table of this load may hold rows of id1."""
+        load = self.load
+        return (load.hot_rows > 0 and load.hot_k_lo is not None and load.hot_k_hi is not None
+                and load.hot_k_lo <= id1 <= load.hot_k_hi)
+
+    def apply_states(self, states: dict[int, str]) -> list[int]:
+        """Take new job states; returns the buckets that became ``loaded``."""
+        landed = []
+        for b, bucket in self.buckets.items():
+            new = states.get(b, "pending")
+            if new != bucket.j_stat:
+                if new == "loaded":
+                    landed.append(b)
+                bucket.j_stat = new
+        return landed
+
+    def waiting(self) -> dict[int, int]:
+        """Buffered queries per bucket not yet loaded: this coordinator's demand."""
+        return {b: s.waiting for b, s in self.buckets.items() if s.waiting and not s.loaded}
+
+    def id_range(self) -> tuple[int, int] | None:
+        """(lowest id1, highest id1 + 1) that this load may hold. The hot range is exact; cold
+        buckets only bound their ids by the bucket's key range."""
+        lows, highs = [], []
+        if self.load.hot_rows and self.load.hot_k_lo is not None:
+            lows.append(self.load.hot_k_lo)
+            highs.append(self.load.hot_k_hi)
+        if self.buckets:
+            lows.append(min(s.k_lo for s in self.buckets.values()))
+            highs.append(max(s.k_hi for s in self.buckets.values()))
+        if not lows:
+            return None
+        return min(lows), max(highs) + 1
+
+
+def read_load(catalog: Catalog) -> LoadView | None:
+    """The latest load (None if there never was one)."""
+    return LoadView.of(catalog.load())
+
+
+def read_dataset(catalog: Catalog, load: LoadView) -> Dataset:
+    """The bucket index and job states of *load*, which must be up."""
+    buckets = {b.b_index: BucketState(b.b_index, b.k_lo, b.k_hi, b.state)
+               for b in catalog.buckets()}
+    return Dataset(load, buckets)

@@ -1,0 +1,61 @@
+"""Test data sets and the independent expectations computed from their raw files."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from debl.model import CHECKSUM_MOD, Link, Origin, ParseError, parse_line, row_checksum
+from debl.store.memory import MemoryStore
+from debl.workload.generator import GenerateSummary, generate
+from debl.workload.spec import GenerateSpec
+from loaders.source import LocalSource
+
+
+def make_dataset(directory: Path, max_id: int = 20001, files: int = 6, bad_lines: int = 7,
+                 seed: int = 5) -> GenerateSummary:
+    """A small LinkBench-like data set with updates, hidden rows and bad lines."""
+    spec = GenerateSpec(max_id=max_id, files=files, days=files, seed=seed, bad_lines=bad_lines,
+                        max_degree=40, update_share=0.2, hidden_share=0.3)
+    return generate(directory, spec, overwrite=True)
+
+
+def raw_rows(directory: Path):
+    """Every parseable line as (file_seq, name, line_no, Link), files oldest first."""
+    for seq, f in enumerate(LocalSource(directory).list()):
+        with open(directory / f.name, "rb") as stream:
+            for line_no, line in enumerate(stream, 1):
+                try:
+                    yield seq, f.name, line_no, parse_line(line)
+                except ParseError:
+                    continue
+
+
+def reference_store(directory: Path, hot_names: set[str], only: str = "all") -> MemoryStore:
+    """The merge rule applied by the in-memory reference store to the raw files
+    (only="hot"/"cold"/"all")."""
+    store = MemoryStore()
+    rows = []
+    for seq, name, line_no, link in raw_rows(directory):
+        hot = name in hot_names
+        if only == "all" or (only == "hot") == hot:
+            rows.append((link, Origin(int(hot), seq, line_no)))
+    store.write_links(rows)
+    return store
+
+
+def expected_buckets(directory: Path, cold_names: set[str], width: int) -> dict[int, tuple]:
+    """b_index -> (k_lo, k_hi, rows, checksum) computed from the cold files alone."""
+    rows: dict[int, int] = defaultdict(int)
+    sums: dict[int, int] = defaultdict(int)
+    for _, name, _, link in raw_rows(directory):
+        if name in cold_names:
+            b = link.id1 // width
+            rows[b] += 1
+            sums[b] += row_checksum(link)
+    return {b: (b * width, (b + 1) * width - 1, rows[b], sums[b] % CHECKSUM_MOD) for b in rows}
+
+
+def all_rows(store) -> set[Link]:
+    """Every row of a MemoryStore (hidden included)."""
+    return {link for key in store.keys() for link in store.scan_newest_first(*key)}
