@@ -328,8 +328,8 @@ class Coordinator:
             return self._dataset.waiting() if self._dataset else {}
 
     def id_range(self) -> tuple[int, int] | None:
-        """(start_id, max_id), max exclusive: the id1 range the served load may hold (exact
-        for the hot rows, bounded by bucket key ranges for the cold ones). For ``debl query``."""
+        """(start_id, max_id), max exclusive: the served load's id1 range, for the default
+        request ids of ``debl query`` (see ``Dataset.id_range``); None while not up."""
         with self._cond:
             return self._dataset.id_range() if self._dataset else None
 

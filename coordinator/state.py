@@ -108,18 +108,19 @@ class Dataset:
         return {b: s.waiting for b, s in self.buckets.items() if s.waiting and not s.loaded}
 
     def id_range(self) -> tuple[int, int] | None:
-        """(lowest id1, highest id1 + 1) that this load may hold. The hot range is exact; cold
-        buckets only bound their ids by the bucket's key range."""
-        lows, highs = [], []
-        if self.load.hot_rows and self.load.hot_k_lo is not None:
-            lows.append(self.load.hot_k_lo)
-            highs.append(self.load.hot_k_hi)
+        """(lowest id1, highest id1 + 1) of the data set, for a query client's default ids.
+
+        The hot range is exact and, since every daily LinkBench file spans the whole id range,
+        it is the data set's range: preferred when there are hot rows. Without them only the
+        buckets' key ranges are known, which may reach up to a bucket width past the real ids.
+        """
+        load = self.load
+        if load.hot_rows and load.hot_k_lo is not None and load.hot_k_hi is not None:
+            return load.hot_k_lo, load.hot_k_hi + 1
         if self.buckets:
-            lows.append(min(s.k_lo for s in self.buckets.values()))
-            highs.append(max(s.k_hi for s in self.buckets.values()))
-        if not lows:
-            return None
-        return min(lows), max(highs) + 1
+            return (min(s.k_lo for s in self.buckets.values()),
+                    max(s.k_hi for s in self.buckets.values()) + 1)
+        return None
 
 
 def read_load(catalog: Catalog) -> LoadView | None:

@@ -54,11 +54,20 @@ class DistResult:
         return sum(p.rows for p in self.parts)
 
 
-def derive_width(k_lo: int, k_hi: int, total_bytes: int, target_bytes: int) -> int:
-    """The bucket width that makes buckets of about *target_bytes*, taking the first chunk's
-    key range [k_lo, k_hi] for the whole input's (DESIGN section 4)."""
+def derive_width(k_lo: int, k_hi: int, total_bytes: int, target_bytes: int,
+                 sorted_share: float | None = None) -> int:
+    """The bucket width that makes buckets of about *target_bytes* (DESIGN section 4).
+
+    The first chunk's key range [k_lo, k_hi] stands for the whole input's. One exception: when
+    the chunk's lines are in id1 order (daily dumps often are: ``debl generate`` writes each file
+    sorted) the chunk has seen only *sorted_share* of its file, so the file's range is estimated
+    as the seen range divided by that share.
+    """
+    span = k_hi - k_lo + 1
+    if sorted_share:
+        span = int(span / min(1.0, max(sorted_share, 1e-9)))
     buckets = max(1, -(-total_bytes // target_bytes))
-    return max(1, -(-(k_hi - k_lo + 1) // buckets))
+    return max(1, -(-span // buckets))
 
 
 def _lines(config: Config, path: str, offset: int, length: int | None):
@@ -81,17 +90,22 @@ def _slice(chunk: Chunk, index: int) -> tuple[int, int | None, int]:
     return offset, None if end is None else end - offset, first_line
 
 
-def _key_range_task(config: Config, chunk: Chunk, index: int) -> tuple[int, int] | None:
+def _key_range_task(config: Config, chunk: Chunk, index: int) -> tuple[int, int, bool] | None:
+    """(min id1, max id1, whether id1 never decreased) over one slice's parseable lines."""
     offset, length, _ = _slice(chunk, index)
-    lo = hi = None
+    lo = hi = last = None
+    ordered = True
     for line in _lines(config, chunk.path, offset, length):
         try:
             id1 = parse_line(line).id1
         except ParseError:
             continue
+        if last is not None and id1 < last:
+            ordered = False
+        last = id1
         lo = id1 if lo is None or id1 < lo else lo
         hi = id1 if hi is None or id1 > hi else hi
-    return None if lo is None else (lo, hi)
+    return None if lo is None else (lo, hi, ordered)
 
 
 def _bucket_task(config: Config, chunk: Chunk, index: int, width: int,
@@ -154,7 +168,7 @@ def _combine(chunk: Chunk, width: int, results: list[DistResult]) -> DistResult:
 
 
 def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: str,
-                 total_bytes: int = 0) -> DistResult:
+                 total_bytes: int = 0, file_sizes: dict[int, int] | None = None) -> DistResult:
     """Run dist_ch on one chunk, one Spark task per slice. With width 0 a first small job
     derives the width from this chunk's key range and *total_bytes* (the cold input's size)."""
     sc = spark.sparkContext
@@ -163,7 +177,13 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: st
     tasks = sc.parallelize(range(n), n)
     if not width:
         ranges = [r for r in tasks.map(lambda i: _key_range_task(config, chunk, i)).collect() if r]
+        first = chunk.segments[0]
+        # Slices in order and each ordered: the chunk is sorted only if they chain up too.
+        ordered = (len(chunk.segments) == 1 and all(r[2] for r in ranges)
+                   and all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])))
+        share = ((first.end - first.start) / file_sizes[first.file_seq]
+                 if ordered and file_sizes and file_sizes.get(first.file_seq) else None)
         width = (derive_width(min(r[0] for r in ranges), max(r[1] for r in ranges), total_bytes,
-                              config.bucket_target_bytes) if ranges else 1)
+                              config.bucket_target_bytes, share) if ranges else 1)
     results = tasks.map(lambda i: _bucket_task(config, chunk, i, width, bucket_dir)).collect()
     return _combine(chunk, width, results)

@@ -124,6 +124,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             catalog.add_files(load_id, [(seq, f.name, f.size, f.mtime, seq in hot_seqs)
                                         for seq, f in files])
             chunk_dir, bucket_dir = hdfs_paths(config, load_id)
+            _drop_hbase_table(config)  # the previous dataset's; gen_HF creates it pre-split
             hdfs.delete(bucket_dir, recursive=True)
             hdfs.mkdirs(bucket_dir)
             if width:
@@ -180,6 +181,14 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
                 summary.phases[key] = summary.phases.get(key, 0.0) + p["ended"] - p["started"]
         catalog.update_load(load_id, state="up", uptime=t_up, summary=json.dumps(summary.as_dict()))
     return summary
+
+
+def _drop_hbase_table(config: Config) -> None:
+    from debl.store.hbase import HBaseStore
+
+    with HBaseStore(config) as hbase:
+        if hbase.table_exists():
+            hbase.drop_table()
 
 
 def _count_rejects(rejects: RejectWriter) -> int:
@@ -273,7 +282,8 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 for seg in chunk.segments:
                     rejects.forget(seg.name, seg.first_line, seg.first_line + seg.lines - 1)
                 result = dist_ch.bucket_chunk(spark, config, chunk, width, bucket_dir,
-                                              summary.cold_bytes)
+                                              summary.cold_bytes,
+                                              {seq: f.size for seq, f in cold})
                 if not width:  # derived from the first chunk; fixed for the whole load
                     width = result.width
                     catalog.update_load(load_id, bucket_width=width)

@@ -22,7 +22,7 @@ from debl.model import MAX_DATA, MAX_TIME, Link, Origin, merge_rank
 from debl.store.hbase_layout import (CELL_TS, FAMILY, QUALIFIER, cell_value, decode, id1_boundary,
                                      prefix, row_key, scan_bounds)
 from loaders.hfile import (RegionPartitioner, cold_origin, merge_bucket, merge_links, merge_rows,
-                           write_hfiles)
+                           ranked, write_hfiles)
 
 ROOT = Path(__file__).resolve().parents[1]
 U63 = (1 << 63) - 1
@@ -92,8 +92,8 @@ def _row(time, version, file_seq, line_no, visibility=1, data=b"x"):
     (_row(10, 0, 0, 1, visibility=0), _row(9, 0, 0, 2)),          # a newer hidden row wins
 ])
 def test_merge_rows_follows_the_rule(winner, loser):
-    assert merge_rows(winner, loser) == winner
-    assert merge_rows(loser, winner) == winner
+    assert merge_rows(ranked(*winner), ranked(*loser)) == ranked(*winner)
+    assert merge_rows(ranked(*loser), ranked(*winner)) == ranked(*winner)
     assert merge_bucket([loser, winner, loser]) == [winner[0]]
 
 
@@ -237,3 +237,41 @@ def test_value_layout_is_fixed():
     link = Link(1, 2, 3, 1, b"data", 4, 5)
     assert cell_value(link) == b"\x01" + struct.pack(">Q", 5) + b"data"
     assert row_key(link) == struct.pack(">QQQQ", 1, 2, MAX_TIME - 4, (1 << 64) - 1 - 3)
+
+
+# ---------------------------------------------------------------- bulk load (the real stack)
+
+def bulk_load_round_trip(spark, config, table: str, hfile_dir: str) -> None:
+    """Pre-split table, HFiles on HDFS, bulk load, then the same load again: the table holds
+    exactly the links, every cell at CELL_TS. Drops the table at the end."""
+    import happybase
+
+    from loaders import hbase_bulk
+
+    links = _random_links(2000, seed=6, max_id1=300)
+    assert hbase_bulk.create_table(spark, config, [id1_boundary(100), id1_boundary(200)], table)
+    try:
+        splits = hbase_bulk.split_keys(spark, config, table)
+        assert splits == [id1_boundary(100), id1_boundary(200)]
+        for _ in range(2):  # a redo of the same bucket converges to the same table
+            rdd = spark.sparkContext.parallelize(links, 3)
+            assert write_hfiles(spark, rdd, hfile_dir, table, splits, replace=True) == len(links)
+            assert hbase_bulk.bulk_load(spark, config, hfile_dir, table) == 3
+        conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
+        try:
+            cells = [(row, *data.popitem()[1]) for row, data in
+                     conn.table(table).scan(include_timestamp=True)]
+        finally:
+            conn.close()
+        assert {ts for _, _, ts in cells} == {CELL_TS}
+        assert [decode(row, value) for row, value, _ in cells] == sorted(links, key=row_key)
+    finally:
+        conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
+        conn.delete_table(table, disable=True)
+        conn.close()
+
+
+@pytest.mark.stack
+def test_bulk_load_into_a_pre_split_table(spark, stack_config):
+    hfile_dir = f"{stack_config.hdfs_uri}{stack_config.hdfs_root}/test-hfiles"
+    bulk_load_round_trip(spark, stack_config, "debl_test_bulkload", hfile_dir)

@@ -11,6 +11,8 @@ _COMMANDS = [
     ("query", "query"),
     ("load", "load"),
     ("load", "source"),
+    ("verify", "verify"),
+    ("gen_hf", "gen_hf"),
 ]
 
 COMMANDS = [getattr(importlib.import_module(f"debl.commands.{module}"), attr)

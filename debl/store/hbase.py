@@ -45,7 +45,7 @@ from debl.errors import ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query
 from debl.store.base import LinkStore
 from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode, row_key,
-                                     scan_bounds)
+                                     id1_boundary, scan_bounds)
 from debl.store.mysql import merge_batch
 
 T = TypeVar("T")
@@ -191,6 +191,17 @@ class HBaseStore(LinkStore):
             if len(rows) < _SCAN_PAGE:
                 return
             start = rows[-1][0] + b"\x00"  # the smallest key after the last one read
+
+    def scan_id1_range(self, k_lo: int, k_hi: int) -> Iterator[Link]:
+        """Every row with k_lo <= id1 <= k_hi (a bucket's key range), in row key order, paged
+        like scan_newest_first."""
+        start, stop = id1_boundary(k_lo), id1_boundary(k_hi + 1)
+        while True:
+            rows = self._scan(start, stop, _SCAN_PAGE)
+            yield from (link for _, link in rows)
+            if len(rows) < _SCAN_PAGE:
+                return
+            start = rows[-1][0] + b"\x00"
 
     def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, Link]]:
         return self._run(lambda conn: self._scan_rows(conn, start, stop, limit))

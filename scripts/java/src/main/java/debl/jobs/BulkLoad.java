@@ -1,33 +1,95 @@
 package debl.jobs;
 
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.TableExistsException;
 import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
+import org.apache.hadoop.hbase.client.Connection;
+import org.apache.hadoop.hbase.client.ConnectionFactory;
+import org.apache.hadoop.hbase.client.RegionLocator;
+import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
 import org.apache.hadoop.hbase.tool.BulkLoadHFiles;
 
 /**
- * Bulk-loads a directory written by {@code HFileOutputFormat2} ({@code dir/<family>/<hfile>})
- * into an existing HBase table, from Python through py4j.
+ * The HBase side of gen_HF, called from Python through py4j: pre-split table creation, the
+ * table's region start keys, and the bulk load of a directory written by
+ * {@code HFileOutputFormat2} ({@code dir/<family>/<hfile>}).
  *
- * <p>The configuration is HBase's defaults ({@code hbase-default.xml} from the shaded jar) plus
- * the given entries (ZooKeeper quorum and port, {@code fs.defaultFS}, ...); nothing is read from an
- * {@code hbase-site.xml}, so the caller's settings are the whole truth. HFiles that span a region
- * boundary are split by the tool (a copy); files on the same filesystem as {@code hbase.rootdir}
- * are moved, not copied.
+ * <p>Every call takes its settings as a map (ZooKeeper quorum and client port, {@code
+ * fs.defaultFS}, ...) applied over HBase's defaults ({@code hbase-default.xml} from the shaded
+ * jar); no {@code hbase-site.xml} is read, so the caller's settings are the whole truth. Each call
+ * opens and closes its own connection: they are rare (once per run) and this keeps no state.
  */
 public final class BulkLoad {
   private BulkLoad() {}
 
-  /** Loads every HFile under {@code dir}; returns the number of HFiles (after splits) loaded. */
-  public static int load(String tableName, String dir, Map<String, String> settings)
-      throws IOException {
+  static Configuration conf(Map<String, String> settings) {
     Configuration conf = HBaseConfiguration.create();
     for (Map.Entry<String, String> e : settings.entrySet()) {
       conf.set(e.getKey(), e.getValue());
     }
-    return BulkLoadHFiles.create(conf).bulkLoad(TableName.valueOf(tableName), new Path(dir)).size();
+    return conf;
+  }
+
+  /**
+   * Loads every HFile under {@code dir} into the existing table; returns the number of HFiles
+   * loaded (after any split). HFiles that span a region boundary are split by the tool (a copy);
+   * files on the filesystem of {@code hbase.rootdir} are moved, not copied, so {@code dir} is
+   * left without them.
+   */
+  public static int load(String tableName, String dir, Map<String, String> settings)
+      throws IOException {
+    return BulkLoadHFiles.create(conf(settings))
+        .bulkLoad(TableName.valueOf(tableName), new Path(dir))
+        .size();
+  }
+
+  /**
+   * Creates the table with one column family (one version kept) pre-split at {@code splitKeys};
+   * returns false, changing nothing, if it exists already.
+   */
+  public static boolean createTable(String tableName, byte[] family, List<byte[]> splitKeys,
+      Map<String, String> settings) throws IOException {
+    TableName name = TableName.valueOf(tableName);
+    try (Connection conn = ConnectionFactory.createConnection(conf(settings));
+        Admin admin = conn.getAdmin()) {
+      if (admin.tableExists(name)) {
+        return false;
+      }
+      TableDescriptorBuilder table = TableDescriptorBuilder.newBuilder(name)
+          .setColumnFamily(ColumnFamilyDescriptorBuilder.newBuilder(family).setMaxVersions(1).build());
+      try {
+        if (splitKeys.isEmpty()) {
+          admin.createTable(table.build());
+        } else {
+          admin.createTable(table.build(), splitKeys.toArray(new byte[0][]));
+        }
+      } catch (TableExistsException e) {
+        return false; // created concurrently
+      }
+      return true;
+    }
+  }
+
+  /** The start keys of the table's regions, in order, without the first region's empty key. */
+  public static List<byte[]> splitKeys(String tableName, Map<String, String> settings)
+      throws IOException {
+    try (Connection conn = ConnectionFactory.createConnection(conf(settings));
+        RegionLocator locator = conn.getRegionLocator(TableName.valueOf(tableName))) {
+      List<byte[]> keys = new ArrayList<>();
+      for (byte[] key : locator.getStartKeys()) {
+        if (key.length > 0) {
+          keys.add(key);
+        }
+      }
+      return keys;
+    }
   }
 }

@@ -1,0 +1,16 @@
+"""The DeBL coordinator: bucket state, routing, buffering, release, demand publication.
+
+    from coordinator import Coordinator
+
+    with Coordinator(config) as c:
+        links = c.get_link_list(id1, link_type)          # list[Link], like a LinkStore
+        answer = c.query(id1, link_type, timeout=5.0, partial=True)
+        answer.complete, answer.waited_s, answer.route   # details of one query
+
+See docs/COORDINATOR.md for routing, the cross-store merge and buffering.
+"""
+
+from coordinator.coordinator import Answer, BucketView, Coordinator
+from coordinator.stats import CoordinatorStats
+
+__all__ = ["Answer", "BucketView", "Coordinator", "CoordinatorStats"]

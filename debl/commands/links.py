@@ -1,0 +1,81 @@
+"""``debl links``: one get_link_list through the coordinator, as a user would ask it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from debl.commands.common import config_of, friendly_errors
+from debl.model import DEFAULT_LIMIT, MAX_TIME
+
+
+def show_data(data: bytes) -> str:
+    """Data bytes for a terminal: printable ASCII as is, backslash doubled, anything else as
+    ``\\xNN``, so that no byte can move the cursor or break the table."""
+    return "".join(chr(b) if 32 <= b < 127 and b != 92 else "\\\\" if b == 92 else f"\\x{b:02x}"
+                   for b in data)
+
+
+def _how(answer) -> str:
+    if answer.route == "mysql":
+        where = "MySQL alone (no cold bucket for this id1)"
+    elif answer.route == "merged":
+        where = f"MySQL and HBase merged (bucket {answer.bucket})"
+    else:
+        where = (f"MySQL ONLY, INCOMPLETE: bucket {answer.bucket} is not loaded yet, its rows "
+                 "are missing and some of these may be superseded")
+    waited = f"waited {answer.waited_s:.2f} s" if answer.waited else "answered at once"
+    return f"{where}; {waited}"
+
+
+@click.command("links")
+@click.argument("id1", type=click.IntRange(min=0))
+@click.argument("link_type", type=click.IntRange(min=0))
+@click.option("--min-time", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--max-time", type=click.IntRange(min=0, max=MAX_TIME), default=MAX_TIME)
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="Give up after S seconds if the bucket is not loaded (default: wait).")
+@click.option("--partial", is_flag=True,
+              help="At the timeout (default 0 with --partial) print the MySQL rows, marked "
+                   "incomplete, instead of failing.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON; data is a latin-1 string (one character per byte).")
+@click.pass_context
+@friendly_errors
+def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time: int,
+          offset: int, limit: int, timeout: float | None, partial: bool, as_json: bool) -> None:
+    """Print the visible links of ID1 and LINK_TYPE, newest first, as DeBL answers them.
+
+    Waits for the system to be up and for ID1's bucket to be loaded into HBase, as a query of
+    `debl query --target debl` would; --timeout bounds the wait.
+    """
+    from coordinator import Coordinator
+
+    if partial and timeout is None:
+        timeout = 0.0
+    with Coordinator(config_of(ctx)) as coordinator:
+        answer = coordinator.query(id1, link_type, min_time, max_time, offset, limit,
+                                   timeout=timeout, partial=partial)
+    if as_json:
+        click.echo(json.dumps({
+            "id1": id1, "link_type": link_type, "min_time": min_time, "max_time": max_time,
+            "offset": offset, "limit": limit, "complete": answer.complete,
+            "route": answer.route, "bucket": answer.bucket, "waited_s": answer.waited_s,
+            "links": [{"id2": l.id2, "visibility": l.visibility, "time": l.time,
+                       "version": l.version, "data": l.data.decode("latin-1")}
+                      for l in answer.links]}, indent=2))
+        return
+    n = len(answer.links)
+    click.echo(f"id1 {id1}, link_type {link_type}: {n} link{'s' * (n != 1)} "
+               f"from {_how(answer)}")
+    if not n:
+        return
+    rows = [(str(l.id2), str(l.time), str(l.version), show_data(l.data)) for l in answer.links]
+    head = ("id2", "time", "version", "data")
+    widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(3)]
+    click.echo("  ".join(h.rjust(w) for h, w in zip(head, widths)) + "  " + head[3])
+    for r in rows:
+        click.echo("  ".join(v.rjust(w) for v, w in zip(r, widths)) + "  " + r[3])

@@ -1,0 +1,84 @@
+"""``debl status``: the latest load, bucket states, demand, running gen_HF jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from debl.commands.common import config_of, friendly_errors
+
+
+def _when(epoch: float | None) -> str:
+    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def render(s: dict) -> str:
+    """The status dict of coordinator.status.read_status as text."""
+    load = s["load"]
+    if load is None:
+        return "no load yet: run `debl load SOURCE`"
+    out = [f"load {load['load_id']} ({load['approach']}) from {load['source']}",
+           f"  state      {load['state']}" + (f": {load['error'].splitlines()[0][:200]}"
+                                                if load["error"] else ""),
+           f"  started    {_when(load['started'])} ({load['age_s']:,.0f} s ago)"]
+    if load["uptime_s"] is not None:
+        out.append(f"  uptime     {load['uptime_s']:,.1f} s after the start "
+                   f"({_when(load['uptime'])})")
+    else:
+        out.append("  uptime     not yet: queries wait")
+    hot = (f"{load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}"
+           if load["hot_rows"] else "none")
+    out.append(f"  hot        MySQL {hot}; bucket width {load['bucket_width'] or '-'}")
+    if s["phases"]:
+        out.append("  phases     items   sum s  wall s        bytes")
+        for p in s["phases"]:
+            still = f"  ({p['open']} open)" if p["open"] else ""
+            out.append(f"    {p['phase']:<11}{p['items']:>5}{p['seconds']:>8.1f}"
+                       f"{p['wall_s']:>8.1f}{_mb(p['bytes']):>13}{still}")
+    b = s["buckets"]
+    states = ", ".join(f"{n} {state}" for state, n in b["by_state"].items() if n) or "none"
+    out.append(f"buckets    {b['loaded']}/{b['total']} loaded ({states}); "
+               f"{_mb(b['loaded_bytes'])} of {_mb(b['bytes'])}, {b['rows']:,} cold rows")
+    fa = s["full_availability"]
+    if fa:
+        out.append(f"full availability {fa['seconds']:,.1f} s after the start "
+                   f"({fa['after_uptime_s']:,.1f} s after uptime)")
+    d = s["demand"]
+    if d["total"]:
+        top = ", ".join(f"bucket {t['b_index']}: {t['waiting']}" for t in d["top"])
+        out.append(f"demand     {d['total']} queries waiting on {d['buckets']} buckets from "
+                   f"{d['coordinators']} coordinator(s); top: {top}")
+    else:
+        out.append("demand     no query waiting")
+    if s["running_jobs"]:
+        out.append("running    bucket  run id                      for s  attempt")
+        for j in s["running_jobs"]:
+            secs = "-" if j["running_s"] is None else f"{j['running_s']:.1f}"
+            out.append(f"           {j['b_index']:>6}  {str(j['run_id'] or '-'):<24}"
+                       f"{secs:>8}  {j['attempts']:>7}")
+    for j in s["failed_jobs"]:
+        out.append(f"failed     bucket {j['b_index']} after {j['attempts']} attempt(s): "
+                   f"{j['error'].splitlines()[0] if j['error'] else '-'}")
+    return "\n".join(out)
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
+              help="How many buckets to list by demand.")
+@click.pass_context
+@friendly_errors
+def status(ctx: click.Context, as_json: bool, top: int) -> None:
+    """Uptime, buckets loaded / total, demand and running gen_HF jobs of the latest load."""
+    from coordinator.status import read_status
+    from debl.catalog import Catalog
+
+    with Catalog(config_of(ctx)) as catalog:
+        report = read_status(catalog, top=top)
+    click.echo(json.dumps(report, indent=2) if as_json else render(report))

@@ -1,0 +1,228 @@
+"""gen_HF: the online phase. A long-lived Spark application that turns buckets into HBase HFiles
+and bulk-loads them, the buckets that the most waiting queries need first.
+
+Each run: pick buckets (``pick_buckets``), mark them ``running`` in the job status table, read
+their HDFS files, apply the merge rule, write real HFiles with HBase's ``HFileOutputFormat2``
+(``loaders.hfile``), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the HFiles are on
+the HBase root's HDFS), and mark the buckets ``loaded`` with their row count, superseded count and
+checksum (for ``debl verify``).
+
+Pitfalls and guarantees:
+
+- Nothing is visible before ``loaded``: the coordinator reads HBase only for loaded buckets, so
+  a crash between the bulk load and the state change shows nothing half-loaded. A restarted
+  gen_HF redoes the ``running`` buckets; loading a bucket twice writes the same cells (same row
+  keys, same timestamp, same values), so the table is the same.
+- One gen_HF per dataset: a MySQL named lock (``GET_LOCK``) refuses a second one.
+- The HBase table is created pre-split at the bucket boundaries (one region per bucket) through
+  the JVM admin API (``debl.jobs.Tables``); Thrift1 cannot pre-split.
+- Client puts never happen here (they are the ``batchPut`` baseline only).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from debl.catalog import Bucket, Catalog
+from debl.config import Config
+from debl.errors import DeblError, ServiceError
+from debl.model import CHECKSUM_MOD, Origin, parse_line, row_checksum
+from debl.mysql import connect
+from debl.store.hbase_layout import FAMILY, id1_boundary
+from loaders.hfile import merge_links, write_hfiles
+
+ORDERS = ("demand", "fifo")
+LOCK = "debl_gen_hf"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    buckets: tuple[int, ...]
+    demand: dict[int, int]
+    rows: int  # raw rows read
+    cells: int  # winners written
+    seconds: float
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int,
+                 run_bytes: int, order: str = "demand") -> list[Bucket]:
+    """The next run's buckets among those not loaded.
+
+    ``demand``: the most waiting queries first (ties and zero demand: lowest b_index first), so
+    full availability always comes. ``fifo``: lowest b_index first, demand ignored (the
+    ablation). ``running`` buckets (left by a crashed run) come before all others. At most
+    *run_buckets*, and at most *run_bytes* in total unless the first alone is larger.
+    """
+    todo = [b for b in buckets if b.state != "loaded"]
+    if order == "demand":
+        key = lambda b: (b.state != "running", -demand.get(b.b_index, 0), b.b_index)  # noqa: E731
+    elif order == "fifo":
+        key = lambda b: (b.state != "running", b.b_index)  # noqa: E731
+    else:
+        raise DeblError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
+    chosen: list[Bucket] = []
+    total = 0
+    for b in sorted(todo, key=key):
+        if len(chosen) >= run_buckets or (chosen and total + b.bytes > run_bytes):
+            break
+        chosen.append(b)
+        total += b.bytes
+    return chosen
+
+
+def _parse_bucket_line(line: bytes):
+    head, seq, no = line.rsplit(b"\t", 2)
+    return parse_line(head), Origin(0, int(seq), int(no))
+
+
+class GenHF:
+    """The gen_HF service. ``with GenHF(config) as g: g.serve()``; ``run_once()`` for one run."""
+
+    def __init__(self, config: Config, order: str = "demand",
+                 report: Callable[[str], None] = lambda _: None):
+        if order not in ORDERS:
+            raise DeblError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
+        self.config, self.order, self.report = config, order, report
+        self.catalog = Catalog(config)
+        self._lock_conn = connect(config)
+        with self._lock_conn.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, 0)", (LOCK,))
+            if cur.fetchone()[0] != 1:
+                self.close()
+                raise ServiceError("another gen_HF is running on this dataset "
+                                   "(MySQL lock debl_gen_hf is held)")
+        from debl.spark import spark_session
+
+        self.spark = spark_session(config, "debl-gen_HF")
+        self._table_for: str | None = None  # the load whose table we made sure exists
+
+    def close(self) -> None:
+        self.catalog.close()
+        if self._lock_conn.open:
+            self._lock_conn.close()  # releases the named lock
+
+    def __enter__(self) -> "GenHF":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the HBase table
+
+    def _settings(self) -> dict[str, str]:
+        c = self.config
+        return {"hbase.zookeeper.quorum": c.hbase_zookeeper_quorum,
+                "hbase.zookeeper.property.clientPort": str(c.hbase_zookeeper_port),
+                "fs.defaultFS": c.hdfs_uri,
+                "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": "1024"}
+
+    def ensure_table(self, load: dict, buckets: list[Bucket]) -> None:
+        """Create the link table pre-split at every bucket boundary, once per load."""
+        if self._table_for == load["load_id"]:
+            return
+        width = load["bucket_width"]
+        splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
+                        {id1_boundary((b.b_index + 1) * width) for b in buckets})
+        jvm = self.spark.sparkContext._jvm
+        created = jvm.debl.jobs.Tables.createPresplit(
+            self.config.hbase_table, FAMILY.decode(), [bytearray(s) for s in splits],
+            self._settings())
+        if created:
+            self.report(f"created HBase table {self.config.hbase_table} with "
+                        f"{len(splits) + 1} regions")
+        self._table_for = load["load_id"]
+
+    # -- runs
+
+    def pending(self) -> list[Bucket]:
+        return [b for b in self.catalog.buckets() if b.state != "loaded"]
+
+    def run_once(self) -> RunResult | None:
+        """One run; None when every bucket is loaded (or the latest load is not up yet)."""
+        load = self.catalog.load()
+        if load is None or load["state"] != "up":
+            return None
+        buckets = self.catalog.buckets()
+        demand = self.catalog.demand() if self.order == "demand" else {}
+        chosen = pick_buckets(buckets, demand, self.config.run_buckets, self.config.run_bytes,
+                              self.order)
+        if not chosen:
+            return None
+        self.ensure_table(load, buckets)
+        run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
+        ids = [b.b_index for b in chosen]
+        self.catalog.set_job_state(ids, "running", run_id)
+        t0 = time.time()
+        try:
+            rows, cells, per_bucket, phases = self._convert(run_id, chosen, load["bucket_width"])
+        except BaseException as exc:
+            self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000])
+            raise
+        for b in chosen:
+            winners, checksum = per_bucket.get(b.b_index, (0, 0))
+            self.catalog.record_loaded(b.b_index, winners, b.rows - winners, checksum)
+        self.catalog.set_job_state(ids, "loaded", run_id)
+        result = RunResult(run_id, tuple(ids), {b: demand.get(b, 0) for b in ids}, rows, cells,
+                           time.time() - t0, phases)
+        self.report(f"run {run_id}: buckets {ids} (demand {[demand.get(b, 0) for b in ids]}), "
+                    f"{rows} rows -> {cells} cells in {result.seconds:.1f} s")
+        return result
+
+    def _convert(self, run_id: str, chosen: list[Bucket], width: int):
+        from pyspark import StorageLevel
+
+        sc = self.spark.sparkContext
+        sc.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
+        paths = [f"{self.config.hdfs_uri}{p}.*" for b in chosen
+                 for p in self.catalog.bucket_paths(b.b_index)]
+        phases: dict[str, float] = {}
+        t = time.time()
+        raw = sc.textFile(",".join(paths), use_unicode=False).map(_parse_bucket_line)
+        merged = merge_links(raw, max(2, len(chosen))).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            stats = (merged.map(lambda l: (l.id1 // width, (1, row_checksum(l))))
+                     .reduceByKey(lambda a, b: (a[0] + b[0], (a[1] + b[1]) % CHECKSUM_MOD))
+                     .collectAsMap())
+            phases["merge"] = time.time() - t
+            t = time.time()
+            out = f"{self.config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
+            splits = sorted({id1_boundary(b.b_index * width) for b in chosen} |
+                            {id1_boundary((b.b_index + 1) * width) for b in chosen})
+            cells = write_hfiles(self.spark, merged, f"{self.config.hdfs_uri}{out}",
+                                 self.config.hbase_table, splits, replace=True)
+            phases["hfiles"] = time.time() - t
+        finally:
+            merged.unpersist()
+        t = time.time()
+        if cells:
+            sc._jvm.debl.jobs.BulkLoad.load(self.config.hbase_table,
+                                             f"{self.config.hdfs_uri}{out}", self._settings())
+        phases["bulkload"] = time.time() - t
+        from loaders.webhdfs import WebHDFS
+
+        WebHDFS(self.config).delete(out, recursive=True)
+        rows = sum(b.rows for b in chosen)
+        return rows, cells, stats, phases
+
+    def serve(self, until_complete: bool = False, should_stop: Callable[[], bool] = lambda: False,
+              on_run: Callable[[RunResult], None] = lambda r: None) -> int:
+        """Run until stopped (or, with until_complete, until every bucket is loaded); returns
+        the number of runs."""
+        runs = 0
+        while not should_stop():
+            result = self.run_once()
+            if result is not None:
+                runs += 1
+                on_run(result)
+                continue
+            load = self.catalog.load()
+            if until_complete and load is not None and load["state"] == "up" \
+                    and not self.pending():
+                break
+            time.sleep(self.config.poll_interval)
+        return runs

@@ -1,0 +1,77 @@
+"""gen_HF's HBase side, through the Spark driver's JVM: the pre-split link table, its region
+boundaries, and the bulk load of HFiles written by loaders.hfile.write_hfiles.
+
+Everything goes through ``debl.jobs.BulkLoad`` (debl-jobs.jar) and the HBase client in
+hbase-shaded-mapreduce; the connection settings come from Config only (ZooKeeper quorum and port,
+``fs.defaultFS``), never from an hbase-site.xml on some classpath.
+
+Pitfalls:
+
+- Keep the HFiles on the HDFS of ``hbase.rootdir``: the region server then moves them (a rename)
+  and the output directory is left empty, so a redo must rewrite them
+  (``write_hfiles(..., replace=True)``). From another filesystem (``file:///``) they are copied
+  and stay (seen: 5000 links, 3 HFiles, 0.4-0.8 s either way).
+- A bulk load is atomic per HFile per region, not per run: a crash in the middle leaves some files
+  loaded. That is harmless here: reloading the same bucket writes identical cells (hbase_layout's
+  constant cell timestamp), so the redo converges to the same table.
+- The table must exist; HFiles spanning region boundaries are split by the tool (a slow copy), which
+  write_hfiles avoids by partitioning at ``split_keys(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from debl.config import Config
+from debl.errors import ServiceError
+from debl.store.hbase_layout import FAMILY
+
+
+def hbase_settings(config: Config) -> dict[str, str]:
+    """The HBase client settings of the configured cluster."""
+    return {
+        "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
+        "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
+        "fs.defaultFS": config.hdfs_uri,
+        # Fail in seconds, not after HBase's default of minutes of retries, when HBase is down.
+        "hbase.client.retries.number": "5",
+        "zookeeper.recovery.retry": "1",
+    }
+
+
+def _bulk(spark):
+    return spark.sparkContext._jvm.debl.jobs.BulkLoad
+
+
+def _call(what: str, fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:  # py4j errors carry the Java exception in their text only
+        text = str(exc).strip().splitlines()
+        raise ServiceError(f"HBase {what} failed: {text[1] if len(text) > 1 else text[0]}") from exc
+
+
+def create_table(spark, config: Config, split_keys: Sequence[bytes],
+                 table: str | None = None) -> bool:
+    """Create the link table pre-split at ``split_keys`` (e.g. ``id1_boundary(b * w)`` for each
+    bucket boundary); False if it exists already (left unchanged)."""
+    sc = spark.sparkContext
+    keys = sc._gateway.jvm.java.util.ArrayList()
+    for key in sorted(set(split_keys)):
+        if key:
+            keys.add(bytearray(key))  # py4j passes bytearray as byte[]
+    return bool(_call("create table", _bulk(spark).createTable, table or config.hbase_table,
+                      bytearray(FAMILY), keys, hbase_settings(config)))
+
+
+def split_keys(spark, config: Config, table: str | None = None) -> list[bytes]:
+    """The table's region start keys (without the first region's empty one): write_hfiles'
+    ``split_keys``."""
+    return [bytes(k) for k in _call("region lookup", _bulk(spark).splitKeys,
+                                    table or config.hbase_table, hbase_settings(config))]
+
+
+def bulk_load(spark, config: Config, hfile_dir: str, table: str | None = None) -> int:
+    """Load every HFile under ``hfile_dir`` into the table; returns the number of HFiles loaded."""
+    return int(_call("bulk load", _bulk(spark).load, table or config.hbase_table, hfile_dir,
+                     hbase_settings(config)))

@@ -1,0 +1,155 @@
+"""``debl verify``: the nothing-lost accounting of DESIGN section 8, checked from the data itself.
+
+Per source file: its lines, counted again from the source, equal the good lines that the load
+took from it (hot lines into MySQL, cold lines into buckets) plus its lines in the reject file.
+Per bucket: the rows and checksum of its HDFS files, read back, equal the bucket index. Per loaded
+bucket: the rows and checksum in HBase, scanned back, equal what gen_HF recorded, and gen_HF's
+winners plus the rows the merge rule superseded equal the bucket's rows. MySQL: the link table
+holds as many rows as the hot load recorded.
+
+Every check is a (what, expected, found) triple; the report is good when they all agree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from debl.catalog import Catalog
+from debl.config import Config
+from debl.errors import LoadStateError
+from debl.model import CHECKSUM_MOD, parse_line, row_checksum
+from debl.mysql import connect
+from loaders.load import reject_path
+from loaders.rejects import read_rejects
+from loaders.source import open_source
+from loaders.webhdfs import WebHDFS
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    expected: object
+    found: object
+
+    @property
+    def ok(self) -> bool:
+        return self.expected == self.found
+
+
+@dataclass
+class VerifyReport:
+    load_id: str
+    state: str  # the load's state: a load that is not "up" has not taken every line yet
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+
+def verify_load(config: Config, load_id: str | None = None, *, source: bool = True,
+                progress=lambda what: None) -> VerifyReport:
+    """Verify the latest load (or *load_id*). ``source=False`` skips re-reading the source."""
+    with Catalog(config) as catalog:
+        load = catalog.load(load_id)
+        if load is None:
+            raise LoadStateError(f"no load {load_id!r}" if load_id else "no load has run yet")
+        latest = catalog.load()
+        if latest["load_id"] != load["load_id"]:
+            raise LoadStateError(f"load {load['load_id']} was replaced by load "
+                                 f"{latest['load_id']}; only the current dataset can be verified")
+        load_id = load["load_id"]
+        report = VerifyReport(load_id, load["state"])
+        files = catalog.execute("SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s"
+                                " ORDER BY file_seq", (load_id,))
+        took = dict(((seq, part), rows) for seq, part, rows in catalog.execute(
+            "SELECT file_seq, part, `rows` FROM debl_file_counts WHERE load_id = %s", (load_id,)))
+        buckets = catalog.buckets()
+        jobs = {row[0]: row[1:] for row in catalog.execute(
+            "SELECT b_index, state, rows_loaded, superseded, checksum_loaded FROM debl_jobs")}
+        part_paths = {b.b_index: catalog.bucket_paths(b.b_index) for b in buckets}
+
+    rejects: dict[str, int] = defaultdict(int)
+    path = reject_path(config, load_id)
+    if path.exists():
+        for name, _, _, _ in read_rejects(path):
+            rejects[name] += 1
+
+    good: dict[int, int] = defaultdict(int)
+    for (seq, _), rows in took.items():
+        good[seq] += rows
+    if source:
+        src = open_source(load["source"])
+        for seq, name, _ in files:
+            progress(f"source file {name}")
+            with src.open(name) as stream:
+                lines = _count_lines(stream)
+            report.checks.append(Check(f"file {name}: lines = loaded + rejected", lines,
+                                       good[seq] + rejects[name]))
+
+    fs = WebHDFS(config)
+    for b in buckets:
+        progress(f"bucket {b.b_index}")
+        rows, checksum = 0, 0
+        for prefix in part_paths[b.b_index]:
+            directory, stem = prefix.rsplit("/", 1)
+            for status in fs.list(directory):
+                if status.path.rsplit("/", 1)[1].startswith(stem):
+                    n, s = _bucket_file_sum(fs, status.path)
+                    rows, checksum = rows + n, (checksum + s) % CHECKSUM_MOD
+        report.checks.append(Check(f"bucket {b.b_index}: HDFS rows, checksum = index",
+                                   (b.rows, b.checksum), (rows, checksum)))
+        state, loaded_rows, superseded, loaded_sum = jobs.get(b.b_index, ("pending",) + (None,) * 3)
+        if state == "loaded":
+            report.checks.append(Check(f"bucket {b.b_index}: HBase winners + superseded = rows",
+                                       b.rows, (loaded_rows or 0) + (superseded or 0)))
+            report.checks.append(Check(f"bucket {b.b_index}: HBase rows, checksum = gen_HF's",
+                                       (loaded_rows, loaded_sum),
+                                       _hbase_sum(config, b.k_lo, b.k_hi)))
+
+    conn = connect(config)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM `{config.link_table}`")
+            (mysql_rows,) = cur.fetchone()
+    finally:
+        conn.close()
+    report.checks.append(Check("MySQL link table rows = hot rows recorded", load["hot_rows"],
+                               mysql_rows))
+    return report
+
+
+def _count_lines(stream) -> int:
+    lines, last = 0, b"\n"
+    while block := stream.read(1 << 20):
+        lines += block.count(b"\n")
+        last = block[-1:]
+    return lines + (last != b"\n")
+
+
+def _bucket_file_sum(fs: WebHDFS, path: str) -> tuple[int, int]:
+    rows, checksum, tail = 0, 0, b""
+    for block in fs.stream(path, 4 << 20):
+        block = tail + block
+        cut = block.rfind(b"\n") + 1
+        tail = block[cut:]
+        for line in block[:cut].split(b"\n")[:-1]:
+            rows += 1
+            checksum += row_checksum(parse_line(line.rsplit(b"\t", 2)[0]))
+    return rows, checksum % CHECKSUM_MOD
+
+
+def _hbase_sum(config: Config, k_lo: int, k_hi: int) -> tuple[int, int]:
+    from debl.store.hbase import HBaseStore
+
+    with HBaseStore(config) as store:
+        rows, checksum = 0, 0
+        for link in store.scan_id1_range(k_lo, k_hi):
+            rows += 1
+            checksum += row_checksum(link)
+    return rows, checksum % CHECKSUM_MOD

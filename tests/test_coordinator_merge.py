@@ -1,0 +1,134 @@
+"""The coordinator's pure parts, without services: the cross-store merge against the in-memory
+reference, the demand publication policy, the wait statistics."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator.demand import DemandPolicy, new_coordinator_id
+from coordinator.merge import merge_newest_first, select_merged
+from coordinator.stats import WaitRecorder
+from debl.model import MAX_TIME, Link, Origin
+from debl.store.memory import MemoryStore
+
+ID1, LT = 7, 123456789
+
+# Few id2 and times, so that keys collide across stores and times and versions tie often.
+_row = st.tuples(st.booleans(),  # hot?
+                 st.integers(1, 6),  # id2
+                 st.integers(0, 1),  # visibility
+                 st.integers(0, 5),  # time
+                 st.integers(0, 2),  # version
+                 st.sampled_from([b"a", b"b", b"c\\\"", b""]))
+
+
+def _stores(rows):
+    """(hot store, cold store, reference over every row), each row with its own origin."""
+    hot, cold, everything = MemoryStore(), MemoryStore(), MemoryStore()
+    hot_rows, cold_rows, all_rows = [], [], []
+    for line_no, (is_hot, id2, vis, t, version, data) in enumerate(rows, 1):
+        link = Link(ID1, LT, id2, vis, data, t, version)
+        origin = Origin(int(is_hot), 0, line_no)
+        (hot_rows if is_hot else cold_rows).append((link, origin))
+        all_rows.append((link, origin))
+    hot.write_links(hot_rows)
+    cold.write_links(cold_rows)
+    everything.write_links(all_rows)
+    return hot, cold, everything
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=st.lists(_row, max_size=25), min_time=st.integers(0, 6),
+       max_time=st.one_of(st.integers(0, 6), st.just(MAX_TIME)), offset=st.integers(0, 4),
+       limit=st.integers(0, 8))
+def test_merge_then_filter_equals_the_reference(rows, min_time, max_time, offset, limit):
+    hot, cold, reference = _stores(rows)
+    winners = merge_newest_first(hot.scan_newest_first(ID1, LT, min_time),
+                                 cold.scan_newest_first(ID1, LT, min_time))
+    got = select_merged(winners, min_time, max_time, offset, limit)
+    assert got == reference.get_link_list(ID1, LT, min_time, max_time, offset, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(_row, max_size=25))
+def test_merged_winners_are_every_key_once_newest_first(rows):
+    hot, cold, reference = _stores(rows)
+    winners = list(merge_newest_first(hot.scan_newest_first(ID1, LT),
+                                      cold.scan_newest_first(ID1, LT)))
+    assert winners == list(reference.scan_newest_first(ID1, LT))
+
+
+def _l(id2, vis, t, version=0, data=b""):
+    return Link(ID1, LT, id2, vis, data, t, version)
+
+
+def test_a_newer_hidden_row_in_one_store_hides_an_older_visible_row_in_the_other():
+    hot = [_l(1, 1, 10)]
+    cold = [_l(1, 0, 20)]
+    assert select_merged(merge_newest_first(hot, cold), 0, MAX_TIME, 0, 10) == []
+    assert select_merged(merge_newest_first(cold, hot), 0, MAX_TIME, 0, 10) == []
+
+
+def test_a_winner_after_max_time_suppresses_the_older_row_inside_the_window():
+    hot = [_l(1, 1, 10)]
+    cold = [_l(1, 1, 20)]
+    assert select_merged(merge_newest_first(hot, cold), 0, 15, 0, 10) == []
+    assert select_merged(merge_newest_first(hot, cold), 0, 25, 0, 10) == [_l(1, 1, 20)]
+
+
+def test_equal_time_greater_version_wins_then_hot_over_cold():
+    assert list(merge_newest_first([_l(1, 1, 5, 1, b"hot")], [_l(1, 1, 5, 2, b"cold")])) == \
+        [_l(1, 1, 5, 2, b"cold")]
+    assert list(merge_newest_first([_l(1, 1, 5, 2, b"hot")], [_l(1, 1, 5, 2, b"cold")])) == \
+        [_l(1, 1, 5, 2, b"hot")]
+
+
+def test_select_merged_reads_only_what_it_needs():
+    consumed = []
+
+    def rows():
+        for t in range(100, 0, -1):
+            consumed.append(t)
+            yield _l(t, 1, t)
+
+    assert [l.time for l in select_merged(rows(), 0, MAX_TIME, 2, 3)] == [98, 97, 96]
+    assert len(consumed) == 5
+
+
+def test_demand_policy_debounces_and_heartbeats():
+    policy = DemandPolicy(min_interval=0.5, heartbeat=10.0)
+    assert not policy.due({}, 0.0)  # nothing ever waited: nothing to publish
+    assert policy.due({3: 1}, 0.0)
+    policy.done({3: 1}, 0.0)
+    assert not policy.due({3: 1}, 5.0)  # unchanged: only the heartbeat
+    assert policy.due({3: 1}, 10.0)
+    assert not policy.due({3: 2}, 0.2)  # changed, but published 0.2 s ago
+    assert policy.due({3: 2}, 0.5)
+    policy.done({3: 2}, 0.5)
+    assert policy.due({}, 1.0)  # released: clear the rows
+    policy.done({}, 1.0)
+    assert not policy.due({}, 100.0)
+
+
+def test_coordinator_ids_are_unique_and_fit_the_column():
+    ids = {new_coordinator_id() for _ in range(50)}
+    assert len(ids) == 50
+    assert all(len(i) <= 64 for i in ids)
+
+
+def test_wait_recorder_counts_and_percentiles():
+    rec = WaitRecorder()
+    assert rec.snapshot().answered == 0
+    for _ in range(3):
+        rec.record("immediate", 0.0)
+    for w in (1.0, 2.0, 3.0, 4.0):
+        rec.record("buffered", w)
+    rec.record("timeouts", 9.0)
+    s = rec.snapshot()
+    assert (s.answered, s.immediate, s.buffered, s.timeouts) == (7, 3, 4, 1)
+    assert s.mean_wait_s == 2.5 and s.max_wait_s == 4.0
+    assert 3.0 < s.p95_wait_s <= 4.0
+    assert abs(s.immediate_share - 3 / 7) < 1e-9
+    rec.reset()
+    assert rec.snapshot().answered == 0
