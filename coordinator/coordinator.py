@@ -124,7 +124,7 @@ class Coordinator:
         self._closed = False
         self._wake = threading.Event()
         self._recorder = WaitRecorder()
-        self._policy = DemandPolicy(config.poll_interval)
+        self._policy = DemandPolicy(max(config.poll_interval, 0.01))
         self._polls = 0
         self.last_poll_error: str | None = None
         self._mysql = MySQLStore(config)
@@ -225,6 +225,7 @@ class Coordinator:
                     if dataset is None:
                         self._check_load_usable()
                         if remaining == 0.0:
+                            self._recorder.record("timeouts", now - started)
                             raise QueryTimeout(
                                 f"get_link_list({id1}, {link_type}): the system is not up yet "
                                 f"({self._describe_load()}); gave up after {now - started:.1f} s")
@@ -388,7 +389,7 @@ class Coordinator:
         """Poll every poll_interval; publish demand when it changed (at most once per
         poll_interval) and as a heartbeat. A failing poll is logged and retried: the
         coordinator keeps answering from the state it has."""
-        interval = self.config.poll_interval
+        interval = max(self.config.poll_interval, 0.01)  # 0 would make this loop spin
         next_poll = time.monotonic() + interval
         while True:
             with self._cond:

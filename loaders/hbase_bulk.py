@@ -33,8 +33,8 @@ def hbase_settings(config: Config) -> dict[str, str]:
         "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
         "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
         "fs.defaultFS": config.hdfs_uri,
-        # Fail in seconds, not after HBase's default of minutes of retries, when HBase is down.
-        "hbase.client.retries.number": "5",
+        # Fail within about a minute, not after the default 15 retries (minutes), when HBase is down.
+        "hbase.client.retries.number": "10",
         "zookeeper.recovery.retry": "1",
     }
 

@@ -248,9 +248,18 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str) -> None:
 
     from loaders import hbase_bulk
 
+    def drop():
+        conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
+        try:
+            if table.encode() in conn.tables():
+                conn.delete_table(table, disable=True)
+        finally:
+            conn.close()
+
     links = _random_links(2000, seed=6, max_id1=300)
-    assert hbase_bulk.create_table(spark, config, [id1_boundary(100), id1_boundary(200)], table)
+    drop()  # left over from an interrupted run
     try:
+        assert hbase_bulk.create_table(spark, config, [id1_boundary(100), id1_boundary(200)], table)
         splits = hbase_bulk.split_keys(spark, config, table)
         assert splits == [id1_boundary(100), id1_boundary(200)]
         for _ in range(2):  # a redo of the same bucket converges to the same table
@@ -266,9 +275,7 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str) -> None:
         assert {ts for _, _, ts in cells} == {CELL_TS}
         assert [decode(row, value) for row, value, _ in cells] == sorted(links, key=row_key)
     finally:
-        conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
-        conn.delete_table(table, disable=True)
-        conn.close()
+        drop()
 
 
 @pytest.mark.stack

@@ -13,6 +13,8 @@ _COMMANDS = [
     ("load", "source"),
     ("verify", "verify"),
     ("gen_hf", "gen_hf"),
+    ("links", "links"),
+    ("status", "status"),
 ]
 
 COMMANDS = [getattr(importlib.import_module(f"debl.commands.{module}"), attr)

@@ -1,0 +1,178 @@
+"""``debl bench`` and ``debl report``: one experiment over every approach, and its report."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from debl.commands.common import config_of, friendly_errors, parse_size
+from debl.config import Config
+
+_ALL = "fileCopy,bulkLoad-mysql,bulkLoad-hbase,batchPut-hbase,debl-cold,debl"
+
+
+def _display_class():
+    from debl.bench import ApproachRun, BenchProgress
+
+    class Display(BenchProgress):
+        """One status line on stderr (approach, phase, bytes or requests, time in phase),
+        rewritten in place on a terminal; elsewhere a line per phase and message."""
+
+        def __init__(self) -> None:
+            self.tty = sys.stderr.isatty()
+            self.head = ""
+            self.phase_name = ""
+            self.since = time.monotonic()
+            self.detail = ""
+            self.last_draw = 0.0
+            self.width = 0
+
+        def _draw(self, force: bool = False) -> None:
+            now = time.monotonic()
+            if not self.tty or (not force and now - self.last_draw < 0.2):
+                return
+            self.last_draw = now
+            text = f"{self.head} {self.phase_name} {now - self.since:6.1f} s  {self.detail}"
+            pad = max(0, self.width - len(text))
+            click.echo("\r" + text + " " * pad, nl=False, err=True)
+            self.width = len(text)
+
+        def _line(self, text: str) -> None:
+            if self.tty and self.width:
+                click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
+                self.width = 0
+            click.echo(text, err=True)
+            self._draw(force=True)
+
+        def message(self, text: str) -> None:
+            self._line(f"  {text}")
+
+        def approach(self, name: str, index: int, total: int) -> None:
+            self.head = f"[{index + 1}/{total}] {name}:"
+            self._line(f"== approach {index + 1} of {total}: {name}")
+
+        def phase(self, name: str, phase: str) -> None:
+            self.phase_name, self.detail, self.since = phase, "", time.monotonic()
+            if not self.tty:
+                click.echo(f"{self.head} {phase}", err=True)
+            self._draw(force=True)
+
+        def moved(self, nbytes: int, total: int) -> None:
+            self.detail = f"{nbytes / 1e6:,.1f} / {total / 1e6:,.1f} MB read from the source"
+            self._draw()
+
+        def queried(self, done: int, total: int, elapsed: float) -> None:
+            self.detail = f"{done:,} / {total:,} requests"
+            self._draw()
+
+        def finished(self, run: ApproachRun, config: Config) -> None:
+            text = f"{run.approach}: up after {run.uptime_s:.1f} s"
+            if run.all_served_s is not None:
+                q = run.query
+                text += (f"; {q['completed']:,} requests served by {run.all_served_s:.1f} s "
+                         f"({q['errors']:,} errors)")
+            if run.full_availability_s is not None and run.gen_hf:
+                text += f"; every bucket in HBase by {run.full_availability_s:.1f} s"
+            self._line(text)
+
+    return Display
+
+
+@click.command("bench")
+@click.option("--approaches", default=_ALL, show_default=True,
+              help="Comma-separated, run in this order; also debl-fifo (debl with gen_HF in "
+                   "plain bucket order).")
+@click.option("--size", help="Input size, e.g. 300MB or 1GiB (sets --max-id; approximate).")
+@click.option("--max-id", type=int, help="Generate ids [1, MAX_ID) (instead of --size).")
+@click.option("--files", type=int, default=10, show_default=True)
+@click.option("--days", type=int, default=10, show_default=True)
+@click.option("--input-seed", type=int, default=1, show_default=True,
+              help="Seed of the generated input.")
+@click.option("--max-degree", type=int, help="Cap every out-degree (small inputs only).")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Input directory, reused when it holds the same input "
+                   "(default: <state_dir>/bench/inputs/<max-id>-<files>-<seed>).")
+@click.option("--source-rate", type=float,
+              help="Source bandwidth in MB/s for all transfers (12.5 = 100 Mbit/s); "
+                   "default uncapped.")
+@click.option("--threads", type=int, default=16, show_default=True)
+@click.option("--requests", type=int, default=10000, show_default=True,
+              help="Requests of each query phase.")
+@click.option("--duration", type=float, help="Also end each query phase after S seconds.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the requests.")
+@click.option("--chunk-size", help="Cold chunk size (default from config).")
+@click.option("--bucket-width", type=int, help="id1 range per bucket (default: derived).")
+@click.option("--hot-share", type=float, default=0.2, show_default=True,
+              help="Share of the bytes (newest files) that debl loads hot into MySQL.")
+@click.option("--query-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds a DeBL query may wait for its bucket (then: an error).")
+@click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+@friendly_errors
+def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, data_dir,
+          source_rate, threads, requests, duration, seed, chunk_size, bucket_width, hot_share,
+          query_timeout, no_report, as_json):
+    """Run one experiment: every approach loads the same input from the same (rate-capped)
+    source; from its uptime the same LinkBench queries run against it.
+
+    Results and the report go to <state_dir>/bench/<bench_id>/. Use a namespace of your own
+    (DEBL_MYSQL_DATABASE, DEBL_HBASE_TABLE, DEBL_LINK_TABLE, DEBL_HDFS_ROOT): every approach
+    empties the stores of its namespace first.
+    """
+    from debl.bench import BenchSpec, bench_root, max_id_for_size, run_bench
+    from debl.report import write_report
+    from debl.workload.spec import GenerateSpec
+
+    if (size is None) == (max_id is None):
+        raise click.UsageError("give exactly one of --size and --max-id")
+    config = config_of(ctx)
+    if max_id is None:
+        max_id = max_id_for_size(parse_size(size), max_degree)
+    gen = GenerateSpec(max_id=max_id, files=files, days=days, seed=input_seed,
+                       max_degree=max_degree)
+    if data_dir is None:
+        data_dir = bench_root(config) / "inputs" / f"{max_id}-{files}-{days}-{input_seed}" \
+            f"{'' if max_degree is None else f'-d{max_degree}'}"
+    spec = BenchSpec(gen, data_dir.absolute(),
+                     tuple(a.strip() for a in approaches.split(",") if a.strip()),
+                     source_rate, threads, requests, duration, seed,
+                     parse_size(chunk_size) if chunk_size else None, bucket_width, hot_share,
+                     query_timeout)
+    click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
+               f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
+    result = run_bench(config, spec, progress=_display_class()())
+    report = None if no_report else write_report(result.directory)
+    if as_json:
+        click.echo(json.dumps({"bench_id": result.bench_id, "directory": str(result.directory),
+                               "report": str(report.markdown) if report else None,
+                               "runs": [r.to_dict() for r in result.runs]}, indent=2,
+                              default=str))
+        return
+    click.echo(f"\nbench {result.bench_id} done in {result.seconds:.0f} s "
+               f"({result.input_bytes / 1e6:,.1f} MB input)")
+    for r in result.runs:
+        served = "" if r.all_served_s is None else f", all queries served {r.all_served_s:8.1f} s"
+        click.echo(f"  {r.approach:15} uptime {r.uptime_s:8.1f} s{served}")
+    if report:
+        click.echo(f"report: {report.markdown}\n        {report.html}\n        {report.plot}")
+    else:
+        click.echo(f"results: {result.directory}")
+
+
+@click.command("report")
+@click.argument("bench_id", metavar="[BENCH]", required=False)
+@click.pass_context
+@friendly_errors
+def report(ctx, bench_id):
+    """Write the report of BENCH (an id or a directory; default: the latest bench):
+    report.md, report.html and throughput.png in the bench's directory."""
+    from debl.bench import find_bench
+    from debl.report import write_report
+
+    written = write_report(find_bench(config_of(ctx), bench_id))
+    click.echo(f"report: {written.markdown}\n        {written.html}\n        {written.plot}")

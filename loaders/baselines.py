@@ -1,0 +1,343 @@
+"""The approaches of the paper's comparison (DESIGN section 7): each one a load from the same
+source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
+
+=================  ==========================================================  ===============
+approach           what runs (all from the same source)                          uptime at
+=================  ==========================================================  ===============
+``fileCopy``       every file streamed to ``<state_dir>/filecopy/<db>/<load>``   copy end
+``bulkLoad-mysql`` ``run_load`` with every file hot: LOAD DATA, merge, index     index built
+``bulkLoad-hbase`` ``run_load`` with every file cold, then one gen_HF run over   last HFile
+                   every bucket (unlimited run size), HFiles bulk-loaded          bulk-loaded
+``batchPut-hbase`` ``run_load`` with every file cold, then one Spark job: merge  last put
+                   by the merge rule, batched client puts per partition
+``debl-cold``      ``run_load`` with no hot file (the paper's "DeBL (no mysql)") last dist_ch
+``debl``           ``run_load`` with the newest files hot: ``--hot-bytes`` /     hot load and
+                   ``--hot-since``, else 20% of the bytes ("DeBL (2g mysql)")     last dist_ch
+``debl-fifo``      the load of ``debl``; the bench runs its gen_HF in plain      as ``debl``
+                   bucket order (the demand-order ablation)
+=================  ==========================================================  ===============
+
+``run_approach`` dispatches on ``LoadOptions.approach`` and returns the ``LoadSummary`` of
+``run_load`` with ``uptime_s`` and ``phases`` covering the approach's own steps. Every approach
+writes ``debl_loads`` (approach, state ``up``, uptime) and ``debl_phases``: the phases of
+``run_load`` (``copy``, ``dist_ch``, ``hot``, ``mysql_load``, ``mysql_merge``, ``mysql_index``),
+plus ``copy`` per file for fileCopy, ``gen_hf`` (and ``gen_hf_merge``, ``gen_hf_hfiles``,
+``gen_hf_bulkload`` from the run's own timings) for bulkLoad-hbase, ``batch_put`` for
+batchPut-hbase.
+
+Pitfalls:
+
+- Every approach replaces the dataset of its namespace (database, HBase table, HDFS root): a
+  load clears the bucket tables and drops the HBase link table, the hot path recreates the MySQL
+  link table. Approaches that do not touch MySQL leave its link table as it was; the bench
+  empties it before each approach.
+- bulkLoad-hbase runs gen_HF in this process and takes gen_HF's MySQL lock: it waits (up to ten
+  minutes) while another gen_HF holds it.
+- The load state is ``up`` as soon as the bucketing ends, because gen_HF only converts buckets of
+  a load that is up; for bulkLoad-hbase and batchPut-hbase the recorded uptime is moved to the
+  end of their last step afterwards.
+- ``resume`` continues the ``run_load`` part of an approach and then redoes its last step (both
+  are idempotent); a fileCopy cannot be resumed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from debl.catalog import Catalog
+from debl.config import Config
+from debl.errors import ConfigError, DeblError, LoadStateError, ServiceError
+from debl.model import Link
+from loaders.load import LoadOptions, LoadProgress, LoadSummary, new_load_id, run_load
+from loaders.source import open_source
+
+DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
+COPY_BLOCK = 1 << 20
+PUT_BATCH = 1000
+GEN_HF_LOCK_WAIT_S = 600.0
+_ALL_HOT = 1 << 62  # hot_bytes that every input fits in
+
+
+@dataclass(frozen=True)
+class Approach:
+    """One approach: how it loads, what the query phase reads, and the paper's figure."""
+
+    name: str
+    load: Callable[[Config, str, LoadOptions, str | None, LoadProgress], LoadSummary]
+    target: str | None  # debl / mysql / hbase: the query target; None: no query phase
+    gen_hf_order: str | None  # the order of the gen_HF that runs during the query phase
+    paper: str | None  # the paper's name for it (DESIGN section 11)
+    paper_uptime_s: float | None
+    uses_spark: bool
+    description: str
+
+
+def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
+                 resume: str | None = None,
+                 progress: LoadProgress = LoadProgress()) -> LoadSummary:
+    """Load *source_spec* the way ``options.approach`` names; returns at its uptime.
+
+    Raises ConfigError for an unknown approach or options that contradict it (a hot split for
+    an approach that has none), LoadStateError for a resume that cannot be done."""
+    approach = get_approach(options.approach)
+    return approach.load(config, source_spec, options, resume, progress)
+
+
+def get_approach(name: str) -> Approach:
+    try:
+        return APPROACHES[name]
+    except KeyError:
+        raise ConfigError(f"unknown approach {name!r}: choose one of "
+                          f"{', '.join(APPROACHES)}") from None
+
+
+# ---------------------------------------------------------------------------- the loads
+
+
+def _no_hot_options(options: LoadOptions, why: str) -> None:
+    if options.hot_bytes is not None or options.hot_since is not None:
+        raise ConfigError(f"approach {options.approach}: {why}; drop --hot-bytes/--hot-since")
+
+
+def _load_debl(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
+               progress: LoadProgress) -> LoadSummary:
+    if options.hot_bytes is None and options.hot_since is None and not resume:
+        total = sum(f.size for f in open_source(source_spec).list())
+        options = dataclasses.replace(options, hot_bytes=int(total * DEFAULT_HOT_SHARE))
+    return run_load(config, source_spec, options, resume, progress)
+
+
+def _load_debl_cold(config: Config, source_spec: str, options: LoadOptions,
+                    resume: str | None, progress: LoadProgress) -> LoadSummary:
+    _no_hot_options(options, "every file is cold")
+    return run_load(config, source_spec, options, resume, progress)
+
+
+def _load_bulk_mysql(config: Config, source_spec: str, options: LoadOptions,
+                     resume: str | None, progress: LoadProgress) -> LoadSummary:
+    _no_hot_options(options, "every file is hot")
+    return run_load(config, source_spec, dataclasses.replace(options, hot_bytes=_ALL_HOT),
+                    resume, progress)
+
+
+def _load_bulk_hbase(config: Config, source_spec: str, options: LoadOptions,
+                     resume: str | None, progress: LoadProgress) -> LoadSummary:
+    _no_hot_options(options, "every file is cold")
+    summary = run_load(config, source_spec, options, resume, progress)
+    _one_big_gen_hf(config, summary.load_id, progress)
+    return _finish(config, summary)
+
+
+def _load_batch_put(config: Config, source_spec: str, options: LoadOptions,
+                    resume: str | None, progress: LoadProgress) -> LoadSummary:
+    _no_hot_options(options, "every file is cold")
+    summary = run_load(config, source_spec, options, resume, progress)
+    _put_everything(config, summary.load_id, summary.cold_bytes, progress)
+    return _finish(config, summary)
+
+
+def _finish(config: Config, summary: LoadSummary) -> LoadSummary:
+    """Move the load's uptime to now and recompute its phase sums from the catalog."""
+    t_up = time.time()
+    with Catalog(config) as catalog:
+        started = catalog.load(summary.load_id)["started"]
+        summary.uptime_s = t_up - started
+        summary.phases = phase_sums(catalog.phases(summary.load_id))
+        catalog.update_load(summary.load_id, state="up", uptime=t_up,
+                            summary=json.dumps(summary.as_dict()))
+    return summary
+
+
+def phase_sums(phases: list[dict]) -> dict[str, float]:
+    """Seconds per phase name, summed over its finished items (as ``run_load`` reports)."""
+    sums: dict[str, float] = {}
+    for p in phases:
+        if p["ended"]:
+            sums[p["phase"]] = sums.get(p["phase"], 0.0) + p["ended"] - p["started"]
+    return sums
+
+
+# ---------------------------------------------------------------------------- fileCopy
+
+
+def copy_dir(config: Config) -> Path:
+    """Where fileCopy puts its copies: one directory per MySQL database (namespace)."""
+    return config.state_dir / "filecopy" / config.mysql_database
+
+
+def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
+                    resume: str | None, progress: LoadProgress) -> LoadSummary:
+    """Stream every file to local disk, one after another, as the chunk copier reads them."""
+    _no_hot_options(options, "nothing is loaded, files are only copied")
+    if resume:
+        raise LoadStateError("a fileCopy cannot be resumed: start it again")
+    source = open_source(source_spec)
+    files = source.list()
+    if not files:
+        raise DeblError(f"source {source.describe()} holds no files")
+    load_id = new_load_id()
+    root = copy_dir(config)
+    shutil.rmtree(root, ignore_errors=True)  # the previous copy: one dataset at a time
+    dest = root / load_id
+    dest.mkdir(parents=True)
+    summary = LoadSummary(load_id, options.approach, source.describe(), cold_files=len(files),
+                          cold_bytes=sum(f.size for f in files))
+    with Catalog(config) as catalog:
+        catalog.begin_load(load_id, options.approach, source.describe(), 0,
+                           {"destination": str(dest)})
+        catalog.add_files(load_id, [(seq, f.name, f.size, f.mtime, False)
+                                    for seq, f in enumerate(files)])
+        progress.start(0, summary.cold_bytes)
+        try:
+            for seq, f in enumerate(files):
+                item = f"{seq:05d}"
+                catalog.phase_start(load_id, "copy", item)
+                copied = _copy_file(source, f.name, dest / f.name, progress)
+                os.utime(dest / f.name, (f.mtime, f.mtime))
+                catalog.phase_end(load_id, "copy", item, bytes=copied)
+                summary.chunks += 1
+        except BaseException as exc:
+            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+            raise
+    progress.message(f"copied {len(files)} files to {dest}")
+    return _finish(config, summary)
+
+
+def _copy_file(source, name: str, path: Path, progress: LoadProgress) -> int:
+    n = 0
+    with source.open(name) as stream, open(path, "wb") as out:
+        while block := stream.read(COPY_BLOCK):
+            out.write(block)
+            n += len(block)
+            progress.copied(len(block))
+    return n
+
+
+# ---------------------------------------------------------------------------- bulkLoad-hbase
+
+
+def open_gen_hf(config: Config, order: str, report: Callable[[str], None],
+                wait_s: float = GEN_HF_LOCK_WAIT_S):
+    """A GenHF service; while another gen_HF holds the lock, retry every 5 s up to *wait_s*."""
+    from loaders.gen_hf import GenHF
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return GenHF(config, order=order, report=report)
+        except ServiceError as exc:
+            if "another gen_HF" not in str(exc) or time.monotonic() > deadline:
+                raise
+            report("another gen_HF holds the lock; waiting")
+            time.sleep(5.0)
+
+
+def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> None:
+    """Every bucket in one gen_HF run: HFiles of the whole input, then one bulk load."""
+    big = config.replace(run_buckets=10**9, run_bytes=2**62)
+    runs = []
+    with Catalog(config) as catalog:
+        catalog.phase_start(load_id, "gen_hf", "all")
+        progress.message("gen_HF over every bucket")
+        with open_gen_hf(big, "fifo", progress.message) as service:
+            service.serve(until_complete=True, on_run=runs.append)
+        cells = sum(r.cells for r in runs)
+        catalog.phase_end(load_id, "gen_hf", "all", rows=cells)
+        for r in runs:  # the run's own steps, back to back, ending when the run ended
+            t = catalog.execute("SELECT MAX(ended) FROM debl_jobs WHERE run_id = %s",
+                                (r.run_id,))[0][0] or time.time()
+            t -= sum(r.phases.values())
+            for step, seconds in r.phases.items():
+                catalog.execute("REPLACE INTO debl_phases VALUES (%s, %s, %s, %s, %s, NULL, %s)",
+                                (load_id, f"gen_hf_{step}", r.run_id, t, t + seconds,
+                                 r.cells))
+                t += seconds
+
+
+# ---------------------------------------------------------------------------- batchPut-hbase
+
+
+def _hbase_settings(config: Config) -> dict[str, str]:
+    return {"hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
+            "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
+            "fs.defaultFS": config.hdfs_uri}
+
+
+def _put_everything(config: Config, load_id: str, cold_bytes: int,
+                    progress: LoadProgress) -> None:
+    """Merge every bucket's rows by the merge rule in Spark, then write the winners with
+    batched client puts, one Thrift connection per partition, into a table pre-split at the
+    bucket boundaries (as gen_HF's)."""
+    from debl.spark import spark_session
+    from debl.store.hbase_layout import FAMILY, id1_boundary
+    from loaders.gen_hf import _parse_bucket_line
+    from loaders.hfile import merge_links
+
+    spark = spark_session(config, "debl-batchPut")
+    sc = spark.sparkContext
+    with Catalog(config) as catalog:
+        catalog.phase_start(load_id, "batch_put", "all")
+        width = catalog.load(load_id)["bucket_width"]
+        buckets = catalog.buckets()
+        paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
+                 for p in catalog.bucket_paths(b.b_index)]
+        splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
+                        {id1_boundary((b.b_index + 1) * width) for b in buckets})
+        sc._jvm.debl.jobs.Tables.createPresplit(config.hbase_table, FAMILY.decode(),
+                                                [bytearray(s) for s in splits],
+                                                _hbase_settings(config))
+        cells = 0
+        if paths:
+            progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
+            sc.setJobGroup(f"batchPut-{load_id}", "batchPut-hbase")
+            partitions = max(2, cold_bytes // (64 << 20))
+            raw = sc.textFile(",".join(paths), use_unicode=False).map(_parse_bucket_line)
+            cells = int(merge_links(raw, partitions)
+                        .mapPartitions(lambda links: _put_partition(config, links)).sum())
+        catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)
+    progress.message(f"batchPut: {cells} rows put")
+
+
+def _put_partition(config: Config, links: Iterator[Link]) -> Iterator[int]:
+    """Spark task: batched puts of merged links through one Thrift connection."""
+    import happybase
+
+    from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
+
+    conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port,
+                                timeout=300_000)
+    n = 0
+    try:
+        with conn.table(config.hbase_table).batch(batch_size=PUT_BATCH,
+                                                  timestamp=CELL_TS) as batch:
+            for link in links:
+                batch.put(row_key(link), {COLUMN: cell_value(link)})
+                n += 1
+    finally:
+        conn.close()
+    yield n
+
+
+APPROACHES: dict[str, Approach] = {a.name: a for a in (
+    Approach("fileCopy", _load_file_copy, None, None, "fileCopy", 893.0, False,
+             "copy the input from the source to local disk: the floor for any load"),
+    Approach("bulkLoad-mysql", _load_bulk_mysql, "mysql", None, "bulkLoad (MySQL)", 2565.0,
+             False, "every file into MySQL: LOAD DATA, merge, index rebuild"),
+    Approach("bulkLoad-hbase", _load_bulk_hbase, "hbase", None, "bulkLoad (HBase)", 1978.0,
+             True, "every file into HDFS buckets, one gen_HF over everything, bulk load"),
+    Approach("batchPut-hbase", _load_batch_put, "hbase", None, None, None, True,
+             "every file into HDFS buckets, merged, written with batched client puts"),
+    Approach("debl-cold", _load_debl_cold, "debl", "demand", "DeBL (no mysql)", 952.0, True,
+             "DeBL with no hot file"),
+    Approach("debl", _load_debl, "debl", "demand", "DeBL (2g mysql)", 1257.0, True,
+             "DeBL with the newest 20% of the bytes hot in MySQL"),
+    Approach("debl-fifo", _load_debl, "debl", "fifo", None, None, True,
+             "the load of debl; gen_HF in plain bucket order (the demand-order ablation)"),
+)}

@@ -1,0 +1,195 @@
+"""The coordinator's waiting logic without services: the catalog is a fake that a test edits
+(loads, buckets, job states, failures), the stores are in-memory. What the real stack cannot
+show quickly: a new load replacing the served one under buffered queries, a failed load, close
+while queries wait, a poller that survives catalog errors, deadlines before uptime.
+
+The fake replaces only the MySQL reads; routing, buffering, release and demand publication are
+the real code. tests/test_coordinator.py runs the same code on the real stack."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import coordinator.coordinator as coordinator_module
+from coordinator import Coordinator
+from debl.catalog import Bucket
+from debl.config import Config
+from debl.errors import QueryTimeout, ServiceError
+from debl.model import Link, Origin
+from debl.store.memory import MemoryStore
+
+POLL = 0.05
+LT = 1
+
+
+class FakeCatalog:
+    """The catalog reads the coordinator makes, from a shared mutable ``world``."""
+
+    def __init__(self, world: dict) -> None:
+        self.world = world
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def _maybe_fail(self) -> None:
+        if self.world.get("fail", 0) > 0:
+            self.world["fail"] -= 1
+            raise ConnectionError("MySQL went away (fake)")
+
+    def load(self, load_id=None):
+        self._maybe_fail()
+        return dict(self.world["load"]) if self.world.get("load") else None
+
+    def buckets(self):
+        self._maybe_fail()
+        width = self.world["load"]["bucket_width"]
+        return [Bucket(b, b * width, (b + 1) * width - 1, 1, 1, 0, "", state)
+                for b, state in sorted(self.world["jobs"].items())]
+
+    def job_states(self):
+        self._maybe_fail()
+        return dict(self.world["jobs"])
+
+    def publish_demand(self, coordinator, waiting):
+        self.world.setdefault("published", []).append((coordinator, dict(waiting)))
+
+
+def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
+    return {"load_id": load_id, "state": state, "bucket_width": width, "hot_k_lo": 0,
+            "hot_k_hi": 999, "hot_rows": 1, "started": time.time(), "uptime": None,
+            "error": "disk full\nmore" if state == "failed" else None}
+
+
+@pytest.fixture
+def world(monkeypatch):
+    world: dict = {"load": _load("L1"), "jobs": {0: "pending", 1: "loaded"}}
+    hot, cold = MemoryStore(), MemoryStore()
+    hot.write_links([(Link(5, LT, 1, 1, b"hot", 10, 0), Origin(1, 0, 1)),
+                     (Link(150, LT, 1, 1, b"hot", 10, 0), Origin(1, 0, 2))])
+    cold.write_links([(Link(5, LT, 2, 1, b"cold", 20, 0), Origin(0, 0, 1)),
+                      (Link(150, LT, 1, 1, b"cold newer", 30, 0), Origin(0, 0, 2))])
+    monkeypatch.setattr(coordinator_module, "Catalog", lambda config: FakeCatalog(world))
+    monkeypatch.setattr(coordinator_module, "MySQLStore", lambda config: hot)
+    monkeypatch.setattr(coordinator_module, "HBaseStore", lambda config: cold)
+    return world
+
+
+@pytest.fixture
+def coord(world):
+    with Coordinator(Config(poll_interval=POLL), "test-coordinator") as c:
+        yield c
+
+
+def _in_thread(fn):
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def _eventually(predicate, timeout=3.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_routes_and_merges(coord):
+    assert [l.data for l in coord.get_link_list(150, LT)] == [b"cold newer"]  # bucket 1 loaded
+    assert coord.query(150, LT).route == "merged"
+    assert coord.query(999, LT).route == "mysql"  # no bucket 9
+
+
+def test_buffered_query_is_released_and_demand_published_then_cleared(world, coord):
+    t, box = _in_thread(lambda: coord.query(5, LT, timeout=5))
+    assert _eventually(lambda: coord.waiting() == {0: 1})
+    assert _eventually(lambda: ("test-coordinator", {0: 1}) in world.get("published", []))
+    world["jobs"][0] = "loaded"
+    t.join(2)
+    answer = box["value"]
+    assert answer.route == "merged" and answer.waited_s > 0
+    assert [l.data for l in answer.links] == [b"cold", b"hot"]
+    assert _eventually(lambda: world["published"][-1] == ("test-coordinator", {}))
+
+
+def test_a_new_load_replaces_the_served_one_under_buffered_queries(world, coord):
+    t, box = _in_thread(lambda: coord.query(5, LT, timeout=5))
+    assert _eventually(lambda: coord.waiting() == {0: 1})
+    world["load"] = _load("L2", state="running")  # a new day's load begins: down again
+    assert _eventually(lambda: not coord.is_up)
+    assert t.is_alive()
+    world["jobs"] = {0: "loaded"}
+    world["load"] = _load("L2")  # ... and is up, with bucket 0 loaded
+    t.join(2)
+    assert box["value"].route == "merged" and coord.load_id == "L2"
+
+
+def test_a_failed_load_is_an_error_at_once_not_a_hang(world, coord):
+    world["load"] = _load("L2", state="failed")
+    assert _eventually(lambda: not coord.is_up)
+    with pytest.raises(ServiceError, match="L2 failed \\(disk full\\).*--resume L2"):
+        coord.get_link_list(5, LT)
+
+
+def test_before_uptime_queries_wait_and_deadlines_hold(world, monkeypatch):
+    world["load"] = None
+    with Coordinator(Config(poll_interval=POLL)) as c:
+        assert not c.is_up
+        with pytest.raises(QueryTimeout, match="not up yet \\(no load has been run\\)"):
+            c.get_link_list(999, LT, timeout=0.1)
+        with pytest.raises(QueryTimeout, match="not up"):  # no MySQL answer before uptime
+            c.query(999, LT, timeout=0.1, partial=True)
+        t, box = _in_thread(lambda: c.query(999, LT, timeout=5))
+        time.sleep(3 * POLL)
+        world["load"] = _load("L1")
+        t.join(2)
+        assert box["value"].route == "mysql" and box["value"].waited_s >= 3 * POLL
+        assert c.wait_until_up(0)
+        assert c.stats().waited_uptime == 1 and c.stats().timeouts == 2
+
+
+def test_close_releases_waiting_queries_with_an_error_and_clears_demand(world):
+    c = Coordinator(Config(poll_interval=POLL), "closing")
+    t, box = _in_thread(lambda: c.query(5, LT))
+    assert _eventually(lambda: c.waiting() == {0: 1})
+    c.close()
+    t.join(2)
+    assert isinstance(box["error"], ServiceError) and "closed" in str(box["error"])
+    assert world["published"][-1] == ("closing", {})
+    c.close()  # idempotent
+
+
+def test_the_poller_survives_catalog_errors(world, coord):
+    world["fail"] = 3
+    assert _eventually(lambda: coord.last_poll_error is not None)
+    assert "went away" in coord.last_poll_error
+    world["jobs"][0] = "loaded"
+    assert _eventually(lambda: coord.last_poll_error is None and
+                       coord.buckets()[0].j_stat == "loaded")
+    assert coord.query(5, LT).route == "merged"
+
+
+def test_argument_errors_are_raised_before_any_wait(coord):
+    with pytest.raises(ValueError):
+        coord.get_link_list(-1, LT)
+    with pytest.raises(ValueError):
+        coord.get_link_list(5, LT, limit=-1)
+    assert coord.get_link_list(5, LT, limit=0, timeout=0.05, partial=True) == []
