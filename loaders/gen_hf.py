@@ -13,7 +13,8 @@ Pitfalls and guarantees:
   a crash between the bulk load and the state change shows nothing half-loaded. A restarted
   gen_HF redoes the ``running`` buckets; loading a bucket twice writes the same cells (same row
   keys, same timestamp, same values), so the table is the same.
-- One gen_HF per dataset: a MySQL named lock (``GET_LOCK``) refuses a second one.
+- One gen_HF per dataset: a MySQL named lock (``GET_LOCK``, named after the database) refuses
+  a second one.
 - The HBase table is created pre-split at the bucket boundaries (one region per bucket) through
   the JVM admin API (``debl.jobs.Tables``); Thrift1 cannot pre-split.
 - Client puts never happen here (they are the ``batchPut`` baseline only).
@@ -91,11 +92,13 @@ class GenHF:
         self.catalog = Catalog(config)
         self._lock_conn = connect(config)
         with self._lock_conn.cursor() as cur:
-            cur.execute("SELECT GET_LOCK(%s, 0)", (LOCK,))
+            # Named locks are server-wide: the database name keeps datasets apart.
+            lock = f"{LOCK}.{config.mysql_database}"
+            cur.execute("SELECT GET_LOCK(%s, 0)", (lock,))
             if cur.fetchone()[0] != 1:
                 self.close()
-                raise ServiceError("another gen_HF is running on this dataset "
-                                   "(MySQL lock debl_gen_hf is held)")
+                raise ServiceError(f"another gen_HF is running on this dataset "
+                                   f"(MySQL lock {lock} is held)")
         from debl.spark import spark_session
 
         self.spark = spark_session(config, "debl-gen_HF")

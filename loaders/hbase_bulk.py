@@ -1,7 +1,8 @@
 """gen_HF's HBase side, through the Spark driver's JVM: the pre-split link table, its region
 boundaries, and the bulk load of HFiles written by loaders.hfile.write_hfiles.
 
-Everything goes through ``debl.jobs.BulkLoad`` (debl-jobs.jar) and the HBase client in
+Everything goes through ``debl.jobs.BulkLoad`` and ``debl.jobs.Tables`` (debl-jobs.jar) and the
+HBase client in
 hbase-shaded-mapreduce; the connection settings come from Config only (ZooKeeper quorum and port,
 ``fs.defaultFS``), never from an hbase-site.xml on some classpath.
 
@@ -55,13 +56,9 @@ def create_table(spark, config: Config, split_keys: Sequence[bytes],
                  table: str | None = None) -> bool:
     """Create the link table pre-split at ``split_keys`` (e.g. ``id1_boundary(b * w)`` for each
     bucket boundary); False if it exists already (left unchanged)."""
-    sc = spark.sparkContext
-    keys = sc._gateway.jvm.java.util.ArrayList()
-    for key in sorted(set(split_keys)):
-        if key:
-            keys.add(bytearray(key))  # py4j passes bytearray as byte[]
-    return bool(_call("create table", _bulk(spark).createTable, table or config.hbase_table,
-                      bytearray(FAMILY), keys, hbase_settings(config)))
+    keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
+    return bool(_call("create table", spark.sparkContext._jvm.debl.jobs.Tables.createPresplit,
+                      table or config.hbase_table, FAMILY.decode(), keys, hbase_settings(config)))
 
 
 def split_keys(spark, config: Config, table: str | None = None) -> list[bytes]:

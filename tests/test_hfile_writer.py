@@ -117,10 +117,13 @@ def spark():
         pytest.skip("the Spark-side HBase jars are missing: run scripts/setup.sh")
     subprocess.run([str(ROOT / "scripts" / "build_jobs_jar.sh")], check=True,
                    env={**os.environ, "PYTHON": sys.executable}, stdout=subprocess.DEVNULL)
-    from debl.config import Config
+    from debl.config import load_config
     from debl.spark import spark_session
 
-    return spark_session(Config(spark_master="local[2]", hdfs_uri="file:///", state_dir=state))
+    # The configured settings, HDFS included, although nothing here touches HDFS (every path is
+    # a file:// URI): Spark keeps one session per process, and a session made here with another
+    # fs.defaultFS would be the one that later test modules get from conftest's fixture.
+    return spark_session(load_config().replace(state_dir=state), "debl-tests")
 
 
 def read_hfiles(spark, out_dir: str) -> dict[str, list[tuple[bytes, bytes, bytes, int, int, bytes]]]:
@@ -207,6 +210,7 @@ def test_merged_bucket_through_spark_equals_the_reference(spark, tmp_path):
             rows.append((link, Origin(0, file_seq, line_no)))
     rnd.shuffle(rows)
     merged = merge_links(spark.sparkContext.parallelize(rows, 4))
+    assert isinstance(merged.first(), Link)
     out = (tmp_path / "merged").as_uri()
 
     assert write_hfiles(spark, merged, out, "linktable", [id1_boundary(25)]) == len(base)

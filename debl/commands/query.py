@@ -58,7 +58,11 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
     if total is None and duration is None:
         total = _DEFAULT_REQUESTS
     store = open_target(config_of(ctx), target)
+    stats = None
     try:
+        if max_id is None and hasattr(store, "wait_until_up") and not store.is_up:
+            click.echo("waiting for uptime (the load is not up yet) ...", err=True)
+            store.wait_until_up(None)
         if max_id is None:
             reported = target_id_range(store)
             if reported is None:
@@ -80,13 +84,19 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
                 bar.update(now - bar.pos)
 
             result = run_client(store, spec, progress=progress)
+        if hasattr(store, "stats"):  # the coordinator: how long buffered queries waited
+            stats = store.stats().to_dict()
     finally:
         store.close()
     if out is not None:
         write_result(result, out)
     if as_json:
-        click.echo(json.dumps({"target": target, **result.to_dict()}, indent=2))
+        click.echo(json.dumps({"target": target, **result.to_dict(),
+                               **({"coordinator": stats} if stats else {})}, indent=2))
     else:
         click.echo(_human(result, target))
+        if stats:
+            click.echo("coordinator: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float)
+                                                   else f"{k} {v}" for k, v in stats.items()))
         if out is not None:
             click.echo(f"saved to {out}")

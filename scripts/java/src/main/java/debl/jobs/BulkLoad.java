@@ -7,20 +7,16 @@ import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.HBaseConfiguration;
-import org.apache.hadoop.hbase.TableExistsException;
 import org.apache.hadoop.hbase.TableName;
-import org.apache.hadoop.hbase.client.Admin;
-import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionLocator;
-import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
 import org.apache.hadoop.hbase.tool.BulkLoadHFiles;
 
 /**
- * The HBase side of gen_HF, called from Python through py4j: pre-split table creation, the
- * table's region start keys, and the bulk load of a directory written by
- * {@code HFileOutputFormat2} ({@code dir/<family>/<hfile>}).
+ * The HBase side of gen_HF, called from Python through py4j: the table's region start keys, and
+ * the bulk load of a directory written by {@code HFileOutputFormat2} ({@code dir/<family>/<hfile>}).
+ * (Pre-split table creation: {@link Tables}.)
  *
  * <p>Every call takes its settings as a map (ZooKeeper quorum and client port, {@code
  * fs.defaultFS}, ...) applied over HBase's defaults ({@code hbase-default.xml} from the shaded
@@ -49,33 +45,6 @@ public final class BulkLoad {
     return BulkLoadHFiles.create(conf(settings))
         .bulkLoad(TableName.valueOf(tableName), new Path(dir))
         .size();
-  }
-
-  /**
-   * Creates the table with one column family (one version kept) pre-split at {@code splitKeys};
-   * returns false, changing nothing, if it exists already.
-   */
-  public static boolean createTable(String tableName, byte[] family, List<byte[]> splitKeys,
-      Map<String, String> settings) throws IOException {
-    TableName name = TableName.valueOf(tableName);
-    try (Connection conn = ConnectionFactory.createConnection(conf(settings));
-        Admin admin = conn.getAdmin()) {
-      if (admin.tableExists(name)) {
-        return false;
-      }
-      TableDescriptorBuilder table = TableDescriptorBuilder.newBuilder(name)
-          .setColumnFamily(ColumnFamilyDescriptorBuilder.newBuilder(family).setMaxVersions(1).build());
-      try {
-        if (splitKeys.isEmpty()) {
-          admin.createTable(table.build());
-        } else {
-          admin.createTable(table.build(), splitKeys.toArray(new byte[0][]));
-        }
-      } catch (TableExistsException e) {
-        return false; // created concurrently
-      }
-      return true;
-    }
   }
 
   /** The start keys of the table's regions, in order, without the first region's empty key. */
