@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from pyspark.accumulators import AccumulatorParam
 
 from debl.catalog import Bucket, Catalog
 from debl.config import Config
 from debl.errors import DeblError, ServiceError
-from debl.model import CHECKSUM_MOD, Origin, parse_line, row_checksum
+from debl.model import CHECKSUM_MOD, parse_line, row_checksum
 from debl.mysql import connect
-from debl.store.hbase_layout import FAMILY, id1_boundary
-from loaders.hfile import merge_links, write_hfiles
+from debl.store.hbase_layout import cell_value, id1_boundary, row_key
+from loaders.hbase_bulk import bulk_load, create_table
+from loaders.hfile import save_sorted_hfiles
+from loaders.webhdfs import WebHDFS
 
 ORDERS = ("demand", "fifo")
 LOCK = "debl_gen_hf"
@@ -76,9 +80,55 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
     return chosen
 
 
-def _parse_bucket_line(line: bytes):
-    head, seq, no = line.rsplit(b"\t", 2)
-    return parse_line(head), Origin(0, int(seq), int(no))
+def _bucket_rows(config: Config, prefixes: list[str], stats) -> Iterator[tuple[bytes, bytes]]:
+    """The body of one gen_HF task: a bucket's lines from HDFS, merged by the merge rule
+    (origins are in the lines: ``... <TAB> file_seq <TAB> line_no``), sorted by row key, as
+    (row key, cell value) pairs. Adds {task: (winners, checksum)} to *stats*.
+
+    The bucket is merged in memory (a dict of its keys): buckets are sized by
+    ``bucket_target_bytes`` for exactly this."""
+    from pyspark import TaskContext
+
+    fs = WebHDFS(config)
+    best: dict[tuple[int, int, int], tuple] = {}
+    for prefix in prefixes:
+        directory, stem = prefix.rsplit("/", 1)
+        for status in fs.list(directory):
+            if not status.path.rsplit("/", 1)[1].startswith(stem + "."):
+                continue
+            for line in _lines(fs, status.path):
+                head, seq, no = line.rsplit(b"\t", 2)
+                link = parse_line(head)
+                # merge_rank(link, Origin(0, seq, no)), without building an Origin per line.
+                rank = (link.time, link.version, 0, int(seq), int(no))
+                old = best.get(link.key)
+                if old is None or rank > old[0]:
+                    best[link.key] = (rank, link)
+    winners = sorted((row_key(link), cell_value(link), row_checksum(link))
+                     for _, link in best.values())
+    checksum = sum(w[2] for w in winners) % CHECKSUM_MOD
+    stats.add({TaskContext.get().partitionId(): (len(winners), checksum)})
+    return ((row, value) for row, value, _ in winners)
+
+
+def _lines(fs: WebHDFS, path: str) -> Iterator[bytes]:
+    tail = b""
+    for block in fs.stream(path, 4 << 20):
+        block = tail + block
+        cut = block.rfind(b"\n") + 1
+        tail = block[cut:]
+        yield from block[:cut].split(b"\n")[:-1]
+
+
+class _DictSum(AccumulatorParam):
+    """Accumulates {key: value} dicts; keys are task indexes, so they never collide."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:
+        a.update(b)
+        return a
 
 
 class GenHF:
@@ -117,13 +167,6 @@ class GenHF:
 
     # -- the HBase table
 
-    def _settings(self) -> dict[str, str]:
-        c = self.config
-        return {"hbase.zookeeper.quorum": c.hbase_zookeeper_quorum,
-                "hbase.zookeeper.property.clientPort": str(c.hbase_zookeeper_port),
-                "fs.defaultFS": c.hdfs_uri,
-                "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": "1024"}
-
     def ensure_table(self, load: dict, buckets: list[Bucket]) -> None:
         """Create the link table pre-split at every bucket boundary, once per load."""
         if self._table_for == load["load_id"]:
@@ -131,11 +174,7 @@ class GenHF:
         width = load["bucket_width"]
         splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
                         {id1_boundary((b.b_index + 1) * width) for b in buckets})
-        jvm = self.spark.sparkContext._jvm
-        created = jvm.debl.jobs.Tables.createPresplit(
-            self.config.hbase_table, FAMILY.decode(), [bytearray(s) for s in splits],
-            self._settings())
-        if created:
+        if create_table(self.spark, self.config, splits):
             self.report(f"created HBase table {self.config.hbase_table} with "
                         f"{len(splits) + 1} regions")
         self._table_for = load["load_id"]
@@ -177,40 +216,28 @@ class GenHF:
         return result
 
     def _convert(self, run_id: str, chosen: list[Bucket], width: int):
-        from pyspark import StorageLevel
-
+        """One Spark task per bucket: read, merge, sort, emit cells; then one bulk load."""
         sc = self.spark.sparkContext
         sc.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
-        paths = [f"{self.config.hdfs_uri}{p}.*" for b in chosen
-                 for p in self.catalog.bucket_paths(b.b_index)]
+        config = self.config
+        parts = [self.catalog.bucket_paths(b.b_index) for b in chosen]
+        stats = sc.accumulator({}, _DictSum())
         phases: dict[str, float] = {}
         t = time.time()
-        raw = sc.textFile(",".join(paths), use_unicode=False).map(_parse_bucket_line)
-        merged = merge_links(raw, max(2, len(chosen))).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            stats = (merged.map(lambda l: (l.id1 // width, (1, row_checksum(l))))
-                     .reduceByKey(lambda a, b: (a[0] + b[0], (a[1] + b[1]) % CHECKSUM_MOD))
-                     .collectAsMap())
-            phases["merge"] = time.time() - t
-            t = time.time()
-            out = f"{self.config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
-            splits = sorted({id1_boundary(b.b_index * width) for b in chosen} |
-                            {id1_boundary((b.b_index + 1) * width) for b in chosen})
-            cells = write_hfiles(self.spark, merged, f"{self.config.hdfs_uri}{out}",
-                                 self.config.hbase_table, splits, replace=True)
-            phases["hfiles"] = time.time() - t
-        finally:
-            merged.unpersist()
+        rows = (sc.parallelize(range(len(chosen)), len(chosen))
+                .mapPartitionsWithIndex(lambda i, _: _bucket_rows(config, parts[i], stats),
+                                        preservesPartitioning=True))
+        out = f"{config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
+        cells = save_sorted_hfiles(self.spark, rows, f"{config.hdfs_uri}{out}",
+                                   config.hbase_table, replace=True)
+        phases["hfiles"] = time.time() - t
         t = time.time()
         if cells:
-            sc._jvm.debl.jobs.BulkLoad.load(self.config.hbase_table,
-                                             f"{self.config.hdfs_uri}{out}", self._settings())
+            bulk_load(self.spark, config, f"{config.hdfs_uri}{out}")
         phases["bulkload"] = time.time() - t
-        from loaders.webhdfs import WebHDFS
-
-        WebHDFS(self.config).delete(out, recursive=True)
-        rows = sum(b.rows for b in chosen)
-        return rows, cells, stats, phases
+        WebHDFS(config).delete(out, recursive=True)
+        per_bucket = {chosen[i].b_index: v for i, v in stats.value.items()}
+        return sum(b.rows for b in chosen), cells, per_bucket, phases
 
     def serve(self, until_complete: bool = False, should_stop: Callable[[], bool] = lambda: False,
               on_run: Callable[[RunResult], None] = lambda r: None) -> int:

@@ -2,9 +2,8 @@
 boundaries, and the bulk load of HFiles written by loaders.hfile.write_hfiles.
 
 Everything goes through ``debl.jobs.BulkLoad`` and ``debl.jobs.Tables`` (debl-jobs.jar) and the
-HBase client in
-hbase-shaded-mapreduce; the connection settings come from Config only (ZooKeeper quorum and port,
-``fs.defaultFS``), never from an hbase-site.xml on some classpath.
+HBase client in hbase-shaded-mapreduce; the connection settings come from Config only (ZooKeeper
+quorum and port, ``fs.defaultFS``), never from an hbase-site.xml on some classpath.
 
 Pitfalls:
 
@@ -34,9 +33,11 @@ def hbase_settings(config: Config) -> dict[str, str]:
         "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
         "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
         "fs.defaultFS": config.hdfs_uri,
-        # Fail within about a minute, not after the default 15 retries (minutes), when HBase is down.
+        # Give up within about a minute, not after the default 15 retries, when HBase is down.
         "hbase.client.retries.number": "10",
         "zookeeper.recovery.retry": "1",
+        # A run may bring many buckets' files into one region (bulkLoad-hbase: all of them).
+        "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": "1024",
     }
 
 
@@ -48,8 +49,9 @@ def _call(what: str, fn, *args):
     try:
         return fn(*args)
     except Exception as exc:  # py4j errors carry the Java exception in their text only
-        text = str(exc).strip().splitlines()
-        raise ServiceError(f"HBase {what} failed: {text[1] if len(text) > 1 else text[0]}") from exc
+        lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
+        cause = (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
+        raise ServiceError(f"HBase {what} failed: {cause}") from exc
 
 
 def create_table(spark, config: Config, split_keys: Sequence[bytes],

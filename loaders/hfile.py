@@ -118,7 +118,7 @@ def to_row(link: Link) -> tuple[bytes, bytes]:
     return row_key(link), cell_value(link)
 
 
-def _cells(rows: Iterator[tuple[bytes, bytes]], counter) -> Iterator:
+def cells_of(rows: Iterator[tuple[bytes, bytes]], counter) -> Iterator:
     """Sorted (row, value) pairs -> the (key, value) pairs the converters expect: row key and
     (row, family, qualifier, timestamp, value), the latter becoming a KeyValue on the JVM side.
     Refuses a repeated or out-of-order row key; counts the cells."""
@@ -150,6 +150,22 @@ def write_hfiles(spark, links, out_dir: str, table_name: str, split_keys: Sequen
     ``hfile.compression`` or ``hbase.mapreduce.hfileoutputformat.datablock.encoding``.
     Raises FileExistsError if ``out_dir`` exists and ``replace`` is false.
     """
+    partitioner = RegionPartitioner(split_keys)
+    rows = (links.map(to_row)
+            .repartitionAndSortWithinPartitions(partitioner.regions, partitioner))
+    return save_sorted_hfiles(spark, rows, out_dir, table_name, replace=replace,
+                              hadoop_conf=hadoop_conf)
+
+
+def save_sorted_hfiles(spark, rows, out_dir: str, table_name: str, *, replace: bool = False,
+                       hadoop_conf: dict[str, str] | None = None) -> int:
+    """Write an RDD of (row key, cell value) pairs as HFiles; returns the cell count.
+
+    The caller guarantees what ``write_hfiles`` arranges itself: each partition holds the rows of
+    one region, sorted by row key, one per key (checked: a repeat or a disorder fails the task).
+    gen_HF uses this directly with one partition per bucket, merged and sorted in its task,
+    so a run costs no shuffle at all.
+    """
     sc = spark.sparkContext
     path, fs = _hadoop_path(spark, out_dir)
     if fs.exists(path):
@@ -157,12 +173,8 @@ def write_hfiles(spark, links, out_dir: str, table_name: str, split_keys: Sequen
             raise FileExistsError(f"HFile output directory {out_dir} exists "
                                   "(pass replace=True to delete it first)")
         fs.delete(path, True)
-
-    partitioner = RegionPartitioner(split_keys)
     counter = sc.accumulator(0)
-    cells = (links.map(to_row)
-             .repartitionAndSortWithinPartitions(partitioner.regions, partitioner)
-             .mapPartitions(lambda rows: _cells(rows, counter), preservesPartitioning=True))
+    cells = rows.mapPartitions(lambda part: cells_of(part, counter), preservesPartitioning=True)
     conf = {TABLE_NAME_KEY: table_name, LOCALITY_KEY: "false", **(hadoop_conf or {})}
     cells.saveAsNewAPIHadoopFile(out_dir, OUTPUT_FORMAT, keyClass=KEY_CLASS,
                                  valueClass=VALUE_CLASS, keyConverter=KEY_CONVERTER,

@@ -8,6 +8,8 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.TableNotFoundException;
+import org.apache.hadoop.hbase.client.Admin;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionLocator;
@@ -47,11 +49,19 @@ public final class BulkLoad {
         .size();
   }
 
-  /** The start keys of the table's regions, in order, without the first region's empty key. */
+  /**
+   * The start keys of the table's regions, in order, without the first region's empty key.
+   * Throws TableNotFoundException for a missing table (the locator alone returns no keys).
+   */
   public static List<byte[]> splitKeys(String tableName, Map<String, String> settings)
       throws IOException {
+    TableName name = TableName.valueOf(tableName);
     try (Connection conn = ConnectionFactory.createConnection(conf(settings));
-        RegionLocator locator = conn.getRegionLocator(TableName.valueOf(tableName))) {
+        Admin admin = conn.getAdmin();
+        RegionLocator locator = conn.getRegionLocator(name)) {
+      if (!admin.tableExists(name)) {
+        throw new TableNotFoundException(name);
+      }
       List<byte[]> keys = new ArrayList<>();
       for (byte[] key : locator.getStartKeys()) {
         if (key.length > 0) {
