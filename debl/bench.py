@@ -21,15 +21,19 @@ Times: every approach's clock starts when its load starts (``debl_loads.started`
 is when the last of the requests completed; the query phase starts at uptime, so it includes the
 client's own run time.
 
+When gen_HF starts: ``gen_hf_start="uptime"`` (the default) spawns the subprocess at uptime, so
+its JVM start (15-20 s on a 2-core machine) is part of the DeBL approaches' waits;
+``gen_hf_start="load"`` spawns it as soon as the load is recorded, as an always-running gen_HF
+service would be (its JVM start then competes with the load for the CPUs).
+
 Pitfalls:
 
 - Everything happens in the namespace of *config*: its MySQL database, HBase table and HDFS
   root are emptied before each approach. Never point a bench at a namespace others are using.
 - Spark is started once, before the first approach that needs it, so that no approach pays the
-  JVM start inside its load (as with a running cluster). The gen_HF subprocess does pay its own
-  JVM start after uptime; the DeBL approaches' waits include it.
-- gen_HF's MySQL lock is server-wide: while another gen_HF runs on the same MariaDB (another
-  namespace), the subprocess exits at once; the bench restarts it a few times, 5 s apart.
+  JVM start inside its load (as with a running cluster).
+- A gen_HF subprocess that exits with an error (a crash, or the lock of the namespace still
+  held by an earlier gen_HF) is restarted a few times, 5 s apart; its log is kept.
 - Queries through the coordinator get ``query_timeout`` seconds each: a stuck gen_HF turns into
   counted errors, never a hang.
 """
@@ -48,7 +52,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from debl.catalog import Catalog
@@ -66,6 +70,7 @@ DEFAULT_APPROACHES = ("fileCopy", "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-
 # the 961,963-link id of LinkBench's rank rule is about 53 MB, every further id about 255 bytes.
 _HEAVY_ID_BYTES = 53_000_000
 _BYTES_PER_ID = 255
+GEN_HF_STARTS = ("uptime", "load")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
 
@@ -88,8 +93,11 @@ class BenchSpec:
     hot_share: float = 0.2
     query_timeout: float = 600.0
     full_timeout: float = 3600.0
+    gen_hf_start: str = "uptime"  # or "load": the gen_HF service is started with the load
 
     def __post_init__(self) -> None:
+        if self.gen_hf_start not in GEN_HF_STARTS:
+            raise ConfigError(f"gen_hf_start must be one of {', '.join(GEN_HF_STARTS)}")
         if not self.approaches:
             raise ConfigError("a bench needs at least one approach")
         for name in self.approaches:
@@ -135,6 +143,8 @@ class BenchSpec:
             args += ["--chunk-size", str(self.chunk_size)]
         if self.bucket_width is not None:
             args += ["--bucket-width", str(self.bucket_width)]
+        if self.gen_hf_start != "uptime":
+            args += ["--gen-hf-start", self.gen_hf_start]
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
         for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines"):
             if getattr(g, name) != defaults[name]:
@@ -257,13 +267,16 @@ def read_bench(directory: Path) -> tuple[dict, list[ApproachRun]]:
 
 
 def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchProgress(),
-              bench_id: str | None = None) -> BenchResult:
-    """Run the experiment of *spec* in *config*'s namespace; see the module docstring."""
+              bench_id: str | None = None, directory: Path | None = None) -> BenchResult:
+    """Run the experiment of *spec* in *config*'s namespace; see the module docstring.
+
+    Results go to *directory* (default ``<state_dir>/bench/<bench_id>``), which must not exist.
+    """
     from loaders.serve import make_server
 
     t0 = time.time()
     bench_id = bench_id or new_bench_id()
-    directory = bench_root(config) / bench_id
+    directory = Path(directory) if directory else bench_root(config) / bench_id
     directory.mkdir(parents=True, exist_ok=False)
     input_bytes, input_files = ensure_input(spec.input, spec.data_dir, progress)
     meta = {"bench_id": bench_id, "spec": spec.to_dict(), "command": spec.command_line()
@@ -354,8 +367,13 @@ def reset_stores(config: Config) -> None:
 
 
 class _LoadBytes(LoadProgress):
-    def __init__(self, progress: BenchProgress, total: int):
-        self.progress, self.total, self.done = progress, total, 0
+    """Load progress for the bench; ``on_start`` runs once the load is recorded."""
+
+    def __init__(self, progress: BenchProgress, total: int, on_start=lambda: None):
+        self.progress, self.total, self.done, self.on_start = progress, total, 0, on_start
+
+    def start(self, hot_bytes: int, cold_bytes: int) -> None:
+        self.on_start()
 
     def hot(self, nbytes: int) -> None:
         self.done += nbytes
@@ -375,7 +393,20 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
                           approach=name)
     if name in ("debl", "debl-fifo"):
         options = dataclasses.replace(options, hot_bytes=int(input_bytes * spec.hot_share))
-    summary = run_approach(config, url, options, progress=_LoadBytes(progress, input_bytes))
+    service = None
+    if approach.gen_hf_order:
+        service = GenHFProcess(config, approach.gen_hf_order,
+                               directory / f"{approach.name}.gen_hf.log", progress.message)
+    # With gen_hf_start "load", the service starts once the new load is recorded (it then
+    # waits for uptime), never before: it would see the previous load complete and exit.
+    early = service.start if service is not None and spec.gen_hf_start == "load" else None
+    try:
+        summary = run_approach(config, url, options,
+                               progress=_LoadBytes(progress, input_bytes, early or (lambda: None)))
+    except BaseException:
+        if service is not None:
+            service.stop()
+        raise
     with Catalog(config) as catalog:
         started = catalog.load(summary.load_id)["started"]
         phases = tuple(PhaseSpan(p["phase"], p["item"], p["started"] - started,
@@ -385,7 +416,7 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
                       phases, approach.target)
     if approach.target is not None:
-        run = _query_phase(config, spec, approach, run, directory, progress)
+        run = _query_phase(config, spec, approach, run, service, progress)
     else:
         run = dataclasses.replace(run, full_availability_s=run.uptime_s)
     _write_json(directory / f"{name}.json", run.to_dict())
@@ -394,7 +425,7 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
 
 
 def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
-                 directory: Path, progress: BenchProgress) -> ApproachRun:
+                 service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
     from debl.workload.client import ClientSpec, run_client
     from debl.workload.requests import RequestSpec
     from debl.workload.targets import open_target
@@ -403,10 +434,7 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
     client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
                                          link_types=gen.link_types, seed=spec.seed),
                              threads=spec.threads, total=spec.requests, duration=spec.duration)
-    service = None
-    if approach.gen_hf_order:
-        service = GenHFProcess(config, approach.gen_hf_order,
-                               directory / f"{approach.name}.gen_hf.log", progress.message)
+    if service is not None and not service.started:
         service.start()
     try:
         progress.phase(approach.name, "query")
@@ -508,7 +536,8 @@ class GenHFProcess:
 
     def wait(self, timeout: float) -> dict:
         finished = self._done.wait(timeout)
-        return {"order": self.order, "exit_code": self.returncode if finished else None,
+        return {"order": self.order, "started_at": self.started,
+                "exit_code": self.returncode if finished else None,
                 "completed": finished and self.returncode == 0, "restarts": self.restarts,
                 "seconds": time.time() - self.started, "log": str(self.log)}
 

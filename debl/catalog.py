@@ -28,9 +28,13 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from debl.config import Config
 from debl.mysql import connect
+
+if TYPE_CHECKING:
+    from loaders.chunker import Chunk
 
 STATES = ("pending", "queued", "running", "loaded", "failed")
 

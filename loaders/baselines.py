@@ -21,8 +21,8 @@ approach           what runs (all from the same source)                         
 ``run_load`` with ``uptime_s`` and ``phases`` covering the approach's own steps. Every approach
 writes ``debl_loads`` (approach, state ``up``, uptime) and ``debl_phases``: the phases of
 ``run_load`` (``copy``, ``dist_ch``, ``hot``, ``mysql_load``, ``mysql_merge``, ``mysql_index``),
-plus ``copy`` per file for fileCopy, ``gen_hf`` (and ``gen_hf_merge``, ``gen_hf_hfiles``,
-``gen_hf_bulkload`` from the run's own timings) for bulkLoad-hbase, ``batch_put`` for
+plus ``copy`` per file for fileCopy, ``gen_hf`` (and ``gen_hf_<step>`` for each step the run
+times itself, e.g. ``gen_hf_hfiles``, ``gen_hf_bulkload``) for bulkLoad-hbase, ``batch_put`` for
 batchPut-hbase.
 
 Pitfalls:
@@ -54,7 +54,7 @@ from pathlib import Path
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, LoadStateError, ServiceError
-from debl.model import Link
+from debl.model import Link, Origin, parse_line
 from loaders.load import LoadOptions, LoadProgress, LoadSummary, new_load_id, run_load
 from loaders.source import open_source
 
@@ -264,20 +264,21 @@ def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> Non
 # ---------------------------------------------------------------------------- batchPut-hbase
 
 
-def _hbase_settings(config: Config) -> dict[str, str]:
-    return {"hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
-            "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
-            "fs.defaultFS": config.hdfs_uri}
+def parse_bucket_line(line: bytes) -> tuple[Link, Origin]:
+    """A line of a bucket file (dist_ch's output: the input line, then its file_seq and
+    line_no, tab-separated) as the row and its origin for the merge rule."""
+    head, seq, no = line.rsplit(b"\t", 2)
+    return parse_line(head), Origin(0, int(seq), int(no))
 
 
 def _put_everything(config: Config, load_id: str, cold_bytes: int,
                     progress: LoadProgress) -> None:
-    """Merge every bucket's rows by the merge rule in Spark, then write the winners with
-    batched client puts, one Thrift connection per partition, into a table pre-split at the
-    bucket boundaries (as gen_HF's)."""
+    """Merge every bucket's rows by the merge rule in Spark (one shuffle), then write the
+    winners with batched client puts, one Thrift connection per partition, into a table
+    pre-split at the bucket boundaries as gen_HF's is."""
     from debl.spark import spark_session
-    from debl.store.hbase_layout import FAMILY, id1_boundary
-    from loaders.gen_hf import _parse_bucket_line
+    from debl.store.hbase_layout import id1_boundary
+    from loaders.hbase_bulk import create_table
     from loaders.hfile import merge_links
 
     spark = spark_session(config, "debl-batchPut")
@@ -288,17 +289,15 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
         buckets = catalog.buckets()
         paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
                  for p in catalog.bucket_paths(b.b_index)]
-        splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
-                        {id1_boundary((b.b_index + 1) * width) for b in buckets})
-        sc._jvm.debl.jobs.Tables.createPresplit(config.hbase_table, FAMILY.decode(),
-                                                [bytearray(s) for s in splits],
-                                                _hbase_settings(config))
+        create_table(spark, config, sorted({id1_boundary(b.b_index * width) for b in buckets} |
+                                           {id1_boundary((b.b_index + 1) * width)
+                                            for b in buckets}))
         cells = 0
         if paths:
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             sc.setJobGroup(f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            raw = sc.textFile(",".join(paths), use_unicode=False).map(_parse_bucket_line)
+            raw = sc.textFile(",".join(paths), use_unicode=False).map(parse_bucket_line)
             cells = int(merge_links(raw, partitions)
                         .mapPartitions(lambda links: _put_partition(config, links)).sum())
         catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)

@@ -7,15 +7,12 @@ reader through py4j.
 
 from __future__ import annotations
 
-import os
 import random
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from debl.model import MAX_DATA, MAX_TIME, Link, Origin, merge_rank
@@ -110,20 +107,8 @@ def test_merge_bucket_keeps_the_greatest_rank_per_key(rows):
 
 # ---------------------------------------------------------------- Spark and HFiles
 
-@pytest.fixture(scope="session")
-def spark():
-    state = ROOT / ".debl"
-    if not list((state / "lib" / "spark").glob("*.jar")):
-        pytest.skip("the Spark-side HBase jars are missing: run scripts/setup.sh")
-    subprocess.run([str(ROOT / "scripts" / "build_jobs_jar.sh")], check=True,
-                   env={**os.environ, "PYTHON": sys.executable}, stdout=subprocess.DEVNULL)
-    from debl.config import load_config
-    from debl.spark import spark_session
-
-    # The configured settings, HDFS included, although nothing here touches HDFS (every path is
-    # a file:// URI): Spark keeps one session per process, and a session made here with another
-    # fs.defaultFS would be the one that later test modules get from conftest's fixture.
-    return spark_session(load_config().replace(state_dir=state), "debl-tests")
+# The `spark` fixture is conftest's: one session per test run, DeBL's factory. Every path here
+# is an explicit file:// URI, so these tests write no HDFS.
 
 
 def read_hfiles(spark, out_dir: str) -> dict[str, list[tuple[bytes, bytes, bytes, int, int, bytes]]]:

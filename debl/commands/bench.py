@@ -110,13 +110,17 @@ def _display_class():
               help="Share of the bytes (newest files) that debl loads hot into MySQL.")
 @click.option("--query-timeout", type=float, default=600.0, show_default=True,
               help="Seconds a DeBL query may wait for its bucket (then: an error).")
+@click.option("--gen-hf-start", type=click.Choice(["uptime", "load"]), default="uptime",
+              show_default=True,
+              help="When DeBL's gen_HF service (its own Spark JVM) starts: at uptime, or with "
+                   "the load, as an always-running service would be.")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 @friendly_errors
 def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, data_dir,
           source_rate, threads, requests, duration, seed, chunk_size, bucket_width, hot_share,
-          query_timeout, no_report, as_json):
+          query_timeout, gen_hf_start, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime the same LinkBench queries run against it.
 
@@ -142,7 +146,7 @@ def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, da
                      tuple(a.strip() for a in approaches.split(",") if a.strip()),
                      source_rate, threads, requests, duration, seed,
                      parse_size(chunk_size) if chunk_size else None, bucket_width, hot_share,
-                     query_timeout)
+                     query_timeout, gen_hf_start=gen_hf_start)
     click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
                f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
     result = run_bench(config, spec, progress=_display_class()())

@@ -25,8 +25,6 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path

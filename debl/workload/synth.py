@@ -156,7 +156,6 @@ def synthesize(ctx: SynthContext, chunk: int) -> Records:
     sizes_all = np.concatenate((sizes, upd_sizes))[order]
     data = rng.integers(DATA_BYTE_LO, DATA_BYTE_HI + 1, int(sizes_all.sum()), dtype=np.uint8)
     visibility = np.concatenate((np.ones(m, dtype=np.int64), upd_visible))[order]
-    is_update = np.concatenate((np.zeros(m, dtype=bool), np.ones(u, dtype=bool)))[order]
     return Records(
         id1=id1[link],
         link_type=ctx.types[(id1[link] + j[link]) % len(ctx.types)],
