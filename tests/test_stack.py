@@ -17,7 +17,7 @@ def test_status_reports_every_service_healthy(stack_config):
     for h in health.values():
         assert h.healthy, h.detail
         assert all(pid for pid in h.pids)
-        assert h.rss_kib and h.rss_kib > 0
+        assert len(h.rss_kib) == len(h.pids) and all(r and r > 0 for r in h.rss_kib)
 
 
 def test_up_is_a_noop_when_up(stack_config):

@@ -70,11 +70,11 @@ class Health:
     pids: tuple[int | None, ...]
     healthy: bool
     detail: str
-    rss_kib: int | None = None
+    rss_kib: tuple[int | None, ...] = ()  # per daemon, in the order of pids
 
     def as_dict(self) -> dict:
         return {"service": self.service, "address": self.address, "pids": list(self.pids),
-                "healthy": self.healthy, "detail": self.detail, "rss_kib": self.rss_kib}
+                "healthy": self.healthy, "detail": self.detail, "rss_kib": list(self.rss_kib)}
 
 
 class Service(ABC):
@@ -139,7 +139,7 @@ class Service(ABC):
             detail, healthy = self.probe(), True
         except Exception as exc:
             detail, healthy = f"not answering: {exc}", False
-        rss = sum(d.rss_kib() or 0 for d in self.daemons)
+        rss = tuple(d.rss_kib() for d in self.daemons)
         return Health(self.name, self.address, pids, healthy, detail, rss)
 
 
