@@ -17,6 +17,12 @@ For one ``BenchSpec`` (reproducible from it alone):
    phases in seconds since the load started, uptime, query result, waits, full availability) and
    ``<approach>.timeline.csv`` (requests completed per second, since the load started).
 
+Scale: the configured chunk size and bucket target are sized for inputs of many GB. Unless the
+spec gives them, a bench cuts its input into about 16 chunks and its id range into ``buckets``
+(16) buckets, so a small bench keeps the shape of a large load: copy and dist_ch pipelined, and
+enough buckets for the order of gen_HF to matter. The values used are in ``bench.json``
+(``effective``).
+
 Times: every approach's clock starts when its load starts (``debl_loads.started``). "all served"
 is when the last of the requests completed; the query phase starts at uptime, so it includes the
 client's own run time.
@@ -91,6 +97,7 @@ class BenchSpec:
     chunk_size: int | None = None
     bucket_width: int | None = None
     hot_share: float = 0.2
+    buckets: int = 16  # without bucket_width: the id range cut into this many buckets
     query_timeout: float = 600.0
     full_timeout: float = 3600.0
     gen_hf_start: str = "uptime"  # or "load": the gen_HF service is started with the load
@@ -106,6 +113,8 @@ class BenchSpec:
             raise ConfigError("an approach is listed twice")
         if self.threads < 1 or self.requests < 1:
             raise ConfigError("--threads and --requests must be at least 1")
+        if self.buckets < 1:
+            raise ConfigError(f"--buckets must be at least 1, not {self.buckets}")
         if not 0.0 < self.hot_share < 1.0:
             raise ConfigError(f"--hot-share must be in (0, 1), not {self.hot_share}")
         if self.source_rate is not None and self.source_rate <= 0:
@@ -143,6 +152,8 @@ class BenchSpec:
             args += ["--chunk-size", str(self.chunk_size)]
         if self.bucket_width is not None:
             args += ["--bucket-width", str(self.bucket_width)]
+        else:
+            args += ["--buckets", str(self.buckets)]
         if self.gen_hf_start != "uptime":
             args += ["--gen-hf-start", self.gen_hf_start]
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
@@ -151,6 +162,25 @@ class BenchSpec:
                 raise ConfigError(f"{name} is not a `debl bench` option; "
                                   "use run_bench() for such inputs")
         return shlex.join(args)
+
+
+def effective_chunk_size(config: Config, spec: BenchSpec, input_bytes: int) -> int:
+    """The cold chunk size of the bench: ``spec.chunk_size``, else the input cut into about
+    16 chunks (whole MiB, at least 4 MiB, at most ``config.chunk_size``), so that a small bench
+    pipelines copy and dist_ch as a 10 GB load does with the default 256 MiB chunks."""
+    if spec.chunk_size:
+        return spec.chunk_size
+    mib = 1 << 20
+    return max(4 * mib, min(config.chunk_size, input_bytes // 16 // mib * mib))
+
+
+def effective_bucket_width(spec: BenchSpec) -> int:
+    """``spec.bucket_width``, else the generated id range cut into ``spec.buckets`` buckets
+    (LinkBench spreads links evenly over ids, so buckets hold about equal bytes, except the one
+    with the heaviest id)."""
+    if spec.bucket_width:
+        return spec.bucket_width
+    return -(-spec.input.max_id // spec.buckets)  # ceil: bucket indexes 0 .. buckets-1
 
 
 def max_id_for_size(size: int, max_degree: int | None = None) -> int:
@@ -279,12 +309,15 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
     directory = Path(directory) if directory else bench_root(config) / bench_id
     directory.mkdir(parents=True, exist_ok=False)
     input_bytes, input_files = ensure_input(spec.input, spec.data_dir, progress)
+    chunk_size = effective_chunk_size(config, spec, input_bytes)
+    width = effective_bucket_width(spec)
     meta = {"bench_id": bench_id, "spec": spec.to_dict(), "command": spec.command_line()
             if _cli_expressible(spec) else None,
             "namespace": {"mysql_database": config.mysql_database,
                           "hbase_table": config.hbase_table, "link_table": config.link_table,
                           "hdfs_root": config.hdfs_root},
             "machine": machine(), "input": {"bytes": input_bytes, "files": input_files},
+            "effective": {"chunk_size": chunk_size, "bucket_width": width},
             "started": t0, "ended": None, "state": "running"}
     _write_json(directory / BENCH_FILE, meta)
 
@@ -303,7 +336,8 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
             progress.approach(name, index, len(spec.approaches))
             progress.phase(name, "reset")
             reset_stores(config)
-            run = _run_one(config, spec, name, url, input_bytes, directory, progress)
+            run = _run_one(config, spec, name, url, input_bytes, chunk_size, width,
+                           directory, progress)
             runs.append(run)
             progress.finished(run, config)
         meta["state"] = "done"
@@ -386,11 +420,11 @@ class _LoadBytes(LoadProgress):
 
 
 def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: int,
-             directory: Path, progress: BenchProgress) -> ApproachRun:
+             chunk_size: int, width: int, directory: Path,
+             progress: BenchProgress) -> ApproachRun:
     approach = APPROACHES[name]
     progress.phase(name, "load")
-    options = LoadOptions(chunk_size=spec.chunk_size, bucket_width=spec.bucket_width,
-                          approach=name)
+    options = LoadOptions(chunk_size=chunk_size, bucket_width=width, approach=name)
     if name in ("debl", "debl-fifo"):
         options = dataclasses.replace(options, hot_bytes=int(input_bytes * spec.hot_share))
     service = None

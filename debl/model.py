@@ -17,6 +17,7 @@ an older visible one. ``Origin`` carries the tie-breakers that are not part of t
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from typing import NamedTuple
 
 MAX_TIME = (1 << 63) - 1
@@ -115,6 +116,22 @@ def _parse_checked(fields: list[bytes]) -> Link:
 def merge_rank(link: Link, origin: Origin) -> tuple:
     """The merge rule as a sort key: of two rows with one key, the greater rank wins."""
     return (link.time, link.version, origin.hot, origin.file_seq, origin.line_no)
+
+
+def merge_batch(links: Iterable[tuple[Link, Origin]]) -> tuple[int, dict[tuple, Link]]:
+    """Apply the full merge rule within one batch: (rows given, winner per key).
+
+    On a complete tie of merge_rank the first row seen is kept, as MemoryStore does.
+    """
+    n = 0
+    best: dict[tuple, tuple[tuple, Link]] = {}
+    for link, origin in links:
+        n += 1
+        rank = merge_rank(link, origin)
+        old = best.get(link.key)
+        if old is None or rank > old[0]:
+            best[link.key] = (rank, link)
+    return n, {key: link for key, (_, link) in best.items()}
 
 
 def select_links(winners: list[Link], min_time: int, max_time: int, offset: int,

@@ -104,8 +104,11 @@ def _display_class():
               help="Requests of each query phase.")
 @click.option("--duration", type=float, help="Also end each query phase after S seconds.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the requests.")
-@click.option("--chunk-size", help="Cold chunk size (default from config).")
-@click.option("--bucket-width", type=int, help="id1 range per bucket (default: derived).")
+@click.option("--chunk-size", help="Cold chunk size (default: the input / 16, at least 4MiB, "
+              "at most the configured chunk_size).")
+@click.option("--bucket-width", type=int, help="id1 range per bucket (default: see --buckets).")
+@click.option("--buckets", type=int, default=16, show_default=True,
+              help="Without --bucket-width: cut the id range into this many buckets.")
 @click.option("--hot-share", type=float, default=0.2, show_default=True,
               help="Share of the bytes (newest files) that debl loads hot into MySQL.")
 @click.option("--query-timeout", type=float, default=600.0, show_default=True,
@@ -119,8 +122,8 @@ def _display_class():
 @click.pass_context
 @friendly_errors
 def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, data_dir,
-          source_rate, threads, requests, duration, seed, chunk_size, bucket_width, hot_share,
-          query_timeout, gen_hf_start, no_report, as_json):
+          source_rate, threads, requests, duration, seed, chunk_size, bucket_width, buckets,
+          hot_share, query_timeout, gen_hf_start, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime the same LinkBench queries run against it.
 
@@ -144,9 +147,11 @@ def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, da
             f"{'' if max_degree is None else f'-d{max_degree}'}"
     spec = BenchSpec(gen, data_dir.absolute(),
                      tuple(a.strip() for a in approaches.split(",") if a.strip()),
-                     source_rate, threads, requests, duration, seed,
-                     parse_size(chunk_size) if chunk_size else None, bucket_width, hot_share,
-                     query_timeout, gen_hf_start=gen_hf_start)
+                     source_rate=source_rate, threads=threads, requests=requests,
+                     duration=duration, seed=seed,
+                     chunk_size=parse_size(chunk_size) if chunk_size else None,
+                     bucket_width=bucket_width, hot_share=hot_share, buckets=buckets,
+                     query_timeout=query_timeout, gen_hf_start=gen_hf_start)
     click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
                f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
     result = run_bench(config, spec, progress=_display_class()())

@@ -42,11 +42,10 @@ from thriftpy2.transport import TTransportException
 
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query
+from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode, row_key,
                                      id1_boundary, scan_bounds)
-from debl.store.mysql import merge_batch
 
 T = TypeVar("T")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, merge_rank, select_links
+from debl.model import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, merge_batch, merge_rank,
+                        select_links)
 from debl.store.base import LinkStore
 
 _STORED = Origin(hot=0, file_seq=-1, line_no=-1)  # below every real origin: a write now wins
@@ -21,15 +22,8 @@ class MemoryStore(LinkStore):
         self._lists: dict[tuple[int, int], dict[int, tuple[tuple, Link]]] = defaultdict(dict)
 
     def write_links(self, links: Iterable[tuple[Link, Origin]]) -> int:
-        n = 0
-        batch: dict[tuple[int, int, int], tuple[tuple, Link]] = {}
-        for link, origin in links:
-            n += 1
-            rank = merge_rank(link, origin)
-            old = batch.get(link.key)
-            if old is None or rank > old[0]:
-                batch[link.key] = (rank, link)
-        for (id1, link_type, id2), (_, link) in batch.items():
+        n, batch = merge_batch(links)
+        for (id1, link_type, id2), link in batch.items():
             row = self._lists[(id1, link_type)]
             old = row.get(id2)
             if old is None or (link.time, link.version) >= (old[1].time, old[1].version):

@@ -34,7 +34,7 @@ import pymysql
 from debl.config import Config
 from debl.errors import ServiceError
 from debl.mysql import connect, describe
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_rank
+from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 
 T = TypeVar("T")
@@ -267,22 +267,6 @@ class MySQLStore(LinkStore):
         """Create the table if missing (with its secondary index), then empty it."""
         self.create_table()
         self._execute(f"TRUNCATE TABLE `{self.table}`")
-
-
-def merge_batch(links: Iterable[tuple[Link, Origin]]) -> tuple[int, dict[tuple, Link]]:
-    """Apply the full merge rule within one batch: (rows given, winner per key).
-
-    On a complete tie of merge_rank the first row seen is kept, as MemoryStore does.
-    """
-    n = 0
-    best: dict[tuple, tuple[tuple, Link]] = {}
-    for link, origin in links:
-        n += 1
-        rank = merge_rank(link, origin)
-        old = best.get(link.key)
-        if old is None or rank > old[0]:
-            best[link.key] = (rank, link)
-    return n, {key: link for key, (_, link) in best.items()}
 
 
 def _link(row: tuple) -> Link:
