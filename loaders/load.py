@@ -24,6 +24,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,6 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             catalog.add_files(load_id, [(seq, f.name, f.size, f.mtime, seq in hot_seqs)
                                         for seq, f in files])
             chunk_dir, bucket_dir = hdfs_paths(config, load_id)
-            _drop_hbase_table(config)  # the previous dataset's; gen_HF creates it pre-split
             hdfs.delete(bucket_dir, recursive=True)
             hdfs.mkdirs(bucket_dir)
             if width:
@@ -139,33 +139,36 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     progress.start(summary.hot_bytes, summary.cold_bytes)
     rejects = RejectWriter(reject_path(config, load_id))
     summary.reject_file = str(rejects.path)
+    # The previous dataset's HBase table goes (gen_HF creates the new one pre-split); dropping
+    # takes seconds, so it runs beside the load instead of delaying it.
+    dropping = None if resume else _background(_drop_hbase_table, config)
+    hot_path: Future | None = None
     try:
-        hot_thread = None
-        hot_failure: list[BaseException] = []
         if hot and not hot_done:
             for seq, f in hot:
                 rejects.forget(f.name, 1, 1 << 62)
-            hot_thread = threading.Thread(
-                target=_hot_path, name="hot-path",
-                args=(config, source, hot, rejects, max_bad, load_id, summary, progress,
-                      hot_failure), daemon=True)
-            hot_thread.start()
+            hot_path = _background(_hot_path, config, source, hot, rejects, max_bad, load_id,
+                                   summary, progress)
         elif hot_done:
             with Catalog(config) as catalog:
                 summary.hot_rows = catalog.load(load_id)["hot_rows"]
 
         if cold:
             _cold_path(config, source, cold, rejects, max_bad, load_id, width, chunk_size,
-                       done_chunks, summary, progress, lambda: bool(hot_failure))
-        if hot_thread:
-            hot_thread.join()
-            if hot_failure:
-                raise hot_failure[0]
+                       done_chunks, summary, progress,
+                       stop=lambda: hot_path is not None and hot_path.done()
+                       and hot_path.exception() is not None)
+        if hot_path:
+            hot_path.result()  # raises what the hot path raised
+        if dropping:
+            dropping.result()  # raises what the drop raised
         summary.rejects = _count_rejects(rejects)
         if 0 <= max_bad < summary.rejects:
             raise BadInputError(f"{summary.rejects} bad lines, more than --max-bad {max_bad}; "
                                 f"see {rejects.path}")
     except BaseException as exc:
+        # Threads still writing would race a later load of this process: let them finish.
+        wait([f for f in (hot_path, dropping) if f is not None])
         with Catalog(config) as catalog:
             catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
         raise
@@ -181,6 +184,20 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
                 summary.phases[key] = summary.phases.get(key, 0.0) + p["ended"] - p["started"]
         catalog.update_load(load_id, state="up", uptime=t_up, summary=json.dumps(summary.as_dict()))
     return summary
+
+
+def _background(fn, *args) -> Future:
+    """Run fn(*args) in a thread of its own; the Future re-raises its exception."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=fn.__name__, daemon=True).start()
+    return future
 
 
 def _drop_hbase_table(config: Config) -> None:
@@ -199,24 +216,21 @@ def _count_rejects(rejects: RejectWriter) -> int:
 
 def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
               rejects: RejectWriter, max_bad: int, load_id: str, summary: LoadSummary,
-              progress: LoadProgress, failure: list[BaseException]) -> None:
+              progress: LoadProgress) -> None:
     from loaders.mysql_bulk import load_hot
 
-    try:
-        with Catalog(config) as catalog:
-            catalog.phase_start(load_id, "hot", "all")
-            result = load_hot(config, source, hot, rejects, max_bad, progress=progress.hot)
-            for phase, t0, t1 in result.phases:
-                catalog.execute("REPLACE INTO debl_phases VALUES (%s, %s, 'all', %s, %s, %s, %s)",
-                                (load_id, phase, t0, t1, result.bytes, result.lines))
-            catalog.phase_end(load_id, "hot", "all", bytes=result.bytes, rows=result.rows)
-            catalog.set_file_counts(load_id, "hot", result.per_file)
-            catalog.update_load(load_id, hot_k_lo=result.k_lo, hot_k_hi=result.k_hi,
-                                hot_rows=result.rows)
-        summary.hot_rows = result.rows
-        progress.message(f"hot path done: {result.rows} rows in MySQL")
-    except BaseException as exc:  # reported by the main thread
-        failure.append(exc)
+    with Catalog(config) as catalog:
+        catalog.phase_start(load_id, "hot", "all")
+        result = load_hot(config, source, hot, rejects, max_bad, progress=progress.hot)
+        for phase, t0, t1 in result.phases:
+            catalog.execute("REPLACE INTO debl_phases VALUES (%s, %s, 'all', %s, %s, %s, %s)",
+                            (load_id, phase, t0, t1, result.bytes, result.lines))
+        catalog.phase_end(load_id, "hot", "all", bytes=result.bytes, rows=result.rows)
+        catalog.set_file_counts(load_id, "hot", result.per_file)
+        catalog.update_load(load_id, hot_k_lo=result.k_lo, hot_k_hi=result.k_hi,
+                            hot_rows=result.rows)
+    summary.hot_rows = result.rows
+    progress.message(f"hot path done: {result.rows} rows in MySQL")
 
 
 def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]],
