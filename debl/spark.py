@@ -51,6 +51,7 @@ def spark_session(config: Config, app_name: str = "debl"):
         .config("spark.hadoop.dfs.client.use.datanode.hostname", "false")
         .config("spark.hadoop.dfs.replication", "1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # DeBL draws its own progress
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
