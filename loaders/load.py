@@ -10,10 +10,12 @@ Every phase's start and end goes to ``debl_phases`` under the load id, for the r
 load is continued with ``resume=LOAD_ID``: chunks already bucketed are skipped, the copy restarts
 after the last of them, and the hot path is redone if it had not finished.
 
-Chunk size (DESIGN section 4): the configured size is the start. A dist_ch that took longer than
-its chunk's copy means the pipeline is bucketing-bound, so the next chunk doubles (up to 4x the
-configured size) to amortise Spark's per-job overhead; the copy then stays the bottleneck and the
-last dist_ch remains short.
+Chunk size (DESIGN section 4: small enough that the last dist_ch is short, large enough that
+copying a chunk takes longer than bucketing it): the configured size (``--chunk-size``, else
+``chunk_size`` but at most an eighth of the cold bytes, so a small input still pipelines) is the
+start. A dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so
+the next chunk doubles (up to 4x) to amortise Spark's per-job overhead. Towards the end chunks
+taper (at most half of what remains), so the last dist_ch, which no copy overlaps, is short.
 """
 
 from __future__ import annotations
@@ -81,6 +83,16 @@ class LoadProgress:
     def message(self, text: str) -> None: ...
 
 
+MIN_CHUNK = 4 << 20
+
+
+def tapered(size: int, remaining: int) -> int:
+    """The next chunk's size: *size*, but at most half of what remains (and not below
+    MIN_CHUNK, or *size* if that is smaller), so the chunks shrink towards the end and the last
+    dist_ch, which nothing overlaps, stays short."""
+    return max(min(MIN_CHUNK, size), min(size, remaining // 2))
+
+
 def new_load_id() -> str:
     return time.strftime("L%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
@@ -102,6 +114,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     source = open_source(source_spec)
     max_bad = config.max_bad if options.max_bad is None else options.max_bad
     chunk_size = options.chunk_size or config.chunk_size
+    explicit_chunk_size = options.chunk_size is not None
     hdfs = WebHDFS(config)
 
     with Catalog(config) as catalog:
@@ -136,6 +149,9 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
                           hot_files=len(hot), cold_files=len(cold),
                           hot_bytes=sum(f.size for _, f in hot),
                           cold_bytes=sum(f.size for _, f in cold))
+    if not explicit_chunk_size:
+        # The configured size is for big inputs; a small one still gets a pipeline of chunks.
+        chunk_size = min(chunk_size, max(MIN_CHUNK, summary.cold_bytes // 8))
     progress.start(summary.hot_bytes, summary.cold_bytes)
     rejects = RejectWriter(reject_path(config, load_id))
     summary.reject_file = str(rejects.path)
@@ -249,6 +265,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
         progress.copied(chunk.bytes)
     copied: queue.Queue = queue.Queue(maxsize=2)
     sizes = {"next": chunk_size}
+    copied_bytes = [sum(c.bytes for c in done_chunks)]
     copy_failure: list[BaseException] = []
     abort = threading.Event()
 
@@ -270,11 +287,14 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                     item = f"{copier.chunk_no:05d}"
                     catalog.phase_start(load_id, "copy", item)
                     t0 = time.time()
-                    chunk = copier.copy_next(sizes["next"], config.dist_ch_tasks)
+                    remaining = summary.cold_bytes - copied_bytes[0]
+                    size = tapered(sizes["next"], remaining)
+                    chunk = copier.copy_next(size, config.dist_ch_tasks)
                     if chunk is None:
                         catalog.execute("DELETE FROM debl_phases WHERE load_id = %s AND "
                                         "phase = 'copy' AND item = %s", (load_id, item))
                         break
+                    copied_bytes[0] += chunk.bytes
                     catalog.phase_end(load_id, "copy", item, bytes=chunk.bytes, rows=chunk.lines)
                     catalog.record_chunk(load_id, chunk, "copied")
                     hand_over((chunk, time.time() - t0))
