@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from debl.catalog import BucketChunk
 from debl.config import Config
-from debl.model import CHECKSUM_MOD, ParseError, parse_line, row_checksum
+from debl.model import CHECKSUM_MOD, ParseError, line_checksum, line_id1
 from loaders.chunker import Chunk
 
 BLOCK = 4 << 20
@@ -100,7 +100,7 @@ def _key_range_task(config: Config, chunk: Chunk, index: int) -> tuple[int, int,
     ordered = True
     for line in _lines(config, chunk.path, offset, length):
         try:
-            id1 = parse_line(line).id1
+            id1 = line_id1(line)
         except ParseError:
             continue
         if last is not None and id1 < last:
@@ -130,15 +130,14 @@ def _bucket_task(config: Config, chunk: Chunk, index: int, width: int,
             seg_end = seg.chunk_line + seg.lines
         line_no = seg.first_line + index_in_chunk - seg.chunk_line
         try:
-            link = parse_line(line)
+            b = line_id1(line) // width
         except ParseError as exc:
             rejects.append(Reject(seg.name, line_no, str(exc), line))
             per_file[seg.file_seq][1] += 1
             continue
         per_file[seg.file_seq][0] += 1
-        b = link.id1 // width
         buckets[b].append(b"%s\t%d\t%d\n" % (line, seg.file_seq, line_no))
-        sums[b] += row_checksum(link)
+        sums[b] += line_checksum(line)
 
     fs = WebHDFS(config)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import LoadStateError
-from debl.model import CHECKSUM_MOD, parse_line, row_checksum
+from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.mysql import connect
 from loaders.load import reject_path
 from loaders.rejects import read_rejects
@@ -140,7 +140,7 @@ def _bucket_file_sum(fs: WebHDFS, path: str) -> tuple[int, int]:
         tail = block[cut:]
         for line in block[:cut].split(b"\n")[:-1]:
             rows += 1
-            checksum += row_checksum(parse_line(line.rsplit(b"\t", 2)[0]))
+            checksum += line_checksum(line.rsplit(b"\t", 2)[0])
     return rows, checksum % CHECKSUM_MOD
 
 
