@@ -8,7 +8,8 @@ Written next to the bench's results (``<state_dir>/bench/<bench_id>/``):
   approach (and, for DeBL, the buffered queries' waits); the ratios of DESIGN section 11 beside
   the paper's;
 - ``throughput.png``: requests completed per second against the time since the load started,
-  one line per approach, each approach's uptime marked by a dashed line of its colour.
+  one line per approach, each approach's uptime marked by a dashed line of its colour; below it
+  the share of the query phase's requests served so far (where it reaches 1: all served).
 
 Every figure comes from the bench's files alone, so a report can be rebuilt any time.
 
@@ -97,17 +98,18 @@ def last_item(run: ApproachRun, name: str) -> float | None:
 
 
 def table1(runs: list[ApproachRun]) -> Table:
-    headers = ("approach", "uptime s", *(c for c, _ in PHASE_COLUMNS), "last dist_ch",
-               "all served s", "full avail. s", "paper", "paper uptime s")
+    headers = ("approach", "hot MB", "uptime s", *(c for c, _ in PHASE_COLUMNS),
+               "last dist_ch", "all served s", "full avail. s", "paper", "paper uptime s")
     rows = []
     for r in runs:
         a = APPROACHES[r.approach]
-        rows.append((r.approach, _s(r.uptime_s),
+        rows.append((r.approach, _s(r.summary.get("hot_bytes", 0) / 1e6), _s(r.uptime_s),
                      *(_s(phase_wall(r, names)) for _, names in PHASE_COLUMNS),
                      _s(last_item(r, "dist_ch")), _s(r.all_served_s),
                      _s(r.full_availability_s), a.paper or "-", _s(a.paper_uptime_s, 0)))
     return Table(headers, tuple(rows),
-                 "Seconds since the approach's load started. Phase columns are wall spans "
+                 "Seconds since the approach's load started; 'hot MB': the bytes loaded into "
+                 "MySQL (the newest files that fit the hot share). Phase columns are wall spans "
                  "(first start to last end); pipelined phases overlap. 'all served': the last "
                  "of the query phase's requests answered (the phase starts at uptime). "
                  "'full avail.': the last bucket in HBase (DeBL), else the uptime.")
@@ -191,13 +193,15 @@ def experiment_lines(meta: dict) -> list[str]:
 
 
 def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
-    """requests/s against seconds since the load started; dashed line at each uptime."""
+    """Two panels against seconds since the load started: requests completed per second, and
+    the share of the query phase's requests served so far; a dashed line at each uptime."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
+    fig, (ax, cum) = plt.subplots(2, 1, figsize=(11, 8), dpi=110, sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 2]})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     top = 1
     for i, r in enumerate(runs):
@@ -206,19 +210,29 @@ def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
             t = [r.query_start_s] + [p[0] + 1.0 for p in r.timeline]
             y = [0] + [p[1] for p in r.timeline]
             ax.step(t, y, where="pre", color=color, lw=1.4, label=r.approach)
+            total = sum(y) or 1
+            done, share = 0, []
+            for n in y:
+                done += n
+                share.append(done / total)
+            cum.step(t, share, where="pre", color=color, lw=1.4)
             top = max(top, max(y))
         else:
             ax.plot([], [], color=color, label=f"{r.approach} (no queries)")
-        ax.axvline(r.uptime_s, color=color, ls="--", lw=1.0, alpha=0.8)
+        for axis in (ax, cum):
+            axis.axvline(r.uptime_s, color=color, ls="--", lw=1.0, alpha=0.8)
     for i, r in enumerate(runs):
         ax.annotate(f"{r.approach} up", (r.uptime_s, top), xytext=(3, -12 - 11 * i),
                     textcoords="offset points", fontsize=8, color=colors[i % len(colors)])
-    ax.set_xlabel("seconds since the load started")
     ax.set_ylabel("requests completed per second")
     ax.set_title(title, fontsize=10)
-    ax.set_xlim(left=0)
+    cum.set_ylabel("share of requests served")
+    cum.set_xlabel("seconds since the load started")
+    cum.set_ylim(0, 1.02)
+    for axis in (ax, cum):
+        axis.set_xlim(left=0)
+        axis.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path)

@@ -87,6 +87,14 @@ def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOp
     Raises ConfigError for an unknown approach or options that contradict it (a hot split for
     an approach that has none), LoadStateError for a resume that cannot be done."""
     approach = get_approach(options.approach)
+    if resume:
+        with Catalog(config) as catalog:
+            row = catalog.load(resume)
+        if row is None:
+            raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
+        if row["approach"] != approach.name:
+            raise LoadStateError(f"load {resume} is a {row['approach']} load: resume it with "
+                                 f"--approach {row['approach']}")
     return approach.load(config, source_spec, options, resume, progress)
 
 
@@ -127,18 +135,34 @@ def _load_bulk_mysql(config: Config, source_spec: str, options: LoadOptions,
                     resume, progress)
 
 
+def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
+               progress: LoadProgress, last_step: str) -> LoadSummary:
+    """The all-cold ``run_load`` of the HBase baselines. A resumed load whose bucketing was
+    done (it was killed in *last_step*) comes back with its recorded summary; one whose
+    *last_step* had ended is refused, as ``run_load`` refuses a load that is up."""
+    _no_hot_options(options, "every file is cold")
+    if resume:
+        with Catalog(config) as catalog:
+            row = catalog.load(resume)
+            ended = catalog.execute("SELECT 1 FROM debl_phases WHERE load_id = %s AND phase = %s"
+                                    " AND ended IS NOT NULL", (resume, last_step))
+        if ended:
+            raise LoadStateError(f"load {resume} is already up; nothing to resume")
+        if row["state"] == "up" and row["summary"]:
+            return LoadSummary(**json.loads(row["summary"]))
+    return run_load(config, source_spec, options, resume, progress)
+
+
 def _load_bulk_hbase(config: Config, source_spec: str, options: LoadOptions,
                      resume: str | None, progress: LoadProgress) -> LoadSummary:
-    _no_hot_options(options, "every file is cold")
-    summary = run_load(config, source_spec, options, resume, progress)
+    summary = _cold_then(config, source_spec, options, resume, progress, "gen_hf")
     _one_big_gen_hf(config, summary.load_id, progress)
     return _finish(config, summary)
 
 
 def _load_batch_put(config: Config, source_spec: str, options: LoadOptions,
                     resume: str | None, progress: LoadProgress) -> LoadSummary:
-    _no_hot_options(options, "every file is cold")
-    summary = run_load(config, source_spec, options, resume, progress)
+    summary = _cold_then(config, source_spec, options, resume, progress, "batch_put")
     _put_everything(config, summary.load_id, summary.cold_bytes, progress)
     return _finish(config, summary)
 

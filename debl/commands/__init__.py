@@ -15,6 +15,8 @@ _COMMANDS = [
     ("gen_hf", "gen_hf"),
     ("links", "links"),
     ("status", "status"),
+    ("bench", "bench"),
+    ("bench", "report"),
 ]
 
 COMMANDS = [getattr(importlib.import_module(f"debl.commands.{module}"), attr)

@@ -8,7 +8,8 @@ from datetime import datetime
 import click
 
 from debl.commands.common import config_of, friendly_errors, parse_size
-from loaders.load import LoadOptions, LoadProgress, run_load
+from loaders.baselines import run_approach
+from loaders.load import LoadOptions, LoadProgress
 
 
 class _Bars(LoadProgress):
@@ -59,7 +60,8 @@ def _time(value: str) -> float:
 @click.option("--bucket-width", type=int, help="id1 range per bucket (default: derived).")
 @click.option("--max-bad", type=int, help="Fail once more than N lines are rejected.")
 @click.option("--approach", default="debl", show_default=True,
-              help="debl, debl-cold, or a baseline (see DESIGN section 7).")
+              help="debl, debl-cold, or a baseline: fileCopy, bulkLoad-mysql, bulkLoad-hbase, "
+                   "batchPut-hbase (DESIGN section 7).")
 @click.option("--resume", "resume", metavar="LOAD_ID", help="Continue a killed load.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
@@ -79,7 +81,8 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
         chunk_size=parse_size(chunk_size) if chunk_size else None,
         bucket_width=bucket_width, max_bad=max_bad,
         approach="debl-cold" if no_hot and approach == "debl" else approach)
-    summary = run_load(config_of(ctx), source, options, resume=resume, progress=_Bars(as_json))
+    summary = run_approach(config_of(ctx), source, options, resume=resume,
+                           progress=_Bars(as_json))
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
         return

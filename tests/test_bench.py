@@ -1,0 +1,201 @@
+"""The bench end to end on the real stack, in a namespace of its own: a tiny input, three
+approaches with their query phases, the result files, the report; the HBase baselines on their
+own; every store checked against the in-memory reference built from the raw files."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from debl.bench import (BenchProgress, BenchSpec, max_id_for_size, read_bench, reset_stores,
+                        run_bench)
+from debl.catalog import Catalog
+from debl.errors import ConfigError
+from debl.store.hbase import HBaseStore
+from debl.store.mysql import MySQLStore
+from debl.workload.spec import GenerateSpec
+from loaders.baselines import APPROACHES, run_approach
+from loaders.load import LoadOptions
+from loaders.source import LocalSource
+from tests.dataset import reference_store
+
+APPROACHES_RUN = ("fileCopy", "bulkLoad-mysql", "debl")
+INPUT = GenerateSpec(max_id=8001, files=10, days=10, seed=3, max_degree=40, update_share=0.2,
+                     hidden_share=0.3, bad_lines=3)
+
+
+def namespaced(config):
+    return config.replace(mysql_database="debl_benchtest", hbase_table="benchtest_links",
+                          link_table="benchtest_links", hdfs_root="/debl-benchtest")
+
+
+def hot_names(config, load_id: str) -> set[str]:
+    with Catalog(config) as catalog:
+        return {r[0] for r in catalog.execute(
+            "SELECT name FROM debl_load_files WHERE load_id = %s AND hot = 1", (load_id,))}
+
+
+def hbase_count(config) -> int:
+    with HBaseStore(config) as hbase:
+        return hbase.count() if hbase.table_exists() else 0
+
+
+class Snapshots(BenchProgress):
+    """The stores' row counts right after each approach, before the next one resets them."""
+
+    def __init__(self):
+        self.counts: dict[str, dict] = {}
+        self.phases: list[tuple[str, str]] = []
+
+    def phase(self, name, phase):
+        self.phases.append((name, phase))
+
+    def finished(self, run, config):
+        with MySQLStore(config) as mysql:
+            rows = mysql.count()
+        self.counts[run.approach] = {"mysql": rows, "hbase": hbase_count(config),
+                                     "hot": hot_names(config, run.load_id)}
+
+
+@pytest.fixture(scope="module")
+def config(stack_config):
+    return namespaced(stack_config)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench-input")
+
+
+@pytest.fixture(scope="module")
+def bench(config, spark, data_dir, tmp_path_factory):
+    spec = BenchSpec(INPUT, data_dir, APPROACHES_RUN, source_rate=4.0, threads=4,
+                     requests=300, chunk_size=128 * 1024, bucket_width=1500,
+                     query_timeout=120.0, full_timeout=300.0)
+    progress = Snapshots()
+    result = run_bench(config, spec, progress,
+                       directory=tmp_path_factory.mktemp("bench-results") / "B-test")
+    yield result, progress
+    reset_stores(config)  # leave the test namespace empty
+
+
+@pytest.mark.stack
+def test_result_files_hold_every_approach(bench):
+    result, progress = bench
+    meta, runs = read_bench(result.directory)
+    assert meta["state"] == "done"
+    assert [r.approach for r in runs] == list(APPROACHES_RUN)
+    assert meta["input"]["files"] == INPUT.files
+    for name in APPROACHES_RUN:
+        with open(result.directory / f"{name}.timeline.csv") as f:
+            rows = list(csv.DictReader(f))
+        run = next(r for r in runs if r.approach == name)
+        assert len(rows) == len(run.timeline)
+        if APPROACHES[name].target is None:
+            assert run.query is None and not rows
+        else:
+            assert run.query["completed"] + run.query["errors"] == 300
+            assert run.query["errors"] == 0
+            assert sum(int(r["completed"]) for r in rows) == 300
+            # the timeline counts from the load's start; the query phase starts at uptime
+            assert float(rows[0]["t_s"]) >= run.uptime_s - 0.01
+    assert ("debl", "gen_HF to full availability") in progress.phases
+
+
+@pytest.mark.stack
+def test_times_are_ordered(bench):
+    result, _ = bench
+    runs = {r.approach: r for r in result.runs}
+    copy = runs["fileCopy"].uptime_s
+    for r in result.runs:
+        assert r.uptime_s > 0
+        assert r.full_availability_s is not None and r.full_availability_s >= r.uptime_s - 0.01
+        if r.all_served_s is not None:
+            assert r.all_served_s >= r.query_start_s >= r.uptime_s - 0.01
+        if r.approach != "fileCopy":
+            assert r.uptime_s >= copy, "no load can be faster than copying the input"
+        assert {"copy"} <= {p.phase for p in r.phases} or r.approach == "bulkLoad-mysql"
+    assert {"mysql_load", "mysql_merge", "mysql_index"} <= {p.phase for p in
+                                                            runs["bulkLoad-mysql"].phases}
+    debl = runs["debl"]
+    assert debl.gen_hf["completed"], debl.gen_hf
+    assert debl.waits["answered"] == 300
+    assert 0.0 <= debl.waits["immediate_share"] <= 1.0
+
+
+@pytest.mark.stack
+def test_stores_hold_the_merged_rows_of_the_raw_files(bench, data_dir):
+    _, progress = bench
+    every = {f.name for f in LocalSource(data_dir).list()}
+    everything = reference_store(data_dir, every).count()
+    mysql_only = progress.counts["bulkLoad-mysql"]
+    assert mysql_only["mysql"] == everything and mysql_only["hot"] == every
+
+    debl = progress.counts["debl"]
+    assert debl["hot"] and debl["hot"] != every
+    assert debl["mysql"] == reference_store(data_dir, debl["hot"], only="hot").count()
+    assert debl["hbase"] == reference_store(data_dir, debl["hot"], only="cold").count()
+
+    assert progress.counts["fileCopy"]["mysql"] == 0  # the stores were emptied before it
+
+
+@pytest.mark.stack
+def test_report_has_a_row_per_approach(bench, config):
+    result, _ = bench
+    from debl.commands.bench import report as report_command
+
+    out = CliRunner().invoke(report_command, [str(result.directory)], obj=config)
+    assert out.exit_code == 0, out.output
+    md = (result.directory / "report.md").read_text()
+    for name in APPROACHES_RUN:
+        assert f"| {name} |" in md
+    assert "| uptime / fileCopy uptime | debl |" in md
+    assert "| all queries served / bulkLoad-mysql uptime | debl |" in md
+    assert (result.directory / "report.html").read_text().count("<table>") == 3
+    png = (result.directory / "throughput.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("approach", ["bulkLoad-hbase", "batchPut-hbase"])
+def test_hbase_baselines_hold_every_merged_row_at_uptime(config, spark, bench, data_dir,
+                                                         approach):
+    every = {f.name for f in LocalSource(data_dir).list()}
+    summary = run_approach(config, str(data_dir),
+                           LoadOptions(chunk_size=128 * 1024, bucket_width=1500,
+                                       approach=approach))
+    assert hbase_count(config) == reference_store(data_dir, every).count()
+    with Catalog(config) as catalog:
+        load = catalog.load(summary.load_id)
+        phases = {p["phase"] for p in catalog.phases(summary.load_id)}
+    assert load["approach"] == approach and load["state"] == "up"
+    assert abs(load["uptime"] - load["started"] - summary.uptime_s) < 0.01
+    step = "gen_hf" if approach == "bulkLoad-hbase" else "batch_put"
+    assert {"copy", "dist_ch", step} <= phases
+    assert summary.phases[step] > 0
+
+
+def test_approach_options_are_checked():
+    from debl.config import Config
+
+    with pytest.raises(ConfigError, match="unknown approach"):
+        run_approach(Config(), "/nonexistent", LoadOptions(approach="bulkLoad"))
+    with pytest.raises(ConfigError, match="every file is cold"):
+        run_approach(Config(), "/nonexistent", LoadOptions(approach="debl-cold", hot_bytes=1))
+    with pytest.raises(ConfigError, match="every file is hot"):
+        run_approach(Config(), "/nonexistent", LoadOptions(approach="bulkLoad-mysql",
+                                                           hot_since=0.0))
+
+
+def test_bench_spec_round_trips_and_repeats_as_a_command(tmp_path):
+    spec = BenchSpec(GenerateSpec(max_id=max_id_for_size(300_000_000)), tmp_path,
+                     ("fileCopy", "debl"), source_rate=12.5, requests=2000)
+    assert BenchSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    line = spec.command_line()
+    assert "--source-rate 12.5" in line and "--approaches fileCopy,debl" in line
+    assert 900_000 < spec.input.max_id < 1_100_000  # ~300 MB: about 1M ids (measured 304 MB)
+    with pytest.raises(ConfigError):
+        BenchSpec(spec.input, tmp_path, ("fileCopy", "nope"))
