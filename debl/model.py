@@ -87,12 +87,18 @@ def parse_line(line: bytes) -> Link:
     fields = line.split(b"\t")
     if len(fields) == 7:
         a, b, c, v, d, t, r = fields
-        # 18 digits always fit in 63 bits; longer numbers take the slow path's range check.
-        if (a.isdigit() and b.isdigit() and c.isdigit() and t.isdigit() and r.isdigit()
-                and len(a) < 19 and len(b) < 19 and len(c) < 19 and len(t) < 19 and len(r) < 19
-                and (v == b"1" or v == b"0") and len(d) <= MAX_DATA and b"\r" not in d):
+        if _well_formed(a, b, c, v, d, t, r):
             return Link(int(a), int(b), int(c), 1 if v == b"1" else 0, d, int(t), int(r))
     return _parse_checked(fields)
+
+
+def _well_formed(a: bytes, b: bytes, c: bytes, v: bytes, d: bytes, t: bytes, r: bytes) -> bool:
+    """The common case, checked with a few C-level bytes methods; a line that fails it takes
+    the slow path, which finds the reason (or accepts a 19-digit number that fits)."""
+    # 18 digits always fit in 63 bits; longer numbers take the slow path's range check.
+    return (a.isdigit() and b.isdigit() and c.isdigit() and t.isdigit() and r.isdigit()
+            and len(a) < 19 and len(b) < 19 and len(c) < 19 and len(t) < 19 and len(r) < 19
+            and (v == b"1" or v == b"0") and len(d) <= MAX_DATA and b"\r" not in d)
 
 
 def line_id1(line: bytes) -> int:
@@ -101,9 +107,7 @@ def line_id1(line: bytes) -> int:
     fields = line.split(b"\t")
     if len(fields) == 7:
         a, b, c, v, d, t, r = fields
-        if (a.isdigit() and b.isdigit() and c.isdigit() and t.isdigit() and r.isdigit()
-                and len(a) < 19 and len(b) < 19 and len(c) < 19 and len(t) < 19 and len(r) < 19
-                and (v == b"1" or v == b"0") and len(d) <= MAX_DATA and b"\r" not in d):
+        if _well_formed(a, b, c, v, d, t, r):
             return int(a)
     return _parse_checked(fields).id1
 
