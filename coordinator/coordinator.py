@@ -195,7 +195,7 @@ class Coordinator:
         end = self._end(started, timeout, deadline)
         route = self._route(id1, link_type, started, end, partial)
         links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
-        self._recorder.record(route.outcome, route.waited_s)
+        self._recorder.record(route.outcome, route.waited_s, started)
         return Answer(links, route.kind != "partial", route.waited_s, route.bucket, route.kind)
 
     def _end(self, started: float, timeout: float | None, deadline: float | None) -> float | None:
@@ -225,7 +225,7 @@ class Coordinator:
                     if dataset is None:
                         self._check_load_usable()
                         if remaining == 0.0:
-                            self._recorder.record("timeouts", now - started)
+                            self._recorder.record("timeouts", now - started, started)
                             raise QueryTimeout(
                                 f"get_link_list({id1}, {link_type}): the system is not up yet "
                                 f"({self._describe_load()}); gave up after {now - started:.1f} s")
@@ -249,7 +249,7 @@ class Coordinator:
                         if partial:
                             return _Route("partial", dataset, bucket.b_index, "partial",
                                           now - started)
-                        self._recorder.record("timeouts", now - started)
+                        self._recorder.record("timeouts", now - started, started)
                         raise QueryTimeout(
                             f"get_link_list({id1}, {link_type}): bucket {bucket.b_index} "
                             f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
@@ -339,6 +339,7 @@ class Coordinator:
         return self._recorder.snapshot()
 
     def reset_stats(self) -> None:
+        """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
 
     # ------------------------------------------------------------------ the poller

@@ -316,7 +316,8 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
             "namespace": {"mysql_database": config.mysql_database,
                           "hbase_table": config.hbase_table, "link_table": config.link_table,
                           "hdfs_root": config.hdfs_root},
-            "machine": machine(), "input": {"bytes": input_bytes, "files": input_files},
+            "machine": machine(), "code": code_version(),
+            "input": {"bytes": input_bytes, "files": input_files},
             "effective": {"chunk_size": chunk_size, "bucket_width": width},
             "started": t0, "ended": None, "state": "running"}
     _write_json(directory / BENCH_FILE, meta)
@@ -476,6 +477,7 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
             from coordinator import Coordinator
 
             target = Coordinator(config, default_timeout=spec.query_timeout)
+            target.reset_stats()  # its first minute is the query phase's
         else:
             target = open_target(config, approach.target)
         try:
@@ -608,6 +610,21 @@ def machine() -> dict:
     return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / 2**20, 1),
             "system": f"{platform.system()} {platform.release()}",
             "python": platform.python_version()}
+
+
+def code_version() -> str | None:
+    """The git commit DeBL runs from, with "+changes" if its work tree differs (None outside a
+    git checkout): benches on different code do not compare."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, check=True, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if dirty else "")
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -132,3 +132,18 @@ def test_wait_recorder_counts_and_percentiles():
     assert abs(s.immediate_share - 3 / 7) < 1e-9
     rec.reset()
     assert rec.snapshot().answered == 0
+
+
+def test_wait_recorder_first_minute_counts_queries_by_arrival():
+    rec = WaitRecorder()
+    epoch = rec._epoch
+    rec.record("immediate", 0.0, epoch + 1.0)
+    rec.record("buffered", 70.0, epoch + 2.0)  # asked in the first minute, answered later
+    rec.record("timeouts", 5.0, epoch + 3.0)  # not answered: in neither count
+    rec.record("immediate", 0.0, epoch + 61.0)  # asked after the first minute
+    rec.record("waited_uptime", 0.5, epoch + 59.0)
+    s = rec.snapshot()
+    assert (s.first_minute_answered, s.first_minute_immediate) == (3, 1)
+    assert abs(s.first_minute_immediate_share - 1 / 3) < 1e-9
+    assert s.to_dict()["first_minute_immediate_share"] == s.first_minute_immediate_share
+    assert abs(s.immediate_share - 2 / 4) < 1e-9

@@ -48,6 +48,13 @@ def _display_class():
             click.echo(text, err=True)
             self._draw(force=True)
 
+        def clear(self) -> None:
+            """Erase the status line (at the end, before the summary)."""
+            if self.tty and self.width:
+                click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
+            self.width, self.head, self.phase_name, self.detail = 0, "", "", ""
+            self.tty = False  # nothing is drawn any more
+
         def message(self, text: str) -> None:
             self._line(f"  {text}")
 
@@ -154,7 +161,11 @@ def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, da
                      query_timeout=query_timeout, gen_hf_start=gen_hf_start)
     click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
                f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
-    result = run_bench(config, spec, progress=_display_class()())
+    display = _display_class()()
+    try:
+        result = run_bench(config, spec, progress=display)
+    finally:
+        display.clear()
     report = None if no_report else write_report(result.directory)
     if as_json:
         click.echo(json.dumps({"bench_id": result.bench_id, "directory": str(result.directory),
