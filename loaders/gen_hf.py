@@ -3,7 +3,7 @@ and bulk-loads them, the buckets that the most waiting queries need first.
 
 Each run: pick buckets (``pick_buckets``), mark them ``running`` in the job status table, read
 their HDFS files, apply the merge rule, write real HFiles with HBase's ``HFileOutputFormat2``
-(``loaders.hfile``), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the HFiles are on
+(``loaders.hfile``, on the JVM), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the HFiles are on
 the HBase root's HDFS), and mark the buckets ``loaded`` with their row count, superseded count and
 checksum (for ``debl verify``).
 
@@ -24,19 +24,16 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from pyspark.accumulators import AccumulatorParam
 
 from debl.catalog import Bucket, Catalog
 from debl.config import Config
 from debl.errors import DeblError, ServiceError
-from debl.model import CHECKSUM_MOD, parse_line, row_checksum
 from debl.mysql import connect
-from debl.store.hbase_layout import cell_value, id1_boundary, row_key
+from debl.store.hbase_layout import id1_boundary
 from loaders.hbase_bulk import bulk_load, create_table
-from loaders.hfile import save_sorted_hfiles
+from loaders.hfile import write_bucket_hfiles
 from loaders.webhdfs import WebHDFS
 
 ORDERS = ("demand", "fifo")
@@ -78,57 +75,6 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
         chosen.append(b)
         total += b.bytes
     return chosen
-
-
-def _bucket_rows(config: Config, prefixes: list[str], stats) -> Iterator[tuple[bytes, bytes]]:
-    """The body of one gen_HF task: a bucket's lines from HDFS, merged by the merge rule
-    (origins are in the lines: ``... <TAB> file_seq <TAB> line_no``), sorted by row key, as
-    (row key, cell value) pairs. Adds {task: (winners, checksum)} to *stats*.
-
-    The bucket is merged in memory (a dict of its keys): buckets are sized by
-    ``bucket_target_bytes`` for exactly this."""
-    from pyspark import TaskContext
-
-    fs = WebHDFS(config)
-    best: dict[tuple[int, int, int], tuple] = {}
-    for prefix in prefixes:
-        directory, stem = prefix.rsplit("/", 1)
-        for status in fs.list(directory):
-            if not status.path.rsplit("/", 1)[1].startswith(stem + "."):
-                continue
-            for line in _lines(fs, status.path):
-                head, seq, no = line.rsplit(b"\t", 2)
-                link = parse_line(head)
-                # merge_rank(link, Origin(0, seq, no)), without building an Origin per line.
-                rank = (link.time, link.version, 0, int(seq), int(no))
-                old = best.get(link.key)
-                if old is None or rank > old[0]:
-                    best[link.key] = (rank, link)
-    winners = sorted((row_key(link), cell_value(link), row_checksum(link))
-                     for _, link in best.values())
-    checksum = sum(w[2] for w in winners) % CHECKSUM_MOD
-    stats.add({TaskContext.get().partitionId(): (len(winners), checksum)})
-    return ((row, value) for row, value, _ in winners)
-
-
-def _lines(fs: WebHDFS, path: str) -> Iterator[bytes]:
-    tail = b""
-    for block in fs.stream(path, 4 << 20):
-        block = tail + block
-        cut = block.rfind(b"\n") + 1
-        tail = block[cut:]
-        yield from block[:cut].split(b"\n")[:-1]
-
-
-class _DictSum(AccumulatorParam):
-    """Accumulates {key: value} dicts; keys are task indexes, so they never collide."""
-
-    def zero(self, value: dict) -> dict:
-        return {}
-
-    def addInPlace(self, a: dict, b: dict) -> dict:
-        a.update(b)
-        return a
 
 
 class GenHF:
@@ -201,7 +147,7 @@ class GenHF:
         self.catalog.set_job_state(ids, "running", run_id)
         t0 = time.time()
         try:
-            rows, cells, per_bucket, phases = self._convert(run_id, chosen, load["bucket_width"])
+            rows, cells, per_bucket, phases = self._convert(run_id, chosen)
         except BaseException as exc:
             self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000])
             raise
@@ -215,29 +161,26 @@ class GenHF:
                     f"{rows} rows -> {cells} cells in {result.seconds:.1f} s")
         return result
 
-    def _convert(self, run_id: str, chosen: list[Bucket], width: int):
-        """One Spark task per bucket: read, merge, sort, emit cells; then one bulk load."""
-        sc = self.spark.sparkContext
-        sc.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
+    def _convert(self, run_id: str, chosen: list[Bucket]):
+        """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one
+        bulk load."""
         config = self.config
-        parts = [self.catalog.bucket_paths(b.b_index) for b in chosen]
-        stats = sc.accumulator({}, _DictSum())
+        self.spark.sparkContext.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
-        rows = (sc.parallelize(range(len(chosen)), len(chosen))
-                .mapPartitionsWithIndex(lambda i, _: _bucket_rows(config, parts[i], stats),
-                                        preservesPartitioning=True))
         out = f"{config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
-        cells = save_sorted_hfiles(self.spark, rows, f"{config.hdfs_uri}{out}",
-                                   config.hbase_table, replace=True)
+        written = write_bucket_hfiles(
+            self.spark, [[f"{config.hdfs_uri}{p}" for p in self.catalog.bucket_paths(b.b_index)]
+                         for b in chosen], f"{config.hdfs_uri}{out}", config.hbase_table)
         phases["hfiles"] = time.time() - t
         t = time.time()
+        cells = sum(w.winners for w in written)
         if cells:
             bulk_load(self.spark, config, f"{config.hdfs_uri}{out}")
         phases["bulkload"] = time.time() - t
         WebHDFS(config).delete(out, recursive=True)
-        per_bucket = {chosen[i].b_index: v for i, v in stats.value.items()}
-        return sum(b.rows for b in chosen), cells, per_bucket, phases
+        per_bucket = {b.b_index: (w.winners, w.checksum) for b, w in zip(chosen, written)}
+        return sum(w.rows for w in written), cells, per_bucket, phases
 
     def serve(self, until_complete: bool = False, should_stop: Callable[[], bool] = lambda: False,
               on_run: Callable[[RunResult], None] = lambda r: None) -> int:

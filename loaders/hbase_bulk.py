@@ -1,5 +1,5 @@
 """gen_HF's HBase side, through the Spark driver's JVM: the pre-split link table, its region
-boundaries, and the bulk load of HFiles written by loaders.hfile.write_hfiles.
+boundaries, and the bulk load of HFiles written by loaders.hfile.write_bucket_hfiles.
 
 Everything goes through ``debl.jobs.BulkLoad`` and ``debl.jobs.Tables`` (debl-jobs.jar) and the
 HBase client in hbase-shaded-mapreduce; the connection settings come from Config only (ZooKeeper
@@ -8,18 +8,19 @@ quorum and port, ``fs.defaultFS``), never from an hbase-site.xml on some classpa
 Pitfalls:
 
 - Keep the HFiles on the HDFS of ``hbase.rootdir``: the region server then moves them (a rename)
-  and the output directory is left empty, so a redo must rewrite them
-  (``write_hfiles(..., replace=True)``). From another filesystem (``file:///``) they are copied
+  and the output directory is left empty, so a redo must rewrite them (write_bucket_hfiles
+  always does). From another filesystem (``file:///``) they are copied
   and stay (seen: 5000 links, 3 HFiles, 0.4-0.8 s either way).
 - A bulk load is atomic per HFile per region, not per run: a crash in the middle leaves some files
   loaded. That is harmless here: reloading the same bucket writes identical cells (hbase_layout's
   constant cell timestamp), so the redo converges to the same table.
-- The table must exist; HFiles spanning region boundaries are split by the tool (a slow copy), which
-  write_hfiles avoids by partitioning at ``split_keys(...)``.
+- The table must exist; HFiles spanning region boundaries are split by the tool (a slow copy),
+  which gen_HF avoids by pre-splitting the table at every bucket boundary.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from debl.config import Config
@@ -45,13 +46,17 @@ def _bulk(spark):
     return spark.sparkContext._jvm.debl.jobs.BulkLoad
 
 
-def _call(what: str, fn, *args):
+def call_jvm(what: str, fn, *args):
+    """``fn(*args)`` through py4j; a Java exception becomes ServiceError("<what> failed: <the
+    innermost Java exception>"), without the Spark job-abort wrapping around a task's error."""
     try:
         return fn(*args)
     except Exception as exc:  # py4j errors carry the Java exception in their text only
         lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
-        cause = (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
-        raise ServiceError(f"HBase {what} failed: {cause}") from exc
+        causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+        cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
+        cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
+        raise ServiceError(f"{what} failed: {cause}") from exc
 
 
 def create_table(spark, config: Config, split_keys: Sequence[bytes],
@@ -59,18 +64,18 @@ def create_table(spark, config: Config, split_keys: Sequence[bytes],
     """Create the link table pre-split at ``split_keys`` (e.g. ``id1_boundary(b * w)`` for each
     bucket boundary); False if it exists already (left unchanged)."""
     keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
-    return bool(_call("create table", spark.sparkContext._jvm.debl.jobs.Tables.createPresplit,
-                      table or config.hbase_table, FAMILY.decode(), keys, hbase_settings(config)))
+    return bool(call_jvm("HBase table creation", spark.sparkContext._jvm.debl.jobs.Tables.createPresplit,
+                         table or config.hbase_table, FAMILY.decode(), keys,
+                         hbase_settings(config)))
 
 
 def split_keys(spark, config: Config, table: str | None = None) -> list[bytes]:
-    """The table's region start keys (without the first region's empty one): write_hfiles'
-    ``split_keys``."""
-    return [bytes(k) for k in _call("region lookup", _bulk(spark).splitKeys,
-                                    table or config.hbase_table, hbase_settings(config))]
+    """The table's region start keys (without the first region's empty one)."""
+    return [bytes(k) for k in call_jvm("HBase region lookup", _bulk(spark).splitKeys,
+                                       table or config.hbase_table, hbase_settings(config))]
 
 
 def bulk_load(spark, config: Config, hfile_dir: str, table: str | None = None) -> int:
     """Load every HFile under ``hfile_dir`` into the table; returns the number of HFiles loaded."""
-    return int(_call("bulk load", _bulk(spark).load, table or config.hbase_table, hfile_dir,
-                     hbase_settings(config)))
+    return int(call_jvm("HBase bulk load", _bulk(spark).load, table or config.hbase_table, hfile_dir,
+                        hbase_settings(config)))

@@ -1,8 +1,10 @@
-"""The HBase row layout, the merge reduce, and real HFiles written from PySpark.
+"""The HBase row layout, the merge rule, and real HFiles written from bucket files by gen_HF's
+JVM task (debl.jobs.BucketHFiles), checked against the Python reference (merge_bucket,
+row_key, cell_value, row_checksum).
 
 Needs Spark and the JVM jars (.debl/lib/spark from scripts/setup.sh; debl-jobs.jar is built
-here), not the stack: HFiles go to the local filesystem and are read back with HBase's own HFile
-reader through py4j.
+here), not the stack: bucket files and HFiles are on the local filesystem, and HFiles are read
+back with HBase's own HFile reader through py4j.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from debl.model import MAX_DATA, MAX_TIME, Link, Origin, merge_rank
+from debl.errors import ServiceError
+from debl.model import CHECKSUM_MOD, MAX_DATA, MAX_TIME, Link, Origin, merge_rank, row_checksum
 from debl.store.hbase_layout import (CELL_TS, FAMILY, QUALIFIER, cell_value, decode, id1_boundary,
                                      prefix, row_key, scan_bounds)
-from loaders.hfile import (RegionPartitioner, cold_origin, merge_bucket, merge_links, merge_rows,
-                           ranked, write_hfiles)
+from loaders.hfile import (BucketHFiles, cold_origin, merge_bucket, merge_links, merge_rows,
+                           ranked, write_bucket_hfiles)
 
 ROOT = Path(__file__).resolve().parents[1]
 U63 = (1 << 63) - 1
@@ -72,7 +75,6 @@ def test_decode_refuses_foreign_cells():
 def test_id1_boundary_splits_between_id1s():
     link = Link(5, 2, 9, 1, b"", 7, 0)
     assert row_key(link._replace(id1=4)) < id1_boundary(5) <= row_key(link) < id1_boundary(6)
-    assert RegionPartitioner([id1_boundary(5), id1_boundary(10)])(row_key(link)) == 1
 
 
 # ---------------------------------------------------------------- merge rule
@@ -151,8 +153,9 @@ def _random_links(n: int, seed: int, max_id1: int = 1000) -> list[Link]:
     rnd = random.Random(seed)
     out = {}
     while len(out) < n:
-        # Every byte value but tab and newline (the text format's), to prove byte-exactness.
-        data = bytes(rnd.choice([b for b in range(256) if b not in (9, 10)])
+        # Every byte value but tab, newline and carriage return (the text format's), to prove
+        # byte-exactness.
+        data = bytes(rnd.choice([b for b in range(256) if b not in (9, 10, 13)])
                      for _ in range(rnd.randrange(0, 40)))
         link = Link(rnd.randrange(max_id1), rnd.choice([1, 2]), rnd.randrange(1 << 63),
                     rnd.randrange(2), data, rnd.choice([0, rnd.randrange(1 << 63), MAX_TIME]),
@@ -161,64 +164,78 @@ def _random_links(n: int, seed: int, max_id1: int = 1000) -> list[Link]:
     return list(out.values())
 
 
-def test_hfiles_written_and_read_back_per_region(spark, tmp_path):
-    links = _random_links(3000, seed=1)
-    # Four regions: [, 250) [250, 500) [500, 2000) [2000, ): the last one gets no row.
-    splits = [id1_boundary(500), id1_boundary(250), id1_boundary(2000)]
-    out = (tmp_path / "hfiles").as_uri()
-    rdd = spark.sparkContext.parallelize(links, 5)
+def write_bucket_files(directory: Path, rows: list[tuple[Link, Origin]], files: int) -> str:
+    """dist_ch's output for one bucket and chunk: *rows* spread over ``chunk-00000.<n>`` in
+    *directory*, each line the input line, then its file_seq and line_no. Returns the prefix."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for n in range(files):
+        part = rows[n::files]
+        (directory / f"chunk-00000.{n}").write_bytes(b"".join(
+            b"%s\t%d\t%d\n" % (link.to_line()[:-1], o.file_seq, o.line_no) for link, o in part))
+    return (directory / "chunk-00000").as_uri()
 
-    assert write_hfiles(spark, rdd, out, "linktable", splits) == len(links)
+
+def _versions(links: list[Link], seed: int) -> list[tuple[Link, Origin]]:
+    """Each link three times, from three files, with ties on time and version for the file and
+    line tie-breakers to decide; shuffled."""
+    rnd = random.Random(seed)
+    rows = []
+    for file_seq in range(3):
+        for line_no, link in enumerate(links, start=1):
+            rows.append((link._replace(time=link.time % 3, version=rnd.randrange(2),
+                                       visibility=rnd.randrange(2),
+                                       data=b"%d:%d" % (file_seq, line_no)),
+                         cold_origin(file_seq, line_no)))
+    rnd.shuffle(rows)
+    return rows
+
+
+def test_bucket_hfiles_equal_the_reference_merge(spark, tmp_path):
+    # Two buckets (id1 < 50 and id1 >= 50), each over two chunk files; a file of another chunk
+    # in the same directory must not be read.
+    links = _random_links(600, seed=1, max_id1=100)
+    rows = _versions(links, seed=2) + [(l, cold_origin(5, i)) for i, l in enumerate(links[:50])]
+    low = [r for r in rows if r[0].id1 < 50]
+    high = [r for r in rows if r[0].id1 >= 50]
+    prefixes = [[write_bucket_files(tmp_path / "b0", low, 2)],
+                [write_bucket_files(tmp_path / "b1", high, 3)]]
+    (tmp_path / "b0" / "chunk-00001.0").write_bytes(Link(1, 1, 1, 1, b"x", 1, 1).to_line())
+    out = (tmp_path / "hfiles").as_uri()
+
+    result = write_bucket_hfiles(spark, prefixes, out, "linktable")
 
     files = read_hfiles(spark, out)
     assert all(name.startswith("l/") for name in files)
-    assert len(files) == 3  # one per non-empty region, none for the empty one
-    bounds = [b""] + sorted(splits) + [b"\xff" * 33]
-    for cells in files.values():
-        rows = [c[0] for c in cells]
-        assert rows == sorted(set(rows))
-        region = RegionPartitioner(splits)(rows[0])
-        assert bounds[region] <= rows[0] and rows[-1] < bounds[region + 1]
+    assert len(files) == 2  # one task, one file per bucket
+    by_bucket = sorted(files.values(), key=lambda cells: cells[0][0])
+    for bucket_rows, cells, written in zip((low, high), by_bucket, result):
+        reference = merge_bucket(bucket_rows)
+        assert [decode(c[0], c[5]) for c in cells] == reference
         assert {(c[1], c[2], c[3], c[4]) for c in cells} == {(FAMILY, QUALIFIER, CELL_TS, 4)}  # 4: Put
-    in_order = sorted((c for cells in files.values() for c in cells), key=lambda c: c[0])
-    assert [decode(c[0], c[5]) for c in in_order] == sorted(links, key=row_key)
+        assert written == BucketHFiles(
+            rows=len(bucket_rows), winners=len(reference),
+            checksum=sum(row_checksum(l) for l in reference) % CHECKSUM_MOD)
+
+    # A redo replaces the output with the same files' content.
+    assert write_bucket_hfiles(spark, prefixes, out, "linktable") == result
+    assert sorted(read_hfiles(spark, out).values()) == sorted(files.values())
 
 
-def test_merged_bucket_through_spark_equals_the_reference(spark, tmp_path):
-    rnd = random.Random(2)
-    base = _random_links(400, seed=3, max_id1=50)
-    rows = []
-    for file_seq in range(3):  # the same keys in three files: ties decided by file and line
-        for line_no, link in enumerate(base, start=1):
-            link = link._replace(time=link.time % 3, version=rnd.randrange(2),
-                                 visibility=rnd.randrange(2), data=b"%d:%d" % (file_seq, line_no))
-            rows.append((link, Origin(0, file_seq, line_no)))
-    rnd.shuffle(rows)
+def test_a_line_that_is_not_a_bucket_line_fails_naming_file_and_line(spark, tmp_path):
+    bucket = tmp_path / "b"
+    bucket.mkdir()
+    (bucket / "chunk-00000.0").write_bytes(b"1\t2\t3\t1\tdata\t4\t5\t0\t1\n"
+                                           b"1\t2\tx\t1\tdata\t4\t5\t0\t2\n")
+    with pytest.raises(ServiceError, match=r"chunk-00000\.0 line 2 is not a bucket line"):
+        write_bucket_hfiles(spark, [[(bucket / "chunk-00000").as_uri()]],
+                            (tmp_path / "out").as_uri(), "linktable")
+
+
+def test_merge_links_in_spark_equals_the_reference(spark):
+    rows = _versions(_random_links(400, seed=3, max_id1=50), seed=4)
     merged = merge_links(spark.sparkContext.parallelize(rows, 4))
     assert isinstance(merged.first(), Link)
-    out = (tmp_path / "merged").as_uri()
-
-    assert write_hfiles(spark, merged, out, "linktable", [id1_boundary(25)]) == len(base)
-
-    cells = sorted((c for cs in read_hfiles(spark, out).values() for c in cs), key=lambda c: c[0])
-    assert [decode(c[0], c[5]) for c in cells] == merge_bucket(rows)
-
-
-def test_unmerged_input_is_refused(spark, tmp_path):
-    link = Link(1, 2, 3, 1, b"a", 4, 5)
-    rdd = spark.sparkContext.parallelize([link, link._replace(data=b"b")], 1)
-    with pytest.raises(Exception, match="needs merged input"):
-        write_hfiles(spark, rdd, (tmp_path / "dup").as_uri(), "linktable", [])
-
-
-def test_existing_output_is_refused_unless_replaced(spark, tmp_path):
-    out = tmp_path / "again"
-    rdd = spark.sparkContext.parallelize(_random_links(10, seed=4), 1)
-    write_hfiles(spark, rdd, out.as_uri(), "linktable", [])
-    with pytest.raises(FileExistsError):
-        write_hfiles(spark, rdd, out.as_uri(), "linktable", [])
-    assert write_hfiles(spark, rdd, out.as_uri(), "linktable", [], replace=True) == 10
-    assert len(read_hfiles(spark, out.as_uri())) == 1
+    assert sorted(merged.collect(), key=row_key) == merge_bucket(rows)
 
 
 def test_value_layout_is_fixed():
@@ -230,9 +247,10 @@ def test_value_layout_is_fixed():
 
 # ---------------------------------------------------------------- bulk load (the real stack)
 
-def bulk_load_round_trip(spark, config, table: str, hfile_dir: str) -> None:
-    """Pre-split table, HFiles on HDFS, bulk load, then the same load again: the table holds
-    exactly the links, every cell at CELL_TS. Drops the table at the end."""
+def bulk_load_round_trip(spark, config, table: str, hfile_dir: str, bucket_dir: Path) -> None:
+    """Pre-split table, bucket files (local), HFiles on HDFS, bulk load, then the same load
+    again: the table holds exactly the links, every cell at CELL_TS. Drops the table at the
+    end."""
     import happybase
 
     from loaders import hbase_bulk
@@ -246,14 +264,18 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str) -> None:
             conn.close()
 
     links = _random_links(2000, seed=6, max_id1=300)
+    # One bucket per region: [, 100) [100, 200) [200, ), each one chunk file.
+    prefixes = [[write_bucket_files(bucket_dir / str(b), [
+        (l, cold_origin(0, i)) for i, l in enumerate(links) if b * 100 <= l.id1 < (b + 1) * 100], 1)]
+        for b in range(3)]
     drop()  # left over from an interrupted run
     try:
         assert hbase_bulk.create_table(spark, config, [id1_boundary(100), id1_boundary(200)], table)
         splits = hbase_bulk.split_keys(spark, config, table)
         assert splits == [id1_boundary(100), id1_boundary(200)]
-        for _ in range(2):  # a redo of the same bucket converges to the same table
-            rdd = spark.sparkContext.parallelize(links, 3)
-            assert write_hfiles(spark, rdd, hfile_dir, table, splits, replace=True) == len(links)
+        for _ in range(2):  # a redo of the same buckets converges to the same table
+            written = write_bucket_hfiles(spark, prefixes, hfile_dir, table)
+            assert sum(w.winners for w in written) == len(links)
             assert hbase_bulk.bulk_load(spark, config, hfile_dir, table) == 3
         conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
         try:
@@ -268,6 +290,6 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str) -> None:
 
 
 @pytest.mark.stack
-def test_bulk_load_into_a_pre_split_table(spark, stack_config):
+def test_bulk_load_into_a_pre_split_table(spark, stack_config, tmp_path):
     hfile_dir = f"{stack_config.hdfs_uri}{stack_config.hdfs_root}/test-hfiles"
-    bulk_load_round_trip(spark, stack_config, "debl_test_bulkload", hfile_dir)
+    bulk_load_round_trip(spark, stack_config, "debl_test_bulkload", hfile_dir, tmp_path)

@@ -198,6 +198,9 @@ class MariaDB(Service):
             if result.returncode != 0:
                 shutil.rmtree(data, ignore_errors=True)
                 raise StackError(self.name, "mariadb-install-db failed", None, result.stderr[-2000:])
+        # A server killed with the machine leaves its socket file behind: its existence must
+        # not pass for readiness (the port is free, so no server owns it).
+        self.socket_path.unlink(missing_ok=True)
         daemon.start([
             server, "--no-defaults", f"--datadir={data}", f"--socket={self.socket_path}",
             f"--port={self.config.mysql_port}", "--bind-address=127.0.0.1",
@@ -212,13 +215,23 @@ class MariaDB(Service):
         self._bootstrap_user()
 
     def _wait_socket(self, daemon: Daemon, timeout: float = 60.0) -> None:
+        """Until the server accepts connections on its socket (crash recovery can take a while
+        after the socket file appears)."""
         deadline = time.monotonic() + timeout
-        while not self.socket_path.exists():
+        while not self._socket_accepts():
             if daemon.exited():
                 raise daemon.failure("mariadbd exited during start-up")
             if time.monotonic() > deadline:
                 raise daemon.failure(f"no socket after {timeout:.0f} s")
             time.sleep(0.2)
+
+    def _socket_accepts(self) -> bool:
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(str(self.socket_path))
+            except OSError:
+                return False
+        return True
 
     def _bootstrap_user(self) -> None:
         """Create the database and the ``debl`` user with a generated password (idempotent).
