@@ -101,17 +101,6 @@ def _well_formed(a: bytes, b: bytes, c: bytes, v: bytes, d: bytes, t: bytes, r: 
             and (v == b"1" or v == b"0") and len(d) <= MAX_DATA and b"\r" not in d)
 
 
-def line_id1(line: bytes) -> int:
-    """Validate one line exactly as parse_line does, returning only its id1: dist_ch's hot loop
-    needs nothing else, and skips building the Link. Raises ParseError with the reason."""
-    fields = line.split(b"\t")
-    if len(fields) == 7:
-        a, b, c, v, d, t, r = fields
-        if _well_formed(a, b, c, v, d, t, r):
-            return int(a)
-    return _parse_checked(fields).id1
-
-
 def _parse_checked(fields: list[bytes]) -> Link:
     if len(fields) != 7:
         raise ParseError(f"expected 7 tab-separated fields, found {len(fields)}")

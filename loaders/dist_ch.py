@@ -1,39 +1,40 @@
 """dist_ch: the Spark job that buckets one copied chunk by id1 range.
 
-For a chunk in HDFS, one Spark task streams the chunk, parses every line (bad lines go back to the
-driver for the reject file), gives each good line its origin ``(file_seq, line_no)`` from the
-chunk's segments, and writes, for every bucket ``b = id1 // width`` the chunk touches, one file
-``<bucket_dir>/<b>/chunk-NNNNN``: that bucket's lines in input order, each followed by two more
-fields, the origin (gen_HF needs it for the merge rule's last tie-breakers). It returns, per
-bucket, rows, bytes and a checksum; the loader records them in the bucket index.
+For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, validates each
+(exactly as ``debl.model.parse_line``), gives each good line its origin ``(file_seq, line_no)``
+from the chunk's segments, and writes, for every bucket ``b = id1 // width`` the slice touches,
+one file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``: that bucket's lines in input order, each
+followed by two more fields, the origin (gen_HF needs it for the merge rule's last
+tie-breakers). It returns, per bucket, rows, bytes and a checksum; the loader records them in the
+bucket index. Bad lines come back whole; the reason in the reject file is parse_line's own.
 
-Why one task and no shuffle: a chunk is bucketed while the next one is copied, so dist_ch needs
-one core, not the machine; and a Spark shuffle of Python rows (pickling, a sort, two stages) cost
-five times more than the parse itself (measured: 16 s against ~3 s for a 16 MB chunk). The task
-reads and writes HDFS through WebHDFS from the executor, with only the picklable Config shipped.
+The per-line work runs on the JVM (``debl.jobs.DistCh``, through py4j): in Python it bucketed
+11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps the plan
+(slices, segments, bucket width) and turns the tasks' reports into results.
+
+Why one task per slice and no shuffle: a chunk is bucketed while the next one is copied, so
+dist_ch needs to keep up with the link, not the whole machine; a Spark shuffle (a sort, two
+stages) cost several times the parse itself (measured in Python: 16 s against ~3 s for a 16 MB
+chunk).
 
 Pitfalls:
 
 - Lines stay bytes end to end, so data round-trips byte-exact.
 - A re-run of a chunk rewrites exactly its own files (same names) and its own index rows.
-- The whole chunk's output is held in the task's memory before it is written (about the chunk's
-  size again): keep ``chunk_size`` well under the executor's memory.
+- A slice's output is held in the task's memory before it is written (about the slice's size):
+  keep ``chunk_size`` / ``dist_ch_tasks`` well under the driver's memory.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from debl.catalog import BucketChunk
 from debl.config import Config
-from debl.model import CHECKSUM_MOD, ParseError, line_checksum, line_id1
+from debl.errors import DeblError
+from debl.model import CHECKSUM_MOD, ParseError, parse_line
 from loaders.chunker import Chunk
-
-BLOCK = 4 << 20
-WRITERS = 4  # parallel bucket-file writes per task (measured: 8 files of 2 MB, 0.5-1.0 s
-             # side by side against 1.1-1.8 s one after the other)
+from loaders.hbase_bulk import call_jvm
 
 
 @dataclass(frozen=True)
@@ -73,86 +74,35 @@ def derive_width(k_lo: int, k_hi: int, total_bytes: int, target_bytes: int,
     return max(1, -(-span // buckets))
 
 
-def _lines(config: Config, path: str, offset: int, length: int | None):
-    from loaders.webhdfs import WebHDFS
-
-    tail = b""
-    for block in WebHDFS(config).stream(path, BLOCK, offset, length):
-        block = tail + block
-        cut = block.rfind(b"\n") + 1
-        tail = block[cut:]
-        yield from block[:cut].split(b"\n")[:-1]
-    if tail:
-        yield tail
+def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
+    """A line the JVM refused, with parse_line's reason (which must refuse it too)."""
+    name = next(s.name for s in chunk.segments if s.file_seq == file_seq)
+    try:
+        parse_line(line)
+    except ParseError as exc:
+        return Reject(name, line_no, str(exc), line)
+    raise DeblError(f"dist_ch refused {name} line {line_no}, which parse_line accepts: "
+                    f"{line[:200]!r} (the JVM and Python validations disagree: please report)")
 
 
-def _slice(chunk: Chunk, index: int) -> tuple[int, int | None, int]:
-    """(byte offset, length or None for the rest, first chunk line) of slice *index*."""
-    offset, first_line = chunk.slices[index]
-    end = chunk.slices[index + 1][0] if index + 1 < len(chunk.slices) else None
-    return offset, None if end is None else end - offset, first_line
-
-
-def _key_range_task(config: Config, chunk: Chunk, index: int) -> tuple[int, int, bool] | None:
-    """(min id1, max id1, whether id1 never decreased) over one slice's parseable lines."""
-    offset, length, _ = _slice(chunk, index)
-    lo = hi = last = None
-    ordered = True
-    for line in _lines(config, chunk.path, offset, length):
-        try:
-            id1 = line_id1(line)
-        except ParseError:
-            continue
-        if last is not None and id1 < last:
-            ordered = False
-        last = id1
-        lo = id1 if lo is None or id1 < lo else lo
-        hi = id1 if hi is None or id1 > hi else hi
-    return None if lo is None else (lo, hi, ordered)
-
-
-def _bucket_task(config: Config, chunk: Chunk, index: int, width: int,
-                 bucket_dir: str) -> DistResult:
-    """The body of one Spark task: parse, bucket and write one slice of the chunk."""
-    from loaders.webhdfs import WebHDFS
-
-    offset, length, first = _slice(chunk, index)
-    buckets: dict[int, list[bytes]] = defaultdict(list)
-    sums: dict[int, int] = defaultdict(int)
-    rejects: list[Reject] = []
-    per_file = {s.file_seq: [0, 0] for s in chunk.segments}
-    segments = iter(chunk.segments)
-    seg = next(segments)
-    seg_end = seg.chunk_line + seg.lines
-    for index_in_chunk, line in enumerate(_lines(config, chunk.path, offset, length), first):
-        while index_in_chunk >= seg_end:
-            seg = next(segments)
-            seg_end = seg.chunk_line + seg.lines
-        line_no = seg.first_line + index_in_chunk - seg.chunk_line
-        try:
-            b = line_id1(line) // width
-        except ParseError as exc:
-            rejects.append(Reject(seg.name, line_no, str(exc), line))
-            per_file[seg.file_seq][1] += 1
-            continue
-        per_file[seg.file_seq][0] += 1
-        buckets[b].append(b"%s\t%d\t%d\n" % (line, seg.file_seq, line_no))
-        sums[b] += line_checksum(line)
-
-    fs = WebHDFS(config)
-
-    def write(b: int) -> BucketChunk:
-        body = b"".join(buckets[b])
-        path = f"{bucket_dir}/{b}/chunk-{chunk.chunk_no:05d}.{index}"
-        fs.write_atomic(path, body)
-        return BucketChunk(b, chunk.chunk_no, len(buckets[b]), len(body),
-                           sums[b] % CHECKSUM_MOD, path)
-
-    # Small HDFS files cost a round of create/close latency each: write them side by side.
-    with ThreadPoolExecutor(WRITERS) as pool:
-        parts = list(pool.map(write, sorted(buckets)))
-    return DistResult(chunk.chunk_no, width, parts, rejects,
-                      {seq: (n, bad) for seq, (n, bad) in per_file.items()})
+def _slice_results(chunk: Chunk, width: int, report: str) -> list[DistResult]:
+    """The JVM's report (debl.jobs.DistCh.bucket) as one DistResult per slice."""
+    parts: dict[int, list[BucketChunk]] = {}
+    rejects: dict[int, list[Reject]] = {}
+    per_file: dict[int, dict[int, tuple[int, int]]] = {}
+    for line in filter(None, report.split("\n")):
+        kind, slice_no, *f = line.split("\t")
+        i = int(slice_no)
+        if kind == "P":
+            parts.setdefault(i, []).append(BucketChunk(int(f[0]), chunk.chunk_no, int(f[1]),
+                                                       int(f[2]), int(f[3]), f[4]))
+        elif kind == "R":
+            rejects.setdefault(i, []).append(
+                _reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
+        else:
+            per_file.setdefault(i, {})[int(f[0])] = (int(f[1]), int(f[2]))
+    return [DistResult(chunk.chunk_no, width, parts.get(i, []), rejects.get(i, []),
+                       per_file.get(i, {})) for i in range(len(chunk.slices))]
 
 
 def _combine(chunk: Chunk, width: int, results: list[DistResult]) -> DistResult:
@@ -179,10 +129,16 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: st
     derives the width from this chunk's key range and *total_bytes* (the cold input's size)."""
     sc = spark.sparkContext
     sc.setJobGroup(f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
-    n = len(chunk.slices)
-    tasks = sc.parallelize(range(n), n)
+    jobs = sc._jvm.debl.jobs.DistCh
+    uri = f"{config.hdfs_uri}{chunk.path}"
+    slices = "\n".join(f"{offset}\t{line}" for offset, line in chunk.slices)
     if not width:
-        ranges = [r for r in tasks.map(lambda i: _key_range_task(config, chunk, i)).collect() if r]
+        ranges = []
+        for line in call_jvm("dist_ch's key range", jobs.keyRanges, sc._jsc, uri,
+                             slices).split("\n"):
+            f = line.split("\t")
+            if f[1] != "-":
+                ranges.append((int(f[1]), int(f[2]), f[3] == "1"))
         first = chunk.segments[0]
         # Slices in order and each ordered: the chunk is sorted only if they chain up too.
         ordered = (len(chunk.segments) == 1 and all(r[2] for r in ranges)
@@ -191,5 +147,8 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: st
                  if ordered and file_sizes and file_sizes.get(first.file_seq) else None)
         width = (derive_width(min(r[0] for r in ranges), max(r[1] for r in ranges), total_bytes,
                               config.bucket_target_bytes, share) if ranges else 1)
-    results = tasks.map(lambda i: _bucket_task(config, chunk, i, width, bucket_dir)).collect()
-    return _combine(chunk, width, results)
+    segments = "\n".join(f"{s.file_seq}\t{s.first_line}\t{s.lines}\t{s.chunk_line}"
+                         for s in chunk.segments)
+    report = call_jvm("dist_ch", jobs.bucket, sc._jsc, uri, slices, segments, width,
+                      f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
+    return _combine(chunk, width, _slice_results(chunk, width, report))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -61,7 +62,7 @@ def generate(out: Path, max_id: int, files: int, days: int, seed: int, start_id:
     spec = GenerateSpec(max_id=max_id, files=files, days=days, seed=seed, start_id=start_id,
                         update_share=update_share, hidden_share=hidden_share,
                         link_types=link_types, bad_lines=bad_lines, max_degree=max_degree)
-    err = click.get_text_stream("stderr")
+    err = sys.stderr
     with click.progressbar(length=spec.n_ids, label="generating", file=err,
                            show_pos=True) as bar:
         summary = run_generate(out, spec, progress=lambda done, total: bar.update(done - bar.pos),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 
 import click
@@ -26,7 +27,7 @@ class _Bars(LoadProgress):
                    "into HDFS chunks, bucketed by dist_ch", err=True)
         if cold_bytes:
             self.bars["cold"] = click.progressbar(length=cold_bytes, label="cold copy",
-                                                  file=click.get_text_stream("stderr"))
+                                                  file=sys.stderr)
 
     def copied(self, nbytes: int) -> None:
         if "cold" in self.bars:

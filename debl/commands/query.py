@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -74,7 +75,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
                                link_types=link_types, seed=seed)
         spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
                           rate=rate)
-        err = click.get_text_stream("stderr")
+        err = sys.stderr
         by_count = total is not None
         length = total if by_count else max(1, int(duration or 1))
         with click.progressbar(length=length, label=f"querying {target}", file=err,

@@ -78,8 +78,8 @@ public final class BucketHFiles {
     }
     JavaPairRDD<ImmutableBytesWritable, KeyValue> cells =
         jsc.parallelize(indexes, Math.max(1, indexes.size()))
-            .mapPartitionsWithIndex(
-                new Task(lines, family, qualifier, cellTimestamp, stats), true)
+            .mapPartitionsWithIndex(new Task(new HadoopSettings(conf), lines, family, qualifier,
+                cellTimestamp, stats), true)
             .mapToPair(t -> t);
     cells.saveAsNewAPIHadoopFile(
         outDir, ImmutableBytesWritable.class, KeyValue.class, HFileOutputFormat2.class, conf);
@@ -94,14 +94,16 @@ public final class BucketHFiles {
   static final class Task
       implements Function2<Integer, Iterator<Integer>, Iterator<Tuple2<ImmutableBytesWritable, KeyValue>>> {
     private static final long serialVersionUID = 1L;
+    private final HadoopSettings settings;
     private final List<String> buckets;
     private final byte[] family;
     private final byte[] qualifier;
     private final long cellTimestamp;
     private final CollectionAccumulator<String> stats;
 
-    Task(List<String> buckets, byte[] family, byte[] qualifier, long cellTimestamp,
-        CollectionAccumulator<String> stats) {
+    Task(HadoopSettings settings, List<String> buckets, byte[] family, byte[] qualifier,
+        long cellTimestamp, CollectionAccumulator<String> stats) {
+      this.settings = settings;
       this.buckets = new ArrayList<>(buckets);
       this.family = family;
       this.qualifier = qualifier;
@@ -113,7 +115,7 @@ public final class BucketHFiles {
     public Iterator<Tuple2<ImmutableBytesWritable, KeyValue>> call(
         Integer partition, Iterator<Integer> ignored) throws IOException {
       List<Row> rows = new ArrayList<>();
-      Configuration conf = new Configuration();
+      Configuration conf = settings.configuration();
       for (String prefix : buckets.get(partition).split("\t")) {
         for (Path file : files(new Path(prefix), conf)) {
           readRows(file, file.getFileSystem(conf), rows);
@@ -141,13 +143,18 @@ public final class BucketHFiles {
     }
   }
 
-  /** The files {@code <prefix>.<n>} in the prefix's directory, in name order. */
+  /**
+   * The files {@code <prefix>.<n>} in the prefix's directory, in name order; not a temporary
+   * {@code <prefix>.<n>._COPYING_} left by a killed dist_ch.
+   */
   static List<Path> files(Path prefix, Configuration conf) throws IOException {
     FileSystem fs = prefix.getFileSystem(conf);
     String stem = prefix.getName() + ".";
     List<Path> found = new ArrayList<>();
     for (FileStatus status : fs.listStatus(prefix.getParent())) {
-      if (status.isFile() && status.getPath().getName().startsWith(stem)) {
+      String name = status.getPath().getName();
+      if (status.isFile() && name.startsWith(stem) && name.length() > stem.length()
+          && name.substring(stem.length()).chars().allMatch(Character::isDigit)) {
         found.add(status.getPath());
       }
     }
