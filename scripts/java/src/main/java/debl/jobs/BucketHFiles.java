@@ -8,8 +8,6 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
-import java.util.zip.Adler32;
-import java.util.zip.CRC32;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -258,19 +256,9 @@ public final class BucketHFiles {
   }
 
   static long number(byte[] buf, int from, int to, Path file, int lineNo) throws IOException {
-    if (from == to) {
-      throw bad(file, lineNo, "an empty number");
-    }
-    long v = 0;
-    for (int i = from; i < to; i++) {
-      int d = buf[i] - '0';
-      if (d < 0 || d > 9) {
-        throw bad(file, lineNo, "not a number");
-      }
-      if (v > (Long.MAX_VALUE - d) / 10) {
-        throw bad(file, lineNo, "a number over 2^63-1");
-      }
-      v = v * 10 + d;
+    long v = DistCh.number(buf, from, to);
+    if (v < 0) {
+      throw bad(file, lineNo, "not a number within 0..2^63-1");
     }
     return v;
   }
@@ -316,13 +304,11 @@ public final class BucketHFiles {
 
   /** The sum mod 2^64 of each winner's canonical-line checksum. */
   static long checksum(List<Row> winners) {
-    byte[] line = new byte[7 * 20 + 256];
-    CRC32 crc = new CRC32();
-    Adler32 adler = new Adler32();
+    byte[] line = new byte[5 * 20 + 4 + 2 + DistCh.MAX_DATA + 6];
+    LineChecksum checksum = new LineChecksum();
     long sum = 0;
     for (Row r : winners) {
-      int n = 0;
-      n = decimal(line, n, r.id1);
+      int n = decimal(line, 0, r.id1);
       line[n++] = '\t';
       n = decimal(line, n, r.linkType);
       line[n++] = '\t';
@@ -330,8 +316,8 @@ public final class BucketHFiles {
       line[n++] = '\t';
       line[n++] = (byte) ('0' + r.visibility);
       line[n++] = '\t';
-      if (n + r.dataLen + 3 * 21 > line.length) {
-        line = Arrays.copyOf(line, n + r.dataLen + 3 * 21);
+      if (n + r.dataLen + 2 * 21 > line.length) { // data over MAX_DATA: not from dist_ch, but fine
+        line = Arrays.copyOf(line, n + r.dataLen + 2 * 21);
       }
       System.arraycopy(r.buf, r.dataOff, line, n, r.dataLen);
       n += r.dataLen;
@@ -339,12 +325,7 @@ public final class BucketHFiles {
       n = decimal(line, n, r.time);
       line[n++] = '\t';
       n = decimal(line, n, r.version);
-      line[n++] = '\n';
-      crc.reset();
-      crc.update(line, 0, n);
-      adler.reset();
-      adler.update(line, 0, n);
-      sum += crc.getValue() | (adler.getValue() << 32);
+      sum += checksum.of(line, 0, n);
     }
     return sum;
   }

@@ -13,8 +13,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.zip.Adler32;
-import java.util.zip.CRC32;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.CreateFlag;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -50,7 +48,7 @@ import org.apache.spark.api.java.function.Function;
 public final class DistCh {
   private static final int BLOCK = 4 << 20;
   private static final int WRITERS = 4; // small HDFS files cost a create/close round each
-  private static final int MAX_DATA = 255;
+  static final int MAX_DATA = 255;
 
   private DistCh() {}
 
@@ -178,8 +176,7 @@ public final class DistCh {
     Map<Long, Output> buckets = new TreeMap<>();
     StringBuilder report = new StringBuilder();
     long[][] perFile = new long[segs.length][2];
-    CRC32 crc = new CRC32();
-    Adler32 adler = new Adler32();
+    LineChecksum checksum = new LineChecksum();
     int seg = 0;
     long segEnd = segs[0][3] + segs[0][2];
     long index = plan[slice][1];
@@ -207,13 +204,7 @@ public final class DistCh {
         out.appendDecimal(lineNo);
         out.append((byte) '\n');
         out.rows++;
-        crc.reset();
-        crc.update(lines.buf, lines.start, lines.end - lines.start);
-        crc.update('\n');
-        adler.reset();
-        adler.update(lines.buf, lines.start, lines.end - lines.start);
-        adler.update('\n');
-        out.checksum += crc.getValue() | (adler.getValue() << 32);
+        out.checksum += checksum.of(lines.buf, lines.start, lines.end);
       }
     }
     ExecutorService pool = Executors.newFixedThreadPool(WRITERS);
