@@ -85,42 +85,29 @@ def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
                     f"{line[:200]!r} (the JVM and Python validations disagree: please report)")
 
 
-def _slice_results(chunk: Chunk, width: int, report: str) -> list[DistResult]:
-    """The JVM's report (debl.jobs.DistCh.bucket) as one DistResult per slice."""
-    parts: dict[int, list[BucketChunk]] = {}
-    rejects: dict[int, list[Reject]] = {}
-    per_file: dict[int, dict[int, tuple[int, int]]] = {}
-    for line in filter(None, report.split("\n")):
-        kind, slice_no, *f = line.split("\t")
-        i = int(slice_no)
-        if kind == "P":
-            parts.setdefault(i, []).append(BucketChunk(int(f[0]), chunk.chunk_no, int(f[1]),
-                                                       int(f[2]), int(f[3]), f[4]))
-        elif kind == "R":
-            rejects.setdefault(i, []).append(
-                _reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
-        else:
-            per_file.setdefault(i, {})[int(f[0])] = (int(f[1]), int(f[2]))
-    return [DistResult(chunk.chunk_no, width, parts.get(i, []), rejects.get(i, []),
-                       per_file.get(i, {})) for i in range(len(chunk.slices))]
-
-
-def _combine(chunk: Chunk, width: int, results: list[DistResult]) -> DistResult:
-    """One result for the chunk: per bucket, the sums over its slices."""
-    merged: dict[int, BucketChunk] = {}
-    for part in (p for r in results for p in r.parts):
-        old = merged.get(part.b_index)
-        path = part.path.rsplit(".", 1)[0]  # the bucket's files of this chunk: <path>.<slice>
-        merged[part.b_index] = part.__class__(
-            part.b_index, chunk.chunk_no, part.rows + (old.rows if old else 0),
-            part.bytes + (old.bytes if old else 0),
-            (part.checksum + (old.checksum if old else 0)) % CHECKSUM_MOD, path)
+def _chunk_result(chunk: Chunk, width: int, report: str) -> DistResult:
+    """The JVM's report (debl.jobs.DistCh.bucket) as the chunk's result: per bucket, the sums
+    over the slices' files (``<path>.<slice>``; the index row names ``<path>``)."""
+    parts: dict[int, BucketChunk] = {}
+    rejects: list[Reject] = []
     per_file = {s.file_seq: (0, 0) for s in chunk.segments}
-    for r in results:
-        for seq, (n, bad) in r.per_file.items():
+    for line in filter(None, report.split("\n")):
+        kind, _slice, *f = line.split("\t")
+        if kind == "P":
+            b, rows, size, checksum = int(f[0]), int(f[1]), int(f[2]), int(f[3])
+            old = parts.get(b)
+            if old is not None:
+                rows, size = rows + old.rows, size + old.bytes
+                checksum = (checksum + old.checksum) % CHECKSUM_MOD
+            parts[b] = BucketChunk(b, chunk.chunk_no, rows, size, checksum,
+                                   f[4].rsplit(".", 1)[0])
+        elif kind == "R":
+            rejects.append(_reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
+        else:
+            seq, n, bad = int(f[0]), int(f[1]), int(f[2])
             per_file[seq] = (per_file[seq][0] + n, per_file[seq][1] + bad)
-    return DistResult(chunk.chunk_no, width, [merged[b] for b in sorted(merged)],
-                      [rej for r in results for rej in r.rejects], per_file)
+    return DistResult(chunk.chunk_no, width, [parts[b] for b in sorted(parts)], rejects,
+                      per_file)
 
 
 def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: str,
@@ -151,4 +138,4 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: st
                          for s in chunk.segments)
     report = call_jvm("dist_ch", jobs.bucket, sc._jsc, uri, slices, segments, width,
                       f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
-    return _combine(chunk, width, _slice_results(chunk, width, report))
+    return _chunk_result(chunk, width, report)
