@@ -173,6 +173,11 @@ class GenHF:
             self.spark, [[f"{config.hdfs_uri}{p}" for p in self.catalog.bucket_paths(b.b_index)]
                          for b in chosen], f"{config.hdfs_uri}{out}", config.hbase_table)
         phases["hfiles"] = time.time() - t
+        for b, w in zip(chosen, written):
+            if w.rows != b.rows:  # before the bulk load: nothing of it becomes visible
+                raise DeblError(f"bucket {b.b_index}: {w.rows} rows in its HDFS files, the bucket "
+                                f"index says {b.rows}: its files changed after dist_ch wrote "
+                                "them (see debl verify); reload the input")
         t = time.time()
         cells = sum(w.winners for w in written)
         if cells:

@@ -135,3 +135,34 @@ def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online
                        {"offset": 1, "limit": 3}):
                 assert coordinator.get_link_list(*key, **kw) == reference.get_link_list(*key, **kw)
     assert left_running, "the kill should have landed inside a run"
+
+
+def test_gen_hf_refuses_a_bucket_whose_files_lost_rows(online):
+    """A bucket file gone from HDFS after dist_ch: the run fails naming the bucket and both
+    counts, before its bulk load, and the bucket is left `failed`; with the file back, the next
+    run loads it and verify agrees."""
+    config = online[0]
+    from loaders.webhdfs import WebHDFS
+
+    fs = WebHDFS(config)
+    with Catalog(config) as catalog:
+        bucket = catalog.buckets()[0]
+        prefix = catalog.bucket_paths(bucket.b_index)[0]
+        directory, stem = prefix.rsplit("/", 1)
+        victim = next(s.path for s in fs.list(directory) if s.path.rsplit("/", 1)[1]
+                      .startswith(stem + "."))
+        catalog.set_job_state([bucket.b_index], "pending")
+    fs.rename(victim, victim + "-moved")
+    try:
+        with GenHF(config) as gen_hf, pytest.raises(
+                Exception, match=rf"bucket {bucket.b_index}: \d+ rows in its HDFS files, the "
+                                 rf"bucket index says {bucket.rows}"):
+            gen_hf.run_once()
+        with Catalog(config) as catalog:
+            assert catalog.job_states()[bucket.b_index] == "failed"
+    finally:
+        fs.rename(victim + "-moved", victim)
+    with GenHF(config) as gen_hf:
+        gen_hf.serve(until_complete=True)
+    report = verify_load(config)
+    assert report.ok, report.failures
