@@ -38,6 +38,8 @@ from loaders.webhdfs import WebHDFS
 
 ORDERS = ("demand", "fifo")
 LOCK = "debl_gen_hf"
+RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
+MAX_PAUSE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -190,10 +192,25 @@ class GenHF:
     def serve(self, until_complete: bool = False, should_stop: Callable[[], bool] = lambda: False,
               on_run: Callable[[RunResult], None] = lambda r: None) -> int:
         """Run until stopped (or, with until_complete, until every bucket is loaded); returns
-        the number of runs."""
-        runs = 0
+        the number of runs.
+
+        A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
+        buckets ``failed`` and is retried after a pause that doubles from ``poll_interval`` up to
+        a minute; the error is raised after RETRIES failures in a row. Any other error (a bucket
+        whose files disagree with the index) is raised at once: retrying cannot fix it."""
+        runs = failures = 0
         while not should_stop():
-            result = self.run_once()
+            try:
+                result = self.run_once()
+            except ServiceError as exc:
+                failures += 1
+                if failures > RETRIES:
+                    raise
+                pause = min(MAX_PAUSE_S, self.config.poll_interval * 2 ** failures)
+                self.report(f"run failed: {exc}; retry {failures} of {RETRIES} in {pause:.1f} s")
+                time.sleep(pause)
+                continue
+            failures = 0
             if result is not None:
                 runs += 1
                 on_run(result)

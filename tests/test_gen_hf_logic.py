@@ -1,0 +1,97 @@
+"""gen_HF's choices without the stack: which buckets a run takes, and how the service rides out
+failed runs. (The real conversion, on the real stack: tests/test_online.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from debl.catalog import Bucket
+from debl.config import Config
+from debl.errors import DeblError, ServiceError
+from loaders import gen_hf
+from loaders.gen_hf import GenHF, RunResult, pick_buckets
+
+
+def bucket(b: int, state: str = "pending", size: int = 100) -> Bucket:
+    return Bucket(b, b * 10, b * 10 + 9, 5, size, 0, f"/b/{b}", state)
+
+
+def chosen(*args, **kw) -> list[int]:
+    return [b.b_index for b in pick_buckets(*args, **kw)]
+
+
+def test_demand_order_takes_the_most_wanted_then_the_lowest_index():
+    buckets = [bucket(b) for b in range(6)]
+    assert chosen(buckets, {4: 3, 2: 7, 5: 3}, 2, 10_000) == [2, 4]
+    assert chosen(buckets, {4: 3, 2: 7, 5: 3}, 3, 10_000) == [2, 4, 5]
+    assert chosen(buckets, {}, 2, 10_000) == [0, 1]  # no demand: bucket order, never starved
+
+
+def test_running_buckets_of_a_crashed_run_come_first_and_loaded_ones_never():
+    buckets = [bucket(0, "loaded"), bucket(1), bucket(2, "running"), bucket(3, "failed")]
+    assert chosen(buckets, {1: 9, 3: 5}, 2, 10_000) == [2, 1]
+    assert chosen(buckets, {1: 9}, 2, 10_000, order="fifo") == [2, 1]
+    assert chosen(buckets, {}, 5, 10_000) == [2, 1, 3]
+    assert chosen([bucket(0, "loaded")], {0: 1}, 2, 10_000) == []
+
+
+def test_fifo_ignores_demand():
+    buckets = [bucket(b) for b in range(4)]
+    assert chosen(buckets, {3: 100}, 2, 10_000, order="fifo") == [0, 1]
+
+
+def test_run_bytes_caps_a_run_unless_the_first_alone_is_larger():
+    buckets = [bucket(0, size=300), bucket(1, size=300), bucket(2, size=50)]
+    assert chosen(buckets, {}, 3, 650) == [0, 1, 2]
+    assert chosen(buckets, {}, 3, 620) == [0, 1]
+    assert chosen(buckets, {}, 3, 599) == [0]
+    assert chosen(buckets, {}, 3, 100) == [0]  # larger than run_bytes on its own: still taken
+
+
+def test_unknown_order_is_refused():
+    with pytest.raises(DeblError, match="unknown order"):
+        pick_buckets([bucket(0)], {}, 2, 100, order="random")
+
+
+class _Service(GenHF):
+    """GenHF's serve loop over scripted run outcomes (no Spark, no MySQL)."""
+
+    def __init__(self, outcomes):
+        self.config = Config(poll_interval=0.001)
+        self.outcomes = list(outcomes)
+        self.reports: list[str] = []
+        self.report = self.reports.append
+
+    def run_once(self):
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+RUN = RunResult("R1", (0,), {0: 1}, 10, 8, 0.1)
+
+
+def test_serve_retries_service_errors_then_goes_on():
+    service = _Service([ServiceError("HBase bulk load failed: down"), ServiceError("again"), RUN,
+                        ServiceError("once more"), RUN])
+    runs = service.serve(should_stop=lambda: not service.outcomes)
+    assert runs == 2
+    assert [r.split(";")[1].strip() for r in service.reports] == [
+        "retry 1 of 5 in 0.0 s", "retry 2 of 5 in 0.0 s", "retry 1 of 5 in 0.0 s"]
+    assert "HBase bulk load failed: down" in service.reports[0]
+
+
+def test_serve_gives_up_after_too_many_failures_in_a_row():
+    errors = [ServiceError(f"failure {i}") for i in range(gen_hf.RETRIES + 1)]
+    service = _Service(errors)
+    with pytest.raises(ServiceError, match=f"failure {gen_hf.RETRIES}"):
+        service.serve()
+    assert len(service.reports) == gen_hf.RETRIES
+
+
+def test_serve_raises_a_data_error_at_once():
+    service = _Service([DeblError("bucket 3: 5 rows in its HDFS files, the bucket index says 6")])
+    with pytest.raises(DeblError, match="bucket 3"):
+        service.serve()
+    assert service.reports == []
