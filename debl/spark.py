@@ -32,6 +32,21 @@ def spark_jars(config: Config) -> list[Path]:
     return [*jars, own]
 
 
+_JVM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def driver_memory_bytes(config: Config) -> int:
+    """``spark_driver_memory`` in bytes, read as Spark reads it: ``2g``, ``512m``, ``1t``, or a
+    plain number of MiB. ConfigError for anything else."""
+    text = config.spark_driver_memory.strip().lower().removesuffix("b")
+    unit = _JVM_UNITS.get(text[-1:], 1 << 20) if text else 0
+    digits = text[:-1] if text[-1:] in _JVM_UNITS else text
+    if not digits.isdigit() or int(digits) == 0:
+        raise ConfigError(f"spark_driver_memory {config.spark_driver_memory!r} is not a JVM "
+                          "memory size (e.g. 2g, 512m)")
+    return int(digits) * unit
+
+
 def spark_session(config: Config, app_name: str = "debl"):
     """Start (or reuse) the SparkSession for DeBL's jobs."""
     from pyspark.sql import SparkSession

@@ -40,6 +40,9 @@ ORDERS = ("demand", "fifo")
 LOCK = "debl_gen_hf"
 RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
 MAX_PAUSE_S = 60.0
+# A bucket is merged in a task's memory, about 3x its bytes (the file, one object per row, the
+# sort), and local[2] runs two tasks in the driver's heap: keep a bucket under an eighth of it.
+HEAP_PER_BUCKET = 8
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,7 @@ class GenHF:
                               self.order)
         if not chosen:
             return None
+        self._check_sizes(chosen)
         self.ensure_table(load, buckets)
         run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
         ids = [b.b_index for b in chosen]
@@ -162,6 +166,22 @@ class GenHF:
         self.report(f"run {run_id}: buckets {ids} (demand {[demand.get(b, 0) for b in ids]}), "
                     f"{rows} rows -> {cells} cells in {result.seconds:.1f} s")
         return result
+
+    def _check_sizes(self, chosen: list[Bucket]) -> None:
+        """Refuse a bucket too large to merge in memory, before a task runs out of heap and
+        takes the driver down with it."""
+        from debl.spark import driver_memory_bytes
+
+        limit = driver_memory_bytes(self.config) // HEAP_PER_BUCKET
+        for b in chosen:
+            if b.bytes > limit:
+                raise DeblError(
+                    f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
+                    f"memory, at most {limit / 1e6:.0f} MB with spark_driver_memory "
+                    f"{self.config.spark_driver_memory}. Raise spark_driver_memory (DEBL_SPARK_"
+                    "DRIVER_MEMORY) to at least "
+                    f"{-(-b.bytes * HEAP_PER_BUCKET // (1 << 30))}g, or load again with smaller "
+                    "buckets (bucket_target_bytes, or debl load --bucket-width)")
 
     def _convert(self, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one

@@ -7,7 +7,8 @@ import pytest
 
 from debl.catalog import Bucket
 from debl.config import Config
-from debl.errors import DeblError, ServiceError
+from debl.errors import ConfigError, DeblError, ServiceError
+from debl.spark import driver_memory_bytes
 from loaders import gen_hf
 from loaders.gen_hf import GenHF, RunResult, pick_buckets
 
@@ -95,3 +96,24 @@ def test_serve_raises_a_data_error_at_once():
     with pytest.raises(DeblError, match="bucket 3"):
         service.serve()
     assert service.reports == []
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2g", 2 << 30), ("512m", 512 << 20), ("1024", 1024 << 20), ("2GB", 2 << 30), ("1t", 1 << 40)])
+def test_driver_memory_is_read_as_spark_reads_it(text, expected):
+    assert driver_memory_bytes(Config(spark_driver_memory=text)) == expected
+
+
+@pytest.mark.parametrize("text", ["", "g", "0", "2x", "1.5g", "-1g"])
+def test_a_bad_driver_memory_is_refused(text):
+    with pytest.raises(ConfigError, match="not a JVM memory size"):
+        driver_memory_bytes(Config(spark_driver_memory=text))
+
+
+def test_a_bucket_too_large_to_merge_in_memory_is_refused_before_any_run():
+    service = _Service([])
+    service.config = Config(spark_driver_memory="1g")
+    service._check_sizes([bucket(0, size=100_000_000)])  # under 1 GiB / 8
+    with pytest.raises(DeblError, match=r"bucket 3 holds 200 MB.* at most 134 MB with "
+                                        r"spark_driver_memory 1g.* at least 2g"):
+        service._check_sizes([bucket(0), bucket(3, size=200_000_000)])
