@@ -2,8 +2,10 @@
 
 The master comes from config (``local[2]`` by default; ``spark://...``, ``yarn`` or ``k8s://...``
 work unchanged). The jars that DeBL's jobs need on the JVM side — hbase-shaded-mapreduce and its
-few unrelocated dependencies (``lib/spark``), and DeBL's own converters (``lib/debl-jobs.jar``) —
-go on the driver and executor classpaths; ``fs.defaultFS`` is the configured HDFS.
+few unrelocated dependencies (``lib/spark``), and DeBL's own JVM tasks (``lib/debl-jobs.jar``:
+dist_ch's and gen_HF's per-row work, table creation, bulk load) — go on the driver and executor
+classpaths; ``fs.defaultFS`` is the configured HDFS. ``call_jvm`` calls into those classes and
+turns a Java exception into a ServiceError that names its innermost cause.
 
 Pitfalls:
 
@@ -15,6 +17,7 @@ Pitfalls:
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -78,3 +81,16 @@ def spark_session(config: Config, app_name: str = "debl"):
         raise ServiceError(f"Spark could not start (master {config.spark_master}): {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def call_jvm(what: str, fn, *args):
+    """``fn(*args)`` through py4j; a Java exception becomes ServiceError("<what> failed: <the
+    innermost Java exception>"), without the Spark job-abort wrapping around a task's error."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # py4j errors carry the Java exception in their text only
+        lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
+        causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+        cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
+        cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
+        raise ServiceError(f"{what} failed: {cause}") from exc

@@ -33,8 +33,8 @@ from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
 from debl.model import CHECKSUM_MOD, ParseError, parse_line
+from debl.spark import call_jvm
 from loaders.chunker import Chunk
-from loaders.hbase_bulk import call_jvm
 
 
 @dataclass(frozen=True)

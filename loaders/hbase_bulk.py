@@ -20,11 +20,10 @@ Pitfalls:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from debl.config import Config
-from debl.errors import ServiceError
+from debl.spark import call_jvm
 from debl.store.hbase_layout import FAMILY
 
 
@@ -44,19 +43,6 @@ def hbase_settings(config: Config) -> dict[str, str]:
 
 def _bulk(spark):
     return spark.sparkContext._jvm.debl.jobs.BulkLoad
-
-
-def call_jvm(what: str, fn, *args):
-    """``fn(*args)`` through py4j; a Java exception becomes ServiceError("<what> failed: <the
-    innermost Java exception>"), without the Spark job-abort wrapping around a task's error."""
-    try:
-        return fn(*args)
-    except Exception as exc:  # py4j errors carry the Java exception in their text only
-        lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
-        causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
-        cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
-        cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
-        raise ServiceError(f"{what} failed: {cause}") from exc
 
 
 def create_table(spark, config: Config, split_keys: Sequence[bytes],

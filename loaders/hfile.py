@@ -5,8 +5,9 @@ buckets.
   output) -> its rows merged by the merge rule, sorted by row key, written by HBase's own
   ``HFileOutputFormat2`` under ``out_dir/<family>/`` (the real format, what the bulk-load tool
   expects). One Spark task per bucket, on the JVM (``debl.jobs.BucketHFiles``): no row crosses
-  into Python, which made the conversion about five times faster than merging and pickling the
-  cells in Python (296 MB: 12.5 s against 60.7 s, docs/BENCHMARKS.md). No HBase cluster is
+  into Python, which made the conversion five to eight times faster than merging and pickling the
+  cells in Python (one run over every bucket: 296 MB in 12.5 s against 60.7 s, 1 GiB in 27 s
+  against 227 s; docs/BENCHMARKS.md). No HBase cluster is
   contacted: the table name only goes into the files' metadata.
 - ``merge_links(rows)`` / ``merge_bucket(rows)``: the same merge rule in Spark over Python rows
   (the batchPut baseline) and in memory (the reference the JVM side is tested against).
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from debl.model import Link, Origin, merge_rank
+from debl.spark import call_jvm
 from debl.store.hbase_layout import CELL_TS, FAMILY, QUALIFIER, row_key
 
 
@@ -95,8 +97,6 @@ def write_bucket_hfiles(spark, buckets: Sequence[Sequence[str]], out_dir: str,
     (``Catalog.bucket_paths`` with the HDFS URI in front). Raises ServiceError naming the file
     and line when a bucket file is not dist_ch's output.
     """
-    from loaders.hbase_bulk import call_jvm
-
     if not buckets:
         return []
     for prefixes in buckets:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build .debl/lib/debl-jobs.jar: DeBL's JVM helpers for Spark (PySpark converters to HBase's
-# ImmutableBytesWritable / KeyValue for HFileOutputFormat2, and the bulk-load entry point).
+# Build .debl/lib/debl-jobs.jar: DeBL's JVM side for Spark (dist_ch's and gen_HF's per-row
+# tasks, pre-split table creation, the bulk-load entry point).
 #
 # Compiles scripts/java/src/main/java against PySpark's jars and .debl/lib/spark/*.jar (the
 # Maven-resolved hbase-shaded-mapreduce; run scripts/setup.sh first). Idempotent: does nothing

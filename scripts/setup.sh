@@ -4,7 +4,7 @@
 #   - a virtualenv (.venv) with DeBL installed in editable mode, with the dev extra;
 #   - the HBase/Hadoop runtime (scripts/maven/stack/pom.xml) and the Spark-side HBase jars
 #     (scripts/maven/spark/pom.xml) resolved from Maven Central into ~/.m2 and copied to .debl/lib;
-#   - DeBL's own small Java jar (Spark converters) built into .debl/lib/debl-jobs.jar.
+#   - DeBL's own Java jar (dist_ch's and gen_HF's JVM tasks) built into .debl/lib/debl-jobs.jar.
 # A second run only checks stamps and finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
