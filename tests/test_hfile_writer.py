@@ -192,7 +192,7 @@ def _versions(links: list[Link], seed: int) -> list[tuple[Link, Origin]]:
 
 def test_bucket_hfiles_equal_the_reference_merge(spark, tmp_path):
     # Two buckets (id1 < 50 and id1 >= 50), each over two chunk files; a file of another chunk
-    # in the same directory must not be read.
+    # in the same directory, and a temporary file of a killed dist_ch, must not be read.
     links = _random_links(600, seed=1, max_id1=100)
     rows = _versions(links, seed=2) + [(l, cold_origin(5, i)) for i, l in enumerate(links[:50])]
     low = [r for r in rows if r[0].id1 < 50]
@@ -200,6 +200,7 @@ def test_bucket_hfiles_equal_the_reference_merge(spark, tmp_path):
     prefixes = [[write_bucket_files(tmp_path / "b0", low, 2)],
                 [write_bucket_files(tmp_path / "b1", high, 3)]]
     (tmp_path / "b0" / "chunk-00001.0").write_bytes(Link(1, 1, 1, 1, b"x", 1, 1).to_line())
+    (tmp_path / "b1" / "chunk-00000.1._COPYING_").write_bytes(b"half a line")
     out = (tmp_path / "hfiles").as_uri()
 
     result = write_bucket_hfiles(spark, prefixes, out, "linktable")

@@ -6,8 +6,12 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -114,10 +118,8 @@ public final class BucketHFiles {
         Integer partition, Iterator<Integer> ignored) throws IOException {
       List<Row> rows = new ArrayList<>();
       Configuration conf = settings.configuration();
-      for (String prefix : buckets.get(partition).split("\t")) {
-        for (Path file : files(new Path(prefix), conf)) {
-          readRows(file, file.getFileSystem(conf), rows);
-        }
+      for (Path file : files(buckets.get(partition).split("\t"), conf)) {
+        readRows(file, file.getFileSystem(conf), rows);
       }
       List<Row> winners = merge(rows);
       stats.add(partition + "\t" + winners.size() + "\t" + rows.size() + "\t"
@@ -142,18 +144,27 @@ public final class BucketHFiles {
   }
 
   /**
-   * The files {@code <prefix>.<n>} in the prefix's directory, in name order; not a temporary
-   * {@code <prefix>.<n>._COPYING_} left by a killed dist_ch.
+   * The files {@code <prefix>.<n>} of the given prefixes, in name order; not a temporary
+   * {@code <prefix>.<n>._COPYING_} left by a killed dist_ch. A bucket's prefixes (one per chunk)
+   * share its directory: each directory is listed once.
    */
-  static List<Path> files(Path prefix, Configuration conf) throws IOException {
-    FileSystem fs = prefix.getFileSystem(conf);
-    String stem = prefix.getName() + ".";
+  static List<Path> files(String[] prefixes, Configuration conf) throws IOException {
+    Map<Path, Set<String>> stems = new TreeMap<>();
+    for (String prefix : prefixes) {
+      Path path = new Path(prefix);
+      stems.computeIfAbsent(path.getParent(), d -> new HashSet<>()).add(path.getName());
+    }
     List<Path> found = new ArrayList<>();
-    for (FileStatus status : fs.listStatus(prefix.getParent())) {
-      String name = status.getPath().getName();
-      if (status.isFile() && name.startsWith(stem) && name.length() > stem.length()
-          && name.substring(stem.length()).chars().allMatch(Character::isDigit)) {
-        found.add(status.getPath());
+    for (Map.Entry<Path, Set<String>> dir : stems.entrySet()) {
+      FileSystem fs = dir.getKey().getFileSystem(conf);
+      for (FileStatus status : fs.listStatus(dir.getKey())) {
+        String name = status.getPath().getName();
+        int dot = name.lastIndexOf('.');
+        if (status.isFile() && dot > 0 && dot < name.length() - 1
+            && dir.getValue().contains(name.substring(0, dot))
+            && name.substring(dot + 1).chars().allMatch(Character::isDigit)) {
+          found.add(status.getPath());
+        }
       }
     }
     Collections.sort(found);
