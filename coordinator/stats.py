@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+FIRST_WINDOW_S = 60.0  # the "first minute" of the recorder's clock
+
 
 @dataclass(frozen=True)
 class CoordinatorStats:
@@ -61,8 +63,6 @@ class CoordinatorStats:
         return {**asdict(self), "immediate_share": self.immediate_share,
                 "first_minute_immediate_share": self.first_minute_immediate_share}
 
-
-FIRST_WINDOW_S = 60.0
 
 
 class WaitRecorder:
