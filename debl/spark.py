@@ -57,6 +57,10 @@ def spark_session(config: Config, app_name: str = "debl"):
     # Executors must run the same Python as the driver (a venv or pyenv interpreter).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if config.spark_master.startswith("local"):
+        # Everything binds to loopback anyway; said here, Spark stops warning that the host name
+        # resolves to it.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     classpath = os.pathsep.join(str(j) for j in spark_jars(config))
     builder = (
         SparkSession.builder.master(config.spark_master)
@@ -80,7 +84,26 @@ def spark_session(config: Config, app_name: str = "debl"):
     except Exception as exc:  # py4j and Java gateway errors carry no useful type
         raise ServiceError(f"Spark could not start (master {config.spark_master}): {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
+    _quiet(session)
     return session
+
+
+# Warnings that are expected in DeBL's use and tell a user nothing: a second getOrCreate in one
+# process (dist_ch, gen_HF reuse the session by design), HBase's client registry and metrics
+# defaults.
+_QUIET_LOGGERS = ("org.apache.spark.sql.SparkSession",
+                  "org.apache.hadoop.hbase.client.ZKConnectionRegistry",
+                  "org.apache.hadoop.metrics2.impl.MetricsConfig")
+
+
+def _quiet(session) -> None:
+    jvm = session.sparkContext._jvm
+    try:
+        error = jvm.org.apache.logging.log4j.Level.ERROR
+        for name in _QUIET_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
+    except Exception:  # noqa: BLE001 - another logging backend: the warnings stay, no harm
+        pass
 
 
 def call_jvm(what: str, fn, *args):

@@ -68,6 +68,8 @@ public final class BucketHFiles {
     Configuration conf = new Configuration(jsc.hadoopConfiguration());
     conf.set(TABLE_NAME_KEY, tableName);
     conf.set(LOCALITY_KEY, "false"); // a locality lookup would open a cluster connection per file
+    // No _SUCCESS marker: the bulk-load tool would only warn that it skips it.
+    conf.set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false");
     Path out = new Path(outDir);
     FileSystem outFs = out.getFileSystem(conf);
     if (outFs.exists(out)) {
