@@ -321,11 +321,11 @@ public final class BucketHFiles {
     LineChecksum checksum = new LineChecksum();
     long sum = 0;
     for (Row r : winners) {
-      int n = decimal(line, 0, r.id1);
+      int n = DistCh.decimal(line, 0, r.id1);
       line[n++] = '\t';
-      n = decimal(line, n, r.linkType);
+      n = DistCh.decimal(line, n, r.linkType);
       line[n++] = '\t';
-      n = decimal(line, n, r.id2);
+      n = DistCh.decimal(line, n, r.id2);
       line[n++] = '\t';
       line[n++] = (byte) ('0' + r.visibility);
       line[n++] = '\t';
@@ -335,24 +335,11 @@ public final class BucketHFiles {
       System.arraycopy(r.buf, r.dataOff, line, n, r.dataLen);
       n += r.dataLen;
       line[n++] = '\t';
-      n = decimal(line, n, r.time);
+      n = DistCh.decimal(line, n, r.time);
       line[n++] = '\t';
-      n = decimal(line, n, r.version);
+      n = DistCh.decimal(line, n, r.version);
       sum += checksum.of(line, 0, n);
     }
     return sum;
-  }
-
-  /** Writes non-negative {@code v} in decimal at {@code at}; returns the end. */
-  static int decimal(byte[] b, int at, long v) {
-    int digits = 1;
-    for (long t = v; t >= 10; t /= 10) {
-      digits++;
-    }
-    for (int i = at + digits - 1; i >= at; i--) {
-      b[i] = (byte) ('0' + v % 10);
-      v /= 10;
-    }
-    return at + digits;
   }
 }

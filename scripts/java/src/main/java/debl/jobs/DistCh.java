@@ -2,7 +2,6 @@ package debl.jobs;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumSet;
@@ -111,6 +110,19 @@ public final class DistCh {
       v = v * 10 + d;
     }
     return v;
+  }
+
+  /** Writes non-negative {@code v} in decimal at {@code at}; returns the end. */
+  static int decimal(byte[] b, int at, long v) {
+    int digits = 1;
+    for (long t = v; t >= 10; t /= 10) {
+      digits++;
+    }
+    for (int i = at + digits - 1; i >= at; i--) {
+      b[i] = (byte) ('0' + v % 10);
+      v /= 10;
+    }
+    return at + digits;
   }
 
   /**
@@ -262,8 +274,8 @@ public final class DistCh {
     }
 
     void appendDecimal(long v) {
-      byte[] digits = Long.toString(v).getBytes(StandardCharsets.US_ASCII);
-      append(digits, 0, digits.length);
+      ensure(20);
+      size = decimal(data, size, v);
     }
 
     private void ensure(int more) {
