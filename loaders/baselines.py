@@ -51,10 +51,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from debl.bucket_file import file_rows, is_bucket_file
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, LoadStateError, ServiceError
-from debl.model import Link, Origin, parse_line
+from debl.model import Link
 from loaders.load import LoadOptions, LoadProgress, LoadSummary, new_load_id, run_load
 from loaders.source import open_source
 
@@ -288,13 +289,6 @@ def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> Non
 # ---------------------------------------------------------------------------- batchPut-hbase
 
 
-def parse_bucket_line(line: bytes) -> tuple[Link, Origin]:
-    """A line of a bucket file (dist_ch's output: the input line, then its file_seq and
-    line_no, tab-separated) as the row and its origin for the merge rule."""
-    head, seq, no = line.rsplit(b"\t", 2)
-    return parse_line(head), Origin(0, int(seq), int(no))
-
-
 def _put_everything(config: Config, load_id: str, cold_bytes: int,
                     progress: LoadProgress) -> None:
     """Merge every bucket's rows by the merge rule in Spark (one shuffle), then write the
@@ -321,7 +315,12 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             sc.setJobGroup(f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            raw = sc.textFile(",".join(paths), use_unicode=False).map(parse_bucket_line)
+            # Whole files, not text lines: a bucket file ends with its index (debl.bucket_file),
+            # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
+            raw = (sc.binaryFiles(",".join(paths))
+                   .filter(lambda f: is_bucket_file(f[0].rsplit("/", 1)[1],
+                                                    f[0].rsplit("/", 1)[1].rsplit(".", 1)[0]))
+                   .flatMap(lambda f: file_rows(f[0], f[1])))
             cells = int(merge_links(raw, partitions)
                         .mapPartitions(lambda links: _put_partition(config, links)).sum())
         catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)

@@ -103,6 +103,17 @@ class WebHDFS:
     def read(self, path: str) -> bytes:
         return self._redirected("GET", path, "OPEN").read()
 
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Exactly *length* bytes of *path* from *offset* (one ranged OPEN); ServiceError if the
+        file ends first."""
+        if length <= 0:
+            return b""
+        data = self._redirected("GET", path, "OPEN", offset=offset, length=length).read()
+        if len(data) != length:
+            raise ServiceError(f"HDFS OPEN {path} at {offset}: {len(data)} bytes instead of "
+                               f"{length}: the file is shorter than expected (did it change?)")
+        return data
+
     def stream(self, path: str, block: int = 1 << 20, offset: int = 0,
                length: int | None = None) -> Iterator[bytes]:
         """The bytes of *path* (from *offset*, at most *length*), *block* at a time."""
