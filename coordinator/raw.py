@@ -4,10 +4,10 @@ for a bucket that gen_HF has not loaded into HBase yet (docs/COORDINATOR.md, "Th
 dist_ch writes every bucket file sorted by (id1, link_type, time) with a sparse index as its
 footer (debl.bucket_file). For a query the reader
 
-1. opens the bucket once: its files (the catalog's path prefixes, one directory listing) and
-   each file's index (one ranged read of the file's tail), checking that the files hold exactly
-   the rows the bucket index recorded, so that a file gone or changed is an error, never a
-   smaller answer;
+1. opens the bucket once: its files (the catalog's path prefix per chunk, one directory
+   listing) and each file's index (one ranged read of the file's tail), checking that each
+   chunk's files hold exactly the rows dist_ch recorded for it, and the bucket the rows of the
+   bucket index, so that a file gone or changed is an error naming it, never a smaller answer;
 2. reads, per file, only the blocks that can hold the key (``BucketIndex.blocks``), newest
    first: the last block, then 2, 4, ... blocks back, so a heavy id1 read for one page of its
    newest links stops early, as HBase's scan does; each read is one WebHDFS OPEN with offset and
@@ -212,10 +212,11 @@ class RawReader:
         with self._catalog_lock:
             if self._catalog is None:
                 self._catalog = Catalog(self.config)
-            prefixes = self._catalog.bucket_paths(bucket.b_index)
+            chunks = self._catalog.bucket_chunks(bucket.b_index)
         listings: dict[str, list] = {}
         files: list[_File] = []
-        for prefix in prefixes:
+        for chunk in chunks:
+            prefix = chunk.path
             directory, stem = prefix.rsplit("/", 1)
             if directory not in listings:
                 try:
@@ -232,11 +233,17 @@ class RawReader:
                 raise BucketFileError(
                     f"bucket {bucket.b_index}: no file {prefix}.<slice> in HDFS, though dist_ch "
                     "wrote one; run `debl verify`, and reload the input")
-            for status in found:
-                index = read_index(status.path, status.length,
-                                   lambda offset, n, p=status.path: self._read_range(
-                                       bucket, p, offset, n))
-                files.append(_File(status.path, index))
+            mine = [_File(s.path, read_index(s.path, s.length,
+                                             lambda offset, n, p=s.path: self._read_range(
+                                                 bucket, p, offset, n)))
+                    for s in found]
+            rows = sum(f.index.rows for f in mine)
+            if rows != chunk.rows:
+                raise BucketFileError(
+                    f"bucket {bucket.b_index}: the files {prefix}.<slice> hold {rows} rows, "
+                    f"dist_ch wrote {chunk.rows}: one of them is gone or changed; run `debl "
+                    "verify`, and reload the input")
+            files.extend(mine)
         rows = sum(f.index.rows for f in files)
         if rows != bucket.rows:
             raise BucketFileError(

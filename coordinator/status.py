@@ -1,8 +1,8 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
 The latest load (its state, uptime and per-phase timings), the buckets per job state, the demand
-summed over coordinators, the gen_HF jobs running now, and full availability once every bucket is
-loaded. Everything comes from MySQL: the report is the same from any machine and does not need a
+summed over coordinators, the queries the coordinators answered per route (raw answers
+included), the gen_HF jobs running now, and full availability once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine and does not need a
 coordinator.
 
 Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; the DESIGN's
@@ -40,6 +40,7 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
         for b, attempts, error in catalog.execute(
             "SELECT b_index, attempts, error FROM debl_jobs WHERE state = 'failed' "
             "ORDER BY b_index")]
+    answered, answering = catalog.answers()
     status: dict = {
         "now": now,
         "load": None,
@@ -59,6 +60,8 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
             "top": [{"b_index": b, "waiting": n}
                     for b, n in sorted(demand.items(), key=lambda x: (-x[1], x[0]))[:top]],
         },
+        "answers": {"by_route": answered, "coordinators": answering,
+                    "total": sum(n for route, n in answered.items() if route != "timeouts")},
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,

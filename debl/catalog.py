@@ -11,7 +11,8 @@ debl_phases            timed phase (copy of a chunk, one dist_ch, MySQL load, in
 debl_bucket_chunks     (bucket, chunk): what one dist_ch wrote into one bucket
 debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location)
 debl_jobs              bucket: the job status (pending/queued/running/loaded/failed)
-debl_demand            (coordinator, bucket): buffered queries waiting on the bucket
+debl_demand            (coordinator, bucket): queries that need the bucket (docs/COORDINATOR.md)
+debl_answers           (coordinator, route): queries it answered that way since uptime
 =====================  =============================================================
 
 The bucket index row of a bucket is recomputed from its ``debl_bucket_chunks`` rows, so re-running
@@ -78,9 +79,13 @@ DDL = [
     """CREATE TABLE IF NOT EXISTS debl_demand (
         coordinator VARCHAR(64) NOT NULL, b_index BIGINT NOT NULL, waiting INT NOT NULL,
         updated DOUBLE NOT NULL, PRIMARY KEY (coordinator, b_index)) DEFAULT CHARSET=utf8mb4""",
+    """CREATE TABLE IF NOT EXISTS debl_answers (
+        coordinator VARCHAR(64) NOT NULL, route VARCHAR(16) NOT NULL, answered BIGINT NOT NULL,
+        updated DOUBLE NOT NULL, PRIMARY KEY (coordinator, route)) DEFAULT CHARSET=utf8mb4""",
 ]
 
-DATASET_TABLES = ("debl_bucket_chunks", "debl_buckets", "debl_jobs", "debl_demand")
+DATASET_TABLES = ("debl_bucket_chunks", "debl_buckets", "debl_jobs", "debl_demand",
+                  "debl_answers")
 
 
 @dataclass(frozen=True)
@@ -266,6 +271,12 @@ class Catalog:
             "SELECT path FROM debl_bucket_chunks WHERE b_index = %s ORDER BY chunk_no",
             (b_index,))]
 
+    def bucket_chunks(self, b_index: int) -> list[BucketChunk]:
+        """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths)."""
+        return [BucketChunk(*row) for row in self.execute(
+            "SELECT b_index, chunk_no, `rows`, bytes, checksum, path FROM debl_bucket_chunks "
+            "WHERE b_index = %s ORDER BY chunk_no", (b_index,))]
+
     # -- job status
 
     def job_states(self) -> dict[int, str]:
@@ -300,6 +311,19 @@ class Catalog:
             if rows:
                 cur.executemany("INSERT INTO debl_demand VALUES (%s, %s, %s, %s)", rows)
         self.conn.commit()
+
+    def publish_answers(self, coordinator: str, answered: dict[str, int]) -> None:
+        """Record this coordinator's count of queries answered per route (or outcome)."""
+        now = time.time()
+        self.executemany("REPLACE INTO debl_answers VALUES (%s, %s, %s, %s)",
+                         [(coordinator, route, n, now) for route, n in answered.items()])
+
+    def answers(self) -> tuple[dict[str, int], int]:
+        """Queries answered per route, summed over every coordinator of the dataset (closed
+        ones included), and how many coordinators published."""
+        rows = self.execute("SELECT route, SUM(answered) FROM debl_answers GROUP BY route")
+        coordinators = self.execute("SELECT COUNT(DISTINCT coordinator) FROM debl_answers")
+        return {route: int(n) for route, n in rows}, int(coordinators[0][0])
 
     def demand(self, max_age: float = 60.0) -> dict[int, int]:
         """Demand per bucket summed over every coordinator that published recently."""
