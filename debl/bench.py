@@ -426,7 +426,7 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
     approach = APPROACHES[name]
     progress.phase(name, "load")
     options = LoadOptions(chunk_size=chunk_size, bucket_width=width, approach=name)
-    if name in ("debl", "debl-fifo"):
+    if name in ("debl", "debl-fifo", "debl-raw"):
         options = dataclasses.replace(options, hot_bytes=int(input_bytes * spec.hot_share))
     service = None
     if approach.gen_hf_order:
@@ -476,7 +476,8 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
         if approach.target == "debl":
             from coordinator import Coordinator
 
-            target = Coordinator(config, default_timeout=spec.query_timeout)
+            target = Coordinator(coordinator_config(config, approach.raw_route),
+                                 default_timeout=spec.query_timeout)
             target.reset_stats()  # its first minute is the query phase's
         else:
             target = open_target(config, approach.target)
@@ -503,6 +504,17 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                                all_served_s=offset + result.elapsed_s,
                                full_availability_s=full, query=query, waits=waits,
                                gen_hf=gen_hf, timeline=timeline)
+
+
+def coordinator_config(config: Config, raw_route: bool) -> Config:
+    """The config of an approach's coordinator: the paper's (raw route off) for debl,
+    debl-cold and debl-fifo; for debl-raw the configured ``raw_after``, or the default one if
+    the configuration turned the route off."""
+    if not raw_route:
+        return config.replace(raw_after=None)
+    if config.raw_after is None:
+        return config.replace(raw_after=Config.raw_after)
+    return config
 
 
 def _full_availability(config: Config, run: ApproachRun) -> float | None:

@@ -15,6 +15,9 @@ approach           what runs (all from the same source)                         
                    ``--hot-since``, else 20% of the bytes ("DeBL (2g mysql)")     last dist_ch
 ``debl-fifo``      the load of ``debl``; the bench runs its gen_HF in plain      as ``debl``
                    bucket order (the demand-order ablation)
+``debl-raw``       the load of ``debl``; its coordinator answers a query whose   as ``debl``
+                   bucket is not loaded from the raw HDFS files after
+                   ``raw_after`` seconds (the raw route, docs/COORDINATOR.md)
 =================  ==========================================================  ===============
 
 ``run_approach`` dispatches on ``LoadOptions.approach`` and returns the ``LoadSummary`` of
@@ -78,6 +81,7 @@ class Approach:
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
+    raw_route: bool = False  # the coordinator of the query phase answers raw after raw_after
 
 
 def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
@@ -362,4 +366,7 @@ APPROACHES: dict[str, Approach] = {a.name: a for a in (
              "DeBL with the newest 20% of the bytes hot in MySQL"),
     Approach("debl-fifo", _load_debl, "debl", "fifo", None, None, True,
              "the load of debl; gen_HF in plain bucket order (the demand-order ablation)"),
+    Approach("debl-raw", _load_debl, "debl", "demand", None, None, True,
+             "the load of debl; queries whose bucket is not loaded answered from the raw HDFS "
+             "files after raw_after seconds", raw_route=True),
 )}

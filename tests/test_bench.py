@@ -22,7 +22,7 @@ from loaders.load import LoadOptions
 from loaders.source import LocalSource
 from tests.dataset import reference_store
 
-APPROACHES_RUN = ("fileCopy", "bulkLoad-mysql", "debl")
+APPROACHES_RUN = ("fileCopy", "bulkLoad-mysql", "debl", "debl-raw")
 INPUT = GenerateSpec(max_id=8001, files=10, days=10, seed=3, max_degree=40, update_share=0.2,
                      hidden_share=0.3, bad_lines=3)
 
@@ -124,6 +124,11 @@ def test_times_are_ordered(bench):
     assert debl.gen_hf["completed"], debl.gen_hf
     assert debl.waits["answered"] == 300
     assert 0.0 <= debl.waits["immediate_share"] <= 1.0
+    assert debl.waits["raw"] == 0  # debl is the paper's coordinator: buffering only
+    raw = runs["debl-raw"]
+    assert raw.gen_hf["completed"] and raw.waits["answered"] == 300
+    assert raw.waits["buffered"] + raw.waits["raw"] + raw.waits["immediate"] == 300
+    assert raw.waits["timeouts"] == 0 and raw.summary["hot_bytes"] == debl.summary["hot_bytes"]
 
 
 @pytest.mark.stack
@@ -154,6 +159,7 @@ def test_report_has_a_row_per_approach(bench, config):
         assert f"| {name} |" in md
     assert "| uptime / fileCopy uptime | debl |" in md
     assert "| all queries served / bulkLoad-mysql uptime | debl |" in md
+    assert "raw answers" in md
     assert (result.directory / "report.html").read_text().count("<table>") == 3
     png = (result.directory / "throughput.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
@@ -176,6 +182,21 @@ def test_hbase_baselines_hold_every_merged_row_at_uptime(config, spark, bench, d
     step = "gen_hf" if approach == "bulkLoad-hbase" else "batch_put"
     assert {"copy", "dist_ch", step} <= phases
     assert summary.phases[step] > 0
+
+
+def test_only_debl_raw_has_the_raw_route():
+    from debl.bench import coordinator_config
+    from debl.config import Config
+
+    on = Config(raw_after=2.0)
+    assert coordinator_config(on, APPROACHES["debl"].raw_route).raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).raw_after == 2.0
+    off = Config(raw_after=None)
+    assert Config().raw_after is not None  # debl-raw falls back on the default
+    assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).raw_after == \
+        Config().raw_after
 
 
 def test_approach_options_are_checked():
