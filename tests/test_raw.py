@@ -221,6 +221,27 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
         assert c.get_link_list(*key) == reference.get_link_list(*key)
 
 
+def test_ranged_reads_go_to_the_datanode_and_survive_it_failing(raw):
+    """read_range asks the last redirect's DataNode directly; a DataNode that fails (here: a
+    closed port) makes it ask the NameNode again, never fail the read."""
+    import socket
+
+    config, _, bucket_files = raw
+    path = bucket_files[0][0]
+    fs = WebHDFS(config)
+    whole = fs.read(path)
+    assert fs._datanode is not None  # learnt from the redirect
+    with socket.socket() as s:  # a port that nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    fs._datanode = ("127.0.0.1", closed, fs._datanode[2])
+    assert fs.read_range(path, 10, 100) == whole[10:110]
+    assert fs._datanode is not None and fs._datanode[1] != closed
+    assert fs.read_range(path, len(whole) - 5, 5) == whole[-5:]
+    with pytest.raises(Exception, match="FileNotFound"):
+        fs.read_range(path + "-nonexistent", 0, 5)
+
+
 def test_raw_answers_equal_the_answers_after_conversion(raw):
     config, reference, _ = raw
     assert len(RAW_ANSWERS) > SAMPLE
