@@ -220,7 +220,8 @@ class RawReader:
             files = self.cache.get(key)
             if files is None:
                 files = self._read_files(bucket)
-                self.cache.put(key, files, sum(len(f.index.raw) + _OPENED_COST for f in files))
+                self.cache.put(key, files, sum(len(f.index.raw) + len(f.index.bloom)
+                                               + _OPENED_COST for f in files))
         with self._opening_lock:
             self._opening.pop((bucket.load_id, bucket.b_index), None)
         return files  # type: ignore[return-value]

@@ -8,14 +8,17 @@ A bucket file is one HDFS file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>`` in three
 - **index**: 32-byte entries, big-endian ``(id1, link_type, time, offset)``: one for the first
   line of each block, a block starting at the first line at or past ``BLOCK`` bytes from the
   previous block's start, then one for the last line with ``offset`` = the data's length;
-- **trailer**: 32 bytes, big-endian: the data's length, its rows, the index's entries, the
-  CRC-32 of the index bytes, and ``MAGIC``.
+- **filter**: a Bloom filter of the file's ``(id1, link_type)`` keys, ``BLOOM_BITS_PER_KEY`` bits
+  per distinct key (at least 64), ``BLOOM_HASHES`` bits set per key (``bloom_positions``);
+- **trailer**: 40 bytes, big-endian: the data's length, its rows, the index's entries, the
+  filter's bytes, the CRC-32 of index and filter, the number of hashes, and ``MAGIC``.
 
 So the lines of one ``(id1, link_type)`` are contiguous, and the index says which blocks can
-hold them (``BucketIndex.byte_range``): a reader fetches those bytes only (docs/ONLINE.md,
-"Bucket files"). The index is a footer, not a file beside the data, so that one rename publishes
-data and index together: no reader ever pairs a data file with another version's index, and a
-chunk costs no more HDFS files than before.
+hold them (``BucketIndex.blocks``); the filter says, for most keys that a file does not hold,
+that no block can: a reader fetches only the blocks of files that may hold the key
+(docs/ONLINE.md, "Bucket files"). Index and filter are a footer, not files beside the data, so
+that one rename publishes them with the data: no reader ever pairs a data file with another
+version's index, and a chunk costs no more HDFS files than before.
 
 This module is the reference: dist_ch's JVM writer (``debl.jobs.BucketFile``) writes exactly
 ``encode``'s bytes for the same lines (tested), and every reader (gen_HF's task, ``debl
@@ -42,10 +45,45 @@ from debl.errors import BucketFileError
 from debl.model import MAX_TIME, Link, Origin, parse_line
 
 BLOCK = 64 << 10  # the index's granularity: a lookup reads about one block per file
+# 10 bits and 7 hashes per key: 0.8% false positives. In a change log every bucket has a file
+# per chunk slice, and most of them do not hold a given id1 (nor do any, for the many ids
+# without links of the type asked): the filter spares those reads.
+BLOOM_BITS_PER_KEY = 10
+BLOOM_HASHES = 7
 MAGIC = b"DEBLBKT1"
 ENTRY = struct.Struct(">QQQQ")  # id1, link_type, time, byte offset
-TRAILER = struct.Struct(">QQII8s")  # data length, rows, entries, CRC-32 of the index, MAGIC
-TAIL_READ = 16 << 10  # a reader's first read from a file's end: trailer and index, usually
+# data length, rows, index entries, filter bytes, CRC-32 of index and filter, hashes, MAGIC
+TRAILER = struct.Struct(">QQIIII8s")
+# A reader's first read from a file's end: enough for trailer, index and filter of a file of
+# about 5 MB (the filter takes about 1% of a file of light ids); larger files take a second.
+TAIL_READ = 64 << 10
+_M64 = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """SplitMix64's finalizer on 64 bits (the JVM's long arithmetic, unsigned)."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def bloom_positions(id1: int, link_type: int, bits: int) -> list[int]:
+    """The filter bits of a key, for a filter of *bits* bits: double hashing of one 64-bit
+    hash (``debl.jobs.BucketFile.bloomHash`` computes the same)."""
+    h = _mix((id1 + _mix(link_type)) & _M64)
+    h1, h2 = h & 0xFFFFFFFF, (h >> 32) | 1
+    return [(h1 + i * h2) % bits for i in range(BLOOM_HASHES)]
+
+
+def bloom_filter(keys: Iterable[tuple[int, int]]) -> bytes:
+    """The filter of distinct (id1, link_type) keys; bit i is bit ``i % 8`` of byte ``i // 8``."""
+    keys = list(keys)
+    size = max(8, -(-len(keys) * BLOOM_BITS_PER_KEY // 8))
+    bloom = bytearray(size)
+    for id1, link_type in keys:
+        for i in bloom_positions(id1, link_type, size * 8):
+            bloom[i >> 3] |= 1 << (i & 7)
+    return bytes(bloom)
 
 
 def sort_key(line: bytes) -> tuple[int, int, int]:
@@ -68,8 +106,10 @@ def encode(lines: Iterable[bytes], block: int = BLOCK) -> bytes:
         data += line
     if keyed:
         entries += ENTRY.pack(*keyed[-1][0], len(data))
-    return bytes(data + entries + TRAILER.pack(len(data), len(keyed), len(entries) // ENTRY.size,
-                                               zlib.crc32(entries), MAGIC))
+    bloom = bloom_filter(dict.fromkeys(key[:2] for key, _ in keyed)) if keyed else b""
+    return bytes(data + entries + bloom + TRAILER.pack(
+        len(data), len(keyed), len(entries) // ENTRY.size, len(bloom),
+        zlib.crc32(entries + bloom), BLOOM_HASHES, MAGIC))
 
 
 def tail_needed(path: str, file_length: int, tail: bytes) -> int:
@@ -77,11 +117,11 @@ def tail_needed(path: str, file_length: int, tail: bytes) -> int:
     if file_length < TRAILER.size or len(tail) < TRAILER.size:
         raise BucketFileError(f"{path}: {file_length} bytes, too short for a bucket file: "
                               "not written by this version of dist_ch; reload the input")
-    *_, entries, _, magic = TRAILER.unpack_from(tail, len(tail) - TRAILER.size)
+    *_, entries, bloom, _, _, magic = TRAILER.unpack_from(tail, len(tail) - TRAILER.size)
     if magic != MAGIC:
         raise BucketFileError(f"{path} has no bucket index (no {MAGIC.decode()} trailer): not "
                               "written by this version of dist_ch; reload the input")
-    need = TRAILER.size + entries * ENTRY.size
+    need = TRAILER.size + entries * ENTRY.size + bloom
     if need > file_length:
         raise _damaged(path, file_length, f"an index of {entries} entries")
     return need
@@ -97,7 +137,7 @@ def read_index(path: str, file_length: int,
                read_range: Callable[[int, int], bytes]) -> "BucketIndex":
     """The index of the bucket file *path*, *file_length* bytes long, through
     ``read_range(offset, length)``: one read of the file's last ``TAIL_READ`` bytes, a second
-    one only for an index longer than that (a slice file of over 30 MB)."""
+    one only for an index and filter longer than that."""
     n = min(file_length, TAIL_READ)
     tail = read_range(file_length - n, n)
     need = tail_needed(path, file_length, tail)
@@ -108,14 +148,15 @@ def read_index(path: str, file_length: int,
 
 @dataclass(frozen=True)
 class BucketIndex:
-    """A bucket file's trailer and index. ``raw``: the index entries' bytes (what it costs in
-    memory: 32 bytes per 64 KiB block, and one more)."""
+    """A bucket file's trailer, index and filter. ``raw``: the index entries' bytes (32 bytes
+    per 64 KiB block, and one more); ``bloom``: the filter (10 bits per distinct key)."""
 
     path: str
     length: int  # the whole file's
     data_length: int
     rows: int
     raw: bytes
+    bloom: bytes = b""
 
     @property
     def entries(self) -> int:
@@ -128,8 +169,8 @@ class BucketIndex:
         """The blocks that can hold lines of (id1, link_type) with time at or after
         *min_time* (empty when none can); block i is ``[offset(i), offset(i + 1))``. Block i
         holds keys from entry i's to entry i+1's, both included: a key may continue into the
-        next block."""
-        if not self.entries:
+        next block. None at all when the filter says the file holds no line of the key."""
+        if not self.entries or not self.may_hold(id1, link_type):
             return range(0)
         lo, hi = (id1, link_type, min_time), (id1, link_type, MAX_TIME)
         keys = _Keys(self)
@@ -138,6 +179,12 @@ class BucketIndex:
         # Past the last block: the first one whose own key is above hi.
         end = bisect_right(keys, hi, 0, self.entries - 1)
         return range(first, max(first, end))
+
+    def may_hold(self, id1: int, link_type: int) -> bool:
+        """False when the file surely holds no line of (id1, link_type) (its Bloom filter)."""
+        bloom = self.bloom
+        return all(bloom[i >> 3] >> (i & 7) & 1
+                   for i in bloom_positions(id1, link_type, len(bloom) * 8))
 
     def offset(self, i: int) -> int:
         """Where block i starts (``offset(entries - 1)`` is the data's length)."""
@@ -168,12 +215,15 @@ def parse_tail(path: str, file_length: int, tail: bytes) -> BucketIndex:
     need = tail_needed(path, file_length, tail)
     if len(tail) < need:
         raise ValueError(f"{path}: parse_tail needs the last {need} bytes, got {len(tail)}")
-    data_length, rows, entries, crc, _ = TRAILER.unpack_from(tail, len(tail) - TRAILER.size)
-    raw = bytes(tail[len(tail) - need:len(tail) - TRAILER.size])
-    if data_length + need != file_length or zlib.crc32(raw) != crc or (rows == 0) != (
-            entries == 0) or entries == 1:
+    data_length, rows, entries, bloom_bytes, crc, hashes, _ = TRAILER.unpack_from(
+        tail, len(tail) - TRAILER.size)
+    raw = bytes(tail[len(tail) - need:len(tail) - TRAILER.size - bloom_bytes])
+    bloom = bytes(tail[len(tail) - TRAILER.size - bloom_bytes:len(tail) - TRAILER.size])
+    if data_length + need != file_length or zlib.crc32(raw + bloom) != crc or (rows == 0) != (
+            entries == 0) or entries == 1 or (rows > 0) != (bloom_bytes > 0) or (
+            hashes != BLOOM_HASHES):
         raise _damaged(path, file_length, f"index for {data_length} data bytes and {rows} rows")
-    return BucketIndex(path, file_length, data_length, rows, raw)
+    return BucketIndex(path, file_length, data_length, rows, raw, bloom)
 
 
 def data_lines(data: bytes) -> Iterator[bytes]:

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from debl import bucket_file
-from debl.bucket_file import (BLOCK, ENTRY, TAIL_READ, TRAILER, data_lines, encode,
-                              is_bucket_file, parse_row, parse_tail, read_index, sort_key)
+from debl.bucket_file import (BLOCK, BLOOM_BITS_PER_KEY, BLOOM_HASHES, ENTRY, TAIL_READ,
+                              TRAILER, data_lines, encode, is_bucket_file, parse_row,
+                              parse_tail, read_index, sort_key)
 from debl.errors import BucketFileError
 from debl.model import MAX_TIME, Link
 
@@ -49,7 +50,8 @@ def test_encode_sorts_stably_and_the_trailer_describes_the_data(rows):
     assert data == b"".join(sorted(lines, key=sort_key))  # sorted() is stable
     assert [parse_row(line) for line in data_lines(data)] == \
         [parse_row(line[:-1]) for line in sorted(lines, key=sort_key)]
-    assert len(content) == index.data_length + len(index.raw) + TRAILER.size
+    assert len(content) == \
+        index.data_length + len(index.raw) + len(index.bloom) + TRAILER.size
 
 
 @settings(max_examples=300)
@@ -97,12 +99,12 @@ def test_a_heavy_key_spans_many_blocks_and_a_neighbour_reads_one():
 
 
 def test_read_index_reads_the_tail_then_a_long_index():
-    rows = [Link(i, 1, i, 1, b"", i, 0) for i in range(2000)]
+    rows = [Link(i, 1, i, 1, b"", i, 0) for i in range(3000)]
     _, content = _file(rows, block=1)  # an entry per line: an index over TAIL_READ
     reads: list[tuple[int, int]] = []
     index = read_index("/b/x.0", len(content), read_range_of(content, reads))
     assert len(index.raw) + TRAILER.size > TAIL_READ and len(reads) == 2
-    assert index.rows == 2000
+    assert index.rows == 3000
     _, small_file = _file(rows[:3])
     reads.clear()
     assert read_index("/b/x.0", len(small_file), read_range_of(small_file, reads)).rows == 3
@@ -132,13 +134,40 @@ def test_a_damaged_index_is_refused_naming_the_file(damage, message):
         parse_tail("/b/chunk-00000.0", len(bad), bad)
 
 
-def test_index_costs_32_bytes_per_block():
+def test_index_and_filter_cost_32_bytes_per_block_and_10_bits_per_key():
     rows = [Link(i // 3, 1, i, 1, b"y" * 80, i, 0) for i in range(20000)]
     _, content = _file(rows)
     index = _index(content)
     assert 2 <= index.entries <= -(-index.data_length // BLOCK) + 1  # blocks, and the last line
-    assert len(content) - index.data_length == ENTRY.size * index.entries + TRAILER.size
-    assert (len(content) - index.data_length) / index.data_length < 0.001
+    assert len(index.bloom) == -(-(20000 // 3 + 1) * BLOOM_BITS_PER_KEY // 8)
+    assert len(content) - index.data_length == \
+        ENTRY.size * index.entries + len(index.bloom) + TRAILER.size
+    assert (len(content) - index.data_length) / index.data_length < 0.005
+
+
+@settings(max_examples=50)
+@given(st.sets(st.tuples(st.integers(0, U63), st.integers(0, U63)), max_size=300))
+def test_the_filter_never_misses_a_key_and_rarely_lets_others_through(keys):
+    lines = [Link(a, b, 1, 1, b"", 0, 0).to_line()[:-1] + b"\t0\t1\n" for a, b in keys]
+    content = encode(lines)
+    if not keys:
+        assert _index(content).entries == 0
+        return
+    index = _index(content)
+    assert all(index.may_hold(a, b) for a, b in keys)
+    others = [(a + 1, b) for a, b in keys if (a + 1, b) not in keys]
+    passed = sum(index.may_hold(a, b) and (a, b) not in keys for a, b in others)
+    assert passed <= 3 + len(others) // 20  # about 1% false positives
+
+
+def test_a_key_the_filter_excludes_reads_no_block():
+    rows = [Link(i, 1, i, 1, b"x" * 100, i, 0) for i in range(0, 6000, 2)]  # even ids only
+    _, content = _file(rows)
+    index = _index(content)
+    absent = [i for i in range(1, 6000, 2) if not index.may_hold(i, 1)]
+    assert len(absent) > 2900  # almost every odd id is excluded...
+    assert all(not index.blocks(i, 1) for i in absent)  # ...and reads nothing
+    assert all(index.blocks(i, 1) for i in range(0, 6000, 2))
 
 
 @pytest.mark.parametrize("name, ok", [
@@ -152,4 +181,5 @@ def test_which_names_are_bucket_files(name, ok):
 
 def test_the_module_constants_match_the_jvm_writer():
     # debl.jobs.BucketFile hard-codes these; a change here must change it too.
-    assert (BLOCK, bucket_file.MAGIC, ENTRY.size, TRAILER.size) == (65536, b"DEBLBKT1", 32, 32)
+    assert (BLOCK, bucket_file.MAGIC, ENTRY.size, TRAILER.size, BLOOM_BITS_PER_KEY,
+            BLOOM_HASHES) == (65536, b"DEBLBKT1", 32, 40, 10, 7)

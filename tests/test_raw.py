@@ -10,6 +10,7 @@ does. Tests run in file order: the conversion comes last.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from dataclasses import replace
@@ -22,6 +23,7 @@ from coordinator import Coordinator
 from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
 from debl.catalog import Catalog
 from debl.commands.links import links as links_command
+from debl.commands.status import status as status_command
 from debl.errors import BucketFileError
 from debl.model import Link, Origin, ParseError, parse_line
 from debl.store.memory import MemoryStore
@@ -158,12 +160,20 @@ def test_time_ranges_offsets_and_limits_on_the_heavy_id1_and_others(raw):
     assert len(heavy) > 3000 and any(l.data == b"hot" for l in heavy)
 
 
-def test_links_command_shows_the_raw_route(raw):
+def test_links_and_status_commands_show_the_raw_route(raw):
     config, reference, _ = raw
     out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), "--limit", "3"], obj=config)
     assert out.exit_code == 0, out.output
     assert "raw HDFS files of bucket 1" in out.output
     assert out.output.count("\n") == 2 + 3
+    # Every coordinator so far published its counts (at the latest when it closed).
+    with Catalog(config) as catalog:
+        answered, coordinators = catalog.answers()
+    assert answered["raw"] > SAMPLE // 2 and coordinators >= 3
+    out = CliRunner().invoke(status_command, ["--json"], obj=config)
+    assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]
+    out = CliRunner().invoke(status_command, [], obj=config)
+    assert f"{answered['raw']:,} raw (bucket not loaded)" in out.output
 
 
 def test_a_dist_ch_temporary_file_is_never_read(raw):

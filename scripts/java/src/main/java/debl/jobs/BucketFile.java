@@ -15,8 +15,9 @@ import org.apache.hadoop.fs.Path;
  * debl/bucket_file.py} is the reference (its {@code encode} gives the same bytes for the same
  * lines: tested): the data (the bucket lines sorted by id1, link_type, time, stably), then the
  * sparse index (one 32-byte entry {@code id1, link_type, time, offset} per block of about {@link
- * #BLOCK} bytes, and one for the last line with the data's length), then a 32-byte trailer (data
- * length, rows, entries, CRC-32 of the index, {@link #MAGIC}); all big-endian.
+ * #BLOCK} bytes, and one for the last line with the data's length), then a Bloom filter of the
+ * (id1, link_type) keys ({@link #bloomHash}), then a 40-byte trailer (data length, rows,
+ * entries, filter bytes, CRC-32 of index and filter, hashes, {@link #MAGIC}); all big-endian.
  *
  * <p>The index is a footer, so one rename publishes the data and its index together
  * (docs/ONLINE.md, "Bucket files").
@@ -25,7 +26,9 @@ final class BucketFile {
   static final int BLOCK = 64 << 10;
   static final byte[] MAGIC = "DEBLBKT1".getBytes(StandardCharsets.US_ASCII);
   static final int ENTRY = 32;
-  static final int TRAILER = 32;
+  static final int TRAILER = 40;
+  static final int BLOOM_BITS_PER_KEY = 10;
+  static final int BLOOM_HASHES = 7;
   private static final int INSERTION = 16; // below this a run is sorted by insertion
 
   private BucketFile() {}
@@ -38,6 +41,14 @@ final class BucketFile {
   static int write(OutputStream out, byte[] data, int size, int[] starts, long[] keys, int rows)
       throws IOException {
     int[] order = sortedOrder(keys, rows);
+    int distinct = 0;
+    for (int r = 0; r < rows; r++) {
+      if (r == 0 || !sameKey(keys, order[r - 1], order[r])) {
+        distinct++;
+      }
+    }
+    byte[] bloom = new byte[rows == 0 ? 0
+        : (int) Math.max(8, (distinct * (long) BLOOM_BITS_PER_KEY + 7) / 8)];
     ByteArrayOutputStream indexBytes = new ByteArrayOutputStream();
     DataOutputStream index = new DataOutputStream(indexBytes);
     long written = 0;
@@ -47,6 +58,9 @@ final class BucketFile {
       if (r == 0 || written >= blockStart + BLOCK) {
         blockStart = written;
         entry(index, keys, i, written);
+      }
+      if (r == 0 || !sameKey(keys, order[r - 1], i)) {
+        setBloom(bloom, keys[3 * i], keys[3 * i + 1]);
       }
       int from = starts[i];
       int to = i + 1 < rows ? starts[i + 1] : size;
@@ -59,15 +73,46 @@ final class BucketFile {
     byte[] entries = indexBytes.toByteArray();
     CRC32 crc = new CRC32();
     crc.update(entries);
+    crc.update(bloom);
     DataOutputStream tail = new DataOutputStream(out);
     tail.write(entries);
+    tail.write(bloom);
     tail.writeLong(written);
     tail.writeLong(rows);
     tail.writeInt(entries.length / ENTRY);
+    tail.writeInt(bloom.length);
     tail.writeInt((int) crc.getValue());
+    tail.writeInt(BLOOM_HASHES);
     tail.write(MAGIC);
     tail.flush();
-    return entries.length + TRAILER;
+    return entries.length + bloom.length + TRAILER;
+  }
+
+  private static boolean sameKey(long[] keys, int x, int y) {
+    return keys[3 * x] == keys[3 * y] && keys[3 * x + 1] == keys[3 * y + 1];
+  }
+
+  /** SplitMix64's finalizer. */
+  private static long mix(long x) {
+    x = (x ^ (x >>> 30)) * 0xBF58476D1CE4E5B9L;
+    x = (x ^ (x >>> 27)) * 0x94D049BB133111EBL;
+    return x ^ (x >>> 31);
+  }
+
+  /** The 64-bit hash of a key whose halves give the filter's bit positions (double hashing). */
+  static long bloomHash(long id1, long linkType) {
+    return mix(id1 + mix(linkType));
+  }
+
+  private static void setBloom(byte[] bloom, long id1, long linkType) {
+    long h = bloomHash(id1, linkType);
+    long h1 = h & 0xFFFFFFFFL;
+    long h2 = (h >>> 32) | 1;
+    long bits = bloom.length * 8L;
+    for (int i = 0; i < BLOOM_HASHES; i++) {
+      long bit = (h1 + i * h2) % bits;
+      bloom[(int) (bit >>> 3)] |= (byte) (1 << (bit & 7));
+    }
   }
 
   private static void entry(DataOutputStream index, long[] keys, int i, long offset)
@@ -90,15 +135,16 @@ final class BucketFile {
           + " this version of dist_ch; reload the input");
     }
     ByteBuffer b = ByteBuffer.wrap(buf);
-    long dataLength = b.getLong(n - 32);
-    int entries = b.getInt(n - 16);
-    int crc = b.getInt(n - 12);
-    long need = TRAILER + (long) entries * ENTRY;
+    long dataLength = b.getLong(n - 40);
+    int entries = b.getInt(n - 24);
+    int bloom = b.getInt(n - 20);
+    int crc = b.getInt(n - 16);
+    long need = TRAILER + (long) entries * ENTRY + bloom;
     CRC32 actual = new CRC32();
-    if (entries >= 0 && dataLength + need == n) {
-      actual.update(buf, (int) dataLength, entries * ENTRY);
+    if (entries >= 0 && bloom >= 0 && dataLength + need == n) {
+      actual.update(buf, (int) dataLength, (int) (need - TRAILER));
     }
-    if (entries < 0 || dataLength + need != n || (int) actual.getValue() != crc) {
+    if (entries < 0 || bloom < 0 || dataLength + need != n || (int) actual.getValue() != crc) {
       throw new IOException(file + ": its bucket index does not match the file (" + n
           + " bytes, index for " + dataLength + " data bytes): the file is damaged; run debl"
           + " verify, then reload the input");
