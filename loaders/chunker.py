@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+from debl.catalog import ChunkRecord
 from loaders.source import Source, SourceFile
 from loaders.webhdfs import WebHDFS
 
@@ -53,6 +54,19 @@ class Chunk:
     @property
     def lines(self) -> int:
         return sum(s.lines for s in self.segments)
+
+    def record(self, state: str) -> ChunkRecord:
+        """The chunk as the catalog keeps it, in *state* (``copied`` / ``bucketed``)."""
+        layout = {"segments": [s.as_dict() for s in self.segments],
+                  "slices": [list(s) for s in self.slices]}
+        return ChunkRecord(self.chunk_no, self.path, self.bytes, layout, state)
+
+    @staticmethod
+    def of(record: ChunkRecord) -> "Chunk":
+        """The chunk that ``record`` recorded."""
+        return Chunk(record.chunk_no, record.path, record.bytes,
+                     tuple(Segment(**s) for s in record.layout["segments"]),
+                     tuple(tuple(s) for s in record.layout["slices"]))
 
 
 @dataclass(frozen=True)
