@@ -261,8 +261,8 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
     copied: queue.Queue = queue.Queue(maxsize=2)
     sizes = {"next": chunk_size}
     copied_bytes = [sum(c.bytes for c in done_chunks)]
-    copy_failure: list[BaseException] = []
     abort = threading.Event()
+    catalog = Catalog(config)  # thread-safe: the copy thread's and this one's
 
     def hand_over(item: tuple[Chunk, float] | None) -> None:
         while not abort.is_set():
@@ -277,32 +277,30 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
     def copy_all() -> None:
         copier = ChunkCopier(source, cold, hdfs, chunk_dir, start, first, progress.copied)
         try:
-            with Catalog(config) as catalog:
-                while not (stop() or abort.is_set()):
-                    item = f"{copier.chunk_no:05d}"
-                    catalog.phase_start(load_id, "copy", item)
-                    t0 = time.time()
-                    remaining = summary.cold_bytes - copied_bytes[0]
-                    size = tapered(sizes["next"], remaining)
-                    chunk = copier.copy_next(size, config.dist_ch_tasks)
-                    if chunk is None:
-                        catalog.drop_phase(load_id, "copy", item)
-                        break
-                    copied_bytes[0] += chunk.bytes
-                    catalog.phase_end(load_id, "copy", item, bytes=chunk.bytes, rows=chunk.lines)
-                    catalog.record_chunk(load_id, chunk.record("copied"))
-                    hand_over((chunk, time.time() - t0))
-        except BaseException as exc:
-            copy_failure.append(exc)
+            while not (stop() or abort.is_set()):
+                item = f"{copier.chunk_no:05d}"
+                catalog.phase_start(load_id, "copy", item)
+                t0 = time.time()
+                remaining = summary.cold_bytes - copied_bytes[0]
+                size = tapered(sizes["next"], remaining)
+                chunk = copier.copy_next(size, config.dist_ch_tasks)
+                if chunk is None:
+                    catalog.drop_phase(load_id, "copy", item)
+                    break
+                copied_bytes[0] += chunk.bytes
+                catalog.phase_end(load_id, "copy", item, bytes=chunk.bytes, rows=chunk.lines)
+                catalog.record_chunk(load_id, chunk.record("copied"))
+                hand_over((chunk, time.time() - t0))
         finally:
             copier.close()
             hand_over(None)
 
-    copier_thread = threading.Thread(target=copy_all, name="chunk-copy", daemon=True)
-    copier_thread.start()
-    try:
-        spark = spark_session(config, "debl-dist_ch")  # starts while the first chunk is copied
-        with Catalog(config) as catalog:
+    # Leaving the pool waits for the copy thread, which stops at its next chunk boundary once
+    # `abort` is set.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-copy") as pool:
+        copying = pool.submit(copy_all)
+        try:
+            spark = spark_session(config, "debl-dist_ch")  # starts while chunk 0 is copied
             while (item := copied.get()) is not None:
                 chunk, copy_seconds = item
                 catalog.phase_start(load_id, "dist_ch", f"{chunk.chunk_no:05d}")
@@ -332,15 +330,11 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 if 0 <= max_bad < rejected:
                     raise BadInputError(f"more than {max_bad} bad lines ({rejected} so far); "
                                         f"see {rejects.path}")
-    except BaseException:
-        abort.set()  # the copier stops at its next chunk boundary
-        raise
-    finally:
-        copier_thread.join()
-    if copy_failure:
-        raise copy_failure[0]
-    with Catalog(config) as catalog:
-        buckets = catalog.buckets()
+        except BaseException:
+            abort.set()
+            raise
+    copying.result()  # raises what the copy raised
+    buckets = catalog.buckets()
     summary.buckets = len(buckets)
     summary.cold_rows = sum(b.rows for b in buckets)
     summary.bucket_width = width

@@ -12,15 +12,17 @@ Pitfalls:
   the default escape a trailing backslash swallows the tab (RUNTIME_NOTES).
 - The named pipe lets pymysql stream a remote file into the server without a local copy; the
   writer thread must close it (EOF) even on error, or LOAD DATA waits forever.
+- Raw pymysql, not the catalog's SQLAlchemy Core: ``LOAD DATA LOCAL INFILE`` has no Core form and
+  needs the driver's local-infile support (docs/STORES.md section 3).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,32 +110,27 @@ def _load_file(cur, staging: str, source: Source, seq: int, file: SourceFile,
     with tempfile.TemporaryDirectory(prefix="debl-hot-") as tmp:
         fifo = Path(tmp) / "lines"
         os.mkfifo(fifo, 0o600)
-        counts = [0, 0]
-        failure: list[BaseException] = []
-        writer = threading.Thread(
-            target=_feed, name=f"hot-feed-{seq}",
-            args=(fifo, source, seq, file, rejects, max_bad, counts, failure, result, progress))
-        writer.start()
-        try:
-            cur.execute(
-                f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
-                "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
-                "(id1, link_type, id2, visibility, data, time, version, file_seq, line_no)",
-                (str(fifo),))
-        except BaseException:
-            _unblock(fifo, writer)
-            raise
-        finally:
-            writer.join()
-        if failure:
-            raise failure[0]
-        return counts[0], counts[1]
+        # Leaving the pool waits for the feeding thread; it always closes the pipe.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hot-feed-{seq}") as pool:
+            feeding = pool.submit(_feed, fifo, source, seq, file, rejects, max_bad, result,
+                                  progress)
+            try:
+                cur.execute(
+                    f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
+                    "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
+                    "(id1, link_type, id2, visibility, data, time, version, file_seq, line_no)",
+                    (str(fifo),))
+            except BaseException:
+                _unblock(fifo, feeding)
+                raise
+        return feeding.result()  # raises what the feeding raised
 
 
 def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: RejectWriter,
-          max_bad: int, counts: list[int], failure: list[BaseException], result: HotResult,
-          progress: Callable[[int], None]) -> None:
-    """Stream one file through the parser into the pipe; always close the pipe."""
+          max_bad: int, result: HotResult, progress: Callable[[int], None]) -> tuple[int, int]:
+    """Stream one file through the parser into the pipe; returns (good, rejected) lines.
+    Always closes the pipe."""
+    counts = [0, 0]
     out = open(fifo, "wb", buffering=BLOCK)
     try:
         with source.open(file.name) as stream:
@@ -169,20 +166,19 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                 result.lines += len(batch)
                 if not block:
                     break
-    except BaseException as exc:
-        failure.append(exc)
     finally:
         try:
             out.close()
         except BrokenPipeError:
             pass
+    return counts[0], counts[1]
 
 
-def _unblock(fifo: Path, writer: threading.Thread) -> None:
-    """LOAD DATA failed before reading the pipe: open and drain it so the writer can finish."""
+def _unblock(fifo: Path, feeding: Future) -> None:
+    """LOAD DATA failed before reading the pipe: open and drain it so the feeding can finish."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        while writer.is_alive():
+        while not feeding.done():
             try:
                 if not os.read(fd, BLOCK):
                     time.sleep(0.01)
