@@ -13,8 +13,8 @@ Pitfalls:
 - The MySQL password is never a command-line argument. It comes from ``mysql_password``
   (config file or ``DEBL_MYSQL_PASSWORD``) or else from ``mysql_password_file``, which the local
   stack writes with mode 0600.
-- SQL identifiers taken from config (database and table names) are validated here, once, so the
-  rest of the code may interpolate them into SQL.
+- SQL identifiers taken from config (database and table names, the MySQL user name) are
+  validated here, once, so the rest of the code may interpolate them into SQL.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from debl.errors import ConfigError
 MiB = 1 << 20
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A MariaDB user name (at most 80 characters) that is safe inside '...' in the stack's
+# CREATE USER / GRANT statements, which cannot take it as a bound parameter.
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
 _ENGINES = ("InnoDB", "MyISAM", "Aria")
 
 
@@ -94,6 +97,9 @@ class Config:
             if not _IDENTIFIER.match(value):
                 raise ConfigError(f"{name}={value!r} is not a plain SQL identifier "
                                   "(letters, digits, underscore; not starting with a digit)")
+        if not _USER_NAME.match(self.mysql_user):
+            raise ConfigError(f"mysql_user={self.mysql_user!r} is not a plain MySQL user name "
+                              "(letters, digits, underscore, dot, hyphen; at most 80)")
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
