@@ -87,6 +87,10 @@ class Config:
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
     max_bad: int = -1  # -1: no limit
+    # A line longer than this (its line end not counted) is rejected without ever being held
+    # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
+    # 1 KiB (DESIGN section 8). Valid LinkBench lines are under 400 bytes.
+    max_line_bytes: int = 4 * MiB
 
     # Coordinator.
     poll_interval: float = 0.5
@@ -103,7 +107,7 @@ class Config:
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
-                     "dist_ch_tasks"):
+                     "dist_ch_tasks", "max_line_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.bucket_width < 0:

@@ -21,7 +21,7 @@ from debl.errors import LoadStateError
 from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.mysql import connect
 from loaders.load import reject_path
-from loaders.rejects import read_rejects
+from loaders.rejects import read_rejects, unescape_name
 from loaders.source import open_source
 from loaders.webhdfs import WebHDFS
 
@@ -65,8 +65,9 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
                                  f"{latest['load_id']}; only the current dataset can be verified")
         load_id = load["load_id"]
         report = VerifyReport(load_id, load["state"])
-        files = catalog.execute("SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s"
-                                " ORDER BY file_seq", (load_id,))
+        files = [(seq, unescape_name(name), hot) for seq, name, hot in catalog.execute(
+            "SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s ORDER BY file_seq",
+            (load_id,))]
         took = dict(((seq, part), rows) for seq, part, rows in catalog.execute(
             "SELECT file_seq, part, `rows` FROM debl_file_counts WHERE load_id = %s", (load_id,)))
         buckets = catalog.buckets()
@@ -75,10 +76,8 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
         part_paths = {b.b_index: catalog.bucket_paths(b.b_index) for b in buckets}
 
     rejects: dict[str, int] = defaultdict(int)
-    path = reject_path(config, load_id)
-    if path.exists():
-        for name, _, _, _ in read_rejects(path):
-            rejects[name] += 1
+    for name, _, _, _ in read_rejects(reject_path(config, load_id)):
+        rejects[name] += 1
 
     good: dict[int, int] = defaultdict(int)
     for (seq, _), rows in took.items():
