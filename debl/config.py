@@ -54,6 +54,9 @@ class Config:
     mysql_database: str = "debl"
     mysql_engine: str = "InnoDB"
     link_table: str = "linktable"
+    # Connections per MySQLStore (the coordinator's and the query client's link reads), shared
+    # by all its threads: the server sees at most this many per store (HBaseStore pools 32).
+    mysql_pool_size: int = 32
 
     # HDFS.
     hdfs_uri: str = "hdfs://127.0.0.1:9820"
@@ -107,7 +110,7 @@ class Config:
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
-                     "dist_ch_tasks", "max_line_bytes"):
+                     "dist_ch_tasks", "max_line_bytes", "mysql_pool_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.bucket_width < 0:
