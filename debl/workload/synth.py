@@ -15,10 +15,10 @@ For each id1 of the chunk (ids ``[lo, hi)``):
 - ``data``: LogNormal(median 8, sigma 1) bytes, rounded and clamped to [0, 254], each byte
   uniform in 32..100 (so ``"``, ``,`` and ``\\`` occur; tab and newline never do).
 
-Updates in ``days`` (see ``debl.workload.spec``): for each later period ``k`` every link of an earlier period
-is updated in ``k`` with probability ``min(1, r/k)``, ``r = share / (1 - share)``. With equal
-periods file ``k`` holds ``k * n/F`` earlier links, so it gets ``r * n/F`` updates in expectation:
-``share`` of its lines. Deciding updates per chunk keeps the generator streaming (no memory of
+Updates in ``days`` (see ``debl.workload.spec``): for each later period ``k`` every link of an
+earlier period is updated in ``k`` with probability ``min(1, r/k)``, ``r = share / (1 - share)``.
+With equal periods file ``k`` holds ``k * n/F`` earlier links, so it gets ``r * n/F`` updates in
+expectation: ``share`` of its lines. Deciding updates per chunk keeps the generator streaming (no memory of
 earlier chunks) and every update's key is a link that really exists in an earlier file.
 
 Updates in ``ranges``: each link gets Poisson(``r``) updates, so ``share`` of every file's lines
