@@ -150,7 +150,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
     empties the stores of its namespace first.
     """
     from debl.bench import BenchSpec, bench_root, max_id_for_size, run_bench
-    from debl.report import write_report
+    from debl.report import service_from_uptime, write_report
     from debl.workload.spec import GenerateSpec
 
     if (size is None) == (max_id is None):
@@ -189,6 +189,10 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
                f"({result.input_bytes / 1e6:,.1f} MB input)")
     for r in result.runs:
         served = "" if r.all_served_s is None else f", all queries served {r.all_served_s:8.1f} s"
+        service = service_from_uptime(r)
+        if service is not None:
+            served += (f", {service.first_window:,} in the first {service.window_s:g} s "
+                       "after uptime")
         click.echo(f"  {r.approach:15} uptime {r.uptime_s:8.1f} s{served}")
     if report:
         click.echo(f"report: {report.markdown}\n        {report.html}\n        {report.plot}")
