@@ -287,13 +287,13 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
         sv = service_from_uptime(r)
         if sv is None:
             continue
-        if r.approach != "bulkLoad-mysql":
+        if r.approach != "bulkLoad-mysql" and mysql_service is not None:
             rows.append((f"served in 1st {SERVICE_WINDOW_S:g} s after uptime / bulkLoad-mysql's",
-                         r.approach, _s(_ratio(sv.first_window, mysql_service.first_window
-                                               if mysql_service else None), 2), "-"))
-        if r.approach != "bulkLoad-hbase":
+                         r.approach, _s(_ratio(sv.first_window, mysql_service.first_window), 2),
+                         "-"))
+        if r.approach != "bulkLoad-hbase" and hbase is not None and hbase.all_served_s:
             rows.append(("last query / bulkLoad-hbase's last query", r.approach,
-                         _s(_ratio(r.all_served_s, hbase.all_served_s if hbase else None), 2),
+                         _s(_ratio(r.all_served_s, hbase.all_served_s), 2),
                          "< 1" if r.approach in ("debl", "debl-cold") else "-"))
     demand, fifo = by.get("debl"), by.get("debl-fifo")
     if demand and fifo and demand.waits and fifo.waits:
