@@ -159,7 +159,8 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     rejects = RejectWriter(reject_path(config, load_id))
     summary.reject_file = str(rejects.path)
     if resume:  # the parts to redo start afresh
-        rejects.keep([HOT_PART] * hot_done + [chunk_part(c.chunk_no) for c in done_chunks])
+        rejects.keep(([HOT_PART] if hot_done else [])
+                     + [chunk_part(c.chunk_no) for c in done_chunks])
     # The previous dataset's HBase table goes (gen_HF creates the new one pre-split); dropping
     # takes seconds, so it runs beside the load instead of delaying it.
     dropping = None if resume else _background(_drop_hbase_table, config)
