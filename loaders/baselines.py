@@ -29,8 +29,8 @@ Pitfalls:
 
 - Every approach replaces the dataset of its namespace (database, HBase table, HDFS root): a
   load clears the bucket tables and drops the HBase link table, the hot path recreates the MySQL
-  link table. Approaches that do not touch MySQL leave its link table as it was; the bench
-  empties it before each approach.
+  link table and a load without hot files empties it. Only fileCopy leaves the stores as they
+  were; the bench empties them before each approach.
 - bulkLoad-hbase runs gen_HF in this process and takes gen_HF's MySQL lock: it waits (up to ten
   minutes) while another gen_HF holds it.
 - The load state is ``up`` as soon as the bucketing ends, because gen_HF only converts buckets of

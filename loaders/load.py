@@ -33,7 +33,7 @@ from debl.catalog import Catalog, LoadFile, Phase
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
 from loaders.chunker import Chunk, ChunkCopier, Position
-from loaders.rejects import RejectWriter
+from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
 from loaders.source import Source, SourceFile, open_source
 from loaders.split import split_files
 from loaders.webhdfs import WebHDFS
@@ -103,7 +103,8 @@ def hdfs_paths(config: Config, load_id: str) -> tuple[str, str]:
 
 
 def reject_path(config: Config, load_id: str) -> Path:
-    return config.state_dir / "loads" / load_id / "rejects.tsv"
+    """The load's reject directory: one file per part (``loaders.rejects``)."""
+    return config.state_dir / "loads" / load_id / "rejects"
 
 
 def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
@@ -136,13 +137,15 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             catalog.begin_load(load_id, options.approach, source.describe(), chunk_size,
                                {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
                                 "max_bad": max_bad}, started=t_start)
-            catalog.add_files(load_id, [LoadFile(seq, f.name, f.size, f.mtime, seq in hot_seqs)
-                                        for seq, f in files])
+            catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
+                                                 seq in hot_seqs) for seq, f in files])
             chunk_dir, bucket_dir = hdfs_paths(config, load_id)
             hdfs.delete(bucket_dir, recursive=True)
             hdfs.mkdirs(bucket_dir)
             if width:
                 catalog.update_load(load_id, bucket_width=width)
+            if not hot_seqs:  # a hot path replaces the link table; without one, it is emptied
+                _empty_link_table(config)
 
     hot = [(seq, f) for seq, f in files if seq in hot_seqs]
     cold = [(seq, f) for seq, f in files if seq not in hot_seqs]
@@ -156,6 +159,9 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     progress.start(summary.hot_bytes, summary.cold_bytes)
     rejects = RejectWriter(reject_path(config, load_id))
     summary.reject_file = str(rejects.path)
+    if resume:  # the parts to redo start afresh
+        rejects.keep(([HOT_PART] if hot_done else [])
+                     + [chunk_part(c.chunk_no) for c in done_chunks])
     # Beside the cold path (in this thread): the hot path, and the drop of the previous
     # dataset's HBase table (gen_HF creates the new one pre-split; dropping takes seconds, so it
     # does not delay the load).
@@ -164,8 +170,6 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     hot_path: Future | None = None
     try:
         if hot and not hot_done:
-            for seq, f in hot:
-                rejects.forget(f.name, 1, 1 << 62)
             hot_path = background.submit(_hot_path, config, source, hot, rejects, max_bad,
                                          load_id, summary, progress)
         elif hot_done:
@@ -181,7 +185,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             hot_path.result()  # raises what the hot path raised
         if dropping:
             dropping.result()  # raises what the drop raised
-        summary.rejects = _count_rejects(rejects)
+        summary.rejects = rejects.count
         if 0 <= max_bad < summary.rejects:
             raise BadInputError(f"{summary.rejects} bad lines, more than --max-bad {max_bad}; "
                                 f"see {rejects.path}")
@@ -193,7 +197,6 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
         raise
     finally:
         background.shutdown(wait=True)  # both threads have ended by now: returns at once
-        rejects.close()
 
     t_up = time.time()
     summary.uptime_s = t_up - t_start
@@ -220,10 +223,13 @@ def _drop_hbase_table(config: Config) -> None:
             hbase.drop_table()
 
 
-def _count_rejects(rejects: RejectWriter) -> int:
-    rejects.flush()
-    with open(rejects.path, "rb") as f:
-        return sum(1 for line in f if not line.startswith(b"#"))
+def _empty_link_table(config: Config) -> None:
+    """The previous dataset's hot rows go: a load replaces the whole dataset, and verify and
+    the coordinator take the MySQL link table to hold exactly this load's hot rows."""
+    from debl.store.mysql import MySQLStore
+
+    with MySQLStore(config) as mysql:
+        mysql.reset()
 
 
 def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
@@ -233,7 +239,11 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
 
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "hot", "all")
-        result = load_hot(config, source, hot, rejects, max_bad, progress=progress.hot)
+        with rejects.open_part(HOT_PART) as part:
+            try:
+                result = load_hot(config, source, hot, part, max_bad, progress=progress.hot)
+            finally:  # before the phase counts as done; a failed one's rejects stay readable
+                part.commit()
         for phase, t0, t1 in result.phases:
             catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
         catalog.phase_end(load_id, "hot", "all", bytes=result.bytes, rows=result.rows)
@@ -305,16 +315,14 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 chunk, copy_seconds = item
                 catalog.phase_start(load_id, "dist_ch", f"{chunk.chunk_no:05d}")
                 t0 = time.time()
-                for seg in chunk.segments:
-                    rejects.forget(seg.name, seg.first_line, seg.first_line + seg.lines - 1)
                 result = dist_ch.bucket_chunk(spark, config, chunk, width, bucket_dir,
                                               summary.cold_bytes,
                                               {seq: f.size for seq, f in cold})
                 if not width:  # derived from the first chunk; fixed for the whole load
                     width = result.width
                     catalog.update_load(load_id, bucket_width=width)
-                for r in result.rejects:
-                    rejects.write(r.file, r.line_no, r.reason, r.line)
+                rejects.write_part(chunk_part(chunk.chunk_no),
+                                   [(r.file, r.line_no, r.reason, r.line) for r in result.rejects])
                 catalog.record_bucket_chunks(load_id, chunk.chunk_no, width, result.parts,
                                              bucket_dir)
                 catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
@@ -326,7 +334,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 progress.bucketed(chunk.chunk_no, result.rows, seconds)
                 if seconds > copy_seconds and sizes["next"] < 4 * chunk_size:
                     sizes["next"] *= 2
-                rejected = _count_rejects(rejects)
+                rejected = rejects.count
                 if 0 <= max_bad < rejected:
                     raise BadInputError(f"more than {max_bad} bad lines ({rejected} so far); "
                                         f"see {rejects.path}")
@@ -347,7 +355,7 @@ def _resume_state(catalog: Catalog, load_id: str):
     if load.state == "up":
         raise LoadStateError(f"load {load_id} is already up; nothing to resume")
     recorded = catalog.files(load_id)
-    files = [(f.file_seq, SourceFile(f.name, f.size, f.mtime)) for f in recorded]
+    files = [(f.file_seq, SourceFile(unescape_name(f.name), f.size, f.mtime)) for f in recorded]
     hot_seqs = {f.file_seq for f in recorded if f.hot}
     done = []
     for c in catalog.chunks(load_id):

@@ -13,7 +13,7 @@ Every check is a (what, expected, found) triple; the report is good when they al
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from debl.catalog import Catalog
 from debl.config import Config
@@ -21,7 +21,7 @@ from debl.errors import LoadStateError
 from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.store.mysql import MySQLStore
 from loaders.load import reject_path
-from loaders.rejects import read_rejects
+from loaders.rejects import read_rejects, unescape_name
 from loaders.source import open_source
 from loaders.webhdfs import WebHDFS
 
@@ -65,17 +65,15 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
                                  "only the current dataset can be verified")
         load_id = load.load_id
         report = VerifyReport(load_id, load.state)
-        files = catalog.files(load_id)
+        files = [replace(f, name=unescape_name(f.name)) for f in catalog.files(load_id)]
         counts = catalog.file_counts(load_id)
         buckets = catalog.buckets()
         jobs = {j.b_index: j for j in catalog.jobs()}
         part_paths = {b.b_index: catalog.bucket_paths(b.b_index) for b in buckets}
 
     rejects: dict[str, int] = defaultdict(int)
-    path = reject_path(config, load_id)
-    if path.exists():
-        for name, _, _, _ in read_rejects(path):
-            rejects[name] += 1
+    for name, _, _, _ in read_rejects(reject_path(config, load_id)):
+        rejects[name] += 1
 
     good: dict[int, int] = defaultdict(int)
     for count in counts:
