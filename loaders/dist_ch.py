@@ -5,11 +5,13 @@ For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, va
 from the chunk's segments, and writes, for every bucket ``b = id1 // width`` the slice touches,
 one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>`` (``debl.bucket_file``): that bucket's
 lines, each followed by two more fields, the origin (gen_HF needs it for the merge rule's last
-tie-breakers), sorted by (id1, link_type, time), with a sparse index of byte offsets as its
-footer, so that the raw route reads one id1's rows without the rest (docs/ONLINE.md, "Bucket
-files"). It returns, per bucket, rows, bytes (of the lines, without the index) and a checksum;
-the loader records them in the bucket index. Bad lines come back whole; the reason in the
-reject file is parse_line's own.
+tie-breakers), sorted by (id1, link_type, time), with a sparse index of byte offsets and a Bloom
+filter of its keys as its footer, so that the raw route reads one id1's rows without the rest
+(docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows, bytes (of the lines, without
+the footer) and a checksum; the loader records them in the bucket index. Bad lines come back
+whole; the reason in the reject file is parse_line's own. A line over ``max_line_bytes`` is
+never held whole (the JVM reads past it): it comes back as its length and first bytes. A CRLF
+line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through py4j): in Python it bucketed
 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps the plan
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
-from debl.model import CHECKSUM_MOD, ParseError, parse_line
+from debl.model import CHECKSUM_MOD, ParseError, parse_line, too_long
 from debl.spark import call_jvm
 from loaders.chunker import Chunk
 
@@ -89,9 +91,10 @@ def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
                     f"{line[:200]!r} (the JVM and Python validations disagree: please report)")
 
 
-def _chunk_result(chunk: Chunk, width: int, report: str) -> DistResult:
+def _chunk_result(chunk: Chunk, width: int, report: str, max_line_bytes: int) -> DistResult:
     """The JVM's report (debl.jobs.DistCh.bucket) as the chunk's result: per bucket, the sums
-    over the slices' files (``<path>.<slice>``; the index row names ``<path>``)."""
+    over the slices' files (``<path>.<slice>``; the index row names ``<path>``); a line over
+    *max_line_bytes* comes back as its length and first bytes only."""
     parts: dict[int, BucketChunk] = {}
     rejects: list[Reject] = []
     per_file = {s.file_seq: (0, 0) for s in chunk.segments}
@@ -107,6 +110,10 @@ def _chunk_result(chunk: Chunk, width: int, report: str) -> DistResult:
                                    f[4].rsplit(".", 1)[0])
         elif kind == "R":
             rejects.append(_reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
+        elif kind == "L":
+            name = next(s.name for s in chunk.segments if s.file_seq == int(f[0]))
+            rejects.append(Reject(name, int(f[1]), str(too_long(int(f[2]), max_line_bytes)),
+                                  bytes.fromhex(f[3])))
         else:
             seq, n, bad = int(f[0]), int(f[1]), int(f[2])
             per_file[seq] = (per_file[seq][0] + n, per_file[seq][1] + bad)
@@ -120,6 +127,8 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: st
     derives the width from this chunk's key range and *total_bytes* (the cold input's size)."""
     sc = spark.sparkContext
     sc.setJobGroup(f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
+    # The tasks' line reader takes the limit from the Hadoop settings they are given.
+    sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", config.max_line_bytes)
     jobs = sc._jvm.debl.jobs.DistCh
     uri = f"{config.hdfs_uri}{chunk.path}"
     slices = "\n".join(f"{offset}\t{line}" for offset, line in chunk.slices)
@@ -142,4 +151,4 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: st
                          for s in chunk.segments)
     report = call_jvm("dist_ch", jobs.bucket, sc._jsc, uri, slices, segments, width,
                       f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
-    return _chunk_result(chunk, width, report)
+    return _chunk_result(chunk, width, report, config.max_line_bytes)

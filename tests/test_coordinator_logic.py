@@ -15,7 +15,7 @@ import pytest
 
 import coordinator.coordinator as coordinator_module
 from coordinator import Coordinator
-from debl.catalog import Bucket
+from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import Link, Origin
@@ -48,7 +48,7 @@ class FakeCatalog:
 
     def load(self, load_id=None):
         self._maybe_fail()
-        return dict(self.world["load"]) if self.world.get("load") else None
+        return LoadRecord(**self.world["load"]) if self.world.get("load") else None
 
     def buckets(self):
         self._maybe_fail()
@@ -83,9 +83,10 @@ class FakeRawReader:
 
 
 def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
-    return {"load_id": load_id, "state": state, "bucket_width": width, "hot_k_lo": 0,
-            "hot_k_hi": 999, "hot_rows": 1, "started": time.time(), "uptime": None,
-            "error": "disk full\nmore" if state == "failed" else None}
+    return {"load_id": load_id, "approach": "debl", "source": "test", "state": state,
+            "bucket_width": width, "chunk_size": 1, "params": {}, "started": time.time(),
+            "uptime": None, "ended": None, "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1,
+            "summary": None, "error": "disk full\nmore" if state == "failed" else None}
 
 
 @pytest.fixture

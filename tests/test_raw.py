@@ -92,9 +92,7 @@ def raw(stack_config, spark, tmp_path_factory):
                                    bucket_width=WIDTH))
     assert summary.chunks >= 4 and summary.buckets >= 4 and summary.hot_rows
     with Catalog(config) as catalog:
-        files = [(int(seq), name, bool(hot)) for seq, name, hot in catalog.execute(
-            "SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s "
-            "ORDER BY file_seq", (summary.load_id,))]
+        files = [(f.file_seq, f.name, f.hot) for f in catalog.files(summary.load_id)]
         prefixes = {b.b_index: catalog.bucket_paths(b.b_index) for b in catalog.buckets()}
     assert [name for _, name, _ in files][:3] == ["heavy-0.tsv", "heavy-1.tsv", "heavy-2.tsv"]
     fs = WebHDFS(config)
