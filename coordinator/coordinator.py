@@ -138,8 +138,8 @@ class Coordinator:
         self.last_poll_error: str | None = None
         self._mysql = MySQLStore(config)
         self._hbase = HBaseStore(config)
-        self._raw = RawReader(config)
-        self._catalog = Catalog(config)  # thread-safe: the poller's, then close's
+        self._catalog = Catalog(config)  # thread-safe: the poller's, the raw reader's, close's
+        self._raw = RawReader(config, self._catalog)
         self._poll()
         self._poller = threading.Thread(target=self._run_poller, daemon=True,
                                         name=f"debl-coordinator-{self.coordinator_id}")

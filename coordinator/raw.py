@@ -1,17 +1,19 @@
 """The raw route's reader: one (id1, link_type)'s rows straight from a bucket's files in HDFS,
 for a bucket that gen_HF has not loaded into HBase yet (docs/COORDINATOR.md, "The raw route").
 
-dist_ch writes every bucket file sorted by (id1, link_type, time) with a sparse index as its
-footer (debl.bucket_file). For a query the reader
+dist_ch writes every bucket file sorted by (id1, link_type, time) with a sparse index and a
+Bloom filter of its keys as its footer (debl.bucket_file). For a query the reader
 
 1. opens the bucket once: its files (the catalog's path prefix per chunk, one directory
-   listing) and each file's index (one ranged read of the file's tail), checking that each
-   chunk's files hold exactly the rows dist_ch recorded for it, and the bucket the rows of the
-   bucket index, so that a file gone or changed is an error naming it, never a smaller answer;
-2. reads, per file, only the blocks that can hold the key (``BucketIndex.blocks``), newest
-   first: the last block, then 2, 4, ... blocks back, so a heavy id1 read for one page of its
-   newest links stops early, as HBase's scan does; each read is one WebHDFS OPEN with offset and
-   length;
+   listing) and each file's index and filter (one ranged read of the file's tail, all files in
+   parallel), checking that each chunk's files hold exactly the rows dist_ch recorded for it,
+   and the bucket the rows of the bucket index, so that a file gone or changed is an error
+   naming it, never a smaller answer;
+2. reads, in only the files whose filter and index say they may hold the key
+   (``BucketIndex.blocks``), the blocks that can hold it, newest first: the last block of every
+   such file in parallel, then, as the merge asks for more, 2, 4, ... blocks back, so a heavy
+   id1 read for one page of its newest links stops early, as HBase's scan does; each read is one
+   WebHDFS OPEN with offset and length (``WebHDFS.read_range``: straight to the DataNode);
 3. parses the key's lines with the one line parser (``debl.bucket_file.parse_row``, i.e.
    ``debl.model.parse_line``) and merges the files by the one merge rule
    (``debl.model.merge_batch``), yielding one winner per key, hidden ones included, newest first
@@ -36,8 +38,8 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -50,8 +52,8 @@ from loaders.webhdfs import WebHDFS
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
 # HDFS reads in flight per reader: a query's first read of each file (and a bucket's index
-# reads) go out together, since a WebHDFS read is mostly waiting (a NameNode redirect, then the
-# DataNode: 4 + 8 ms on the 2-core stack under load, measured).
+# reads) go out together, since a WebHDFS read is mostly waiting on the DataNode (2.4-3.9 ms on
+# the 2-core stack under load, measured; a query over 10 files took half the time in parallel).
 READ_THREADS = 16
 _OPENED_COST = 256  # bytes of memory an opened bucket takes per file, beside its index
 
@@ -115,25 +117,20 @@ class _File:
 class RawReader:
     """Reads (id1, link_type)'s rows from the bucket files of buckets not loaded yet.
 
-    Connects to nothing at construction: the catalog (for a bucket's file prefixes) on the first
-    bucket opened, HDFS per read. ``close()`` closes the catalog connection."""
+    *catalog* (thread-safe, the caller's) gives a bucket's file prefixes when the bucket is
+    first opened; HDFS is reached per read. ``close()`` stops the read threads."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, catalog: Catalog) -> None:
         self.config = config
         self.cache = BlockCache(config.raw_cache_bytes)
         self._fs = WebHDFS(config, timeout=30.0)
-        self._catalog: Catalog | None = None
-        self._catalog_lock = threading.Lock()
+        self._catalog = catalog
         self._opening: dict[tuple[str, int], threading.Lock] = {}
         self._opening_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="debl-raw-read")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        with self._catalog_lock:
-            if self._catalog is not None:
-                self._catalog.close()
-                self._catalog = None
 
     # ------------------------------------------------------------------ queries
 
@@ -228,10 +225,7 @@ class RawReader:
 
     def _read_files(self, bucket: RawBucket) -> list[_File]:
         """The bucket's files and their indexes, checked against the bucket index's rows."""
-        with self._catalog_lock:
-            if self._catalog is None:
-                self._catalog = Catalog(self.config)
-            chunks = self._catalog.bucket_chunks(bucket.b_index)
+        chunks = self._catalog.bucket_chunks(bucket.b_index)
         listings: dict[str, list] = {}
         per_chunk = []
         for chunk in chunks:

@@ -101,7 +101,7 @@ def world(monkeypatch):
     monkeypatch.setattr(coordinator_module, "MySQLStore", lambda config: hot)
     monkeypatch.setattr(coordinator_module, "HBaseStore", lambda config: cold)
     world["raw"] = FakeRawReader(cold)
-    monkeypatch.setattr(coordinator_module, "RawReader", lambda config: world["raw"])
+    monkeypatch.setattr(coordinator_module, "RawReader", lambda config, catalog: world["raw"])
     return world
 
 
