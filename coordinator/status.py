@@ -1,9 +1,9 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
-The latest load (its state, uptime and per-phase timings), the buckets per job state, the demand
-summed over coordinators, the gen_HF jobs running now, and full availability once every bucket is
-loaded. Everything comes from MySQL: the report is the same from any machine and does not need a
-coordinator.
+The latest load (its state, uptime, bucket map and per-phase timings), the buckets per job state
+(and, asked for, every bucket), the demand summed over coordinators, the gen_HF jobs running now,
+and full availability once every bucket is loaded. Everything comes from MySQL: the report is
+the same from any machine and does not need a coordinator.
 
 Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; the DESIGN's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
@@ -14,13 +14,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from debl.buckets import BucketMap
 from debl.catalog import STATES, Catalog
 
 DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dead coordinators
 
 
-def read_status(catalog: Catalog, top: int = 5) -> dict:
-    """The status of the latest load; ``{"load": None, ...}`` when there never was one."""
+def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
+    """The status of the latest load; ``{"load": None, ...}`` when there never was one.
+    With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
+    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state."""
     now = time.time()
     load = catalog.load()
     buckets = catalog.buckets()
@@ -51,6 +54,7 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
             "rows": sum(b.rows for b in buckets),
             "bytes": sum(b.bytes for b in buckets),
             "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
+            "largest_bytes": max((b.bytes for b in buckets), default=0),
         },
         "demand": {
             "total": sum(demand.values()),
@@ -63,15 +67,25 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
         "failed_jobs": failed,
         "full_availability": None,
     }
+    if every_bucket:
+        status["buckets"]["list"] = [
+            {"b_index": b.b_index, "k_lo": b.k_lo, "k_hi": b.k_hi, "c_lo": b.c_lo,
+             "c_hi": b.c_hi, "rows": b.rows, "bytes": b.bytes, "state": b.state}
+            for b in buckets]
     if load is None:
         return status
     started = load["started"]
+    bucket_map = BucketMap.from_catalog(load["bucket_map"])
     status["load"] = {
         "load_id": load["load_id"], "approach": load["approach"], "source": load["source"],
         "state": load["state"], "started": started,
         "uptime": load["uptime"],
         "uptime_s": None if load["uptime"] is None else load["uptime"] - started,
-        "age_s": now - started, "bucket_width": load["bucket_width"],
+        "age_s": now - started,
+        "bucket_map": None if bucket_map is None else {
+            "kind": "width" if bucket_map.width else "splits",
+            "width": bucket_map.width or None,
+            "buckets": None if bucket_map.width else bucket_map.count},
         "chunk_size": load["chunk_size"], "hot_rows": int(load["hot_rows"] or 0),
         "hot_k_lo": load["hot_k_lo"], "hot_k_hi": load["hot_k_hi"],
         "error": load["error"],

@@ -157,7 +157,7 @@ class BenchSpec:
         if self.gen_hf_start != "uptime":
             args += ["--gen-hf-start", self.gen_hf_start]
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
-        for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines"):
+        for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines", "ids"):
             if getattr(g, name) != defaults[name]:
                 raise ConfigError(f"{name} is not a `debl bench` option; "
                                   "use run_bench() for such inputs")

@@ -3,13 +3,14 @@
 =====================  =============================================================
 table                  one row per
 =====================  =============================================================
-debl_loads             load: approach, source, bucket width, state, uptime, summary
+debl_loads             load: approach, source, bucket map, state, uptime, summary
 debl_load_files        source file of a load: size, mtime, hot or cold
 debl_file_counts       (file, part): rows and rejects a part of the load took from it
 debl_chunks            cold chunk: bytes, lines, file segments, copied / bucketed
 debl_phases            timed phase (copy of a chunk, one dist_ch, MySQL load, index...)
 debl_bucket_chunks     (bucket, chunk): what one dist_ch wrote into one bucket
-debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location)
+debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location, and
+                       c_lo, c_hi: the real id1 span of its cold rows)
 debl_jobs              bucket: the job status (pending/queued/running/loaded/failed)
 debl_demand            (coordinator, bucket): buffered queries waiting on the bucket
 =====================  =============================================================
@@ -30,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from debl.buckets import MAX_ID, BucketMap
 from debl.config import Config
 from debl.mysql import connect
 
@@ -42,10 +44,11 @@ DDL = [
     """CREATE TABLE IF NOT EXISTS debl_loads (
         load_id VARCHAR(40) PRIMARY KEY, approach VARCHAR(32) NOT NULL,
         source VARCHAR(1024) NOT NULL, state VARCHAR(16) NOT NULL,
-        bucket_width BIGINT NULL, chunk_size BIGINT NOT NULL, params TEXT NOT NULL,
+        chunk_size BIGINT NOT NULL, params TEXT NOT NULL,
         started DOUBLE NOT NULL, uptime DOUBLE NULL, ended DOUBLE NULL,
         hot_k_lo BIGINT NULL, hot_k_hi BIGINT NULL, hot_rows BIGINT NOT NULL DEFAULT 0,
-        summary TEXT NULL, error TEXT NULL) DEFAULT CHARSET=utf8mb4""",
+        summary TEXT NULL, error TEXT NULL,
+        bucket_map MEDIUMTEXT NULL) DEFAULT CHARSET=utf8mb4""",
     """CREATE TABLE IF NOT EXISTS debl_load_files (
         load_id VARCHAR(40) NOT NULL, file_seq INT NOT NULL, name VARCHAR(1024) NOT NULL,
         size BIGINT NOT NULL, mtime DOUBLE NOT NULL, hot TINYINT NOT NULL,
@@ -65,11 +68,13 @@ DDL = [
     """CREATE TABLE IF NOT EXISTS debl_bucket_chunks (
         b_index BIGINT NOT NULL, chunk_no INT NOT NULL, load_id VARCHAR(40) NOT NULL,
         `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, checksum BIGINT UNSIGNED NOT NULL,
-        path VARCHAR(512) NOT NULL, PRIMARY KEY (b_index, chunk_no)) DEFAULT CHARSET=utf8mb4""",
+        path VARCHAR(512) NOT NULL, c_lo BIGINT NOT NULL, c_hi BIGINT NOT NULL,
+        PRIMARY KEY (b_index, chunk_no)) DEFAULT CHARSET=utf8mb4""",
     """CREATE TABLE IF NOT EXISTS debl_buckets (
         b_index BIGINT PRIMARY KEY, k_lo BIGINT NOT NULL, k_hi BIGINT NOT NULL,
         `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, checksum BIGINT UNSIGNED NOT NULL,
-        location VARCHAR(512) NOT NULL, load_id VARCHAR(40) NOT NULL) DEFAULT CHARSET=utf8mb4""",
+        location VARCHAR(512) NOT NULL, load_id VARCHAR(40) NOT NULL,
+        c_lo BIGINT NOT NULL, c_hi BIGINT NOT NULL) DEFAULT CHARSET=utf8mb4""",
     """CREATE TABLE IF NOT EXISTS debl_jobs (
         b_index BIGINT PRIMARY KEY, state VARCHAR(16) NOT NULL, run_id VARCHAR(40) NULL,
         queued DOUBLE NULL, started DOUBLE NULL, ended DOUBLE NULL,
@@ -82,6 +87,17 @@ DDL = [
 
 DATASET_TABLES = ("debl_bucket_chunks", "debl_buckets", "debl_jobs", "debl_demand")
 
+# Columns added with the bucket map (docs/LOADING.md, "Bucket boundaries"), for a catalog made
+# before it: (table, column, definition). An old bucket's span defaults to the whole id range (a
+# query there needs the bucket, as before), and an old load's width becomes its map.
+_ADDED_COLUMNS = (
+    ("debl_loads", "bucket_map", "MEDIUMTEXT NULL"),
+    ("debl_bucket_chunks", "c_lo", "BIGINT NOT NULL DEFAULT 0"),
+    ("debl_bucket_chunks", "c_hi", f"BIGINT NOT NULL DEFAULT {MAX_ID}"),
+    ("debl_buckets", "c_lo", "BIGINT NOT NULL DEFAULT 0"),
+    ("debl_buckets", "c_hi", f"BIGINT NOT NULL DEFAULT {MAX_ID}"),
+)
+
 
 @dataclass(frozen=True)
 class Bucket:
@@ -93,6 +109,8 @@ class Bucket:
     checksum: int
     location: str
     state: str
+    c_lo: int  # the lowest and highest id1 of the bucket's cold rows
+    c_hi: int
 
 
 @dataclass(frozen=True)
@@ -105,6 +123,8 @@ class BucketChunk:
     bytes: int
     checksum: int
     path: str
+    c_lo: int  # the lowest and highest id1 of these rows
+    c_hi: int
 
 
 class Catalog:
@@ -133,6 +153,14 @@ class Catalog:
                 name = ddl.split("EXISTS", 1)[1].split("(", 1)[0].strip()
                 if name not in present:
                     cur.execute(ddl)
+            for table, column, definition in _ADDED_COLUMNS:
+                if table in present:
+                    cur.execute(f"SHOW COLUMNS FROM {table} LIKE %s", (column,))
+                    if not cur.fetchall():
+                        cur.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                        if column == "bucket_map":
+                            cur.execute("UPDATE debl_loads SET bucket_map = CONCAT('{\"width\":',"
+                                        " bucket_width, '}') WHERE bucket_width > 0")
 
     def execute(self, sql: str, args: Iterable | None = None) -> list[tuple]:
         with self.conn.cursor() as cur:
@@ -156,11 +184,16 @@ class Catalog:
                      (load_id, approach, source, chunk_size, json.dumps(params), time.time()))
 
     def update_load(self, load_id: str, **values: object) -> None:
-        allowed = {"state", "bucket_width", "uptime", "ended", "hot_k_lo", "hot_k_hi",
-                   "hot_rows", "summary", "error"}
+        allowed = {"state", "uptime", "ended", "hot_k_lo", "hot_k_hi", "hot_rows", "summary",
+                   "error"}
         assert set(values) <= allowed, values
         sets = ", ".join(f"{k} = %s" for k in values)
         self.execute(f"UPDATE debl_loads SET {sets} WHERE load_id = %s", (*values.values(), load_id))
+
+    def set_bucket_map(self, load_id: str, bucket_map: BucketMap) -> None:
+        """Record the load's bucket map (decided once, before its first chunk)."""
+        self.execute("UPDATE debl_loads SET bucket_map = %s WHERE load_id = %s",
+                     (bucket_map.to_json(), load_id))
 
     def load(self, load_id: str | None = None) -> dict | None:
         """A load's row as a dict (the latest load if no id)."""
@@ -225,10 +258,11 @@ class Catalog:
 
     # -- the bucket index
 
-    def record_bucket_chunks(self, load_id: str, chunk_no: int, width: int,
+    def record_bucket_chunks(self, load_id: str, chunk_no: int, bucket_map: BucketMap,
                              parts: list[BucketChunk], location: str) -> None:
         """Replace a chunk's share of every bucket, then recompute those buckets' index rows
-        and make sure each has a job status row (``pending`` if new)."""
+        (``k_lo``, ``k_hi`` from *bucket_map*; the cold span over the chunks) and make sure each
+        has a job status row (``pending`` if new)."""
         self.conn.begin()
         try:
             with self.conn.cursor() as cur:
@@ -238,15 +272,17 @@ class Catalog:
                 cur.execute("DELETE FROM debl_bucket_chunks WHERE chunk_no = %s", (chunk_no,))
                 if parts:
                     cur.executemany(
-                        "INSERT INTO debl_bucket_chunks VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        [(p.b_index, chunk_no, load_id, p.rows, p.bytes, p.checksum, p.path)
-                         for p in parts])
+                        "INSERT INTO debl_bucket_chunks VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        [(p.b_index, chunk_no, load_id, p.rows, p.bytes, p.checksum, p.path,
+                          p.c_lo, p.c_hi) for p in parts])
                 for b in sorted(touched):
                     cur.execute(
                         "REPLACE INTO debl_buckets SELECT %s, %s, %s, SUM(`rows`), SUM(bytes), "
-                        "CAST(SUM(checksum) %% 18446744073709551616 AS UNSIGNED), %s, %s "
+                        "CAST(SUM(checksum) %% 18446744073709551616 AS UNSIGNED), %s, %s, "
+                        "MIN(c_lo), MAX(c_hi) "
                         "FROM debl_bucket_chunks WHERE b_index = %s HAVING COUNT(*) > 0",
-                        (b, b * width, (b + 1) * width - 1, f"{location}/{b}", load_id, b))
+                        (b, *bucket_map.range_of(b), f"{location}/{b}", load_id, b))
                     cur.execute("INSERT IGNORE INTO debl_jobs (b_index, state) "
                                 "VALUES (%s, 'pending')", (b,))
             self.conn.commit()
@@ -257,7 +293,7 @@ class Catalog:
     def buckets(self) -> list[Bucket]:
         rows = self.execute(
             "SELECT b.b_index, b.k_lo, b.k_hi, b.`rows`, b.bytes, b.checksum, b.location, "
-            "COALESCE(j.state, 'pending') FROM debl_buckets b "
+            "COALESCE(j.state, 'pending'), b.c_lo, b.c_hi FROM debl_buckets b "
             "LEFT JOIN debl_jobs j ON j.b_index = b.b_index ORDER BY b.b_index")
         return [Bucket(*row) for row in rows]
 

@@ -76,10 +76,17 @@ class Config:
 
     # Loading.
     chunk_size: int = 256 * MiB
-    bucket_width: int = 0  # 0: derived from the first chunk and bucket_target_bytes
+    # > 0: fixed-width buckets (b = id1 // bucket_width). 0: split points sampled from the cold
+    # files before the copy, for buckets of about bucket_target_bytes (loaders.sampling).
+    bucket_width: int = 0
     # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
     # order more finely, each run costing a Spark job and a bulk load (~2 s) more.
     bucket_target_bytes: int = 32 * MiB
+    # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket
+    # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. The
+    # defaults read 0.4% of the input.
+    sample_reads_per_bucket: int = 32
+    sample_bytes: int = 4096
     dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
@@ -97,11 +104,12 @@ class Config:
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
-                     "dist_ch_tasks"):
+                     "dist_ch_tasks", "sample_reads_per_bucket", "sample_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.bucket_width < 0:
-            raise ConfigError(f"bucket_width must be 0 (derive) or positive, not {self.bucket_width}")
+            raise ConfigError(f"bucket_width must be 0 (sampled split points) or positive, "
+                              f"not {self.bucket_width}")
 
     @property
     def lib_dir(self) -> Path:

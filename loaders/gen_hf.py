@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from debl.buckets import BucketMap
 from debl.catalog import Bucket, Catalog
 from debl.config import Config
 from debl.errors import DeblError, ServiceError
 from debl.mysql import connect
-from debl.store.hbase_layout import id1_boundary
-from loaders.hbase_bulk import bulk_load, create_table
+from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
 from loaders.webhdfs import WebHDFS
 
@@ -122,9 +122,8 @@ class GenHF:
         """Create the link table pre-split at every bucket boundary, once per load."""
         if self._table_for == load["load_id"]:
             return
-        width = load["bucket_width"]
-        splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
-                        {id1_boundary((b.b_index + 1) * width) for b in buckets})
+        bucket_map = BucketMap.from_catalog(load["bucket_map"])
+        splits = bucket_split_keys(bucket_map, [b.b_index for b in buckets]) if bucket_map else []
         if create_table(self.spark, self.config, splits):
             self.report(f"created HBase table {self.config.hbase_table} with "
                         f"{len(splits) + 1} regions")

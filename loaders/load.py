@@ -1,10 +1,13 @@
 """``debl load``: the offline phase, from a source to uptime.
 
 1. List the source, split the files into hot and cold (``loaders.split``).
-2. In parallel: the hot files go into MySQL (``loaders.mysql_bulk``, a thread); the cold files
+2. Decide the bucket map (``debl.buckets``): a fixed width if one is configured, else split
+   points from a sample of the cold files (``loaders.sampling``, while the hot path starts).
+   It is recorded with the load before the first chunk, and a resumed load keeps it.
+3. In parallel: the hot files go into MySQL (``loaders.mysql_bulk``, a thread); the cold files
    are copied chunk by chunk into HDFS (``loaders.chunker``, a thread) while the main thread runs
    dist_ch (``loaders.dist_ch``) on each copied chunk, in one long-lived Spark application.
-3. When both paths are done the system is up: the load records its uptime and summary.
+4. When both paths are done the system is up: the load records its uptime and summary.
 
 Every phase's start and end goes to ``debl_phases`` under the load id, for the reports. A killed
 load is continued with ``resume=LOAD_ID``: chunks already bucketed are skipped, the copy restarts
@@ -30,6 +33,7 @@ from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
@@ -45,7 +49,7 @@ class LoadOptions:
     hot_bytes: int | None = None
     hot_since: float | None = None
     chunk_size: int | None = None  # None: config.chunk_size
-    bucket_width: int | None = None  # None: config.bucket_width (0: derive)
+    bucket_width: int | None = None  # None: config.bucket_width (0: sampled split points)
     max_bad: int | None = None  # None: config.max_bad
     approach: str = "debl"
 
@@ -64,7 +68,7 @@ class LoadSummary:
     cold_rows: int = 0
     chunks: int = 0
     buckets: int = 0
-    bucket_width: int = 0
+    bucket_map: dict = field(default_factory=dict)  # BucketMap.to_dict(); empty: no cold file
     rejects: int = 0
     reject_file: str = ""
     phases: dict[str, float] = field(default_factory=dict)
@@ -119,7 +123,8 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
 
     with Catalog(config) as catalog:
         if resume:
-            load_id, files, hot_seqs, width, done_chunks, hot_done = _resume_state(catalog, resume)
+            load_id, files, hot_seqs, bucket_map, done_chunks, hot_done = _resume_state(catalog,
+                                                                                      resume)
             t_start = catalog.load(load_id)["started"]
         else:
             load_id = new_load_id()
@@ -131,6 +136,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             files = list(enumerate(listed))
             hot_seqs = {seq for seq, f in files if f.name in hot_names}
             width = options.bucket_width if options.bucket_width is not None else config.bucket_width
+            bucket_map = BucketMap.fixed(width) if width else None
             done_chunks, hot_done = [], False
             catalog.begin_load(load_id, options.approach, source.describe(), chunk_size,
                                {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
@@ -140,8 +146,8 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             chunk_dir, bucket_dir = hdfs_paths(config, load_id)
             hdfs.delete(bucket_dir, recursive=True)
             hdfs.mkdirs(bucket_dir)
-            if width:
-                catalog.update_load(load_id, bucket_width=width)
+            if bucket_map is not None:
+                catalog.set_bucket_map(load_id, bucket_map)
 
     hot = [(seq, f) for seq, f in files if seq in hot_seqs]
     cold = [(seq, f) for seq, f in files if seq not in hot_seqs]
@@ -169,8 +175,10 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             with Catalog(config) as catalog:
                 summary.hot_rows = catalog.load(load_id)["hot_rows"]
 
+        if cold and bucket_map is None:
+            bucket_map = _sample(config, source, [f for _, f in cold], load_id, progress)
         if cold:
-            _cold_path(config, source, cold, rejects, max_bad, load_id, width, chunk_size,
+            _cold_path(config, source, cold, rejects, max_bad, load_id, bucket_map, chunk_size,
                        done_chunks, summary, progress,
                        stop=lambda: hot_path is not None and hot_path.done()
                        and hot_path.exception() is not None)
@@ -216,6 +224,20 @@ def _background(fn, *args) -> Future:
     return future
 
 
+def _sample(config: Config, source: Source, cold: list[SourceFile], load_id: str,
+            progress: LoadProgress) -> BucketMap:
+    """Split points from a sample of the cold files, recorded with the load."""
+    from loaders.sampling import sample_bucket_map
+
+    with Catalog(config) as catalog:
+        catalog.phase_start(load_id, "sample", "all")
+        bucket_map = sample_bucket_map(config, source, cold)
+        catalog.set_bucket_map(load_id, bucket_map)
+        catalog.phase_end(load_id, "sample", "all", rows=bucket_map.count)
+    progress.message(f"bucket map: {bucket_map.describe()}")
+    return bucket_map
+
+
 def _drop_hbase_table(config: Config) -> None:
     from debl.store.hbase import HBaseStore
 
@@ -250,7 +272,8 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
 
 
 def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]],
-               rejects: RejectWriter, max_bad: int, load_id: str, width: int, chunk_size: int,
+               rejects: RejectWriter, max_bad: int, load_id: str, bucket_map: BucketMap,
+               chunk_size: int,
                done_chunks: list[Chunk], summary: LoadSummary, progress: LoadProgress,
                stop: Callable[[], bool]) -> None:
     """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS."""
@@ -315,15 +338,10 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 t0 = time.time()
                 for seg in chunk.segments:
                     rejects.forget(seg.name, seg.first_line, seg.first_line + seg.lines - 1)
-                result = dist_ch.bucket_chunk(spark, config, chunk, width, bucket_dir,
-                                              summary.cold_bytes,
-                                              {seq: f.size for seq, f in cold})
-                if not width:  # derived from the first chunk; fixed for the whole load
-                    width = result.width
-                    catalog.update_load(load_id, bucket_width=width)
+                result = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, bucket_dir)
                 for r in result.rejects:
                     rejects.write(r.file, r.line_no, r.reason, r.line)
-                catalog.record_bucket_chunks(load_id, chunk.chunk_no, width, result.parts,
+                catalog.record_bucket_chunks(load_id, chunk.chunk_no, bucket_map, result.parts,
                                              bucket_dir)
                 catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
                 catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
@@ -348,7 +366,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
     with Catalog(config) as catalog:
         summary.buckets = len(catalog.buckets())
         summary.cold_rows = sum(b.rows for b in catalog.buckets())
-    summary.bucket_width = width
+    summary.bucket_map = bucket_map.to_dict()
 
 
 def _resume_state(catalog: Catalog, load_id: str):
@@ -369,4 +387,6 @@ def _resume_state(catalog: Catalog, load_id: str):
     hot_done = bool(catalog.execute("SELECT 1 FROM debl_phases WHERE load_id = %s AND "
                                     "phase = 'hot' AND ended IS NOT NULL", (load_id,)))
     catalog.update_load(load_id, state="running", error=None)
-    return load_id, files, hot_seqs, load["bucket_width"] or 0, done, hot_done
+    # The recorded map (None if the load was killed before it was decided: no chunk is bucketed
+    # then, and a new sample decides it).
+    return load_id, files, hot_seqs, BucketMap.from_catalog(load["bucket_map"]), done, hot_done

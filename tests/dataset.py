@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from debl.buckets import BucketMap
 from debl.model import CHECKSUM_MOD, Link, Origin, ParseError, parse_line, row_checksum
 from debl.store.memory import MemoryStore
 from debl.workload.generator import GenerateSummary, generate
@@ -44,16 +45,21 @@ def reference_store(directory: Path, hot_names: set[str], only: str = "all") -> 
     return store
 
 
-def expected_buckets(directory: Path, cold_names: set[str], width: int) -> dict[int, tuple]:
-    """b_index -> (k_lo, k_hi, rows, checksum) computed from the cold files alone."""
+def expected_buckets(directory: Path, cold_names: set[str],
+                     bucket_map: BucketMap) -> dict[int, tuple]:
+    """b_index -> (k_lo, k_hi, rows, checksum, c_lo, c_hi) computed from the cold files alone
+    (``[c_lo, c_hi]``: the id1 span of the bucket's rows)."""
     rows: dict[int, int] = defaultdict(int)
     sums: dict[int, int] = defaultdict(int)
+    ids: dict[int, list[int]] = defaultdict(list)
     for _, name, _, link in raw_rows(directory):
         if name in cold_names:
-            b = link.id1 // width
+            b = bucket_map.bucket_of(link.id1)
             rows[b] += 1
             sums[b] += row_checksum(link)
-    return {b: (b * width, (b + 1) * width - 1, rows[b], sums[b] % CHECKSUM_MOD) for b in rows}
+            ids[b].append(link.id1)
+    return {b: (*bucket_map.range_of(b), rows[b], sums[b] % CHECKSUM_MOD, min(ids[b]), max(ids[b]))
+            for b in rows}
 
 
 def all_rows(store) -> set[Link]:

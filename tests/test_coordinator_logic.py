@@ -15,6 +15,7 @@ import pytest
 
 import coordinator.coordinator as coordinator_module
 from coordinator import Coordinator
+from debl.buckets import BucketMap
 from debl.catalog import Bucket
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
@@ -51,8 +52,8 @@ class FakeCatalog:
 
     def buckets(self):
         self._maybe_fail()
-        width = self.world["load"]["bucket_width"]
-        return [Bucket(b, b * width, (b + 1) * width - 1, 1, 1, 0, "", state)
+        bucket_map = BucketMap.from_json(self.world["load"]["bucket_map"])
+        return [Bucket(b, *bucket_map.range_of(b), 1, 1, 0, "", state, *bucket_map.range_of(b))
                 for b, state in sorted(self.world["jobs"].items())]
 
     def job_states(self):
@@ -64,8 +65,8 @@ class FakeCatalog:
 
 
 def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
-    return {"load_id": load_id, "state": state, "bucket_width": width, "hot_k_lo": 0,
-            "hot_k_hi": 999, "hot_rows": 1, "started": time.time(), "uptime": None,
+    return {"load_id": load_id, "state": state, "bucket_map": BucketMap.fixed(width).to_json(),
+            "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1, "started": time.time(), "uptime": None,
             "error": "disk full\nmore" if state == "failed" else None}
 
 

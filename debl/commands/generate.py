@@ -10,6 +10,7 @@ import click
 
 from debl.commands.common import friendly_errors
 from debl.workload.generator import GenerateSummary, generate as run_generate
+from debl.workload.idspace import ID_SPACES
 from debl.workload.spec import GenerateSpec
 
 
@@ -22,7 +23,8 @@ def _human(summary: GenerateSummary) -> str:
         f"  links (distinct keys): {summary.links:,}",
         f"  updates:               {summary.updates:,} ({summary.hidden:,} hidden)",
         f"  bad lines:             {len(summary.bad_lines):,}",
-        f"  ids:                   [{summary.spec.start_id}, {summary.spec.max_id})",
+        f"  ids:                   [{summary.spec.start_id}, {summary.spec.max_id})"
+        + ("" if summary.spec.ids == "dense" else f", placed as {summary.spec.ids}"),
         f"  mtimes:                {summary.files[0].end_ms} .. {summary.files[-1].end_ms} (ms)",
     ]
     for bad in summary.bad_lines:
@@ -49,19 +51,23 @@ def _human(summary: GenerateSummary) -> str:
               help="Malformed lines to inject, for testing rejects; listed in the summary.")
 @click.option("--max-degree", type=int, default=None,
               help="Cap every out-degree (not LinkBench; for small test sets).")
+@click.option("--ids", type=click.Choice(ID_SPACES), default="dense", show_default=True,
+              help="dense: ids as numbered; clusters: moved into three clusters (from start-id, "
+                   "10^6 and 2^40), like real sparse ids.")
 @click.option("--overwrite", is_flag=True, help="Replace link files already in OUT.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @friendly_errors
 def generate(out: Path, max_id: int, files: int, days: int, seed: int, start_id: int,
              update_share: float, hidden_share: float, link_types: int, bad_lines: int,
-             max_degree: int | None, overwrite: bool, as_json: bool) -> None:
+             max_degree: int | None, ids: str, overwrite: bool, as_json: bool) -> None:
     """Write LinkBench link files into OUT, one per period, mtime = end of the period.
 
     Deterministic: one set of options gives the same bytes and mtimes on every machine.
     """
     spec = GenerateSpec(max_id=max_id, files=files, days=days, seed=seed, start_id=start_id,
                         update_share=update_share, hidden_share=hidden_share,
-                        link_types=link_types, bad_lines=bad_lines, max_degree=max_degree)
+                        link_types=link_types, bad_lines=bad_lines, max_degree=max_degree,
+                        ids=ids)
     err = sys.stderr
     with click.progressbar(length=spec.n_ids, label="generating", file=err,
                            show_pos=True) as bar:
