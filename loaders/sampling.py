@@ -14,13 +14,13 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
    read starts one byte early to see whether its first line starts at its offset) are parsed with
    ``debl.model.parse_line``; bad lines do not count. The read stands for its stratum's bytes,
    shared among its lines by their length: each sampled id1 carries the bytes it stands for.
-3. **Cuts.** Over the id1s in order, a bucket closes where its weight would pass its share of
-   what remains (the remaining weight over the remaining buckets), so one heavy id does not push
-   every later cut; an id weighing half a bucket or more starts a bucket of its own. An id is
-   never cut, and no bucket can be lighter than its heaviest id, so the
-   target is at least the heaviest id's weight: buckets then stay about even (LinkBench's
-   heaviest id, 961,963 links, is about 53 MB). The number of buckets is the cold weight over the
-   target, rounded up.
+3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
+   never cut, and no bucket can be lighter than its heaviest id, so the target is at least the
+   heaviest id's weight: buckets then stay about even (LinkBench's heaviest id, 961,963 links, is
+   about 53 MB). Over the id1s in order, buckets are filled greedily up to a limit, the smallest
+   limit (found by bisection) with which that many buckets hold everything: no cut into that
+   many buckets has a lighter heaviest bucket, and a heavy id ends up in a bucket of its own
+   instead of doubling its neighbour.
 
 Pitfalls:
 
@@ -37,6 +37,8 @@ import math
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+import numpy as np
 
 from debl.buckets import BucketMap
 from debl.config import Config
@@ -104,23 +106,38 @@ def split_points(weights: Iterable[tuple[int, float]], target_bytes: int) -> lis
         per_id[id1] = per_id.get(id1, 0.0) + w
     if not per_id:
         return []
-    ids = sorted(per_id)
-    total = sum(per_id.values())
-    target = max(float(target_bytes), max(per_id.values()))
-    left = math.ceil(total / target - 1e-9)  # buckets still to fill, the current one included
-    splits: list[int] = []
-    done = acc = 0.0  # weight before the current bucket; weight so far
-    for id1 in ids:
-        w = per_id[id1]
-        # Close the current bucket before id1 when id1's middle would pass the bucket's share,
-        # or before an id heavy enough to make half a bucket alone (it starts its own).
-        goal = (total - done) / left
-        if left > 1 and acc > done and (acc - done + w / 2 > goal or w >= goal / 2):
-            splits.append(id1)
-            done = acc
-            left -= 1
-        acc += w
-    return splits
+    ids = np.array(sorted(per_id), dtype=np.int64)
+    sizes = np.array([per_id[i] for i in ids.tolist()], dtype=np.float64)
+    total, heaviest = float(sizes.sum()), float(sizes.max())
+    buckets = math.ceil(total / max(float(target_bytes), heaviest) - 1e-9)
+    # The smallest limit whose greedy cut needs at most `buckets` buckets: with it, no bucket
+    # is heavier than in any other cut into that many buckets. Past total/buckets + heaviest
+    # every closed bucket outweighs total/buckets, so that limit always fits.
+    lo, hi = max(heaviest, total / buckets), total / buckets + heaviest
+    best = _greedy(sizes, hi)
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        cut = _greedy(sizes, mid)
+        if len(cut) < buckets:
+            hi, best = mid, cut
+        else:
+            lo = mid
+    return ids[best].tolist()
+
+
+def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
+    """Indexes where a bucket starts when each bucket takes ids in order while it stays within
+    *limit* (an id heavier than the limit alone)."""
+    before = np.concatenate(([0.0], np.cumsum(sizes)))  # weight of the ids before index i
+    starts, i = [], 0
+    while True:
+        # The first id that would take the bucket from i past the limit starts the next one.
+        j = max(int(np.searchsorted(before, before[i] + limit * (1 + 1e-12), "right")) - 1,
+                i + 1)
+        if j >= len(sizes):
+            return starts
+        starts.append(j)
+        i = j
 
 
 def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
