@@ -4,9 +4,9 @@ The generator numbers nodes densely, ``[start_id, max_id)``. Real social-graph i
 64-bit numbers; ``clusters`` moves the dense numbers into three clusters, as a service that
 changed its id scheme twice would have them (docs/WORKLOAD.md):
 
-- the first third of the nodes from ``start_id`` up (1..50,000 for 150,000 nodes),
-- the second third from 10^6 up,
-- the last third (and every id past ``max_id``, which an id2 may be) from 2^40 up.
+- a third of the nodes, at most 50,000, from ``start_id`` up (1..50,000 from 150,000 nodes on),
+- half of the others from 10^6 up,
+- the rest (and every id past ``max_id``, which an id2 may be) from 2^40 up.
 
 The mapping is increasing, so files stay in id1 order and every property of the dense set
 (degrees, updates, the merge rule) holds unchanged; only the id values move. A cluster that
@@ -21,12 +21,15 @@ import numpy as np
 
 ID_SPACES = ("dense", "clusters")
 CLUSTER_BASES = (None, 10**6, 1 << 40)  # None: the first cluster starts at start_id
+FIRST_CLUSTER_MAX = 50_000  # nodes: the first cluster stays below the second's base
 
 
 def cluster_starts(start_id: int, max_id: int) -> tuple[np.ndarray, np.ndarray]:
     """(first dense id of each cluster, first sparse id of each cluster)."""
     n = max_id - start_id
-    dense = np.array([start_id, start_id + n // 3, start_id + 2 * (n // 3)], dtype=np.int64)
+    first = min(n // 3, FIRST_CLUSTER_MAX)
+    second = (n - first) // 2
+    dense = np.array([start_id, start_id + first, start_id + first + second], dtype=np.int64)
     sparse = [start_id]
     for k in (1, 2):
         after_previous = sparse[-1] + int(dense[k] - dense[k - 1])
