@@ -2,8 +2,9 @@
 
 1. List the source, split the files into hot and cold (``loaders.split``).
 2. Decide the bucket map (``debl.buckets``): a fixed width if one is configured, else split
-   points from a sample of the cold files (``loaders.sampling``, while the hot path starts).
-   It is recorded with the load before the first chunk, and a resumed load keeps it.
+   points from a sample of the cold files (``loaders.sampling``, beside the hot path, the first
+   chunk's copy and Spark's start: only dist_ch needs the map). It is recorded with the load
+   before the first chunk is bucketed, and a resumed load keeps it.
 3. In parallel: the hot files go into MySQL (``loaders.mysql_bulk``, a thread); the cold files
    are copied chunk by chunk into HDFS (``loaders.chunker``, a thread) while the main thread runs
    dist_ch (``loaders.dist_ch``) on each copied chunk, in one long-lived Spark application.
@@ -165,6 +166,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     # takes seconds, so it runs beside the load instead of delaying it.
     dropping = None if resume else _background(_drop_hbase_table, config)
     hot_path: Future | None = None
+    sampling: Future | None = None
     try:
         if hot and not hot_done:
             for seq, f in hot:
@@ -175,10 +177,10 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             with Catalog(config) as catalog:
                 summary.hot_rows = catalog.load(load_id)["hot_rows"]
 
-        if cold and bucket_map is None:
-            bucket_map = _sample(config, source, [f for _, f in cold], load_id, progress)
         if cold:
-            _cold_path(config, source, cold, rejects, max_bad, load_id, bucket_map, chunk_size,
+            sampling = (_background(_sample, config, source, [f for _, f in cold], load_id,
+                                    progress) if bucket_map is None else _decided(bucket_map))
+            _cold_path(config, source, cold, rejects, max_bad, load_id, sampling, chunk_size,
                        done_chunks, summary, progress,
                        stop=lambda: hot_path is not None and hot_path.done()
                        and hot_path.exception() is not None)
@@ -192,7 +194,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
                                 f"see {rejects.path}")
     except BaseException as exc:
         # Threads still writing would race a later load of this process: let them finish.
-        wait([f for f in (hot_path, dropping) if f is not None])
+        wait([f for f in (hot_path, dropping, sampling) if f is not None])
         with Catalog(config) as catalog:
             catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
         raise
@@ -221,6 +223,12 @@ def _background(fn, *args) -> Future:
             future.set_exception(exc)
 
     threading.Thread(target=run, name=fn.__name__, daemon=True).start()
+    return future
+
+
+def _decided(bucket_map: BucketMap) -> Future:
+    future: Future = Future()
+    future.set_result(bucket_map)
     return future
 
 
@@ -272,11 +280,12 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
 
 
 def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]],
-               rejects: RejectWriter, max_bad: int, load_id: str, bucket_map: BucketMap,
+               rejects: RejectWriter, max_bad: int, load_id: str, decided: Future,
                chunk_size: int,
                done_chunks: list[Chunk], summary: LoadSummary, progress: LoadProgress,
                stop: Callable[[], bool]) -> None:
-    """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS."""
+    """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS, by the bucket map
+    that *decided* yields."""
     from debl.spark import spark_session
     from loaders import dist_ch
 
@@ -331,6 +340,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
     copier_thread.start()
     try:
         spark = spark_session(config, "debl-dist_ch")  # starts while the first chunk is copied
+        bucket_map = decided.result()  # raises what the sample raised
         with Catalog(config) as catalog:
             while (item := copied.get()) is not None:
                 chunk, copy_seconds = item
