@@ -26,9 +26,10 @@ one cold), the paper's "2g mysql" of 10 GB.
 
 Scale: the configured chunk size and bucket target are sized for inputs of many GB. Unless the
 spec gives them, a bench cuts its input into about 16 chunks and each approach's cold bytes into
-``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``), so a small bench
-keeps the shape of a large load: copy and dist_ch pipelined, and enough buckets for the order of
-gen_HF to matter. The values used are in ``bench.json`` (``effective``).
+``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``, and
+``bucket_target_covers_heaviest`` off, so that LinkBench's heaviest id does not merge them into
+fewer), so a small bench keeps the shape of a large load: copy and dist_ch pipelined, and enough
+buckets for the order of gen_HF to matter. The values used are in ``bench.json`` (``effective``).
 
 Times: every approach's clock starts when its load starts (``debl_loads.started``). "all served"
 is when the last of the requests completed; the query phase starts at uptime, so it includes the
@@ -488,8 +489,9 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
     approach = APPROACHES[name]
     progress.phase(name, "load")
     options, target_bytes = plan
-    if target_bytes is not None:
-        config = config.replace(bucket_target_bytes=target_bytes)
+    if target_bytes is not None:  # spec.buckets buckets, a giant id alone in the largest
+        config = config.replace(bucket_target_bytes=target_bytes,
+                                bucket_target_covers_heaviest=False)
     service = None
     if approach.gen_hf_order:
         service = GenHFProcess(config, approach.gen_hf_order,

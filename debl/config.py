@@ -82,6 +82,11 @@ class Config:
     # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
     # order more finely, each run costing a Spark job and a bulk load (~2 s) more.
     bucket_target_bytes: int = 32 * MiB
+    # One bucket holds an id whole. True: the target is raised to the heaviest id's bytes, so
+    # buckets stay even (largest / mean near 1) when one id outweighs bucket_target_bytes, as
+    # LinkBench's rank-0 id (~64 MB) does. False: cold bytes / bucket_target_bytes buckets all
+    # the same, that id alone in the largest (debl bench --buckets N wants N buckets).
+    bucket_target_covers_heaviest: bool = True
     # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket
     # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. The
     # defaults read 0.4% of the input.
@@ -146,6 +151,12 @@ def _coerce(name: str, raw: Any, target: type | str) -> Any:
     try:
         if "Path" in kind:
             return Path(raw)
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return str(raw).lower() in ("1", "true", "yes", "on")
+            raise ValueError(raw)
         if "int" in kind and "None" not in kind:
             return int(raw)
         if "float" in kind:

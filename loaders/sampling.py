@@ -15,12 +15,13 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
    ``debl.model.parse_line``; bad lines do not count. The read stands for its stratum's bytes,
    shared among its lines by their length: each sampled id1 carries the bytes it stands for.
 3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
-   never cut, and no bucket can be lighter than its heaviest id, so the target is at least the
-   heaviest id's weight: buckets then stay about even (LinkBench's heaviest id, 961,963 links, is
-   about 53 MB). Over the id1s in order, buckets are filled greedily up to a limit, the smallest
-   limit (found by bisection) with which that many buckets hold everything: no cut into that
-   many buckets has a lighter heaviest bucket, and a heavy id ends up in a bucket of its own
-   instead of doubling its neighbour.
+   never cut, so one bucket holds the heaviest id whole; with ``bucket_target_covers_heaviest``
+   (the default) the target is at least that id's weight, so buckets stay about even
+   (LinkBench's heaviest id, 961,963 links, is about 64 MB of input). Over the id1s in order,
+   buckets are filled greedily up to a limit, an id heavier than the limit alone in its bucket;
+   the limit is the smallest (found by bisection) with which that many buckets hold everything:
+   no such cut has a heavier bucket of several ids, and a heavy id ends up in a bucket of its
+   own instead of doubling its neighbour.
 
 Pitfalls:
 
@@ -98,9 +99,11 @@ def weighted_ids(block: bytes, read: Read) -> list[tuple[int, float]]:
     return [(id1, read.stands_for * n / total) for id1, n in found]
 
 
-def split_points(weights: Iterable[tuple[int, float]], target_bytes: int) -> list[int]:
+def split_points(weights: Iterable[tuple[int, float]], target_bytes: int,
+                 covers_heaviest: bool = True) -> list[int]:
     """The split points (first id1 of every bucket but the first) that cut *weights*
-    (``(id1, bytes)``, an id1 may repeat) into buckets of about *target_bytes* (module step 3)."""
+    (``(id1, bytes)``, an id1 may repeat) into buckets of about *target_bytes*, raised to the
+    heaviest id's weight with *covers_heaviest* (module step 3)."""
     per_id: dict[int, float] = {}
     for id1, w in weights:
         per_id[id1] = per_id.get(id1, 0.0) + w
@@ -109,11 +112,11 @@ def split_points(weights: Iterable[tuple[int, float]], target_bytes: int) -> lis
     ids = np.array(sorted(per_id), dtype=np.int64)
     sizes = np.array([per_id[i] for i in ids.tolist()], dtype=np.float64)
     total, heaviest = float(sizes.sum()), float(sizes.max())
-    buckets = math.ceil(total / max(float(target_bytes), heaviest) - 1e-9)
-    # The smallest limit whose greedy cut needs at most `buckets` buckets: with it, no bucket
-    # is heavier than in any other cut into that many buckets. Past total/buckets + heaviest
-    # every closed bucket outweighs total/buckets, so that limit always fits.
-    lo, hi = max(heaviest, total / buckets), total / buckets + heaviest
+    target = max(float(target_bytes), heaviest) if covers_heaviest else float(target_bytes)
+    buckets = math.ceil(total / target - 1e-9)
+    # The smallest limit whose greedy cut needs at most `buckets` buckets. Past total/buckets +
+    # heaviest every closed bucket outweighs total/buckets, so that limit always fits.
+    lo, hi = total / buckets, total / buckets + heaviest
     best = _greedy(sizes, hi)
     while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
@@ -153,4 +156,5 @@ def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
 
     with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="sample") as pool:
         weights = [w for found in pool.map(sample, reads) for w in found]
-    return BucketMap.from_splits(split_points(weights, target))
+    return BucketMap.from_splits(split_points(weights, target,
+                                              config.bucket_target_covers_heaviest))

@@ -131,6 +131,30 @@ def test_split_points_cut_at_the_weights():
     assert split_points([(1, 5.0), (1, 5.0), (2, 10.0)], 10) == [2]
 
 
+def bucket_weights(weights, splits) -> tuple[BucketMap, dict[int, float]]:
+    bucket_map = BucketMap.from_splits(splits)
+    sizes: dict[int, float] = defaultdict(float)
+    for id1, w in weights:
+        sizes[bucket_map.bucket_of(id1)] += w
+    return bucket_map, sizes
+
+
+def test_a_giant_id_sets_the_size_or_stands_alone():
+    weights = [(i, 1.0) for i in range(1, 1001)] + [(500, 199.0)]  # 1,199 bytes; 500 weighs 200
+    # Covered (the default): 1,199 / 200 -> 6 buckets, about even.
+    _, sizes = bucket_weights(weights, split_points(weights, 100))
+    assert len(sizes) == 6
+    assert max(sizes.values()) <= 1.2 * 1199 / 6
+    # Not covered: 1,199 / 100 -> at most 12 buckets, the giant alone, the others even.
+    bucket_map, sizes = bucket_weights(weights,
+                                       split_points(weights, 100, covers_heaviest=False))
+    assert 11 <= len(sizes) <= 12
+    giant = bucket_map.bucket_of(500)
+    assert bucket_map.range_of(giant) == (500, 500)
+    others = [w for b, w in sizes.items() if b != giant]
+    assert max(others) <= 1.2 * 999 / 11
+
+
 def test_reads_cover_every_stratum_with_a_phase_per_file():
     from loaders.source import SourceFile
 
