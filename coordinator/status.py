@@ -23,7 +23,8 @@ DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dea
 def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
     """The status of the latest load; ``{"load": None, ...}`` when there never was one.
     With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
-    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state."""
+    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state; and the
+    load's ``bucket_map`` its split points."""
     now = time.time()
     load = catalog.load()
     buckets = catalog.buckets()
@@ -75,17 +76,13 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     if load is None:
         return status
     started = load["started"]
-    bucket_map = BucketMap.from_catalog(load["bucket_map"])
     status["load"] = {
         "load_id": load["load_id"], "approach": load["approach"], "source": load["source"],
         "state": load["state"], "started": started,
         "uptime": load["uptime"],
         "uptime_s": None if load["uptime"] is None else load["uptime"] - started,
         "age_s": now - started,
-        "bucket_map": None if bucket_map is None else {
-            "kind": "width" if bucket_map.width else "splits",
-            "width": bucket_map.width or None,
-            "buckets": None if bucket_map.width else bucket_map.count},
+        "bucket_map": _map_summary(BucketMap.from_catalog(load["bucket_map"]), every_bucket),
         "chunk_size": load["chunk_size"], "hot_rows": int(load["hot_rows"] or 0),
         "hot_k_lo": load["hot_k_lo"], "hot_k_hi": load["hot_k_hi"],
         "error": load["error"],
@@ -101,6 +98,19 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         status["full_availability"] = {"at": load["uptime"], "seconds": load["uptime"] - started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _map_summary(bucket_map: BucketMap | None, with_splits: bool) -> dict | None:
+    """The load's bucket map: its kind, the width or the number of buckets (None: not decided
+    yet), and with *with_splits* the split points."""
+    if bucket_map is None:
+        return None
+    if bucket_map.width:
+        return {"kind": "width", "width": bucket_map.width, "buckets": None}
+    summary = {"kind": "splits", "width": None, "buckets": bucket_map.count}
+    if with_splits:
+        summary["splits"] = list(bucket_map.splits)
+    return summary
 
 
 def _phases(rows: list[dict], now: float) -> list[dict]:

@@ -40,6 +40,7 @@ from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
 from loaders.chunker import Chunk, ChunkCopier, Position
 from loaders.rejects import RejectWriter
+from loaders.sampling import sample_bucket_map
 from loaders.source import Source, SourceFile, open_source
 from loaders.split import split_files
 from loaders.webhdfs import WebHDFS
@@ -235,8 +236,6 @@ def _decided(bucket_map: BucketMap) -> Future:
 def _sample(config: Config, source: Source, cold: list[SourceFile], load_id: str,
             progress: LoadProgress) -> BucketMap:
     """Split points from a sample of the cold files, recorded with the load."""
-    from loaders.sampling import sample_bucket_map
-
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "sample", "all")
         bucket_map = sample_bucket_map(config, source, cold)

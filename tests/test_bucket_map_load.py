@@ -120,7 +120,11 @@ def test_clustered_ids_land_in_even_buckets_at_recorded_split_points(clustered):
 
     result = CliRunner().invoke(status_command, ["--buckets", "--json"], obj=config)
     assert result.exit_code == 0, result.output
-    listed = json.loads(result.output)["buckets"]["list"]
+    report = json.loads(result.output)
+    assert report["load"]["bucket_map"] == {"kind": "splits", "width": None,
+                                            "buckets": bucket_map.count,
+                                            "splits": list(bucket_map.splits)}
+    listed = report["buckets"]["list"]
     assert [(e["b_index"], e["k_lo"], e["k_hi"], e["rows"], e["bytes"], e["state"])
             for e in listed] == [(b.b_index, b.k_lo, b.k_hi, b.rows, b.bytes, "pending")
                                  for b in buckets]
@@ -232,3 +236,45 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
     assert summary.bucket_map == recorded_map.to_dict()
     cold = {f.name for f in source.list()}
     assert buckets == expected_buckets(directory, cold, recorded_map)
+
+
+def test_a_catalog_from_before_the_bucket_map_is_upgraded(stack_config):
+    """The columns the bucket map added appear in an old catalog; an old load's width becomes
+    its map and an old bucket's cold span the whole id range (queries there wait for it, as
+    they did)."""
+    from debl.mysql import connect
+
+    config = replace(stack_config, mysql_database="debl_upgradetest")
+    conn = connect(config)
+    try:
+        with conn.cursor() as cur:
+            for table in ("debl_loads", "debl_buckets", "debl_bucket_chunks"):
+                cur.execute(f"DROP TABLE IF EXISTS {table}")
+            cur.execute("""CREATE TABLE debl_loads (
+                load_id VARCHAR(40) PRIMARY KEY, approach VARCHAR(32) NOT NULL,
+                source VARCHAR(1024) NOT NULL, state VARCHAR(16) NOT NULL,
+                bucket_width BIGINT NULL, chunk_size BIGINT NOT NULL, params TEXT NOT NULL,
+                started DOUBLE NOT NULL, uptime DOUBLE NULL, ended DOUBLE NULL,
+                hot_k_lo BIGINT NULL, hot_k_hi BIGINT NULL, hot_rows BIGINT NOT NULL DEFAULT 0,
+                summary TEXT NULL, error TEXT NULL)""")
+            cur.execute("""CREATE TABLE debl_bucket_chunks (
+                b_index BIGINT NOT NULL, chunk_no INT NOT NULL, load_id VARCHAR(40) NOT NULL,
+                `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, checksum BIGINT UNSIGNED NOT NULL,
+                path VARCHAR(512) NOT NULL, PRIMARY KEY (b_index, chunk_no))""")
+            cur.execute("""CREATE TABLE debl_buckets (
+                b_index BIGINT PRIMARY KEY, k_lo BIGINT NOT NULL, k_hi BIGINT NOT NULL,
+                `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, checksum BIGINT UNSIGNED NOT NULL,
+                location VARCHAR(512) NOT NULL, load_id VARCHAR(40) NOT NULL)""")
+            cur.execute("INSERT INTO debl_loads (load_id, approach, source, state, bucket_width,"
+                        " chunk_size, params, started) VALUES ('old', 'debl', 's', 'up', 500, 1,"
+                        " '{}', 1.0)")
+            cur.execute("INSERT INTO debl_buckets VALUES (3, 1500, 1999, 10, 100, 7, '/b/3', "
+                        "'old')")
+    finally:
+        conn.close()
+    with Catalog(config) as catalog:
+        assert BucketMap.from_catalog(catalog.load("old")["bucket_map"]) == BucketMap.fixed(500)
+        [bucket] = catalog.buckets()
+        assert (bucket.k_lo, bucket.k_hi, bucket.c_lo, bucket.c_hi) == (1500, 1999, 0, MAX_ID)
+    with Catalog(config) as catalog:  # a second open changes nothing
+        assert catalog.load("old")["bucket_map"] == '{"width":500}'
