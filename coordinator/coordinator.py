@@ -133,12 +133,8 @@ class Coordinator:
         self.last_poll_error: str | None = None
         self._mysql = MySQLStore(config)
         self._hbase = HBaseStore(config)
-        self._catalog: Catalog | None = Catalog(config)  # the poller thread's only
-        try:
-            self._poll()
-        except BaseException:
-            self._catalog.close()
-            raise
+        self._catalog = Catalog(config)  # thread-safe: the poller's, then close's
+        self._poll()
         self._poller = threading.Thread(target=self._run_poller, daemon=True,
                                         name=f"debl-coordinator-{self.coordinator_id}")
         self._poller.start()
@@ -161,16 +157,12 @@ class Coordinator:
             self._cond.notify_all()
         self._wake.set()
         self._poller.join(_JOIN_TIMEOUT_S)
-        # The poller's catalog only if the poller is gone: a Catalog is not thread-safe.
-        owned = self._catalog if not self._poller.is_alive() else None
         try:
-            catalog = owned or Catalog(self.config)
-            with catalog:
-                catalog.publish_demand(self.coordinator_id, {})
+            self._catalog.publish_demand(self.coordinator_id, {})
         except Exception as exc:  # noqa: BLE001 -- the rows age out of Catalog.demand anyway
             log.warning("coordinator %s: could not clear its demand rows: %s",
                         self.coordinator_id, exc)
-        self._catalog = None
+        self._catalog.close()
         self._mysql.close()
         self._hbase.close()
 
@@ -351,8 +343,6 @@ class Coordinator:
     def _poll(self) -> None:
         """Read the latest load and the job states; swap or update the dataset."""
         catalog = self._catalog
-        if catalog is None:
-            catalog = self._catalog = Catalog(self.config)
         load = read_load(catalog)
         with self._cond:
             current = self._dataset
@@ -385,8 +375,6 @@ class Coordinator:
             waiting = self._dataset.waiting() if self._dataset else {}
         if not self._policy.due(waiting, now):
             return
-        if self._catalog is None:
-            self._catalog = Catalog(self.config)
         self._catalog.publish_demand(self.coordinator_id, waiting)
         self._policy.done(waiting, now)
 
@@ -419,12 +407,7 @@ class Coordinator:
                 self.last_poll_error = f"{type(exc).__name__}: {exc}"
                 log.warning("coordinator %s: poll failed (retrying): %s", self.coordinator_id,
                             self.last_poll_error)
-                catalog, self._catalog = self._catalog, None
-                if catalog is not None:
-                    try:
-                        catalog.close()
-                    except Exception:  # noqa: BLE001 -- already broken
-                        pass
+                # The catalog's pool replaces a broken connection on the next call.
                 next_poll = time.monotonic() + interval
                 # Back off publishing too, or a dead server turns the loop into a busy one.
                 self._policy.last = time.monotonic()

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from debl.buckets import BucketMap
-from debl.catalog import Catalog
+from debl.catalog import Catalog, LoadRecord
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,11 @@ class LoadView:
         return self.state == "up"
 
     @staticmethod
-    def of(row: dict | None) -> "LoadView | None":
-        if row is None:
+    def of(load: LoadRecord | None) -> "LoadView | None":
+        if load is None:
             return None
-        return LoadView(row["load_id"], row["state"],
-                        BucketMap.from_catalog(row["bucket_map"]), row["hot_k_lo"],
-                        row["hot_k_hi"], int(row["hot_rows"] or 0), float(row["started"]),
-                        row["uptime"], row["error"])
+        return LoadView(load.load_id, load.state, load.bucket_map, load.hot_k_lo,
+                        load.hot_k_hi, load.hot_rows, load.started, load.uptime, load.error)
 
 
 @dataclass

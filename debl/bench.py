@@ -507,10 +507,9 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
             service.stop()
         raise
     with Catalog(config) as catalog:
-        started = catalog.load(summary.load_id)["started"]
-        phases = tuple(PhaseSpan(p["phase"], p["item"], p["started"] - started,
-                                 None if p["ended"] is None else p["ended"] - started,
-                                 p["bytes"], p["rows"])
+        started = catalog.load(summary.load_id).started
+        phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
+                                 None if p.ended is None else p.ended - started, p.bytes, p.rows)
                        for p in catalog.phases(summary.load_id))
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
                       phases, approach.target)
@@ -573,10 +572,10 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
 def _full_availability(config: Config, run: ApproachRun) -> float | None:
     """Seconds from the load start to the last bucket loaded; None if some are not loaded."""
     with Catalog(config) as catalog:
-        total, loaded, last = catalog.execute(
-            "SELECT COUNT(*), COALESCE(SUM(state = 'loaded'), 0), MAX(ended) FROM debl_jobs")[0]
-    if int(loaded) < int(total):
+        jobs = catalog.jobs()
+    if any(j.state != "loaded" for j in jobs):
         return None
+    last = max((j.ended for j in jobs if j.ended is not None), default=None)
     return (last - run.load_started) if last is not None else run.uptime_s
 
 

@@ -13,8 +13,8 @@ Pitfalls:
 - The MySQL password is never a command-line argument. It comes from ``mysql_password``
   (config file or ``DEBL_MYSQL_PASSWORD``) or else from ``mysql_password_file``, which the local
   stack writes with mode 0600.
-- SQL identifiers taken from config (database and table names) are validated here, once, so the
-  rest of the code may interpolate them into SQL.
+- SQL identifiers taken from config (database and table names, the MySQL user name) are
+  validated here, once, so the rest of the code may interpolate them into SQL.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from debl.errors import ConfigError
 MiB = 1 << 20
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A MariaDB user name (at most 80 characters) that is safe inside '...' in the stack's
+# CREATE USER / GRANT statements, which cannot take it as a bound parameter.
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
 _ENGINES = ("InnoDB", "MyISAM", "Aria")
 
 
@@ -51,6 +54,9 @@ class Config:
     mysql_database: str = "debl"
     mysql_engine: str = "InnoDB"
     link_table: str = "linktable"
+    # Connections per MySQLStore (the coordinator's and the query client's link reads), shared
+    # by all its threads: the server sees at most this many per store (HBaseStore pools 32).
+    mysql_pool_size: int = 32
 
     # HDFS.
     hdfs_uri: str = "hdfs://127.0.0.1:9820"
@@ -96,6 +102,10 @@ class Config:
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
     max_bad: int = -1  # -1: no limit
+    # A line longer than this (its line end not counted) is rejected without ever being held
+    # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
+    # 1 KiB (DESIGN section 8). Valid LinkBench lines are under 400 bytes.
+    max_line_bytes: int = 4 * MiB
 
     # Coordinator.
     poll_interval: float = 0.5
@@ -106,10 +116,14 @@ class Config:
             if not _IDENTIFIER.match(value):
                 raise ConfigError(f"{name}={value!r} is not a plain SQL identifier "
                                   "(letters, digits, underscore; not starting with a digit)")
+        if not _USER_NAME.match(self.mysql_user):
+            raise ConfigError(f"mysql_user={self.mysql_user!r} is not a plain MySQL user name "
+                              "(letters, digits, underscore, dot, hyphen; at most 80)")
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
-                     "dist_ch_tasks", "sample_reads_per_bucket", "sample_bytes"):
+                     "dist_ch_tasks", "max_line_bytes", "mysql_pool_size",
+                     "sample_reads_per_bucket", "sample_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.bucket_width < 0:

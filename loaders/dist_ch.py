@@ -8,6 +8,8 @@ bucket's lines in input order, each followed by two more fields, the origin (gen
 the merge rule's last tie-breakers). It returns, per bucket, rows, bytes, a checksum and the
 lowest and highest id1 of its rows (the coordinator's cold coverage); the loader records them in
 the bucket index. Bad lines come back whole; the reason in the reject file is parse_line's own.
+A line over ``max_line_bytes`` is never held whole (the JVM reads past it): it comes back as its
+length and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through py4j): in Python it bucketed
 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps the plan
@@ -34,7 +36,7 @@ from debl.buckets import BucketMap
 from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
-from debl.model import CHECKSUM_MOD, ParseError, parse_line
+from debl.model import CHECKSUM_MOD, ParseError, parse_line, too_long
 from debl.spark import call_jvm
 from loaders.chunker import Chunk
 
@@ -70,9 +72,10 @@ def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
                     f"{line[:200]!r} (the JVM and Python validations disagree: please report)")
 
 
-def _chunk_result(chunk: Chunk, report: str) -> DistResult:
+def _chunk_result(chunk: Chunk, report: str, max_line_bytes: int) -> DistResult:
     """The JVM's report (debl.jobs.DistCh.bucket) as the chunk's result: per bucket, the sums
-    over the slices' files (``<path>.<slice>``; the index row names ``<path>``)."""
+    over the slices' files (``<path>.<slice>``; the index row names ``<path>``); a line over
+    *max_line_bytes* comes back as its length and first bytes only."""
     parts: dict[int, BucketChunk] = {}
     rejects: list[Reject] = []
     per_file = {s.file_seq: (0, 0) for s in chunk.segments}
@@ -90,6 +93,10 @@ def _chunk_result(chunk: Chunk, report: str) -> DistResult:
                                    f[4].rsplit(".", 1)[0], c_lo, c_hi)
         elif kind == "R":
             rejects.append(_reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
+        elif kind == "L":
+            name = next(s.name for s in chunk.segments if s.file_seq == int(f[0]))
+            rejects.append(Reject(name, int(f[1]), str(too_long(int(f[2]), max_line_bytes)),
+                                  bytes.fromhex(f[3])))
         else:
             seq, n, bad = int(f[0]), int(f[1]), int(f[2])
             per_file[seq] = (per_file[seq][0] + n, per_file[seq][1] + bad)
@@ -101,10 +108,12 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
     """Run dist_ch on one chunk, one Spark task per slice, bucketing by *bucket_map*."""
     sc = spark.sparkContext
     sc.setJobGroup(f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
+    # The tasks' line reader takes the limit from the Hadoop settings they are given.
+    sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", config.max_line_bytes)
     uri = f"{config.hdfs_uri}{chunk.path}"
     slices = "\n".join(f"{offset}\t{line}" for offset, line in chunk.slices)
     segments = "\n".join(f"{s.file_seq}\t{s.first_line}\t{s.lines}\t{s.chunk_line}"
                          for s in chunk.segments)
     report = call_jvm("dist_ch", sc._jvm.debl.jobs.DistCh.bucket, sc._jsc, uri, slices, segments,
                       bucket_map.to_json(), f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
-    return _chunk_result(chunk, report)
+    return _chunk_result(chunk, report, config.max_line_bytes)

@@ -39,12 +39,24 @@ def test_toml_tables_and_env_override(tmp_path):
     ("[mysql]\nport = \"abc\"\n", "not a valid int"),
     ("chunk_size = 0\n", "must be positive"),
     ("[mysql\n", "debl.toml"),
+    # mysql_user is quoted into the stack's CREATE USER / GRANT statements.
+    ("[mysql]\nuser = \"x'@'%' IDENTIFIED BY 'y'; DROP DATABASE debl; -- \"\n",
+     "not a plain MySQL user name"),
+    ('[mysql]\nuser = "deb\\\\l"\n', "not a plain MySQL user name"),
+    ('[mysql]\nuser = ""\n', "not a plain MySQL user name"),
+    ('[mysql]\nuser = "%s"\n' % ("u" * 81), "not a plain MySQL user name"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, text, message):
     path = tmp_path / "debl.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_config(path, env={})
+
+
+def test_mysql_user_from_the_environment_is_validated_too():
+    with pytest.raises(ConfigError, match="mysql_user"):
+        load_config(env={"DEBL_MYSQL_USER": "debl'@'%"})
+    assert load_config(env={"DEBL_MYSQL_USER": "app-reader.2"}).mysql_user == "app-reader.2"
 
 
 def test_unknown_environment_variable_is_an_error():

@@ -105,9 +105,7 @@ def _craft(directory: Path) -> None:
 
 def _files(config: Config, load_id: str) -> list[tuple[int, str, bool]]:
     with Catalog(config) as catalog:
-        return [(int(seq), name, bool(hot)) for seq, name, hot in catalog.execute(
-            "SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s "
-            "ORDER BY file_seq", (load_id,))]
+        return [(f.file_seq, f.name, f.hot) for f in catalog.files(load_id)]
 
 
 def _rows(directory: Path, files):
@@ -216,9 +214,8 @@ def _expected(w: World, id1: int, lt: int = LT, *args) -> list[Link]:
 
 def _my_demand(w: World, coordinator: Coordinator) -> dict[int, int]:
     with Catalog(w.config) as catalog:
-        return {int(b): int(n) for b, n in catalog.execute(
-            "SELECT b_index, waiting FROM debl_demand WHERE coordinator = %s",
-            (coordinator.coordinator_id,))}
+        return {row.b_index: row.waiting for row in catalog.published_demand()
+                if row.coordinator == coordinator.coordinator_id}
 
 
 def _eventually(predicate, timeout: float = 5.0) -> bool:

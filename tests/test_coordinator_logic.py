@@ -16,7 +16,7 @@ import pytest
 import coordinator.coordinator as coordinator_module
 from coordinator import Coordinator
 from debl.buckets import BucketMap
-from debl.catalog import Bucket
+from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import Link, Origin
@@ -48,11 +48,11 @@ class FakeCatalog:
 
     def load(self, load_id=None):
         self._maybe_fail()
-        return dict(self.world["load"]) if self.world.get("load") else None
+        return LoadRecord(**self.world["load"]) if self.world.get("load") else None
 
     def buckets(self):
         self._maybe_fail()
-        bucket_map = BucketMap.from_json(self.world["load"]["bucket_map"])
+        bucket_map = self.world["load"]["bucket_map"]
         return [Bucket(b, *bucket_map.range_of(b), 1, 1, 0, "", state, *bucket_map.range_of(b))
                 for b, state in sorted(self.world["jobs"].items())]
 
@@ -65,9 +65,10 @@ class FakeCatalog:
 
 
 def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
-    return {"load_id": load_id, "state": state, "bucket_map": BucketMap.fixed(width).to_json(),
-            "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1, "started": time.time(), "uptime": None,
-            "error": "disk full\nmore" if state == "failed" else None}
+    return {"load_id": load_id, "approach": "debl", "source": "test", "state": state,
+            "bucket_map": BucketMap.fixed(width), "chunk_size": 1, "params": {}, "started": time.time(),
+            "uptime": None, "ended": None, "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1,
+            "summary": None, "error": "disk full\nmore" if state == "failed" else None}
 
 
 @pytest.fixture

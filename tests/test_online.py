@@ -87,8 +87,7 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
             t.join(timeout=30)
         assert len(answers) == len(keys)
         with Catalog(config) as catalog:
-            ended = max(e for (e,) in catalog.execute(
-                "SELECT ended FROM debl_jobs WHERE b_index IN %s", (hot_pair,)))
+            ended = max(j.ended for j in catalog.jobs() if j.b_index in hot_pair)
         for key, got, answered_at in answers:
             assert got == reference.get_link_list(*key)
             # Released by the coordinator's next poll after `loaded`, not eventually: the bound

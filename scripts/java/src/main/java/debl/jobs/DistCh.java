@@ -48,16 +48,26 @@ public final class DistCh {
   private static final int BLOCK = 4 << 20;
   private static final int WRITERS = 4; // small HDFS files cost a create/close round each
   static final int MAX_DATA = 255;
+  /** The Hadoop setting that carries DeBL's {@code max_line_bytes} to the tasks. */
+  static final String MAX_LINE_KEY = "debl.max.line.bytes";
 
   private DistCh() {}
 
   /**
-   * The id1 of a valid line (without its newline), or -1 where {@code parse_line} would refuse
-   * it: not 7 TAB-separated fields, a number that is empty, not plain ASCII digits or over
+   * The id1 of a valid line (without its newline; a final CR is the CR of its CRLF line end),
+   * or -1 where {@code parse_line} would refuse it: not 7 TAB-separated fields, a number that is empty, not plain ASCII digits or over
    * 2^63-1, visibility other than 0 or 1, data over 255 bytes or holding a carriage return.
    */
   public static long lineId1(byte[] line) {
-    return id1Of(line, 0, line.length);
+    return id1Of(line, 0, bodyEnd(line, 0, line.length));
+  }
+
+  /**
+   * The end of a line's body: {@code end} (the newline's index, or the end of the data) less
+   * the CR of a CRLF line end ({@code debl.model.line_body}: a CRLF file loads as its LF twin).
+   */
+  static int bodyEnd(byte[] buf, int start, int end) {
+    return end > start && buf[end - 1] == '\r' ? end - 1 : end;
   }
 
   static long id1Of(byte[] buf, int start, int end) {
@@ -131,10 +141,12 @@ public final class DistCh {
    * ({@link BucketMap}, its JSON in {@code bucketMap}). {@code slices}: one {@code <byte offset>
    * TAB <first chunk line>} line per slice. {@code segments}: one {@code <file_seq> TAB <first
    * line> TAB <lines> TAB <chunk line>} line per segment, in chunk order.
-   * Returns, per slice, lines of three kinds:
+   * Returns, per slice, lines of four kinds:
    * {@code P <slice> <bucket> <rows> <bytes> <checksum, unsigned> <path> <lowest id1> <highest
    * id1>} per bucket file (the id1 span of its rows: the coordinator's cold coverage),
    * {@code R <slice> <file_seq> <line_no> <the line in hex>} per rejected line,
+   * {@code L <slice> <file_seq> <line_no> <length> <its first bytes in hex>} per line over
+   * {@value #MAX_LINE_KEY} bytes (see {@link Lines}),
    * {@code F <slice> <file_seq> <rows bucketed> <lines rejected>} per segment (TAB-separated).
    */
   public static String bucket(JavaSparkContext jsc, String chunkUri, String slices,
@@ -167,6 +179,13 @@ public final class DistCh {
           segEnd = segs[seg][3] + segs[seg][2];
         }
         long lineNo = segs[seg][1] + index - segs[seg][3];
+        if (lines.tooLong) {
+          perFile[seg][1]++;
+          report.append("L\t").append(slice).append('\t').append(segs[seg][0]).append('\t')
+              .append(lineNo).append('\t').append(lines.longLength).append('\t')
+              .append(hex(lines.prefix, 0, lines.prefix.length)).append('\n');
+          continue;
+        }
         long id1 = id1Of(lines.buf, lines.start, lines.end);
         if (id1 < 0) {
           perFile[seg][1]++;
@@ -258,45 +277,110 @@ public final class DistCh {
     }
   }
 
-  /** The lines of one slice, as {@code [start, end)} ranges of {@code buf}. */
+  /**
+   * The lines of one slice, as {@code [start, end)} ranges of {@code buf}: the body of each line,
+   * without its newline and without the CR of a CRLF line end.
+   *
+   * <p>Memory stays bounded whatever the input: a line longer than {@code maxLine} bytes is never
+   * held whole. Once its unfinished part passes the limit it is read on to its newline and
+   * dropped; {@link #next} then reports it with {@code tooLong} set, its length (without its
+   * line end) in {@code longLength} and its first {@value #PREFIX} bytes in {@code prefix}, for
+   * the reject file (docs/LOADING.md, "Bad input"). A line over the limit that happens to fit
+   * the buffer is reported the same way, so the outcome never depends on where a line falls.
+   */
   private static final class Lines implements AutoCloseable {
+    static final int PREFIX = 1024; // debl.model.REJECT_PREFIX
     private final InputStream in;
+    private final long maxLine;
+    private final long hold; // the longest unfinished line kept in buf: the limit, CR, prefix
     private long remaining; // bytes of the slice not read yet; -1: to the end of the file
-    byte[] buf = new byte[BLOCK];
+    byte[] buf;
     private int pos;
     private int scanned; // no newline in [pos, scanned)
     private int limit;
     private boolean eof;
     int start;
     int end;
+    boolean tooLong;
+    long longLength;
+    byte[] prefix;
 
-    Lines(InputStream in, long length) {
+    Lines(InputStream in, long length, long maxLine) {
       this.in = in;
       this.remaining = length;
+      this.maxLine = maxLine;
+      this.hold = Math.max(maxLine, PREFIX) + 1;
+      this.buf = new byte[BLOCK];
     }
 
     boolean next() throws IOException {
+      tooLong = false;
       while (true) {
         for (int i = scanned; i < limit; i++) {
           if (buf[i] == '\n') {
-            start = pos;
-            end = i;
+            int from = pos;
             pos = scanned = i + 1;
+            found(from, i);
             return true;
           }
         }
         scanned = limit;
+        if (limit - pos > hold) {
+          skipLongLine();
+          return true;
+        }
         if (eof) {
           if (pos < limit) { // a last line without a newline
-            start = pos;
-            end = limit;
+            int from = pos;
             pos = scanned = limit;
+            found(from, limit);
             return true;
           }
           return false;
         }
         fill();
       }
+    }
+
+    /** The line {@code buf[from, newline)}: its body, or its report if it is too long. */
+    private void found(int from, int newline) {
+      start = from;
+      end = bodyEnd(buf, from, newline);
+      if (end - start > maxLine) {
+        tooLong = true;
+        longLength = end - start;
+        prefix = Arrays.copyOfRange(buf, start, start + (int) Math.min(PREFIX, end - start));
+        end = start;
+      }
+    }
+
+    /** Reads on to the end of the line at {@code pos}, which is longer than {@code hold}. */
+    private void skipLongLine() throws IOException {
+      prefix = Arrays.copyOfRange(buf, pos, pos + PREFIX);
+      long length = 0;
+      byte last = 0;
+      while (true) {
+        int i = pos;
+        while (i < limit && buf[i] != '\n') {
+          i++;
+        }
+        length += i - pos;
+        if (i > pos) {
+          last = buf[i - 1];
+        }
+        pos = scanned = i;
+        if (i < limit) { // the newline
+          pos = scanned = i + 1;
+          break;
+        }
+        if (eof) {
+          break;
+        }
+        fill(); // pos == limit: the buffer is reused from its start
+      }
+      tooLong = true;
+      longLength = last == '\r' ? length - 1 : length;
+      start = end = pos;
     }
 
     private void fill() throws IOException {
@@ -306,8 +390,8 @@ public final class DistCh {
         scanned -= pos;
         pos = 0;
       }
-      if (limit == buf.length) {
-        buf = Arrays.copyOf(buf, buf.length * 2); // a line longer than the buffer
+      if (limit == buf.length) { // a line longer than the buffer, still within hold
+        buf = Arrays.copyOf(buf, (int) Math.min(2L * buf.length, hold + 1));
       }
       int want = buf.length - limit;
       if (remaining >= 0) {
@@ -337,7 +421,11 @@ public final class DistCh {
     FSDataInputStream in = fs.open(path);
     in.seek(plan[slice][0]);
     long length = slice + 1 < plan.length ? plan[slice + 1][0] - plan[slice][0] : -1;
-    return new Lines(in, length);
+    long maxLine = conf.getLong(MAX_LINE_KEY, -1);
+    if (maxLine <= 0) {
+      throw new IllegalStateException(MAX_LINE_KEY + " is not set (loaders.dist_ch sets it)");
+    }
+    return new Lines(in, length, maxLine);
   }
 
   private static long[][] table(String text, int columns) {
