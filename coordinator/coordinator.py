@@ -10,7 +10,10 @@ Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``de
   (coordinator.merge): merge per key first, then filter;
 - otherwise (``pending``, ``queued``, ``running``, ``failed``): the query is buffered on ``b``
   (its ``q_list``), the bucket's demand rises, and the query is answered as soon as the poller
-  sees ``b`` loaded.
+  sees ``b`` loaded, or, with the raw route on (``config.raw_after`` seconds, not "off"), once it
+  has waited that long: then from the bucket's files in HDFS (coordinator.raw) merged with
+  MySQL's rows, the answer it would get after the conversion (route ``raw``). Either way it
+  counts towards the bucket's demand (coordinator.demand), which steers gen_HF.
 
 A query may carry a deadline. Past it the caller gets QueryTimeout naming the bucket, its state
 and the time waited, or, if it asked for ``partial=True``, the MySQL-only answer marked
@@ -18,10 +21,12 @@ incomplete. Without a deadline (and without the constructor's ``default_timeout`
 query waits as long as its bucket takes: gen_HF always loads every bucket eventually.
 
 Threads: one poller thread per coordinator reads the catalog every ``config.poll_interval``
-seconds and publishes this coordinator's demand; client threads share the object. All routing
+seconds and publishes this coordinator's demand and answer counts (``debl status`` sums them);
+client threads share the object. All routing
 state sits behind one lock and one condition variable, which is notified when a bucket lands,
 when the dataset changes and on close; store I/O happens outside the lock. The MySQL and HBase
-stores are themselves thread-safe (a connection per thread, a connection pool).
+stores and the raw reader are themselves thread-safe (a connection per thread, a connection
+pool, locks around the reader's cache).
 
 Restart: nothing lives only in memory except the queries buffered by this coordinator's own
 clients. A new coordinator reads the load, the bucket index and the job states from MySQL and
@@ -53,6 +58,7 @@ from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
 from coordinator.demand import DemandPolicy, new_coordinator_id
 from coordinator.merge import merge_newest_first, select_merged
+from coordinator.raw import RawBucket, RawReader
 from coordinator.state import BucketState, Dataset, LoadView, read_dataset, read_load
 from coordinator.stats import CoordinatorStats, WaitRecorder
 
@@ -66,7 +72,8 @@ class Answer:
     """One get_link_list through the coordinator.
 
     ``route``: ``mysql`` (no cold row can have id1), ``merged`` (the bucket is loaded: MySQL and
-    HBase), ``partial`` (the deadline passed first: MySQL only, ``complete`` False).
+    HBase), ``raw`` (the bucket is not loaded: MySQL and the bucket's files in HDFS),
+    ``partial`` (the deadline passed first: MySQL only, ``complete`` False).
     ``waited_s``: time blocked waiting for uptime or for the bucket (0.0 if answered at once).
     ``bucket``: the cold bucket of id1, None when no cold row can have id1.
     """
@@ -98,10 +105,10 @@ class BucketView:
 
 @dataclass(frozen=True)
 class _Route:
-    kind: str  # mysql / merged / partial
+    kind: str  # mysql / merged / raw / partial
     dataset: Dataset
     bucket: int | None
-    outcome: str  # for the stats: immediate / buffered / waited_uptime / partial
+    outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
     waited_s: float
 
 
@@ -130,9 +137,12 @@ class Coordinator:
         self._recorder = WaitRecorder()
         self._policy = DemandPolicy(max(config.poll_interval, 0.01))
         self._polls = 0
+        self._answers_published: dict[str, int] = {}
+        self._answers_at = float("-inf")
         self.last_poll_error: str | None = None
         self._mysql = MySQLStore(config)
         self._hbase = HBaseStore(config)
+        self._raw = RawReader(config)
         self._catalog = Catalog(config)  # thread-safe: the poller's, then close's
         self._poll()
         self._poller = threading.Thread(target=self._run_poller, daemon=True,
@@ -159,12 +169,14 @@ class Coordinator:
         self._poller.join(_JOIN_TIMEOUT_S)
         try:
             self._catalog.publish_demand(self.coordinator_id, {})
+            self._catalog.publish_answers(self.coordinator_id, self._recorder.answered())
         except Exception as exc:  # noqa: BLE001 -- the rows age out of Catalog.demand anyway
             log.warning("coordinator %s: could not clear its demand rows: %s",
                         self.coordinator_id, exc)
         self._catalog.close()
         self._mysql.close()
         self._hbase.close()
+        self._raw.close()
 
     # ------------------------------------------------------------------ queries
 
@@ -175,7 +187,8 @@ class Coordinator:
         """Visible links of (id1, link_type) in [min_time, max_time], newest first (ties: id2
         descending), after the merge rule across MySQL and HBase, then offset and limit.
 
-        Blocks while id1's bucket is not loaded. *timeout* (seconds from now) or *deadline*
+        Blocks while id1's bucket is not loaded (with the raw route on, at most
+        ``config.raw_after`` seconds). *timeout* (seconds from now) or *deadline*
         (epoch seconds, ``time.time()``), whichever comes first, bounds the wait: past it,
         QueryTimeout, or with *partial* the MySQL-only answer (see ``query``)."""
         return self.query(id1, link_type, min_time, max_time, offset, limit, timeout=timeout,
@@ -210,6 +223,8 @@ class Coordinator:
         """Decide where the query goes, waiting for uptime or for its bucket as needed."""
         waited_uptime = waited_bucket = False
         registered: BucketState | None = None
+        raw_after = self.config.raw_after
+        raw_at: float | None = None  # when the raw route answers, once the query needs a bucket
         with self._cond:
             try:
                 while True:
@@ -241,6 +256,10 @@ class Coordinator:
                         bucket.waiting += 1
                         registered = bucket
                         self._wake.set()  # the poller publishes the new demand
+                        if raw_after is not None and raw_at is None:
+                            raw_at = now + raw_after  # from the moment it needs the bucket
+                    if raw_at is not None and now >= raw_at:
+                        return _Route("raw", dataset, bucket.b_index, "raw", now - started)
                     if remaining == 0.0:
                         if partial:
                             return _Route("partial", dataset, bucket.b_index, "partial",
@@ -252,10 +271,14 @@ class Coordinator:
                             f"after waiting {now - started:.1f} s; gen_HF has not loaded it yet "
                             "(pass a longer timeout, or partial=True for the MySQL-only answer)")
                     waited_bucket = True
-                    self._cond.wait(remaining)
+                    self._cond.wait(remaining if raw_at is None else
+                                    raw_at - now if remaining is None else
+                                    min(remaining, raw_at - now))
             finally:
                 if registered is not None:
                     registered.waiting -= 1
+                    if not registered.loaded:  # raw, deadline or closed: still its demand
+                        registered.stopped_waiting(time.monotonic())
                     self._wake.set()
 
     def _check_load_usable(self) -> None:
@@ -280,6 +303,15 @@ class Coordinator:
             return []
         hot = route.dataset.in_hot_range(id1)
         args = (id1, link_type, min_time, max_time, offset, limit)
+        if route.kind == "raw":
+            bucket = route.dataset.buckets[route.bucket]
+            cold = self._raw.scan_newest_first(
+                RawBucket(route.dataset.load.load_id, bucket.b_index, bucket.rows),
+                id1, link_type, min_time)
+            if hot:
+                cold = merge_newest_first(self._mysql.scan_newest_first(id1, link_type,
+                                                                        min_time), cold)
+            return select_merged(cold, min_time, max_time, offset, limit)
         if route.kind != "merged":  # mysql, or partial: MySQL alone
             return self._mysql.get_link_list(*args) if hot else []
         if not hot:  # MySQL holds no row of id1: push the whole query down to HBase
@@ -320,9 +352,15 @@ class Coordinator:
                     for _, s in sorted(self._dataset.buckets.items())]
 
     def waiting(self) -> dict[int, int]:
-        """Queries of this coordinator buffered per bucket: the demand it publishes."""
+        """Queries of this coordinator buffered per bucket now."""
         with self._cond:
             return self._dataset.waiting() if self._dataset else {}
+
+    def demand(self) -> dict[int, int]:
+        """The demand this coordinator publishes per bucket (coordinator.demand): queries
+        waiting, and the decayed weight of those that needed the bucket and stopped waiting."""
+        with self._cond:
+            return self._dataset.demand(time.monotonic()) if self._dataset else {}
 
     def id_range(self) -> tuple[int, int] | None:
         """(start_id, max_id), max exclusive: the served load's id1 range, for the default
@@ -371,12 +409,21 @@ class Coordinator:
                     self._cond.notify_all()
 
     def _publish(self, now: float) -> None:
+        """Publish the demand when the policy says so, and the answer counts when they changed
+        (at most once per poll interval)."""
         with self._cond:
-            waiting = self._dataset.waiting() if self._dataset else {}
-        if not self._policy.due(waiting, now):
+            demand = self._dataset.demand(now) if self._dataset else {}
+        answered = self._recorder.answered()
+        counts_due = (answered != self._answers_published
+                      and now - self._answers_at >= self._policy.min_interval)
+        if not self._policy.due(demand, now) and not counts_due:
             return
-        self._catalog.publish_demand(self.coordinator_id, waiting)
-        self._policy.done(waiting, now)
+        if self._policy.due(demand, now):
+            self._catalog.publish_demand(self.coordinator_id, demand)
+            self._policy.done(demand, now)
+        if counts_due:
+            self._catalog.publish_answers(self.coordinator_id, answered)
+            self._answers_published, self._answers_at = answered, now
 
     def _run_poller(self) -> None:
         """Poll every poll_interval; publish demand when it changed (at most once per
@@ -385,12 +432,12 @@ class Coordinator:
         interval = max(self.config.poll_interval, 0.01)  # 0 would make this loop spin
         next_poll = time.monotonic() + interval
         while True:
+            now = time.monotonic()
             with self._cond:
                 if self._closed:
                     return
-                waiting = self._dataset.waiting() if self._dataset else {}
-            now = time.monotonic()
-            due = self._policy.next_due(waiting, now)
+                demand = self._dataset.demand(now) if self._dataset else {}
+            due = self._policy.next_due(demand, now)
             wake_at = next_poll if due is None else min(next_poll, due)
             if wake_at > now:
                 self._wake.wait(wake_at - now)

@@ -18,7 +18,9 @@ Pitfalls:
   though an older load row still says ``up``.
 - ``j_stat`` values are written by the poller and read by query threads: both hold the
   coordinator's lock. ``q_list`` is kept as the count of buffered queries (the waiters
-  themselves block on the coordinator's condition variable); the count is the bucket's demand.
+  themselves block on the coordinator's condition variable); with the decayed weight of the
+  queries that needed the bucket and stopped waiting (``recent``), it is the bucket's demand
+  (coordinator.demand).
 - A bucket without a job status row counts as ``pending`` (as ``Catalog.buckets`` reports it).
 - The hot table is consulted only for id1 in ``[hot_k_lo, hot_k_hi]`` of *this* load: a load
   without hot files does not touch the MySQL link table, which may still hold an older dump.
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadRecord
+from coordinator.demand import decayed
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,22 @@ class BucketState:
     c_lo: int
     c_hi: int
     waiting: int = 0  # q_list: queries of this coordinator buffered on the bucket
+    rows: int = 0  # cold rows, as the bucket index recorded them
+    recent: float = 0.0  # decayed weight of queries that needed it and stopped waiting...
+    recent_at: float = 0.0  # ...as of this time.monotonic()
 
     @property
     def loaded(self) -> bool:
         return self.j_stat == "loaded"
+
+    def stopped_waiting(self, now: float) -> None:
+        """A query that needed this bucket stopped waiting without it (raw answer, deadline)."""
+        self.recent = decayed(self.recent, now - self.recent_at) + 1.0
+        self.recent_at = now
+
+    def demand(self, now: float) -> int:
+        """Queries waiting now plus the decayed weight of those that stopped, rounded."""
+        return round(self.waiting + decayed(self.recent, now - self.recent_at))
 
 
 @dataclass
@@ -113,8 +128,19 @@ class Dataset:
         return landed
 
     def waiting(self) -> dict[int, int]:
-        """Buffered queries per bucket not yet loaded: this coordinator's demand."""
+        """Buffered queries per bucket not yet loaded."""
         return {b: s.waiting for b, s in self.buckets.items() if s.waiting and not s.loaded}
+
+    def demand(self, now: float) -> dict[int, int]:
+        """This coordinator's demand per bucket not yet loaded (BucketState.demand), at the
+        ``time.monotonic()`` *now*; buckets without demand left out."""
+        found = {}
+        for b, s in self.buckets.items():
+            if not s.loaded and (s.waiting or s.recent):
+                n = s.demand(now)
+                if n:
+                    found[b] = n
+        return found
 
     def id_range(self) -> tuple[int, int] | None:
         """(lowest id1, highest id1 + 1) of the data set, for a query client's default ids.
@@ -137,6 +163,7 @@ def read_load(catalog: Catalog) -> LoadView | None:
 
 def read_dataset(catalog: Catalog, load: LoadView) -> Dataset:
     """The bucket index and job states of *load*, which must be up."""
-    buckets = {b.b_index: BucketState(b.b_index, b.k_lo, b.k_hi, b.state, b.c_lo, b.c_hi)
+    buckets = {b.b_index: BucketState(b.b_index, b.k_lo, b.k_hi, b.state, b.c_lo, b.c_hi,
+                                      rows=b.rows)
                for b in catalog.buckets()}
     return Dataset(load, buckets)

@@ -6,6 +6,7 @@ Every answered query is counted once, by how it was answered:
 - ``buffered``: blocked on a bucket that was not loaded yet, answered when it landed (its wait
   includes any wait for uptime before it);
 - ``waited_uptime``: blocked only because the system was not up yet;
+- ``raw``: its bucket was not loaded; answered by the raw route after ``raw_after`` seconds;
 - ``partial``: passed its deadline and got the MySQL-only answer (it asked for it);
 - ``timeouts``: passed its deadline and got QueryTimeout.
 
@@ -47,6 +48,12 @@ class CoordinatorStats:
     max_wait_s: float
     first_minute_answered: int = 0
     first_minute_immediate: int = 0
+    raw: int = 0
+
+    @property
+    def raw_share(self) -> float:
+        """The share of answered queries that the raw route answered."""
+        return self.raw / self.answered if self.answered else 0.0
 
     @property
     def immediate_share(self) -> float:
@@ -61,7 +68,8 @@ class CoordinatorStats:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "immediate_share": self.immediate_share,
-                "first_minute_immediate_share": self.first_minute_immediate_share}
+                "first_minute_immediate_share": self.first_minute_immediate_share,
+                "raw_share": self.raw_share}
 
 
 
@@ -74,8 +82,8 @@ class WaitRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._counts = {"immediate": 0, "buffered": 0, "waited_uptime": 0, "partial": 0,
-                            "timeouts": 0}
+            self._counts = {"immediate": 0, "buffered": 0, "waited_uptime": 0, "raw": 0,
+                            "partial": 0, "timeouts": 0}
             self._waits = array("d")
             self._first = {"answered": 0, "immediate": 0}
             self._epoch = time.monotonic()
@@ -92,6 +100,11 @@ class WaitRecorder:
             if outcome != "timeouts" and asked_at - self._epoch < FIRST_WINDOW_S:
                 self._first["answered"] += 1
                 self._first["immediate"] += outcome == "immediate"
+
+    def answered(self) -> dict[str, int]:
+        """The counts per outcome (what a coordinator publishes for ``debl status``)."""
+        with self._lock:
+            return dict(self._counts)
 
     def snapshot(self) -> CoordinatorStats:
         with self._lock:

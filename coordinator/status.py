@@ -1,9 +1,10 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
 The latest load (its state, uptime, bucket map and per-phase timings), the buckets per job state
-(and, asked for, every bucket), the demand summed over coordinators, the gen_HF jobs running now,
-and full availability once every bucket is loaded. Everything comes from MySQL: the report is
-the same from any machine and does not need a coordinator.
+(and, asked for, every bucket), the demand summed over coordinators, the queries the coordinators
+answered per route (raw answers included), the gen_HF jobs running now, and full availability
+once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine
+and does not need a coordinator.
 
 Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; the DESIGN's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
@@ -39,6 +40,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                         key=lambda j: (j.started is not None, j.started or 0.0, j.b_index))]
     failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
               for j in jobs if j.state == "failed"]
+    answered, answering = catalog.answers()
     status: dict = {
         "now": now,
         "load": None,
@@ -59,6 +61,8 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
             "top": [{"b_index": b, "waiting": n}
                     for b, n in sorted(demand.items(), key=lambda x: (-x[1], x[0]))[:top]],
         },
+        "answers": {"by_route": answered, "coordinators": answering,
+                    "total": sum(n for route, n in answered.items() if route != "timeouts")},
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,

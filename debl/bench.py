@@ -90,7 +90,7 @@ GEN_HF_STARTS = ("uptime", "load")
 # The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
 DEFAULT_RECENCY_SHARE = 0.9
 DEFAULT_LAYOUT = "ranges"  # the paper's setting (DESIGN section 3)
-_HOT_APPROACHES = ("debl", "debl-fifo")
+_HOT_APPROACHES = ("debl", "debl-fifo", "debl-raw")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
 
@@ -540,7 +540,8 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
         if approach.target == "debl":
             from coordinator import Coordinator
 
-            target = Coordinator(config, default_timeout=spec.query_timeout)
+            target = Coordinator(coordinator_config(config, approach.raw_route),
+                                 default_timeout=spec.query_timeout)
             target.reset_stats()  # its first minute is the query phase's
         else:
             target = open_target(config, approach.target)
@@ -567,6 +568,17 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                                all_served_s=offset + result.elapsed_s,
                                full_availability_s=full, query=query, waits=waits,
                                gen_hf=gen_hf, timeline=timeline)
+
+
+def coordinator_config(config: Config, raw_route: bool) -> Config:
+    """The config of an approach's coordinator: the paper's (raw route off) for debl,
+    debl-cold and debl-fifo; for debl-raw the configured ``raw_after``, or the default one if
+    the configuration turned the route off."""
+    if not raw_route:
+        return config.replace(raw_after=None)
+    if config.raw_after is None:
+        return config.replace(raw_after=Config.raw_after)
+    return config
 
 
 def _full_availability(config: Config, run: ApproachRun) -> float | None:

@@ -13,7 +13,8 @@ debl_bucket_chunks     (bucket, chunk): what one dist_ch wrote into one bucket
 debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location, and
                        c_lo, c_hi: the real id1 span of its cold rows)
 debl_jobs              bucket: the job status (pending/queued/running/loaded/failed)
-debl_demand            (coordinator, bucket): buffered queries waiting on the bucket
+debl_demand            (coordinator, bucket): queries that need the bucket (docs/COORDINATOR.md)
+debl_answers           (coordinator, route): queries it answered that way since uptime
 =====================  =============================================================
 
 The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA``), created by
@@ -69,7 +70,10 @@ from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
 from debl.mysql import connect, describe
 
-SCHEMA_VERSION = 2  # 2: the bucket map replaces the bucket width; buckets keep their cold span
+# 2: the bucket map replaces the bucket width; buckets keep their cold span.
+# 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
+# an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
+SCHEMA_VERSION = 3
 STATES = ("pending", "queued", "running", "loaded", "failed")
 _CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
 _ER_TABLE_EXISTS = 1050
@@ -192,7 +196,14 @@ demand_table = sa.Table(
     sa.Column("waiting", sa.Integer, nullable=False),
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
-DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table)
+answers_table = sa.Table(
+    "debl_answers", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    sa.Column("route", sa.String(16), primary_key=True),
+    sa.Column("answered", sa.BigInteger, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table)
 # Tables of an older schema that this one no longer has: dropped with an older catalog.
 RETIRED_TABLES: tuple[str, ...] = ()
 # The job states that stamp a time column when a bucket enters them (see set_job_state).
@@ -664,6 +675,14 @@ class Catalog:
         with self._transaction() as conn:
             return list(conn.execute(query).scalars())
 
+    def bucket_chunks(self, b_index: int) -> list[BucketChunk]:
+        """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths)."""
+        t = bucket_chunks_table
+        query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path)
+                 .where(t.c.b_index == b_index).order_by(t.c.chunk_no))
+        with self._transaction() as conn:
+            return [BucketChunk(*row) for row in conn.execute(query)]
+
     # -- job status
 
     def job_states(self) -> dict[int, str]:
@@ -734,6 +753,30 @@ class Catalog:
         with self._transaction() as conn:
             return [DemandRow(*row)
                     for row in conn.execute(query.order_by(t.c.coordinator, t.c.b_index))]
+
+    def publish_answers(self, coordinator: str, answered: dict[str, int]) -> None:
+        """Record this coordinator's count of queries answered per route (or outcome)."""
+        if not answered:
+            return
+        t = answers_table
+        now = time.time()
+        upsert = mysql.insert(t)
+        with self._transaction() as conn:
+            conn.execute(upsert.on_duplicate_key_update(answered=upsert.inserted.answered,
+                                                        updated=upsert.inserted.updated),
+                         [{"coordinator": coordinator, "route": route, "answered": n,
+                           "updated": now} for route, n in answered.items()])
+
+    def answers(self) -> tuple[dict[str, int], int]:
+        """Queries answered per route, summed over every coordinator of the dataset (closed
+        ones included), and how many coordinators published."""
+        t = answers_table
+        with self._transaction() as conn:
+            by_route = {route: int(n) for route, n in conn.execute(
+                sa.select(t.c.route, sa.func.sum(t.c.answered)).group_by(t.c.route))}
+            coordinators = conn.execute(
+                sa.select(sa.func.count(sa.distinct(t.c.coordinator)))).scalar()
+        return by_route, int(coordinators or 0)
 
     # -- locks
 

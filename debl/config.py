@@ -109,6 +109,12 @@ class Config:
 
     # Coordinator.
     poll_interval: float = 0.5
+    # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this
+    # many seconds for gen_HF, then is answered exactly from the bucket's files in HDFS; "off"
+    # (None) waits for the conversion, as the paper does.
+    raw_after: float | None = 0.5
+    # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
+    raw_cache_bytes: int = 128 * MiB
 
     def __post_init__(self) -> None:
         for name in ("mysql_database", "link_table", "hbase_table"):
@@ -123,9 +129,11 @@ class Config:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
                      "dist_ch_tasks", "max_line_bytes", "mysql_pool_size",
-                     "sample_reads_per_bucket", "sample_bytes"):
+                     "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.raw_after is not None and not self.raw_after >= 0:
+            raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
         if self.bucket_width < 0:
             raise ConfigError(f"bucket_width must be 0 (sampled split points) or positive, "
                               f"not {self.bucket_width}")
@@ -162,6 +170,8 @@ class Config:
 
 def _coerce(name: str, raw: Any, target: type | str) -> Any:
     kind = target if isinstance(target, str) else target.__name__
+    if "float" in kind and "None" in kind and str(raw).strip().lower() == "off":
+        return None  # an optional duration switched off (raw_after)
     try:
         if "Path" in kind:
             return Path(raw)

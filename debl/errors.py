@@ -10,6 +10,7 @@ the cause and, where there is one, the next step; the command line prints it wit
     ├── SourceError          the input source is missing, unreadable or unreachable
     ├── BadInputError        too many lines that do not parse (over --max-bad)
     ├── LoadStateError       a load id that does not exist, or cannot be resumed
+    ├── BucketFileError      a bucket file in HDFS is gone or damaged (names the file)
     └── QueryTimeout         a query passed its deadline before its bucket was loaded
 """
 
@@ -55,6 +56,10 @@ class BadInputError(DeblError):
 
 
 class LoadStateError(DeblError):
+    pass
+
+
+class BucketFileError(DeblError):
     pass
 
 

@@ -128,8 +128,8 @@ def table1(runs: list[ApproachRun]) -> Table:
 
 def latency_table(runs: list[ApproachRun]) -> Table:
     headers = ("approach", "target", "ok", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms",
-               "mean ms", "max ms", "answered at once", "at once, 1st min", "mean wait s",
-               "p95 wait s")
+               "mean ms", "max ms", "answered at once", "at once, 1st min", "raw answers",
+               "mean wait s", "p95 wait s")
     rows = []
     for r in runs:
         if r.query is None:
@@ -140,6 +140,7 @@ def latency_table(runs: list[ApproachRun]) -> Table:
                      _s(lat["p99"], 2), _s(lat["mean"], 2), _s(lat["max"], 1),
                      f"{w['immediate_share']:.1%}" if w else "-",
                      _first_minute(w),
+                     f"{w['raw_share']:.1%}" if w and "raw_share" in w else "-",
                      _s(w["mean_wait_s"], 2) if w else "-",
                      _s(w["p95_wait_s"], 2) if w else "-"))
     return Table(headers, tuple(rows),
@@ -147,7 +148,8 @@ def latency_table(runs: list[ApproachRun]) -> Table:
                  "Waits (DeBL): queries buffered on a bucket not yet in HBase, from the "
                  "coordinator's own statistics; 'answered at once' is the share that did not "
                  "wait at all, over the whole phase and (with the number of queries) among "
-                 "the queries asked in its first minute.")
+                 "the queries asked in its first minute; 'raw answers' the share answered by "
+                 "the raw route (debl-raw: from the HDFS files of a bucket not yet in HBase).")
 
 
 def _first_minute(waits: dict | None) -> str:

@@ -15,6 +15,9 @@ approach           what runs (all from the same source)                         
                    ``--hot-since``, else 20% of the bytes ("DeBL (2g mysql)")     last dist_ch
 ``debl-fifo``      the load of ``debl``; the bench runs its gen_HF in plain      as ``debl``
                    bucket order (the demand-order ablation)
+``debl-raw``       the load of ``debl``; its coordinator answers a query whose   as ``debl``
+                   bucket is not loaded from the raw HDFS files after
+                   ``raw_after`` seconds (the raw route, docs/COORDINATOR.md)
 =================  ==========================================================  ===============
 
 ``run_approach`` dispatches on ``LoadOptions.approach`` and returns the ``LoadSummary`` of
@@ -52,10 +55,11 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
+from debl.bucket_file import file_rows, is_bucket_file
 from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
-from debl.model import Link, Origin, parse_line
+from debl.model import Link
 from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
                           run_load)
 from loaders.source import open_source
@@ -80,6 +84,7 @@ class Approach:
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
+    raw_route: bool = False  # the coordinator of the query phase answers raw after raw_after
 
 
 def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
@@ -276,13 +281,6 @@ def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> Non
 # ---------------------------------------------------------------------------- batchPut-hbase
 
 
-def parse_bucket_line(line: bytes) -> tuple[Link, Origin]:
-    """A line of a bucket file (dist_ch's output: the input line, then its file_seq and
-    line_no, tab-separated) as the row and its origin for the merge rule."""
-    head, seq, no = line.rsplit(b"\t", 2)
-    return parse_line(head), Origin(0, int(seq), int(no))
-
-
 def _put_everything(config: Config, load_id: str, cold_bytes: int,
                     progress: LoadProgress) -> None:
     """Merge every bucket's rows by the merge rule in Spark (one shuffle), then write the
@@ -307,7 +305,12 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             sc.setJobGroup(f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            raw = sc.textFile(",".join(paths), use_unicode=False).map(parse_bucket_line)
+            # Whole files, not text lines: a bucket file ends with its index (debl.bucket_file),
+            # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
+            raw = (sc.binaryFiles(",".join(paths))
+                   .filter(lambda f: is_bucket_file(f[0].rsplit("/", 1)[1],
+                                                    f[0].rsplit("/", 1)[1].rsplit(".", 1)[0]))
+                   .flatMap(lambda f: file_rows(f[0], f[1])))
             cells = int(merge_links(raw, partitions)
                         .mapPartitions(lambda links: _put_partition(config, links)).sum())
         catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)
@@ -349,4 +352,7 @@ APPROACHES: dict[str, Approach] = {a.name: a for a in (
              "DeBL with the newest 20% of the bytes hot in MySQL"),
     Approach("debl-fifo", _load_debl, "debl", "fifo", None, None, True,
              "the load of debl; gen_HF in plain bucket order (the demand-order ablation)"),
+    Approach("debl-raw", _load_debl, "debl", "demand", None, None, True,
+             "the load of debl; queries whose bucket is not loaded answered from the raw HDFS "
+             "files after raw_after seconds", raw_route=True),
 )}

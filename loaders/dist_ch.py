@@ -3,13 +3,16 @@
 For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, validates each
 (exactly as ``debl.model.parse_line``), gives each good line its origin ``(file_seq, line_no)``
 from the chunk's segments, and writes, for every bucket ``b`` the slice touches (``b`` from the
-load's bucket map, ``debl.buckets``), one file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``: that
-bucket's lines in input order, each followed by two more fields, the origin (gen_HF needs it for
-the merge rule's last tie-breakers). It returns, per bucket, rows, bytes, a checksum and the
-lowest and highest id1 of its rows (the coordinator's cold coverage); the loader records them in
-the bucket index. Bad lines come back whole; the reason in the reject file is parse_line's own.
-A line over ``max_line_bytes`` is never held whole (the JVM reads past it): it comes back as its
-length and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
+load's bucket map, ``debl.buckets``), one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``
+(``debl.bucket_file``): that bucket's lines, each followed by two more fields, the origin (gen_HF
+needs it for the merge rule's last tie-breakers), sorted by (id1, link_type, time), with a sparse
+index of byte offsets and a Bloom filter of its keys as its footer, so that the raw route reads
+one id1's rows without the rest (docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows,
+bytes (of the lines, without the footer), a checksum and the lowest and highest id1 of its rows
+(the coordinator's cold coverage); the loader records them in the bucket index. Bad lines come
+back whole; the reason in the reject file is parse_line's own. A line over ``max_line_bytes`` is
+never held whole (the JVM reads past it): it comes back as its length and first bytes. A CRLF
+line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through py4j): in Python it bucketed
 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps the plan
@@ -24,8 +27,9 @@ Pitfalls:
 
 - Lines stay bytes end to end, so data round-trips byte-exact.
 - A re-run of a chunk rewrites exactly its own files (same names) and its own index rows.
-- A slice's output is held in the task's memory before it is written (about the slice's size):
-  keep ``chunk_size`` / ``dist_ch_tasks`` well under the driver's memory.
+- A slice's output is held in the task's memory before it is written, and sorted there (about
+  1.3x the slice's size: the lines, and 28 bytes of key and offset per line): keep
+  ``chunk_size`` / ``dist_ch_tasks`` well under the driver's memory.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+from debl.bucket_file import is_bucket_file, read_index
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import LoadStateError
@@ -94,8 +95,8 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
         for prefix in part_paths[b.b_index]:
             directory, stem = prefix.rsplit("/", 1)
             for status in fs.list(directory):
-                if status.path.rsplit("/", 1)[1].startswith(stem):
-                    n, s = _bucket_file_sum(fs, status.path)
+                if is_bucket_file(status.path.rsplit("/", 1)[1], stem):
+                    n, s = _bucket_file_sum(fs, status.path, status.length)
                     rows, checksum = rows + n, (checksum + s) % CHECKSUM_MOD
         report.checks.append(Check(f"bucket {b.b_index}: HDFS rows, checksum = index",
                                    (b.rows, b.checksum), (rows, checksum)))
@@ -122,9 +123,11 @@ def _count_lines(stream) -> int:
     return lines + (last != b"\n")
 
 
-def _bucket_file_sum(fs: WebHDFS, path: str) -> tuple[int, int]:
+def _bucket_file_sum(fs: WebHDFS, path: str, length: int) -> tuple[int, int]:
+    """Rows and checksum of the lines of one bucket file (its data part: not its index)."""
+    index = read_index(path, length, lambda offset, n: fs.read_range(path, offset, n))
     rows, checksum, tail = 0, 0, b""
-    for block in fs.stream(path, 4 << 20):
+    for block in fs.stream(path, 4 << 20, length=index.data_length):
         block = tail + block
         cut = block.rfind(b"\n") + 1
         tail = block[cut:]

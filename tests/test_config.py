@@ -38,6 +38,9 @@ def test_toml_tables_and_env_override(tmp_path):
     ('[mysql]\nengine = "Memory"\n', "choose one of"),
     ("[mysql]\nport = \"abc\"\n", "not a valid int"),
     ("chunk_size = 0\n", "must be positive"),
+    ("raw_after = -1\n", "raw_after must be"),
+    ('raw_after = "soon"\n', "not a valid float"),
+    ("[raw]\ncache_bytes = 0\n", "raw_cache_bytes must be positive"),
     ("[mysql\n", "debl.toml"),
     # mysql_user is quoted into the stack's CREATE USER / GRANT statements.
     ("[mysql]\nuser = \"x'@'%' IDENTIFIED BY 'y'; DROP DATABASE debl; -- \"\n",
@@ -51,6 +54,19 @@ def test_bad_config_is_a_clear_error(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_config(path, env={})
+
+
+@pytest.mark.parametrize("text, env, expected", [
+    ("", {}, Config().raw_after),
+    ('raw_after = "off"\n', {}, None),
+    ("raw_after = 2\n", {}, 2.0),
+    ("raw_after = 2\n", {"DEBL_RAW_AFTER": "OFF"}, None),
+    ('raw_after = "off"\n', {"DEBL_RAW_AFTER": "0"}, 0.0),
+])
+def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
+    path = tmp_path / "debl.toml"
+    path.write_text(text)
+    assert load_config(path, env=env).raw_after == expected
 
 
 def test_mysql_user_from_the_environment_is_validated_too():

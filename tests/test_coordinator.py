@@ -169,7 +169,9 @@ class _StartCoordinatorEarly(LoadProgress):
 
 @pytest.fixture(scope="module")
 def world(stack_config, tmp_path_factory):
-    config = stack_config.replace(link_table=TABLE, hbase_table=TABLE, poll_interval=POLL)
+    # The paper's coordinator: buffering only (the raw route: tests/test_raw.py).
+    config = stack_config.replace(link_table=TABLE, hbase_table=TABLE, poll_interval=POLL,
+                                  raw_after=None)
     directory = tmp_path_factory.mktemp("coordinator") / "links"
     generate(directory, SPEC)
     _craft(directory)

@@ -37,7 +37,7 @@ def online(stack_config, spark, tmp_path_factory):
     """A loaded data set (up, nothing in HBase yet) in a namespace of its own."""
     config = replace(stack_config, mysql_database="debl_onlinetest", link_table="online_links",
                      hbase_table="online_links", hdfs_root="/debl-onlinetest",
-                     poll_interval=POLL, run_buckets=2)
+                     poll_interval=POLL, run_buckets=2, raw_after=None)  # buffering only
     directory = tmp_path_factory.mktemp("online")
     make_dataset(directory, max_id=12001, files=5, seed=9)
     hot = {f.name for f in split_files(LocalSource(directory).list(), hot_bytes=HOT_BYTES).hot}

@@ -70,6 +70,14 @@ def render(s: dict) -> str:
                    f"{d['coordinators']} coordinator(s); top: {top}")
     else:
         out.append("demand     no query waiting")
+    a = s["answers"]
+    if a["total"] or a["by_route"].get("timeouts"):
+        n = a["by_route"]
+        out.append(f"answers    {a['total']:,} by {a['coordinators']} coordinator(s): "
+                   f"{n.get('immediate', 0):,} at once, {n.get('raw', 0):,} raw (bucket not "
+                   f"loaded), {n.get('buffered', 0):,} when their bucket landed, "
+                   f"{n.get('waited_uptime', 0):,} at uptime, {n.get('partial', 0):,} partial; "
+                   f"{n.get('timeouts', 0):,} timed out")
     if s["running_jobs"]:
         out.append("running    bucket  run id                      for s  attempt")
         for j in s["running_jobs"]:

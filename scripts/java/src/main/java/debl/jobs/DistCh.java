@@ -1,7 +1,9 @@
 package debl.jobs;
 
+import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumSet;
@@ -34,7 +36,9 @@ import org.apache.spark.api.java.function.Function;
  *
  * <p>The rules mirror the Python definitions, which stay the reference (tests compare them): a
  * line is valid exactly when {@code debl.model.parse_line} accepts it ({@link #lineId1}); the
- * bucket file line is the input line, TAB file_seq, TAB line_no; the checksum of a line is
+ * bucket file line is the input line, TAB file_seq, TAB line_no; a bucket file is those lines
+ * sorted by (id1, link_type, time) with a sparse index as its footer ({@link BucketFile},
+ * {@code debl/bucket_file.py}); the checksum of a line is
  * {@code debl.model.line_checksum} (CRC-32 low, Adler-32 high 32 bits, of the line with its
  * newline), summed mod 2^64. Rejected lines go back to the driver whole, which names the reason
  * with {@code parse_line} itself, so the reject file's wording has one source.
@@ -71,7 +75,11 @@ public final class DistCh {
   }
 
   static long id1Of(byte[] buf, int start, int end) {
-    int[] tabs = new int[6];
+    return id1Of(buf, start, end, new int[6]);
+  }
+
+  /** {@link #id1Of}, leaving the positions of the line's six TABs in {@code tabs}. */
+  static long id1Of(byte[] buf, int start, int end, int[] tabs) {
     int n = 0;
     for (int i = start; i < end; i++) {
       if (buf[i] == '\t') {
@@ -136,7 +144,8 @@ public final class DistCh {
   }
 
   /**
-   * Buckets one chunk: one task per slice writes {@code <bucketDir>/<b>/chunk-<NNNNN>.<slice>}
+   * Buckets one chunk: one task per slice writes the bucket file {@code
+   * <bucketDir>/<b>/chunk-<NNNNN>.<slice>} (sorted, with its index footer: {@link BucketFile})
    * for every bucket {@code b} of its valid lines, {@code b} given by the bucket map
    * ({@link BucketMap}, its JSON in {@code bucketMap}). {@code slices}: one {@code <byte offset>
    * TAB <first chunk line>} line per slice. {@code segments}: one {@code <file_seq> TAB <first
@@ -169,6 +178,7 @@ public final class DistCh {
     StringBuilder report = new StringBuilder();
     long[][] perFile = new long[segs.length][2];
     LineChecksum checksum = new LineChecksum();
+    int[] tabs = new int[6];
     int seg = 0;
     long segEnd = segs[0][3] + segs[0][2];
     long index = plan[slice][1];
@@ -186,7 +196,7 @@ public final class DistCh {
               .append(hex(lines.prefix, 0, lines.prefix.length)).append('\n');
           continue;
         }
-        long id1 = id1Of(lines.buf, lines.start, lines.end);
+        long id1 = id1Of(lines.buf, lines.start, lines.end, tabs);
         if (id1 < 0) {
           perFile[seg][1]++;
           report.append("R\t").append(slice).append('\t').append(segs[seg][0]).append('\t')
@@ -198,13 +208,15 @@ public final class DistCh {
         Output out = buckets.computeIfAbsent(map.bucketOf(id1), b -> new Output());
         out.lo = Math.min(out.lo, id1);
         out.hi = Math.max(out.hi, id1);
+        // Valid, so both numbers parse: the line's sort key in the bucket file.
+        out.startLine(id1, number(lines.buf, tabs[0] + 1, tabs[1]),
+            number(lines.buf, tabs[4] + 1, tabs[5]));
         out.append(lines.buf, lines.start, lines.end);
         out.append((byte) '\t');
         out.appendDecimal(segs[seg][0]);
         out.append((byte) '\t');
         out.appendDecimal(lineNo);
         out.append((byte) '\n');
-        out.rows++;
         out.checksum += checksum.of(lines.buf, lines.start, lines.end);
       }
     }
@@ -239,20 +251,35 @@ public final class DistCh {
     Path tmp = new Path(path.getParent(), path.getName() + "._COPYING_");
     FileContext fc = FileContext.getFileContext(path.toUri(), conf);
     try (FSDataOutputStream stream = fc.create(tmp,
-        EnumSet.of(CreateFlag.CREATE, CreateFlag.OVERWRITE), Options.CreateOpts.createParent())) {
-      stream.write(out.data, 0, out.size);
+        EnumSet.of(CreateFlag.CREATE, CreateFlag.OVERWRITE), Options.CreateOpts.createParent());
+        OutputStream buffered = new BufferedOutputStream(stream, 1 << 16)) {
+      BucketFile.write(buffered, out.data, out.size, out.starts, out.keys, out.rows);
     }
     fc.rename(tmp, path, Options.Rename.OVERWRITE);
   }
 
-  /** A bucket's output of one slice. */
+  /** A bucket's output of one slice: its lines in input order, each one's start and key. */
   private static final class Output {
     byte[] data = new byte[1 << 16];
     int size;
-    long rows;
+    int rows;
+    int[] starts = new int[1 << 10];
+    long[] keys = new long[3 << 10]; // id1, link_type, time per line
     long checksum; // mod 2^64 by overflow
     long lo = Long.MAX_VALUE; // the id1 span of the rows
     long hi = -1;
+
+    void startLine(long id1, long linkType, long time) {
+      if (rows == starts.length) {
+        starts = Arrays.copyOf(starts, rows * 2);
+        keys = Arrays.copyOf(keys, rows * 6);
+      }
+      starts[rows] = size;
+      keys[3 * rows] = id1;
+      keys[3 * rows + 1] = linkType;
+      keys[3 * rows + 2] = time;
+      rows++;
+    }
 
     void append(byte b) {
       ensure(1);
