@@ -52,6 +52,7 @@ Pitfalls:
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -83,6 +84,21 @@ _UTF8 = {"mysql_charset": "utf8mb4"}
 _CHECKSUM = mysql.BIGINT(unsigned=True)
 
 
+class _JSONText(sa.types.TypeDecorator):
+    """A JSON value in a MEDIUMTEXT column, written and read by Python's json. Not MariaDB's JSON
+    type: its CHECK (JSON_VALID) refuses the escaped lone surrogates (``\\udcff``) that Python
+    writes for a file name that is not UTF-8 (tests/test_hostile_input.py loads one)."""
+
+    impl = mysql.MEDIUMTEXT
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else json.dumps(value)
+
+    def process_result_value(self, value: str | None, dialect: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+
 def _key(name: str, type_: Any = sa.BigInteger) -> sa.Column:
     """A primary key column that is not AUTO_INCREMENT (SQLAlchemy's default for one integer)."""
     return sa.Column(name, type_, primary_key=True, autoincrement=False)
@@ -103,14 +119,14 @@ loads_table = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("bucket_map", sa.JSON),  # BucketMap.to_dict(); NULL: not decided yet
     sa.Column("chunk_size", sa.BigInteger, nullable=False),
-    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("params", _JSONText, nullable=False),
     sa.Column("started", sa.Double, nullable=False),
     sa.Column("uptime", sa.Double),
     sa.Column("ended", sa.Double),
     sa.Column("hot_k_lo", sa.BigInteger),
     sa.Column("hot_k_hi", sa.BigInteger),
     sa.Column("hot_rows", sa.BigInteger, nullable=False, server_default="0"),
-    sa.Column("summary", sa.JSON),
+    sa.Column("summary", _JSONText),
     sa.Column("error", sa.Text), **_UTF8)
 
 files_table = sa.Table(
@@ -136,7 +152,7 @@ chunks_table = sa.Table(
     _key("chunk_no", sa.Integer),
     sa.Column("path", sa.String(512), nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("layout", sa.JSON, nullable=False),
+    sa.Column("layout", _JSONText, nullable=False),
     sa.Column("state", sa.String(16), nullable=False), **_UTF8)
 
 phases_table = sa.Table(

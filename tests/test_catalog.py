@@ -171,8 +171,11 @@ def test_phases(config):
 
 
 def test_chunks_round_trip_through_the_chunker(config):
+    """Names included that MySQL's utf8mb4 cannot hold as such (a byte the OS gave as a
+    surrogate): the layout is JSON text, escaped."""
     chunk = Chunk(3, "/chunks/chunk-00003", 1234,
-                  (Segment(0, "a.tsv", 100, 900, 5, 20, 0), Segment(1, "b.tsv", 0, 434, 1, 9, 20)),
+                  (Segment(0, "a\tb.tsv", 100, 900, 5, 20, 0),
+                   Segment(1, "b-\udcff-not-utf-8.tsv", 0, 434, 1, 9, 20)),
                   ((0, 0), (600, 14)))
     with Catalog(config) as catalog:
         catalog.begin_load("L1", "debl", "src", 1, {})
