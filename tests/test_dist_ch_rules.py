@@ -10,6 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from debl.bucket_file import parse_tail
+from debl.buckets import BucketMap
 from debl.model import ParseError, parse_line
 
 U63 = (1 << 63) - 1
@@ -76,10 +78,15 @@ def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
     lines = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
     out = tmp_path / f"{name}.buckets"
     report = sc._jvm.debl.jobs.DistCh.bucket(
-        sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0", 1000,
+        sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0",
+        BucketMap.fixed(1000).to_json(),
         f"file://{out}", 0)
-    files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("chunk-*")
-             if not p.name.endswith("_COPYING_") and not p.name.startswith(".")}
+    files = {}
+    for p in out.rglob("chunk-*"):
+        if not p.name.endswith("_COPYING_") and not p.name.startswith("."):
+            whole = p.read_bytes()  # the data part: its index footer is checked elsewhere
+            files[str(p.relative_to(out))] = whole[:parse_tail(str(p), len(whole), whole)
+                                                   .data_length]
     return sorted(r.rsplit("/", 1)[-1] for r in report.split("\n") if r), files
 
 
