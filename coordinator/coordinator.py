@@ -1,5 +1,5 @@
 """The coordinator: routes each get_link_list to MySQL, HBase or both, and buffers the queries
-whose data is still on its way (DESIGN section 6).
+whose data is still on its way (docs/DESIGN.md section 6).
 
 Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``debl.buckets``):
 

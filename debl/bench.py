@@ -89,7 +89,7 @@ _BYTES_PER_ID = 255
 GEN_HF_STARTS = ("uptime", "load")
 # The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
 DEFAULT_RECENCY_SHARE = 0.9
-DEFAULT_LAYOUT = "ranges"  # the paper's setting (DESIGN section 3)
+DEFAULT_LAYOUT = "ranges"  # the paper's setting (docs/DESIGN.md section 3)
 _HOT_APPROACHES = ("debl", "debl-fifo", "debl-raw")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
@@ -222,7 +222,7 @@ def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:
 
 def bucket_target_bytes(spec: BenchSpec, cold: int) -> int:
     """``bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets of
-    about equal bytes (the loader sizes buckets by this target, DESIGN section 4)."""
+    about equal bytes (the loader sizes buckets by this target, docs/DESIGN.md section 4)."""
     return max(1, -(-cold // spec.buckets))
 
 

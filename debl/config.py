@@ -104,7 +104,7 @@ class Config:
     max_bad: int = -1  # -1: no limit
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
-    # 1 KiB (DESIGN section 8). Valid LinkBench lines are under 400 bytes.
+    # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
     max_line_bytes: int = 4 * MiB
 
     # Coordinator.
