@@ -103,7 +103,7 @@ def clustered(stack_config, spark, tmp_path_factory):
 def test_clustered_ids_land_in_even_buckets_at_recorded_split_points(clustered):
     config, directory, summary, _, cold = clustered
     with Catalog(config) as catalog:
-        bucket_map = BucketMap.from_catalog(catalog.load(summary.load_id)["bucket_map"])
+        bucket_map = catalog.load(summary.load_id).bucket_map
         buckets = catalog.buckets()
     assert bucket_map is not None and not bucket_map.width
     assert summary.bucket_map == bucket_map.to_dict()
@@ -135,7 +135,7 @@ def test_converted_buckets_answer_as_the_reference_even_at_2_63_minus_1(clustere
     with GenHF(config) as gen_hf:
         gen_hf.serve(until_complete=True)
     with Catalog(config) as catalog:
-        bucket_map = BucketMap.from_catalog(catalog.load()["bucket_map"])
+        bucket_map = catalog.load().bucket_map
         assert set(catalog.job_states().values()) == {"loaded"}
         boundaries = bucket_split_keys(bucket_map, [b.b_index for b in catalog.buckets()])
     assert split_keys(spark, config) == boundaries  # pre-split at the bucket boundaries
@@ -178,8 +178,8 @@ def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conver
     config, _, summary, reference = range_dump
     with Catalog(config) as catalog:
         buckets = catalog.buckets()
-        bucket_map = BucketMap.from_catalog(catalog.load()["bucket_map"])
-        runs = catalog.execute("SELECT COUNT(*) FROM debl_jobs WHERE state <> 'pending'")[0][0]
+        bucket_map = catalog.load().bucket_map
+        runs = sum(state != "pending" for state in catalog.job_states().values())
     assert runs == 0 and len(buckets) >= 3  # nothing converted
     assert max(b.c_hi for b in buckets) < 6000
     hot_keys = [k for k in sorted(reference.keys()) if k[0] >= 6000]
@@ -204,25 +204,25 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
            "DEBL_MYSQL_DATABASE": config.mysql_database, "DEBL_LINK_TABLE": config.link_table,
            "DEBL_HBASE_TABLE": config.hbase_table, "DEBL_HDFS_ROOT": config.hdfs_root,
            "DEBL_BUCKET_TARGET_BYTES": str(TARGET), "DEBL_SAMPLE_BYTES": "1024"}
+    Catalog(config, replace_older=True).close()  # a catalog this DeBL reads, for the polling
     proc = subprocess.Popen(
         [sys.executable, "-m", "debl", "load", str(directory), "--no-hot", "--chunk-size", "64KiB"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    load_id = recorded = None
+    load_id = recorded_map = None
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             with Catalog(config) as catalog:
                 load = catalog.load()
-                if load and load["state"] == "running" and load["bucket_map"]:
-                    if any(c["state"] == "bucketed" for c in catalog.chunks(load["load_id"])):
-                        load_id, recorded = load["load_id"], load["bucket_map"]
+                if load and load.state == "running" and load.bucket_map:
+                    if any(c.state == "bucketed" for c in catalog.chunks(load.load_id)):
+                        load_id, recorded_map = load.load_id, load.bucket_map
                         break
             time.sleep(0.1)
         assert load_id, "the load never bucketed a chunk"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    recorded_map = BucketMap.from_json(recorded)
     # A new sample with another target would cut elsewhere: the resume must not take one.
     other = replace(config, bucket_target_bytes=3 * TARGET)
     source = LocalSource(directory)
@@ -230,7 +230,7 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
 
     summary = run_load(other, str(directory), LoadOptions(hot_bytes=None), resume=load_id)
     with Catalog(config) as catalog:
-        assert BucketMap.from_catalog(catalog.load(load_id)["bucket_map"]) == recorded_map
+        assert catalog.load(load_id).bucket_map == recorded_map
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
                    for b in catalog.buckets()}
     assert summary.bucket_map == recorded_map.to_dict()
