@@ -93,11 +93,40 @@ class WaitRecorder:
                 self._first["answered"] += 1
                 self._first["immediate"] += outcome == "immediate"
 
-    def snapshot(self) -> CoordinatorStats:
+    def counters(self) -> "WaitCounters":
+        """The raw counters now, picklable: a query client with several processes (one
+        coordinator each) merges them into one set of statistics."""
         with self._lock:
-            counts = dict(self._counts)
-            waits = np.frombuffer(self._waits.tobytes(), dtype=np.float64)
-            first = dict(self._first)
+            return WaitCounters(dict(self._counts), self._waits.tobytes(),
+                                self._first["answered"], self._first["immediate"])
+
+    def snapshot(self) -> CoordinatorStats:
+        return self.counters().stats()
+
+
+@dataclass(frozen=True)
+class WaitCounters:
+    """One or more recorders' raw counters; ``merge`` adds them exactly (wait times are kept
+    whole, 8 bytes per buffered query), ``stats`` summarizes them."""
+
+    counts: dict[str, int]
+    waits: bytes  # float64 seconds, one per buffered query
+    first_answered: int = 0
+    first_immediate: int = 0
+
+    @classmethod
+    def merge(cls, parts: "list[WaitCounters]") -> "WaitCounters":
+        counts: dict[str, int] = {}
+        for p in parts:
+            for k, n in p.counts.items():
+                counts[k] = counts.get(k, 0) + n
+        return cls(counts, b"".join(p.waits for p in parts),
+                   sum(p.first_answered for p in parts), sum(p.first_immediate for p in parts))
+
+    def stats(self) -> CoordinatorStats:
+        counts = {k: self.counts.get(k, 0)
+                  for k in ("immediate", "buffered", "waited_uptime", "partial", "timeouts")}
+        waits = np.frombuffer(self.waits, dtype=np.float64)
         answered = sum(n for k, n in counts.items() if k != "timeouts")
         if len(waits):
             mean, p50, p95, top = (float(waits.mean()), float(np.percentile(waits, 50)),
@@ -106,5 +135,5 @@ class WaitRecorder:
             mean = p50 = p95 = top = 0.0
         return CoordinatorStats(answered=answered, mean_wait_s=mean, p50_wait_s=p50,
                                 p95_wait_s=p95, max_wait_s=top,
-                                first_minute_answered=first["answered"],
-                                first_minute_immediate=first["immediate"], **counts)
+                                first_minute_answered=self.first_answered,
+                                first_minute_immediate=self.first_immediate, **counts)

@@ -88,6 +88,11 @@ class Config:
     # Coordinator.
     poll_interval: float = 0.5
 
+    # Query client (`debl query`, the bench's query phase): worker processes that share the
+    # client threads, each with its own connections. 0: one per core (at most one per thread);
+    # one Python process tops out at a few thousand requests/s (docs/BENCHMARKS.md).
+    client_processes: int = 0
+
     def __post_init__(self) -> None:
         for name in ("mysql_database", "link_table", "hbase_table"):
             value = getattr(self, name)
@@ -100,6 +105,9 @@ class Config:
                      "dist_ch_tasks"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.client_processes < 0:
+            raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
+                              f"not {self.client_processes}")
         if self.bucket_width < 0:
             raise ConfigError(f"bucket_width must be 0 (derive) or positive, not {self.bucket_width}")
 

@@ -10,10 +10,18 @@ replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the
 This is the simple write path (tests, small batches); the hot bulk load uses ``LOAD DATA`` and
 reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` from here.
 
+Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
+other statement through pymysql: the read path is what a query client runs thousands of times a
+second, and there the pure-Python driver's CPU per query (about 160-200 µs against 50, measured
+in docs/STORES.md) is what limits a client process. A read is one text-protocol round trip whose
+arguments are integers, formatted with ``%d`` after ``operator.index`` (so nothing but an integer
+reaches the SQL text, and no escaping is needed).
+
 Pitfalls:
 
-- One store object is shared by many query threads. Each thread gets its own connection
-  (``threading.local``); ``close()`` closes all of them. pymysql connections are not thread-safe.
+- One store object is shared by many query threads. Each thread gets its own connections, one
+  per driver (``threading.local``); ``close()`` closes all of them. Connections of either driver
+  are not thread-safe.
 - Connections run in autocommit mode. Without it, InnoDB's repeatable-read snapshot taken by the
   first SELECT on a long-lived connection would hide every later write from that thread.
 - In ``ON DUPLICATE KEY UPDATE`` the assignments run left to right and each one sees the columns
@@ -27,13 +35,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from operator import index
 from typing import Any, TypeVar
 
+import MySQLdb
 import pymysql
 
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.mysql import connect, describe
+from debl.mysql import connect, connect_reader, describe
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 
@@ -99,7 +109,8 @@ def _service_error(config: Config, exc: BaseException, table: str | None = None)
         return ServiceError(f"MySQL at {config.mysql_host}:{config.mysql_port}: table "
                             f"{config.mysql_database}.{table} does not exist (create it with the "
                             "store's create_table() or reset(), or load data)")
-    text = describe(exc, config) if isinstance(exc, pymysql.err.MySQLError) else str(exc)
+    text = (describe(exc, config) if isinstance(exc, (pymysql.err.MySQLError, MySQLdb.MySQLError))
+            else str(exc))
     if "debl stack" not in text and (code is None or code in _CONNECTION_LOST):
         text += " (is the server up? see `debl stack status`)"
     return ServiceError(text)
@@ -120,6 +131,14 @@ class MySQLStore(LinkStore):
         self._lock = threading.Lock()
         self._connections: list[pymysql.connections.Connection] = []
         self._upsert = _UPSERT.format(table=self.table)
+        self._readers: list[MySQLdb.Connection] = []
+        select = f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %d AND link_type = %d "
+        self._list_sql = (select + "AND visibility = 1 AND time BETWEEN %d AND %d "
+                          "ORDER BY time DESC, id2 DESC LIMIT %d OFFSET %d").encode()
+        order = f" ORDER BY time DESC, id2 DESC LIMIT {_SCAN_PAGE}"
+        self._scan_sql = (select + "AND time >= %d" + order).encode()
+        self._scan_next_sql = (select + "AND time >= %d AND (time < %d OR (time = %d AND id2 < %d))"
+                               + order).encode()
 
     # ------------------------------------------------------------------ connections
 
@@ -163,6 +182,48 @@ class MySQLStore(LinkStore):
                 raise
         raise AssertionError("unreachable")
 
+    def _reader(self) -> MySQLdb.Connection:
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = connect_reader(self.config)
+            self._local.reader = reader
+            with self._lock:
+                self._readers.append(reader)
+        return reader
+
+    def _discard_reader(self) -> None:
+        reader = getattr(self._local, "reader", None)
+        self._local.reader = None
+        if reader is not None:
+            with self._lock:
+                if reader in self._readers:
+                    self._readers.remove(reader)
+            try:
+                reader.close()
+            except Exception:  # already broken: nothing to release
+                pass
+
+    def _read(self, sql: bytes) -> tuple[tuple, ...]:
+        """Rows of one SELECT on this thread's reader; reconnect and retry once if it was lost."""
+        for attempt in (1, 2):
+            reader = self._reader()
+            try:
+                reader.query(sql)
+                return reader.store_result().fetch_row(0)
+            except (MySQLdb.OperationalError, MySQLdb.InterfaceError) as exc:
+                lost = isinstance(exc, MySQLdb.InterfaceError) or (
+                    exc.args and exc.args[0] in _CONNECTION_LOST)
+                if not lost:
+                    raise _service_error(self.config, exc, self.table) from exc
+                self._discard_reader()
+                if attempt == 2:
+                    raise _service_error(self.config, exc, self.table) from exc
+            except MySQLdb.ProgrammingError as exc:
+                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
+                    raise _service_error(self.config, exc, self.table) from exc
+                raise
+        raise AssertionError("unreachable")
+
     def _execute(self, sql: str, args: Any = None) -> list[tuple]:
         def work(conn: pymysql.connections.Connection) -> list[tuple]:
             with conn.cursor() as cur:
@@ -173,7 +234,8 @@ class MySQLStore(LinkStore):
     def close(self) -> None:
         with self._lock:
             connections, self._connections = self._connections, []
-        for conn in connections:
+            readers, self._readers = self._readers, []
+        for conn in [*connections, *readers]:
             try:
                 conn.close()
             except Exception:  # a broken connection has nothing left to release
@@ -213,28 +275,22 @@ class MySQLStore(LinkStore):
                       max_time: int = MAX_TIME, offset: int = 0,
                       limit: int = DEFAULT_LIMIT) -> list[Link]:
         check_query(id1, link_type, min_time, max_time, offset, limit)
-        rows = self._execute(
-            f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %s AND link_type = %s "
-            "AND visibility = 1 AND time BETWEEN %s AND %s "
-            "ORDER BY time DESC, id2 DESC LIMIT %s OFFSET %s",
-            (id1, link_type, max(min_time, 0), min(max_time, MAX_TIME), limit, offset))
-        return [_link(row) for row in rows]
+        rows = self._read(self._list_sql % (
+            index(id1), index(link_type), max(index(min_time), 0),
+            min(index(max_time), MAX_TIME), index(limit), index(offset)))
+        return list(map(Link._make, rows))
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         """Pages of 10,000 rows by keyset (time, id2), so no connection is held between pages
         and an abandoned iterator leaves nothing open."""
-        base = (f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %s AND link_type = %s "
-                "AND time >= %s")
-        order = f" ORDER BY time DESC, id2 DESC LIMIT {_SCAN_PAGE}"
-        rows = self._execute(base + order, (id1, link_type, max(min_time, 0)))
+        id1, link_type, min_time = index(id1), index(link_type), max(index(min_time), 0)
+        rows = self._read(self._scan_sql % (id1, link_type, min_time))
         while rows:
-            yield from (_link(row) for row in rows)
+            yield from map(Link._make, rows)
             if len(rows) < _SCAN_PAGE:
                 return
-            last = rows[-1]
-            rows = self._execute(
-                base + " AND (time < %s OR (time = %s AND id2 < %s))" + order,
-                (id1, link_type, max(min_time, 0), last[5], last[5], last[2]))
+            _, _, id2, _, _, time, _ = rows[-1]
+            rows = self._read(self._scan_next_sql % (id1, link_type, min_time, time, time, id2))
 
     def write_links(self, links: Iterable[tuple[Link, Origin]]) -> int:
         n, winners = merge_batch(links)
@@ -268,8 +324,3 @@ class MySQLStore(LinkStore):
         self.create_table()
         self._execute(f"TRUNCATE TABLE `{self.table}`")
 
-
-def _link(row: tuple) -> Link:
-    id1, link_type, id2, visibility, data, time, version = row
-    return Link(int(id1), int(link_type), int(id2), int(visibility), bytes(data), int(time),
-                int(version))
