@@ -328,6 +328,24 @@ def test_mysql_reconnects_once_after_a_dropped_connection(stack_config) -> None:
 
 
 @pytest.mark.stack
+def test_mysql_read_path_reconnects_once_after_a_dropped_connection(stack_config) -> None:
+    from debl.mysql import connect
+    from debl.store.mysql import MySQLStore
+
+    with MySQLStore(stack_config, table="conf_links_reads") as s:
+        s.reset()
+        s.write_links([(Link(7, LT, 8, 1, b"x", 5, 0), Origin(1, 0, 0))])
+        assert [l.id2 for l in s.get_link_list(7, LT)] == [8]
+        victim = s._reader().thread_id()  # reads have their own connection (mysqlclient)
+        with connect(stack_config) as admin, admin.cursor() as cur:
+            cur.execute("KILL %s", (victim,))
+        assert [l.id2 for l in s.get_link_list(7, LT)] == [8]  # reconnected, answered
+        assert [l.id2 for l in s.scan_newest_first(7, LT)] == [8]
+        assert s._reader().thread_id() != victim
+        s.drop_table()
+
+
+@pytest.mark.stack
 def test_hbase_reconnects_once_after_a_dropped_connection(stack_config) -> None:
     import socket
 
