@@ -17,11 +17,18 @@ For one ``BenchSpec`` (reproducible from it alone):
    phases in seconds since the load started, uptime, query result, waits, full availability) and
    ``<approach>.timeline.csv`` (requests completed per second, since the load started).
 
+Input: by default the paper's setting (docs/WORKLOAD.md): a ``ranges`` dump (each file a
+contiguous id1 range, the newest ids in the newest files) and requests of which
+``recency_share`` (``DEFAULT_RECENCY_SHARE``) follow recency; ``days`` and ``recency_share=0``
+(LinkBench alone) are the other scenarios. debl's hot files are the newest files whose bytes come
+closest to ``hot_share`` of the input (``hot_bytes_for_share``: whole files, at least one hot and
+one cold), the paper's "2g mysql" of 10 GB.
+
 Scale: the configured chunk size and bucket target are sized for inputs of many GB. Unless the
-spec gives them, a bench cuts its input into about 16 chunks and its id range into ``buckets``
-(16) buckets, so a small bench keeps the shape of a large load: copy and dist_ch pipelined, and
-enough buckets for the order of gen_HF to matter. The values used are in ``bench.json``
-(``effective``).
+spec gives them, a bench cuts its input into about 16 chunks and each approach's cold bytes into
+``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``), so a small bench
+keeps the shape of a large load: copy and dist_ch pipelined, and enough buckets for the order of
+gen_HF to matter. The values used are in ``bench.json`` (``effective``).
 
 Times: every approach's clock starts when its load starts (``debl_loads.started``). "all served"
 is when the last of the requests completed; the query phase starts at uptime, so it includes the
@@ -67,6 +74,8 @@ from debl.errors import ConfigError, LoadStateError
 from debl.workload.spec import GenerateSpec
 from loaders.baselines import APPROACHES, copy_dir, get_approach, run_approach
 from loaders.load import LoadOptions, LoadProgress
+from loaders.source import LocalSource, SourceFile
+from loaders.split import split_files
 
 BENCH_FILE = "bench.json"
 INPUT_MARKER = ".bench-input.json"
@@ -77,6 +86,10 @@ DEFAULT_APPROACHES = ("fileCopy", "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-
 _HEAVY_ID_BYTES = 53_000_000
 _BYTES_PER_ID = 255
 GEN_HF_STARTS = ("uptime", "load")
+# The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
+DEFAULT_RECENCY_SHARE = 0.9
+DEFAULT_LAYOUT = "ranges"  # the paper's setting (DESIGN section 3)
+_HOT_APPROACHES = ("debl", "debl-fifo")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
 
@@ -84,7 +97,8 @@ _STOP_GRACE_S = 30.0
 @dataclass(frozen=True)
 class BenchSpec:
     """One experiment. ``source_rate`` in MB/s (None: uncapped); ``requests`` and ``duration``
-    bound each query phase (whichever first); ``hot_share`` is debl's hot share of the bytes."""
+    bound each query phase (whichever first); ``hot_share`` is debl's hot share of the bytes;
+    ``recency_share`` the requests' share by recency; the layout is ``input.layout``."""
 
     input: GenerateSpec
     data_dir: Path
@@ -97,7 +111,8 @@ class BenchSpec:
     chunk_size: int | None = None
     bucket_width: int | None = None
     hot_share: float = 0.2
-    buckets: int = 16  # without bucket_width: the id range cut into this many buckets
+    buckets: int = 16  # without bucket_width: bucket_target_bytes = cold bytes / buckets
+    recency_share: float = DEFAULT_RECENCY_SHARE
     query_timeout: float = 600.0
     full_timeout: float = 3600.0
     gen_hf_start: str = "uptime"  # or "load": the gen_HF service is started with the load
@@ -119,6 +134,8 @@ class BenchSpec:
             raise ConfigError(f"--hot-share must be in (0, 1), not {self.hot_share}")
         if self.source_rate is not None and self.source_rate <= 0:
             raise ConfigError("--source-rate must be positive (leave it out for uncapped)")
+        if not 0.0 <= self.recency_share <= 1.0:
+            raise ConfigError(f"--recency-share must be in [0, 1], not {self.recency_share}")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -128,8 +145,11 @@ class BenchSpec:
 
     @staticmethod
     def from_dict(d: dict) -> "BenchSpec":
+        """Also reads the bench.json of benches made before layouts and recency existed
+        (days, LinkBench's requests alone)."""
         d = dict(d)
-        d["input"] = GenerateSpec(**d["input"])
+        d.setdefault("recency_share", 0.0)
+        d["input"] = GenerateSpec(**{"layout": "days", **d["input"]})
         d["data_dir"] = Path(d["data_dir"])
         d["approaches"] = tuple(d["approaches"])
         return BenchSpec(**d)
@@ -139,9 +159,10 @@ class BenchSpec:
         g = self.input
         args = ["debl", "bench", "--approaches", ",".join(self.approaches),
                 "--max-id", str(g.max_id), "--files", str(g.files), "--days", str(g.days),
-                "--input-seed", str(g.seed), "--data", str(self.data_dir),
+                "--layout", g.layout, "--input-seed", str(g.seed), "--data", str(self.data_dir),
                 "--threads", str(self.threads), "--requests", str(self.requests),
-                "--seed", str(self.seed), "--hot-share", f"{self.hot_share:g}"]
+                "--seed", str(self.seed), "--hot-share", f"{self.hot_share:g}",
+                "--recency-share", f"{self.recency_share:g}"]
         if g.max_degree is not None:
             args += ["--max-degree", str(g.max_degree)]
         if self.source_rate is not None:
@@ -174,13 +195,48 @@ def effective_chunk_size(config: Config, spec: BenchSpec, input_bytes: int) -> i
     return max(4 * mib, min(config.chunk_size, input_bytes // 16 // mib * mib))
 
 
-def effective_bucket_width(spec: BenchSpec) -> int:
-    """``spec.bucket_width``, else the generated id range cut into ``spec.buckets`` buckets
-    (LinkBench spreads links evenly over ids, so buckets hold about equal bytes, except the one
-    with the heaviest id)."""
+def hot_bytes_for_share(files: list[SourceFile], share: float) -> int:
+    """The bytes of the newest files that come closest to *share* of all bytes: the ``hot_bytes``
+    that makes ``split_files`` take exactly those files. At least one file is hot and one cold.
+
+    Whole files, so the hot share is only about *share*: the newest files of a ``ranges`` dump
+    differ in size (LinkBench's heavy-tailed degrees), and "at most share" could leave one
+    file of ten hot instead of the paper's 2 GB of 10."""
+    newest = sorted(files, key=lambda f: (f.mtime, f.name), reverse=True)
+    if len(newest) < 2:
+        raise ConfigError("debl needs at least two input files: one hot, one cold")
+    target = share * sum(f.size for f in newest)
+    best, total = None, 0
+    for f in newest[:-1]:
+        total += f.size
+        if best is None or abs(total - target) < abs(best - target):
+            best = total
+    return best
+
+
+def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:
+    """The bytes that a load with *hot_bytes* (None: every file cold) leaves cold."""
+    return sum(f.size for f in split_files(files, hot_bytes).cold)
+
+
+def bucket_target_bytes(spec: BenchSpec, cold: int) -> int:
+    """``bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets of
+    about equal bytes (the loader sizes buckets by this target, DESIGN section 4)."""
+    return max(1, -(-cold // spec.buckets))
+
+
+def load_options(spec: BenchSpec, name: str, files: list[SourceFile],
+                 chunk_size: int) -> tuple[LoadOptions, int | None]:
+    """The load options of approach *name* in the bench, and the bucket target of its cold
+    bytes (None with a fixed ``bucket_width``)."""
+    hot = hot_bytes_for_share(files, spec.hot_share) if name in _HOT_APPROACHES else None
+    options = LoadOptions(chunk_size=chunk_size, bucket_width=spec.bucket_width or 0,
+                          approach=name, hot_bytes=hot)
     if spec.bucket_width:
-        return spec.bucket_width
-    return -(-spec.input.max_id // spec.buckets)  # ceil: bucket indexes 0 .. buckets-1
+        return options, None
+    if APPROACHES[name].target in (None, "mysql"):  # no cold bytes to bucket
+        return options, None
+    return options, bucket_target_bytes(spec, cold_bytes(files, hot))
 
 
 def max_id_for_size(size: int, max_degree: int | None = None) -> int:
@@ -310,7 +366,8 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
     directory.mkdir(parents=True, exist_ok=False)
     input_bytes, input_files = ensure_input(spec.input, spec.data_dir, progress)
     chunk_size = effective_chunk_size(config, spec, input_bytes)
-    width = effective_bucket_width(spec)
+    listed = LocalSource(spec.data_dir).list()
+    plans = {name: load_options(spec, name, listed, chunk_size) for name in spec.approaches}
     meta = {"bench_id": bench_id, "spec": spec.to_dict(), "command": spec.command_line()
             if _cli_expressible(spec) else None,
             "namespace": {"mysql_database": config.mysql_database,
@@ -318,7 +375,12 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
                           "hdfs_root": config.hdfs_root},
             "machine": machine(), "code": code_version(),
             "input": {"bytes": input_bytes, "files": input_files},
-            "effective": {"chunk_size": chunk_size, "bucket_width": width},
+            "effective": {"chunk_size": chunk_size, "bucket_width": spec.bucket_width,
+                          "buckets": None if spec.bucket_width else spec.buckets,
+                          "hot_bytes": {n: o.hot_bytes for n, (o, _) in plans.items()
+                                        if o.hot_bytes is not None},
+                          "bucket_target_bytes": {n: t for n, (_, t) in plans.items()
+                                                  if t is not None}},
             "started": t0, "ended": None, "state": "running"}
     _write_json(directory / BENCH_FILE, meta)
 
@@ -337,8 +399,8 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
             progress.approach(name, index, len(spec.approaches))
             progress.phase(name, "reset")
             reset_stores(config)
-            run = _run_one(config, spec, name, url, input_bytes, chunk_size, width,
-                           directory, progress)
+            run = _run_one(config, spec, name, url, input_bytes, plans[name], directory,
+                           progress)
             runs.append(run)
             progress.finished(run, config)
         meta["state"] = "done"
@@ -421,13 +483,13 @@ class _LoadBytes(LoadProgress):
 
 
 def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: int,
-             chunk_size: int, width: int, directory: Path,
+             plan: tuple[LoadOptions, int | None], directory: Path,
              progress: BenchProgress) -> ApproachRun:
     approach = APPROACHES[name]
     progress.phase(name, "load")
-    options = LoadOptions(chunk_size=chunk_size, bucket_width=width, approach=name)
-    if name in ("debl", "debl-fifo"):
-        options = dataclasses.replace(options, hot_bytes=int(input_bytes * spec.hot_share))
+    options, target_bytes = plan
+    if target_bytes is not None:
+        config = config.replace(bucket_target_bytes=target_bytes)
     service = None
     if approach.gen_hf_order:
         service = GenHFProcess(config, approach.gen_hf_order,
@@ -467,7 +529,8 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
 
     gen = spec.input
     client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
-                                         link_types=gen.link_types, seed=spec.seed),
+                                         link_types=gen.link_types, seed=spec.seed,
+                                         recency_share=spec.recency_share),
                              threads=spec.threads, total=spec.requests, duration=spec.duration,
                              processes=default_processes(spec.threads, config.client_processes))
     # Each client process opens its own target; a coordinator's counters are zeroed when the

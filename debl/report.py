@@ -5,11 +5,14 @@ Written next to the bench's results (``<state_dir>/bench/<bench_id>/``):
 - ``report.md`` and ``report.html``: the experiment (input, rate, client, machine, the command
   that repeats it); the Table 1 analog (per approach: uptime, the wall time of each phase, when
   all queries were served, full availability, the paper's uptime); latency percentiles per
-  approach (and, for DeBL, the buffered queries' waits); the ratios of DESIGN section 11 beside
-  the paper's;
+  approach (and, for DeBL, the buffered queries' waits); the service from uptime (the paper's
+  Figure 7.6 in numbers: requests served in the first 30 s after uptime, throughput once
+  everything is loaded, the longest stall, the last query); the ratios of DESIGN section 11
+  beside the paper's;
 - ``throughput.png``: requests completed per second against the time since the load started,
-  one line per approach, each approach's uptime marked by a dashed line of its colour; below it
-  the share of the query phase's requests served so far (where it reaches 1: all served).
+  one line per approach, each approach's uptime marked by a dashed line of its colour (and full
+  availability, for DeBL, by a dotted one); below it the share of the query phase's requests
+  served so far (where it reaches 1: all served).
 
 Every figure comes from the bench's files alone, so a report can be rebuilt any time.
 
@@ -17,6 +20,10 @@ Pitfalls:
 
 - Phase columns are wall spans (first start to last end, in seconds): pipelined phases overlap,
   so a row's phases do not add up to its uptime.
+- Service figures come from the per-second timeline: a second's completions count as spread
+  evenly over it (the last second ends at the last query), so window edges are exact only to
+  that. "Served in the first 30 s" compares approaches only while each query phase lasts 30 s:
+  a phase that ends sooner has served all its requests.
 - Ratios need their reference approach in the same bench (fileCopy, bulkLoad-mysql, debl-fifo);
   without it the ratio is shown as "-". On one machine only ratios measured in one run compare
   with the paper's (DESIGN section 11).
@@ -33,6 +40,10 @@ from loaders.baselines import APPROACHES
 
 PAPER_FILECOPY_S = 893.0
 PAPER_BULK_MYSQL_S = 2565.0
+SERVICE_WINDOW_S = 30.0  # "served in the first 30 s after uptime" (issue 11, docs/BENCHMARKS.md)
+# A second with fewer completions than this share of the approach's best second is a stall
+# ("~0 req/s": a closed-loop client whose threads all wait on buffered queries).
+STALL_SHARE = 0.01
 # (column title, phase names whose wall span it shows)
 PHASE_COLUMNS = (
     ("copy", ("copy",)),
@@ -147,6 +158,106 @@ def _first_minute(waits: dict | None) -> str:
             f"({waits['first_minute_answered']:,})")
 
 
+@dataclass(frozen=True)
+class Service:
+    """How one approach served from its uptime; times in seconds since its load started.
+
+    ``first_window``: requests completed in ``[uptime, uptime + window_s)``. ``loaded_from_s``:
+    full availability (the uptime for approaches that load everything before it);
+    ``loaded_rate``: requests per second from then to the last query (None if that is under a
+    second, or full availability never came before the last query). ``longest_stall_s``: the
+    longest stretch after uptime in which fewer than ``STALL_SHARE`` of the best second's
+    requests completed per second, starting at ``stall_at_s`` (0.0 and None: no stall).
+    ``last_query_s``: when the last request was answered."""
+
+    first_window: int
+    window_s: float
+    loaded_from_s: float | None
+    loaded_rate: float | None
+    longest_stall_s: float
+    stall_at_s: float | None
+    last_query_s: float
+
+
+def _bins(run: ApproachRun) -> list[tuple[float, float, int]]:
+    """(start, end, completed) per second of the query phase, since the load started; the gap
+    from uptime to the client's start is a bin of no completions. The last bin ends at the last
+    query; seconds after it (a --duration phase that ended early) are dropped."""
+    end_all = run.all_served_s
+    bins = []
+    if run.query_start_s is not None and run.query_start_s > run.uptime_s:
+        bins.append((run.uptime_s, run.query_start_s, 0))
+    for point in run.timeline:
+        start, completed = float(point[0]), int(point[1])
+        if end_all is not None and start >= end_all:
+            continue
+        end = start + 1.0 if end_all is None else max(min(start + 1.0, end_all), start + 1e-9)
+        bins.append((start, end, completed))
+    return bins
+
+
+def _completed_between(bins: list[tuple[float, float, int]], lo: float, hi: float) -> float:
+    """Completions in [lo, hi), each bin's spread evenly over it."""
+    total = 0.0
+    for start, end, completed in bins:
+        overlap = min(end, hi) - max(start, lo)
+        if overlap > 0:
+            total += completed * overlap / (end - start)
+    return total
+
+
+def service_from_uptime(run: ApproachRun, window_s: float = SERVICE_WINDOW_S) -> Service | None:
+    """The service figures of *run* (None without a query phase); see ``Service``."""
+    if run.query is None or run.all_served_s is None:
+        return None
+    bins = _bins(run)
+    first = _completed_between(bins, run.uptime_s, run.uptime_s + window_s)
+    loaded_from = run.full_availability_s
+    rate = None
+    if loaded_from is not None:
+        lo = max(loaded_from, bins[0][0] if bins else run.all_served_s)
+        if run.all_served_s - lo >= 1.0:
+            rate = _completed_between(bins, lo, run.all_served_s) / (run.all_served_s - lo)
+    # The best second among whole seconds (a partial last second says little), unless no
+    # whole second served anything.
+    peak = max((c for s, e, c in bins if e - s >= 1.0 - 1e-9), default=0) or \
+        max((c / (e - s) for s, e, c in bins), default=0.0)
+    longest, at, run_start = 0.0, None, None
+    for start, end, completed in bins:
+        if completed / (end - start) < STALL_SHARE * peak or peak == 0:
+            run_start = start if run_start is None else run_start
+            if end - run_start > longest:
+                longest, at = end - run_start, run_start
+        else:
+            run_start = None
+    return Service(int(round(first)), window_s, loaded_from, rate, longest, at,
+                   run.all_served_s)
+
+
+def service_table(runs: list[ApproachRun]) -> Table:
+    headers = ("approach", "uptime s", f"served in 1st {SERVICE_WINDOW_S:g} s", "of all",
+               "all loaded at s", "req/s once loaded", "longest stall s", "stall from s",
+               "last query s")
+    rows = []
+    for r in runs:
+        sv = service_from_uptime(r)
+        if sv is None:
+            continue
+        total = r.query["completed"] or 1
+        rows.append((r.approach, _s(r.uptime_s), f"{sv.first_window:,}",
+                     f"{sv.first_window / total:.0%}", _s(sv.loaded_from_s),
+                     _s(sv.loaded_rate, 0), _s(sv.longest_stall_s),
+                     _s(sv.stall_at_s), _s(sv.last_query_s)))
+    return Table(headers, tuple(rows),
+                 f"Seconds since the approach's load started. 'served in 1st {SERVICE_WINDOW_S:g}"
+                 " s': requests answered in that window after uptime (with a query phase "
+                 "shorter than the window, all of them). 'all loaded at': full availability "
+                 "(DeBL: the last bucket in HBase; the others: their uptime); 'req/s once "
+                 "loaded': from then to the last query ('-' if that is under a second). "
+                 f"'longest stall': the longest stretch after uptime with under {STALL_SHARE:.0%}"
+                 " of the approach's best second's requests per second.")
+
+
 def ratio_table(runs: list[ApproachRun]) -> Table:
     by = {r.approach: r for r in runs}
     rows = []
@@ -170,6 +281,20 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
             rows.append(("all queries served / bulkLoad-mysql uptime", r.approach,
                          _s(_ratio(r.all_served_s, mysql.uptime_s if mysql else None), 2),
                          paper))
+    mysql_service = service_from_uptime(mysql) if mysql else None
+    hbase = by.get("bulkLoad-hbase")
+    for r in runs:
+        sv = service_from_uptime(r)
+        if sv is None:
+            continue
+        if r.approach != "bulkLoad-mysql" and mysql_service is not None:
+            rows.append((f"served in 1st {SERVICE_WINDOW_S:g} s after uptime / bulkLoad-mysql's",
+                         r.approach, _s(_ratio(sv.first_window, mysql_service.first_window), 2),
+                         "-"))
+        if r.approach != "bulkLoad-hbase" and hbase is not None and hbase.all_served_s:
+            rows.append(("last query / bulkLoad-hbase's last query", r.approach,
+                         _s(_ratio(r.all_served_s, hbase.all_served_s), 2),
+                         "< 1" if r.approach in ("debl", "debl-cold") else "-"))
     demand, fifo = by.get("debl"), by.get("debl-fifo")
     if demand and fifo and demand.waits and fifo.waits:
         rows.append(("mean wait, demand order / fifo order", "debl vs debl-fifo",
@@ -183,8 +308,18 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
                  "demand/fifo wait ratio.")
 
 
+def _buckets_line(spec: dict, effective: dict) -> str:
+    if spec.get("bucket_width"):
+        return f"buckets: fixed width {spec['bucket_width']:,} ids"
+    targets = effective.get("bucket_target_bytes") or {}
+    each = ", ".join(f"{n} {t / 1e6:,.1f} MB" for n, t in targets.items())
+    return (f"buckets: about {spec['buckets']} of each approach's cold bytes"
+            + (f" (target per bucket: {each})" if each else ""))
+
+
 def experiment_lines(meta: dict) -> list[str]:
     spec, m, inp = meta["spec"], meta["machine"], meta["input"]
+    effective = meta.get("effective", {})
     rate = spec["source_rate"]
     rate_text = f"{rate:g} MB/s ({rate * 8:g} Mbit/s)" if rate else "uncapped"
     g = spec["input"]
@@ -192,11 +327,14 @@ def experiment_lines(meta: dict) -> list[str]:
         f"bench {meta['bench_id']} ({meta['state']})",
         f"input: {inp['bytes'] / 1e6:,.1f} MB in {inp['files']} files "
         f"(max-id {g['max_id']:,}, seed {g['seed']}"
-        + (f", max-degree {g['max_degree']}" if g["max_degree"] is not None else "") + ")",
+        + (f", max-degree {g['max_degree']}" if g["max_degree"] is not None else "")
+        + f", layout {g.get('layout', 'days')})",
         f"source: HTTP on loopback, {rate_text}",
         f"query phase: {spec['threads']} threads, {spec['requests']:,} requests"
         + (f" or {spec['duration']:g} s" if spec["duration"] else "")
-        + f", seed {spec['seed']}; DeBL hot share {spec['hot_share']:.0%}",
+        + f", seed {spec['seed']}, {spec.get('recency_share', 0.0):.0%} of the id1s by "
+        f"recency; DeBL hot share {spec['hot_share']:.0%}",
+        _buckets_line(spec, effective),
         f"machine: {m['cpus']} CPUs ({m['cpu_model'] or 'unknown model'}), "
         f"{m['memory_gib']} GiB, {m['system']}, Python {m['python']}; "
         f"code {meta.get('code') or 'unknown'}",
@@ -233,6 +371,8 @@ def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
             ax.plot([], [], color=color, label=f"{r.approach} (no queries)")
         for axis in (ax, cum):
             axis.axvline(r.uptime_s, color=color, ls="--", lw=1.0, alpha=0.8)
+            if r.gen_hf and r.full_availability_s is not None:
+                axis.axvline(r.full_availability_s, color=color, ls=":", lw=1.0, alpha=0.8)
     for i, r in enumerate(runs):
         ax.annotate(f"{r.approach} up", (r.uptime_s, top), xytext=(3, -12 - 11 * i),
                     textcoords="offset points", fontsize=8, color=colors[i % len(colors)])
@@ -258,9 +398,10 @@ def write_report(directory: Path) -> Report:
     meta, runs = read_bench(directory)
     plot = plot_throughput(runs, directory / "throughput.png",
                            f"bench {meta['bench_id']}: throughput over time "
-                           "(dashed: each approach's uptime)")
+                           "(dashed: each approach's uptime; dotted: DeBL's full availability)")
     sections = [("Phase latencies (Table 1 analog)", table1(runs)),
                 ("Query latency", latency_table(runs)),
+                ("Service from uptime (Figure 7.6 in numbers)", service_table(runs)),
                 ("Ratios of DESIGN section 11", ratio_table(runs))]
     intro = experiment_lines(meta)
 

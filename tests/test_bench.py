@@ -10,8 +10,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from debl.bench import (BenchProgress, BenchSpec, max_id_for_size, read_bench, reset_stores,
-                        run_bench)
+from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, BenchProgress, BenchSpec,
+                        bucket_target_bytes, ensure_input, hot_bytes_for_share, load_options,
+                        max_id_for_size, read_bench, reset_stores, run_bench)
 from debl.catalog import Catalog
 from debl.errors import ConfigError
 from debl.store.hbase import HBaseStore
@@ -19,12 +20,14 @@ from debl.store.mysql import MySQLStore
 from debl.workload.spec import GenerateSpec
 from loaders.baselines import APPROACHES, run_approach
 from loaders.load import LoadOptions
-from loaders.source import LocalSource
+from loaders.source import LocalSource, SourceFile
+from loaders.split import split_files
 from tests.dataset import reference_store
 
 APPROACHES_RUN = ("fileCopy", "bulkLoad-mysql", "debl")
+# The bench's default setting: a range dump, requests that follow recency (DEFAULT_RECENCY_SHARE)
 INPUT = GenerateSpec(max_id=8001, files=10, days=10, seed=3, max_degree=40, update_share=0.2,
-                     hidden_share=0.3, bad_lines=3)
+                     hidden_share=0.3, bad_lines=3, layout="ranges")
 
 
 def namespaced(config):
@@ -154,7 +157,9 @@ def test_report_has_a_row_per_approach(bench, config):
         assert f"| {name} |" in md
     assert "| uptime / fileCopy uptime | debl |" in md
     assert "| all queries served / bulkLoad-mysql uptime | debl |" in md
-    assert (result.directory / "report.html").read_text().count("<table>") == 3
+    assert "| debl | " in md.split("## Service from uptime")[1]  # the service table's row
+    assert "layout ranges" in md and f"{DEFAULT_RECENCY_SHARE:.0%} of the id1s by recency" in md
+    assert (result.directory / "report.html").read_text().count("<table>") == 4
     png = (result.directory / "throughput.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
@@ -191,11 +196,76 @@ def test_approach_options_are_checked():
 
 
 def test_bench_spec_round_trips_and_repeats_as_a_command(tmp_path):
-    spec = BenchSpec(GenerateSpec(max_id=max_id_for_size(300_000_000)), tmp_path,
-                     ("fileCopy", "debl"), source_rate=12.5, requests=2000)
+    spec = BenchSpec(GenerateSpec(max_id=max_id_for_size(300_000_000), layout="ranges"), tmp_path,
+                     ("fileCopy", "debl"), source_rate=12.5, requests=2000, recency_share=0.5)
     assert BenchSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     line = spec.command_line()
     assert "--source-rate 12.5" in line and "--approaches fileCopy,debl" in line
+    assert "--layout ranges" in line and "--recency-share 0.5" in line
     assert 900_000 < spec.input.max_id < 1_100_000  # ~300 MB: about 1M ids (measured 304 MB)
     with pytest.raises(ConfigError):
         BenchSpec(spec.input, tmp_path, ("fileCopy", "nope"))
+
+
+def test_bench_defaults_are_the_papers_setting(tmp_path):
+    from debl.commands.bench import bench as bench_command
+
+    assert DEFAULT_LAYOUT == "ranges" and 0 < DEFAULT_RECENCY_SHARE < 1
+    assert BenchSpec(GenerateSpec(max_id=101), tmp_path).recency_share == DEFAULT_RECENCY_SHARE
+    options = {o.name: o.default for o in bench_command.params}
+    assert options["layout"] == DEFAULT_LAYOUT
+    assert options["recency_share"] == DEFAULT_RECENCY_SHARE
+    with pytest.raises(ConfigError, match="--recency-share"):
+        BenchSpec(GenerateSpec(max_id=101), tmp_path, recency_share=1.2)
+
+
+def _files(*sizes_oldest_first: int) -> list[SourceFile]:
+    return [SourceFile(f"links-{k:03d}.tsv", size, 1000.0 + k)
+            for k, size in enumerate(sizes_oldest_first)]
+
+
+@pytest.mark.parametrize("sizes, hot_files", [
+    ((98, 106, 91, 98, 87, 86, 107, 94, 96, 138), 2),  # 1 GiB ranges: 13.8% + 9.6% beats 13.8%
+    ((91, 101, 101, 101, 101, 101, 101, 101, 101, 101), 2),  # days: 20.2% beats 10.1%
+    ((100, 100, 100, 100, 100, 100, 100, 100, 100, 390), 1),  # one big newest file: 30%
+    ((10, 990), 1),  # at least one file stays cold
+])
+def test_hot_bytes_take_the_newest_whole_files_closest_to_the_share(sizes, hot_files):
+    files = _files(*sizes)
+    hot = hot_bytes_for_share(files, 0.2)
+    split = split_files(files, hot)
+    assert [f.name for f in split.hot] == [f.name for f in files[len(files) - hot_files:]]
+    assert hot == sum(f.size for f in split.hot)
+
+
+def test_buckets_set_the_bucket_target_of_each_approachs_cold_bytes(tmp_path):
+    files = _files(*([100] * 8), 110, 110)
+    spec = BenchSpec(GenerateSpec(max_id=101), tmp_path, buckets=16)
+    debl, target = load_options(spec, "debl", files, chunk_size=64)
+    assert debl.hot_bytes == 220 and debl.chunk_size == 64 and debl.bucket_width == 0
+    assert target == bucket_target_bytes(spec, 800) == 50  # 800 cold bytes in 16 buckets
+    cold, target = load_options(spec, "debl-cold", files, chunk_size=64)
+    assert cold.hot_bytes is None and target == 64  # 1,020 bytes in 16 buckets, rounded up
+    assert load_options(spec, "bulkLoad-hbase", files, 64)[1] == 64
+    assert load_options(spec, "bulkLoad-mysql", files, 64)[1] is None  # nothing cold
+    fixed = BenchSpec(GenerateSpec(max_id=101), tmp_path, bucket_width=500)
+    options, target = load_options(fixed, "debl", files, 64)
+    assert options.bucket_width == 500 and target is None
+
+
+def test_the_input_cache_keys_on_the_layout(tmp_path):
+    days = GenerateSpec(max_id=301, files=3, days=3, max_degree=5)
+    ranges = GenerateSpec(max_id=301, files=3, days=3, max_degree=5, layout="ranges")
+    messages = []
+
+    class Recorder(BenchProgress):
+        def message(self, text):
+            messages.append(text)
+
+    ensure_input(days, tmp_path, Recorder())
+    first_ids = {int(line.split(b"\t")[0]) for line in open(tmp_path / "links-000.tsv", "rb")}
+    ensure_input(days, tmp_path, Recorder())
+    ensure_input(ranges, tmp_path, Recorder())
+    ranged_ids = {int(line.split(b"\t")[0]) for line in open(tmp_path / "links-000.tsv", "rb")}
+    assert [m.split()[0] for m in messages] == ["generating", "reusing", "generating"]
+    assert max(ranged_ids) < 101 < max(first_ids)  # the ranges dump's first file: ids 1..100

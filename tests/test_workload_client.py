@@ -197,6 +197,15 @@ def test_query_command(monkeypatch, store, tmp_path):
     doc = json.loads(result.stdout)
     assert doc["completed"] == 50 and doc["spec"]["requests"]["max_id"] == 1001
     assert doc["spec"]["processes"] == 1
+    assert doc["spec"]["requests"]["recency_share"] == 0.0  # LinkBench alone by default
+    result = CliRunner().invoke(main, ["query", "--requests", "50", "--max-id", "1001",
+                                       "--processes", "1", "--recency-share", "0.9"])
+    assert result.exit_code == 0, result.output
+    assert "90% by recency" in result.stdout
+    result = CliRunner().invoke(main, ["query", "--requests", "5", "--max-id", "1001",
+                                       "--processes", "1", "--recency-share", "2"])
+    assert result.exit_code == 1 and "Error: --recency-share must be in [0, 1]" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_query_command_needs_an_id_range(monkeypatch):

@@ -79,3 +79,66 @@ def test_correlated_stream_hits_high_degree_ids():
 def test_rejects_empty_range():
     with pytest.raises(ConfigError):
         RequestSpec(max_id=1, start_id=1)
+
+
+# ---------------------------------------------------------------- hotness that follows recency
+
+N = 100_000
+
+
+def _newest_share(ids: np.ndarray, fraction: float) -> float:
+    """The share of requests for the newest ``fraction`` of the ids [1, N+1)."""
+    return float(np.mean(ids > N - int(N * fraction)))
+
+
+def test_recency_share_zero_is_linkbench_exactly():
+    plain = RequestStream(SPEC, stream=2).draw(20_000)
+    zero = RequestStream(RequestSpec(max_id=100_001, link_types=2, seed=11, recency_share=0.0),
+                         stream=2).draw(20_000)
+    assert all(np.array_equal(x, y) for x, y in zip(plain, zero))
+
+
+def test_recency_draws_are_zipf_over_recency_rank():
+    spec = RequestSpec(max_id=N + 1, seed=5, recency_share=1.0)
+    ids, types = RequestStream(spec).draw(400_000)
+    zipf = ZipfSampler(0, N)
+    counts = np.bincount(N - ids, minlength=N)  # recency rank: 0 is the newest id, N
+    assert ids.max() == N and ids.min() >= 1
+    assert counts[0] / len(ids) == pytest.approx(1 / zeta(N, 0.8), rel=0.05)
+    assert counts[0] > counts[1] > counts[10] > counts[1000]  # hottest first, newest first
+    for fraction in (0.01, 0.1, 0.2):
+        expected = zipf.top_share(int(N * fraction))
+        assert _newest_share(ids, fraction) == pytest.approx(expected, abs=0.015)
+    assert np.mean(types == 123456789) == pytest.approx(0.5, abs=0.01)
+
+
+def test_recency_share_mixes_the_two_streams():
+    """A share S of the requests follows recency, the rest LinkBench: the share of requests
+    for the newest ids is the S-weighted mix of the two streams' shares."""
+    only_recent = RequestStream(RequestSpec(max_id=N + 1, seed=21, recency_share=1.0)).draw(
+        300_000)[0]
+    linkbench = RequestStream(RequestSpec(max_id=N + 1, seed=22)).draw(300_000)[0]
+    for s in (0.3, 0.9):
+        mixed = RequestStream(RequestSpec(max_id=N + 1, seed=23, recency_share=s)).draw(
+            300_000)[0]
+        for fraction in (0.01, 0.2):
+            expected = s * _newest_share(only_recent, fraction) + \
+                (1 - s) * _newest_share(linkbench, fraction)
+            assert _newest_share(mixed, fraction) == pytest.approx(expected, abs=0.01)
+    # LinkBench alone is blind to recency: the newest 20% of ids get about 20% of its requests
+    assert _newest_share(linkbench, 0.2) == pytest.approx(0.2, abs=0.05)
+
+
+def test_recency_streams_are_deterministic_per_seed_and_stream():
+    spec = RequestSpec(max_id=N + 1, seed=3, recency_share=0.6)
+    a = RequestStream(spec, stream=4).draw(5000)
+    b = RequestStream(spec, stream=4).draw(5000)
+    c = RequestStream(spec, stream=5).draw(5000)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not np.array_equal(a[0], c[0])
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_recency_share_outside_zero_one_is_refused(share):
+    with pytest.raises(ConfigError, match="--recency-share"):
+        RequestSpec(max_id=100, recency_share=share)

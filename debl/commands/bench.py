@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from debl.commands.common import config_of, friendly_errors, parse_size
+from debl.bench import DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE
 from debl.config import Config
+from debl.workload.spec import LAYOUTS
 
 _ALL = "fileCopy,bulkLoad-mysql,bulkLoad-hbase,batchPut-hbase,debl-cold,debl"
 
@@ -97,15 +99,22 @@ def _display_class():
 @click.option("--max-id", type=int, help="Generate ids [1, MAX_ID) (instead of --size).")
 @click.option("--files", type=int, default=10, show_default=True)
 @click.option("--days", type=int, default=10, show_default=True)
+@click.option("--layout", type=click.Choice(LAYOUTS), default=DEFAULT_LAYOUT, show_default=True,
+              help="Input layout: ranges, a dump by id1 range with the newest ids in the newest "
+                   "files (the paper's setting); days, a change log per day over all ids.")
 @click.option("--input-seed", type=int, default=1, show_default=True,
               help="Seed of the generated input.")
 @click.option("--max-degree", type=int, help="Cap every out-degree (small inputs only).")
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Input directory, reused when it holds the same input "
-                   "(default: <state_dir>/bench/inputs/<max-id>-<files>-<seed>).")
+                   "(default: <state_dir>/bench/inputs/<max-id>-<files>-<days>-<seed>-<layout>"
+                   "[-d<max-degree>]).")
 @click.option("--source-rate", type=float,
               help="Source bandwidth in MB/s for all transfers (12.5 = 100 Mbit/s); "
                    "default uncapped.")
+@click.option("--recency-share", type=float, default=DEFAULT_RECENCY_SHARE, show_default=True,
+              help="Share of requests whose id1 follows recency (Zipf over recency rank, the "
+                   "newest ids hottest); the rest as LinkBench. 0: LinkBench alone.")
 @click.option("--threads", type=int, default=16, show_default=True)
 @click.option("--requests", type=int, default=10000, show_default=True,
               help="Requests of each query phase.")
@@ -115,9 +124,11 @@ def _display_class():
               "at most the configured chunk_size).")
 @click.option("--bucket-width", type=int, help="id1 range per bucket (default: see --buckets).")
 @click.option("--buckets", type=int, default=16, show_default=True,
-              help="Without --bucket-width: cut the id range into this many buckets.")
+              help="Without --bucket-width: buckets of each approach's cold bytes / BUCKETS "
+                   "bytes (bucket_target_bytes).")
 @click.option("--hot-share", type=float, default=0.2, show_default=True,
-              help="Share of the bytes (newest files) that debl loads hot into MySQL.")
+              help="Share of the bytes that debl loads hot into MySQL: the newest whole files "
+                   "closest to it.")
 @click.option("--query-timeout", type=float, default=600.0, show_default=True,
               help="Seconds a DeBL query may wait for its bucket (then: an error).")
 @click.option("--gen-hf-start", type=click.Choice(["uptime", "load"]), default="uptime",
@@ -128,9 +139,9 @@ def _display_class():
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 @friendly_errors
-def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, data_dir,
-          source_rate, threads, requests, duration, seed, chunk_size, bucket_width, buckets,
-          hot_share, query_timeout, gen_hf_start, no_report, as_json):
+def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_degree, data_dir,
+          source_rate, recency_share, threads, requests, duration, seed, chunk_size,
+          bucket_width, buckets, hot_share, query_timeout, gen_hf_start, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime the same LinkBench queries run against it.
 
@@ -139,7 +150,7 @@ def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, da
     empties the stores of its namespace first.
     """
     from debl.bench import BenchSpec, bench_root, max_id_for_size, run_bench
-    from debl.report import write_report
+    from debl.report import service_from_uptime, write_report
     from debl.workload.spec import GenerateSpec
 
     if (size is None) == (max_id is None):
@@ -148,16 +159,17 @@ def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, da
     if max_id is None:
         max_id = max_id_for_size(parse_size(size), max_degree)
     gen = GenerateSpec(max_id=max_id, files=files, days=days, seed=input_seed,
-                       max_degree=max_degree)
+                       max_degree=max_degree, layout=layout)
     if data_dir is None:
         data_dir = bench_root(config) / "inputs" / f"{max_id}-{files}-{days}-{input_seed}" \
-            f"{'' if max_degree is None else f'-d{max_degree}'}"
+            f"-{layout}{'' if max_degree is None else f'-d{max_degree}'}"
     spec = BenchSpec(gen, data_dir.absolute(),
                      tuple(a.strip() for a in approaches.split(",") if a.strip()),
                      source_rate=source_rate, threads=threads, requests=requests,
                      duration=duration, seed=seed,
                      chunk_size=parse_size(chunk_size) if chunk_size else None,
                      bucket_width=bucket_width, hot_share=hot_share, buckets=buckets,
+                     recency_share=recency_share,
                      query_timeout=query_timeout, gen_hf_start=gen_hf_start)
     click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
                f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
@@ -177,6 +189,10 @@ def bench(ctx, approaches, size, max_id, files, days, input_seed, max_degree, da
                f"({result.input_bytes / 1e6:,.1f} MB input)")
     for r in result.runs:
         served = "" if r.all_served_s is None else f", all queries served {r.all_served_s:8.1f} s"
+        service = service_from_uptime(r)
+        if service is not None:
+            served += (f", {service.first_window:,} in the first {service.window_s:g} s "
+                       "after uptime")
         click.echo(f"  {r.approach:15} uptime {r.uptime_s:8.1f} s{served}")
     if report:
         click.echo(f"report: {report.markdown}\n        {report.html}\n        {report.plot}")

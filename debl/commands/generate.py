@@ -1,4 +1,5 @@
-"""``debl generate``: LinkBench-faithful link files, modification times spread over D days."""
+"""``debl generate``: LinkBench-faithful link files, modification times spread over D days, laid
+out as a daily change log or as a table dump by key range."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 
 from debl.commands.common import friendly_errors
 from debl.workload.generator import GenerateSummary, generate as run_generate
-from debl.workload.spec import GenerateSpec
+from debl.workload.spec import LAYOUTS, GenerateSpec
 
 
 def _human(summary: GenerateSummary) -> str:
@@ -23,6 +24,9 @@ def _human(summary: GenerateSummary) -> str:
         f"  updates:               {summary.updates:,} ({summary.hidden:,} hidden)",
         f"  bad lines:             {len(summary.bad_lines):,}",
         f"  ids:                   [{summary.spec.start_id}, {summary.spec.max_id})",
+        f"  layout:                {summary.spec.layout}"
+        + (" (file k: one contiguous id1 range, newest ids in the newest files)"
+           if summary.spec.layout == "ranges" else " (file k: period k's changes, all ids)"),
         f"  mtimes:                {summary.files[0].end_ms} .. {summary.files[-1].end_ms} (ms)",
     ]
     for bad in summary.bad_lines:
@@ -35,7 +39,8 @@ def _human(summary: GenerateSummary) -> str:
 @click.option("--max-id", type=int, required=True,
               help="Ids are [start-id, max-id), like LinkBench's maxid1 (exclusive).")
 @click.option("--files", type=int, default=10, show_default=True,
-              help="Number of files; each covers an equal share of the days.")
+              help="Number of files; each covers an equal share of the days (and, with "
+                   "--layout ranges, of the ids).")
 @click.option("--days", type=int, default=10, show_default=True,
               help="Days of link times, ending 2026-01-01T00:00:00Z.")
 @click.option("--seed", type=int, default=1, show_default=True)
@@ -47,6 +52,10 @@ def _human(summary: GenerateSummary) -> str:
 @click.option("--link-types", type=int, default=2, show_default=True)
 @click.option("--bad-lines", type=int, default=0, show_default=True,
               help="Malformed lines to inject, for testing rejects; listed in the summary.")
+@click.option("--layout", type=click.Choice(LAYOUTS), default="days", show_default=True,
+              help="days: each file one period's change log over all ids; ranges: a table "
+                   "dump by key range, each file a contiguous id1 range with every version of "
+                   "its links, ids in creation order, mtime = newest line's time.")
 @click.option("--max-degree", type=int, default=None,
               help="Cap every out-degree (not LinkBench; for small test sets).")
 @click.option("--overwrite", is_flag=True, help="Replace link files already in OUT.")
@@ -54,14 +63,16 @@ def _human(summary: GenerateSummary) -> str:
 @friendly_errors
 def generate(out: Path, max_id: int, files: int, days: int, seed: int, start_id: int,
              update_share: float, hidden_share: float, link_types: int, bad_lines: int,
-             max_degree: int | None, overwrite: bool, as_json: bool) -> None:
-    """Write LinkBench link files into OUT, one per period, mtime = end of the period.
+             layout: str, max_degree: int | None, overwrite: bool, as_json: bool) -> None:
+    """Write LinkBench link files into OUT, one per period: a change log (mtime = end of the
+    period) or, with --layout ranges, a dump by id1 range (mtime = newest line's time).
 
     Deterministic: one set of options gives the same bytes and mtimes on every machine.
     """
     spec = GenerateSpec(max_id=max_id, files=files, days=days, seed=seed, start_id=start_id,
                         update_share=update_share, hidden_share=hidden_share,
-                        link_types=link_types, bad_lines=bad_lines, max_degree=max_degree)
+                        link_types=link_types, bad_lines=bad_lines, max_degree=max_degree,
+                        layout=layout)
     err = sys.stderr
     with click.progressbar(length=spec.n_ids, label="generating", file=err,
                            show_pos=True) as bar:

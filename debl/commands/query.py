@@ -28,7 +28,9 @@ def _human(result: ClientResult, target: str) -> str:
         + (f", open loop at {spec.rate:g}/s" if spec.rate else ", closed loop") + ")",
         result.latency.line(),
         f"links returned: {result.rows:,} ({result.empty:,} requests returned none); "
-        f"ids [{spec.requests.start_id}, {spec.requests.max_id}), seed {spec.requests.seed}",
+        f"ids [{spec.requests.start_id}, {spec.requests.max_id}), seed {spec.requests.seed}"
+        + (f", {spec.requests.recency_share:.0%} by recency" if spec.requests.recency_share
+           else ""),
     ]
     lines += [f"error: {e}" for e in result.error_samples]
     return "\n".join(lines)
@@ -54,14 +56,20 @@ def _human(result: ClientResult, target: str) -> str:
                    "Default: the id range the target reports.")
 @click.option("--start-id", type=int, default=None, help="Default: the target's, else 1.")
 @click.option("--link-types", type=int, default=2, show_default=True)
+@click.option("--recency-share", type=float, default=0.0, show_default=True,
+              help="Share of requests whose id1 is drawn by Zipf over recency (the newest ids, "
+                   "max-id - 1 first, the most requested); the rest as LinkBench. "
+                   "0: LinkBench alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 @friendly_errors
 def query(ctx: click.Context, threads: int, total: int | None, duration: float | None,
           processes: int | None, rate: float | None, target: str, out: Path | None, seed: int,
-          max_id: int | None, start_id: int | None, link_types: int, as_json: bool) -> None:
-    """Send LinkBench get_link_list requests (Zipf(0.8) shuffled id1) and report latency
-    percentiles and per-second throughput."""
+          max_id: int | None, start_id: int | None, link_types: int, recency_share: float,
+          as_json: bool) -> None:
+    """Send LinkBench get_link_list requests (Zipf(0.8) shuffled id1; with --recency-share, a
+    share by Zipf(0.8) over recency) and report latency percentiles and per-second
+    throughput."""
     if total is None and duration is None:
         total = _DEFAULT_REQUESTS
     config = config_of(ctx)
@@ -80,7 +88,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
         start_id = reported[0] if start_id is None else start_id
         max_id = reported[1]
     requests = RequestSpec(max_id=max_id, start_id=1 if start_id is None else start_id,
-                           link_types=link_types, seed=seed)
+                           link_types=link_types, seed=seed, recency_share=recency_share)
     spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
                       rate=rate, processes=default_processes(
                           threads, processes if processes is not None

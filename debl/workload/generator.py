@@ -1,4 +1,5 @@
-"""``generate``: a LinkBench-faithful data set as daily link files in one directory.
+"""``generate``: a LinkBench-faithful data set as link files in one directory, laid out as a
+daily change log (``days``) or a table dump by key range (``ranges``; docs/WORKLOAD.md).
 
 The run walks the id range in chunks (``debl.workload.synth``), formats each chunk's records in
 one vectorized pass (``debl.workload.lineformat``) and appends each file's slice of the chunk to
@@ -6,9 +7,10 @@ that file. So every file is in (id1, id2) order, memory stays bounded by one chu
 is byte-identical for one spec (seed included) on any machine.
 
 Files are written under hidden temporary names (``.links-000.tsv.part``) and renamed when the run
-completes, then their mtimes are set to the end of their periods: a crashed run leaves no file
-that looks complete. Pitfall: copying the files elsewhere must preserve mtimes (``cp -p``,
-``rsync -t``), since DeBL splits hot from cold by mtime.
+completes, then their mtimes are set: in ``days`` to the end of their periods, in ``ranges`` to
+their newest line's time (the start of the period for a file without lines). A crashed run leaves
+no file that looks complete. Pitfall: copying the files elsewhere must preserve mtimes
+(``cp -p``, ``rsync -t``), since DeBL splits hot from cold by mtime.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from debl.errors import ConfigError, SourceError
 from debl.workload.badlines import KINDS, BadLine, make_bad_line
 from debl.workload.lineformat import encode_links
 from debl.workload.spec import GenerateSpec
-from debl.workload.synth import Records, SynthContext, synthesize
+from debl.workload.synth import CHUNK_IDS, Records, SynthContext, synthesize
 
 # Above this many files, files are opened per write instead of all at once (descriptor limits).
 _MAX_OPEN_FILES = 256
@@ -37,7 +39,9 @@ Progress = Callable[[int, int], None]  # (ids done, ids in total)
 
 @dataclass(frozen=True)
 class FileSummary:
-    """One generated file. ``end_ms`` is its mtime; its links' times are in [start_ms, end_ms)."""
+    """One generated file. ``end_ms`` is its mtime. In ``days`` its lines' times are in
+    ``[start_ms, end_ms)``; in ``ranges`` in ``[start_ms, end_ms]`` (the mtime is the newest
+    line's time). Its lines' id1s are in ``[id_lo, id_hi)`` (``days``: the whole id range)."""
 
     name: str
     lines: int
@@ -48,6 +52,8 @@ class FileSummary:
     bad_lines: int
     start_ms: int
     end_ms: int
+    id_lo: int
+    id_hi: int
 
 
 @dataclass(frozen=True)
@@ -70,12 +76,26 @@ class GenerateSummary:
         return dataclasses.asdict(self)
 
 
+def _chunks_of_file(spec: GenerateSpec, k: int, chunks: int) -> tuple[int, int]:
+    """The chunks ``[first, last]`` that hold ids of file ``k`` (``ranges``)."""
+    lo, hi = spec.file_ids(k)
+    first = min((lo - spec.start_id) // CHUNK_IDS, chunks - 1)
+    return first, max(first, (hi - 1 - spec.start_id) // CHUNK_IDS)
+
+
 def _plan_bad_lines(spec: GenerateSpec, chunks: int) -> dict[tuple[int, int], list[tuple[float, str]]]:
-    """(chunk, file) -> [(relative position in that chunk's slice of the file, kind), ...]."""
+    """(chunk, file) -> [(relative position in that chunk's slice of the file, kind), ...].
+    In ``ranges`` the chunk is one that holds ids of the file, so a bad line sits among the
+    lines of its file's ids."""
     rng = np.random.default_rng([spec.seed, 0xBAD, 0xBAD])
     plan: dict[tuple[int, int], list[tuple[float, str]]] = defaultdict(list)
     for i in range(spec.bad_lines):
-        key = (int(rng.integers(chunks)), int(rng.integers(spec.files)))
+        if spec.layout == "ranges":
+            k = int(rng.integers(spec.files))
+            first, last = _chunks_of_file(spec, k, chunks)
+            key = (int(rng.integers(first, last + 1)), k)
+        else:
+            key = (int(rng.integers(chunks)), int(rng.integers(spec.files)))
         plan[key].append((float(rng.random()), KINDS[i % len(KINDS)]))
     for items in plan.values():
         items.sort()
@@ -123,7 +143,7 @@ def _bad_line(ctx: SynthContext, rec: Records, k: int, first: int, last: int, ki
         pick = int(rng.integers(first, last))
         id1, t = int(rec.id1[pick]), int(rec.time[pick])
     else:
-        id1, t = ctx.spec.start_id, int(ctx.bounds[k])
+        id1, t = ctx.spec.file_ids(k)[0], int(ctx.bounds[k])
     return make_bad_line(kind, id1, int(ctx.types[0]), t, rng)
 
 
@@ -137,6 +157,15 @@ def _prepare(out: Path, overwrite: bool) -> None:
                           f"(e.g. {existing[0].name}); pass --overwrite to replace them")
     for path in existing:
         path.unlink()
+
+
+def _mtimes_ms(spec: GenerateSpec, ctx: SynthContext, newest: np.ndarray) -> np.ndarray:
+    """``days``: the end of each period. ``ranges``: each file's newest line's time, so that the
+    newest files are those written last, as a dump's files are; a file without lines gets its
+    period's start, still after every earlier file's lines and before every later one's."""
+    if spec.layout == "days":
+        return ctx.bounds[1:]
+    return np.where(newest >= 0, newest, ctx.bounds[:-1])
 
 
 def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None = None,
@@ -160,6 +189,7 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
     updates = np.zeros(spec.files, dtype=np.int64)
     hidden = np.zeros(spec.files, dtype=np.int64)
     bad_per_file = np.zeros(spec.files, dtype=np.int64)
+    newest = np.full(spec.files, -1, dtype=np.int64)  # each file's newest line's time (ms)
     bad_lines: list[BadLine] = []
 
     outputs = _Outputs(out, names)
@@ -175,6 +205,8 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                 bads = bad_plan.get((chunk, k), ())
                 if first == last and not bads:
                     continue
+                if last > first:
+                    newest[k] = max(newest[k], int(rec.time[first:last].max()))
                 # Good lines [first, last) of this chunk, with the planned bad lines in between.
                 parts, cursor, written = [], first, int(lines[k])
                 for rel, kind in bads:
@@ -200,16 +232,17 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
         outputs.discard()
         raise
 
+    mtimes = _mtimes_ms(spec, ctx, newest)
     for k in range(spec.files):
         os.replace(outputs.tmp[k], outputs.final[k])
-        end_ns = int(ctx.bounds[k + 1]) * 1_000_000
+        end_ns = int(mtimes[k]) * 1_000_000
         os.utime(outputs.final[k], ns=(end_ns, end_ns))
 
     links_per_file = lines - updates - bad_per_file
     files = tuple(
         FileSummary(names[k], int(lines[k]), int(nbytes[k]), int(links_per_file[k]),
                     int(updates[k]), int(hidden[k]), int(bad_per_file[k]), int(ctx.bounds[k]),
-                    int(ctx.bounds[k + 1]))
+                    int(mtimes[k]), *spec.file_ids(k))
         for k in range(spec.files))
     bad_lines.sort(key=lambda b: (b.file, b.line_no))
     return GenerateSummary(

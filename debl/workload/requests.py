@@ -9,6 +9,14 @@ As in LinkBench's FBWorkload (``read_function`` / ``read_uncorr_blend = 99.5``):
   ids with the most links;
 - ``link_type`` uniform over the spec's link types.
 
+Not LinkBench: with ``recency_share`` S > 0, a share S of the requests draw id1 by the same
+Zipf(0.8) over *recency* rank instead: rank 0 is the newest id (``max_id - 1``), rank 1 the one
+before it, and so on, so the newest ids are the most requested (DESIGN section 3, "hotness
+follows recency"; docs/WORKLOAD.md, "Recency share"). The other 1 - S are LinkBench's blend
+above. A request's rank is drawn once and then mapped through the stream it was assigned, so the
+streams share the Zipf draws. With S = 0 no extra draw is made: the requests are exactly
+LinkBench's, and the same as those of earlier DeBL versions for one seed.
+
 Both shuffles have fixed seeds (``debl.workload.shuffle``), so the hot set depends only on the id
 range: it is the same for every run and every approach. Only the draws depend on the seed:
 stream ``s`` of seed ``x`` (a client thread) is the same sequence every time, and different
@@ -44,6 +52,7 @@ class RequestSpec:
     seed: int = 1
     shape: float = READ_SHAPE
     uncorrelated_share: float = UNCORRELATED_SHARE
+    recency_share: float = 0.0  # share of requests by Zipf over recency (newest id hottest)
 
     def __post_init__(self) -> None:
         if self.max_id <= self.start_id or self.start_id < 0:
@@ -52,6 +61,8 @@ class RequestSpec:
             raise ConfigError(f"link_types must be at least 1, not {self.link_types}")
         if not 0.0 <= self.uncorrelated_share <= 1.0:
             raise ConfigError("uncorrelated_share must be in [0, 1]")
+        if not 0.0 <= self.recency_share <= 1.0:
+            raise ConfigError(f"--recency-share must be in [0, 1], not {self.recency_share}")
 
 
 class RequestStream:
@@ -81,6 +92,9 @@ class RequestStream:
         offsets[~correlated] = self._uncorrelated.permute(ranks[~correlated])
         offsets[correlated] = self._by_degree.inverse(ranks[correlated])
         types = FIRST_LINK_TYPE + rng.integers(0, self.spec.link_types, size, dtype=np.int64)
+        if self.spec.recency_share > 0.0:  # drawn last: S = 0 keeps LinkBench's exact sequence
+            recent = rng.random(size) < self.spec.recency_share
+            offsets[recent] = self._zipf.n - 1 - ranks[recent]
         return offsets + self.spec.start_id, types
 
     def __iter__(self) -> "RequestStream":

@@ -1,4 +1,4 @@
-"""What ``debl generate`` makes: the spec, the time line, the file names.
+"""What ``debl generate`` makes: the spec, the time line, the layouts, the file names.
 
 Time line. All link times fall in ``[REFERENCE_END_MS - days * 1 day, REFERENCE_END_MS)``, in
 milliseconds since the epoch (LinkBench's unit). ``REFERENCE_END_MS`` is a constant,
@@ -6,16 +6,29 @@ milliseconds since the epoch (LinkBench's unit). ``REFERENCE_END_MS`` is a const
 same instant, so "hot since 2025-12-31" means the same files for every data set, and regenerating
 gives the same bytes and the same mtimes.
 
-Files. The span is cut into ``files`` equal periods (integer millisecond boundaries); file ``k``
-holds the links created in period ``k`` and its mtime is the end of that period. With
-``files == days`` a file is a day. Names are ``links-000.tsv``, ``links-001.tsv``, ... (at least
-three digits, zero-padded so that name order is time order).
+Layouts (docs/WORKLOAD.md, "Layouts"). The span is cut into ``files`` equal periods (integer
+millisecond boundaries), one per file, in both layouts:
 
-Updates. In every file but the first, about ``update_share`` of the lines are updates of links
-created in earlier files: same key, a time inside the update's own period (so always newer),
+- ``days``, a change log: file ``k`` holds the links created in period ``k`` over the whole id
+  range, and every later version of earlier links made in period ``k``; its mtime is the end of
+  its period. With ``files == days`` a file is a day.
+- ``ranges``, a table dump by key range: ids are created in id order over the span, and file
+  ``k`` holds the ids ``[id_bounds()[k], id_bounds()[k+1])`` (an equal share of the ids) with
+  every link and every later version of them. A node's links and their updates fall between
+  the node's creation and the end of its file's period (activity follows recency), so each
+  file's mtime, its newest line's time, lies in its own period: the newest ids are in the newest
+  files.
+
+Names are ``links-000.tsv``, ``links-001.tsv``, ... (at least three digits, zero-padded so that
+name order is time order, in both layouts).
+
+Updates. About ``update_share`` of a file's lines are updates (in ``days`` every file but the
+first, of links created in earlier files, at a time inside the update's own period; in ``ranges``
+every file, of its own links, after the version they replace): same key, a newer time,
 ``version`` = 1 + the number of earlier updates of that key, new data; ``hidden_share`` of the
 updates carry ``visibility`` 0 (a delete, in LinkBench terms). Updates come on top of the links:
-the distinct keys still follow the out-degree distribution exactly.
+the distinct keys still follow the out-degree distribution exactly, and are the same keys in both
+layouts.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ REFERENCE_END_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FIRST_LINK_TYPE = LINK_TYPES[0]  # LinkBench's DEFAULT_LINK_TYPE; further types count up from it
 MAX_FILES = 100_000
 MAX_UPDATE_SHARE = 0.5  # above it the second file would need more updates than earlier links
+LAYOUTS = ("days", "ranges")  # docs/WORKLOAD.md, "Layouts"
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class GenerateSpec:
     hidden_share: float = 0.1
     link_types: int = 2
     bad_lines: int = 0
+    layout: str = "days"  # LAYOUTS: a change log by day, or a table dump by key range
     # Not LinkBench: caps every out-degree (None: no cap). LinkBench's rank rule always gives
     # rank 0 the CDF's maximum, 961,963 links, whatever the number of ids -- a small data set
     # (tests, demos) is then dominated by that one id1. The cap keeps small sets small.
@@ -81,6 +96,8 @@ class GenerateSpec:
             raise ConfigError(f"--max-degree must be >= 0, not {self.max_degree}")
         if self.seed < 0:
             raise ConfigError(f"--seed must be >= 0, not {self.seed}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"--layout must be one of {', '.join(LAYOUTS)}, not {self.layout!r}")
 
     @property
     def n_ids(self) -> int:
@@ -99,6 +116,19 @@ class GenerateSpec:
         span = self.days * DAY_MS
         k = np.arange(self.files + 1, dtype=np.int64)
         return self.start_ms + (k * span) // self.files
+
+    def id_bounds(self) -> np.ndarray:
+        """``files + 1`` id boundaries of the ``ranges`` layout: file k holds the ids
+        ``[b[k], b[k+1])``, an equal share of them (Python ints: ``k * n`` may pass 2^63)."""
+        return np.array([self.start_id + (k * self.n_ids) // self.files
+                         for k in range(self.files + 1)], dtype=np.int64)
+
+    def file_ids(self, k: int) -> tuple[int, int]:
+        """The ids ``[lo, hi)`` whose lines file ``k`` may hold."""
+        if self.layout == "ranges":
+            b = self.id_bounds()
+            return int(b[k]), int(b[k + 1])
+        return self.start_id, self.max_id
 
     def file_name(self, k: int) -> str:
         width = max(3, len(str(self.files - 1)))

@@ -1,4 +1,5 @@
-"""One chunk of ids turned into link records: LinkBench's load, plus DeBL's daily updates.
+"""One chunk of ids turned into link records: LinkBench's load, plus DeBL's updates, laid out
+as daily change-log files (``days``) or as a table dump by key range (``ranges``).
 
 For each id1 of the chunk (ids ``[lo, hi)``):
 
@@ -7,15 +8,24 @@ For each id1 of the chunk (ids ``[lo, hi)``):
   ``link_type = types[(id1 + j) % link_types]``: a degree is split evenly over the types (they
   differ by at most one), and the id1 term stops the first type from taking every odd
   remainder (a third of all links belong to ids of degree 1); ``visibility`` 1, ``version`` 0;
-- ``time`` uniform over the whole span (ms), which decides the file (period) it lands in;
+- ``time`` (ms): in ``days`` uniform over the whole span, which decides the file (period) it
+  lands in; in ``ranges`` the file is the id's (``GenerateSpec.id_bounds``), the node is created
+  at its place in its file's period (ids in creation order), and the link's time is uniform from
+  the node's creation to the end of that period;
 - ``data``: LogNormal(median 8, sigma 1) bytes, rounded and clamped to [0, 254], each byte
   uniform in 32..100 (so ``"``, ``,`` and ``\\`` occur; tab and newline never do).
 
-Updates (see ``debl.workload.spec``): for each later period ``k`` every link of an earlier period
-is updated in ``k`` with probability ``min(1, r/k)``, ``r = share / (1 - share)``. With equal
-periods file ``k`` holds ``k * n/F`` earlier links, so it gets ``r * n/F`` updates in expectation:
-``share`` of its lines. Deciding updates per chunk keeps the generator streaming (no memory of
+Updates in ``days`` (see ``debl.workload.spec``): for each later period ``k`` every link of an
+earlier period is updated in ``k`` with probability ``min(1, r/k)``, ``r = share / (1 - share)``.
+With equal periods file ``k`` holds ``k * n/F`` earlier links, so it gets ``r * n/F`` updates in
+expectation: ``share`` of its lines. Deciding updates per chunk keeps the generator streaming (no memory of
 earlier chunks) and every update's key is a link that really exists in an earlier file.
+
+Updates in ``ranges``: each link gets Poisson(``r``) updates, so ``share`` of every file's lines
+are updates in expectation; their times are uniform between the link's time and the end of its
+file's period, ordered, with versions 1, 2, ... in time order. Every version of a key sits in
+the key's own file, right after the one it replaces, so each file is in (id1, id2, version)
+order and its newest line is inside its period.
 
 Determinism: each chunk draws from its own numpy Generator seeded by ``(seed, chunk index)``;
 chunks are ``CHUNK_IDS`` ids wide. The same spec therefore gives the same records whatever the
@@ -49,11 +59,12 @@ class SynthContext:
     shuffler: Shuffler
     types: np.ndarray
     bounds: np.ndarray
+    id_bounds: np.ndarray  # the ranges layout's files: ids [id_bounds[k], id_bounds[k+1])
 
     @classmethod
     def of(cls, spec: GenerateSpec) -> "SynthContext":
         return cls(spec, load_cdf("nlinks"), degree_shuffler(spec.n_ids), spec.type_values(),
-                   spec.bounds())
+                   spec.bounds(), spec.id_bounds())
 
     @property
     def chunks(self) -> int:
@@ -130,7 +141,13 @@ def _choose_updates(rng: np.random.Generator, period: np.ndarray, spec: Generate
 
 
 def synthesize(ctx: SynthContext, chunk: int) -> Records:
-    """The records of chunk ``chunk`` (ids ``ctx.chunk_ids(chunk)``)."""
+    """The records of chunk ``chunk`` (ids ``ctx.chunk_ids(chunk)``) in the spec's layout."""
+    if ctx.spec.layout == "ranges":
+        return _synthesize_ranges(ctx, chunk)
+    return _synthesize_days(ctx, chunk)
+
+
+def _synthesize_days(ctx: SynthContext, chunk: int) -> Records:
     spec = ctx.spec
     rng = np.random.default_rng([spec.seed, chunk])
     lo, hi = ctx.chunk_ids(chunk)
@@ -166,6 +183,63 @@ def synthesize(ctx: SynthContext, chunk: int) -> Records:
         time=np.concatenate((time, upd_time))[order],
         version=np.concatenate((np.zeros(m, dtype=np.int64), upd_version))[order],
         file_counts=np.bincount(file, minlength=spec.files),
+        updates=np.bincount(upd_file, minlength=spec.files),
+        hidden=np.bincount(upd_file[upd_visible == 0], minlength=spec.files),
+    )
+
+
+def _synthesize_ranges(ctx: SynthContext, chunk: int) -> Records:
+    spec = ctx.spec
+    rng = np.random.default_rng([spec.seed, chunk])
+    lo, hi = ctx.chunk_ids(chunk)
+    degree = ctx.degrees(lo, hi)
+    m = int(degree.sum())
+    id1 = np.repeat(np.arange(lo, hi, dtype=np.int64), degree)
+    j = np.arange(m, dtype=np.int64) - np.repeat(np.cumsum(degree) - degree, degree)
+    ids = ctx.id_bounds
+    file_of_link = np.searchsorted(ids, id1, side="right") - 1
+    # The node's creation: its place among its file's ids, mapped onto its file's period (float
+    # arithmetic: (id offset) * (period ms) may pass 2^63 for huge id ranges).
+    first_id, ids_in_file = ids[file_of_link], ids[file_of_link + 1] - ids[file_of_link]
+    start, end = ctx.bounds[file_of_link], ctx.bounds[file_of_link + 1]
+    created = start + np.floor((id1 - first_id) / ids_in_file * (end - start)).astype(np.int64)
+    created = np.clip(created, start, end - 1)
+    time = rng.integers(created, end, dtype=np.int64) if m else created
+    sizes = _data_sizes(rng, m)
+
+    share = spec.update_share
+    per_link = rng.poisson(share / (1.0 - share), m) if share > 0 and m else \
+        np.zeros(m, dtype=np.int64)
+    u = int(per_link.sum())
+    upd = np.repeat(np.arange(m, dtype=np.int64), per_link)
+    # After the version it replaces, before its period ends (equal to it only if the link was
+    # made in its period's last millisecond: the version then decides, as the merge rule says).
+    room = np.maximum(end[upd] - time[upd] - 1, 0)
+    upd_time = np.minimum(time[upd] + 1 + np.floor(rng.random(u) * room).astype(np.int64),
+                          end[upd] - 1)
+    by_time = np.lexsort((upd_time, upd))
+    upd, upd_time = upd[by_time], upd_time[by_time]
+    upd_version = np.arange(u, dtype=np.int64) - (np.cumsum(per_link) - per_link)[upd] + 1
+    upd_visible = (rng.random(u) >= spec.hidden_share).astype(np.int64)
+    upd_sizes = _data_sizes(rng, u)
+
+    link = np.concatenate((np.arange(m, dtype=np.int64), upd))
+    version = np.concatenate((np.zeros(m, dtype=np.int64), upd_version))
+    order = np.lexsort((version, link))  # by (id1, j), then version: the key's file is id1's
+    link, version = link[order], version[order]
+    sizes_all = np.concatenate((sizes, upd_sizes))[order]
+    data = rng.integers(DATA_BYTE_LO, DATA_BYTE_HI + 1, int(sizes_all.sum()), dtype=np.uint8)
+    upd_file = file_of_link[upd]
+    return Records(
+        id1=id1[link],
+        link_type=ctx.types[(id1[link] + j[link]) % len(ctx.types)],
+        id2=id1[link] + j[link],
+        visibility=np.concatenate((np.ones(m, dtype=np.int64), upd_visible))[order],
+        sizes=sizes_all,
+        data=data,
+        time=np.concatenate((time, upd_time))[order],
+        version=version,
+        file_counts=np.bincount(file_of_link[link], minlength=spec.files),
         updates=np.bincount(upd_file, minlength=spec.files),
         hidden=np.bincount(upd_file[upd_visible == 0], minlength=spec.files),
     )

@@ -1,0 +1,115 @@
+"""The report's service figures (DESIGN section 11, the paper's Figure 7.6 in numbers), computed
+from synthetic per-second timelines: pure unit tests, no stack."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from debl.bench import ApproachRun, BenchSpec, read_bench
+from debl.report import service_from_uptime, write_report
+from debl.workload.spec import GenerateSpec
+
+UPTIME, START = 10.0, 10.2  # the client starts 0.2 s after uptime
+# completions per second of the query phase: 3 s served, 5 s stalled (one straggler), 9 s at
+# 200/s, and a last half second with 100
+PER_SECOND = [100, 100, 100, 0, 0, 1, 0, 0] + [200] * 9 + [100]
+LAST = START + 17.5
+
+
+def run(name: str = "debl", full: float | None = 20.2, per_second=PER_SECOND,
+        last: float | None = LAST, uptime: float = UPTIME, start: float = START) -> ApproachRun:
+    timeline = tuple((round(start + i, 3), n, 0, 1.0, 2.0) for i, n in enumerate(per_second))
+    completed = sum(per_second)
+    return ApproachRun(
+        approach=name, load_id="L1", load_started=1000.0, uptime_s=uptime,
+        summary={"hot_bytes": 0}, phases=(), target="debl", query_start_s=start,
+        all_served_s=last, full_availability_s=full,
+        query={"completed": completed, "errors": 0, "throughput": 1.0,
+               "latency": {k: 1.0 for k in ("p50", "p95", "p99", "mean", "max")}},
+        waits={"immediate_share": 0.9, "mean_wait_s": 2.0, "p95_wait_s": 4.0,
+               "answered": completed},
+        gen_hf={"completed": True} if name.startswith("debl") else None, timeline=timeline)
+
+
+def test_requests_served_in_the_first_window_after_uptime():
+    # [10, 20): the first three seconds (300), the stall (1), 18.2-19.2 (200) and 0.8 of the
+    # second 19.2-20.2 (160)
+    assert service_from_uptime(run(), window_s=10.0).first_window == 661
+    # a window longer than the phase holds every request
+    assert service_from_uptime(run()).first_window == sum(PER_SECOND) == 2201
+
+
+def test_throughput_once_everything_is_loaded():
+    # from full availability at 20.2 to the last query at 27.7: 7 seconds of 200 and a last
+    # half second of 100: 1,500 requests in 7.5 s
+    sv = service_from_uptime(run())
+    assert sv.loaded_from_s == 20.2
+    assert sv.loaded_rate == pytest.approx(200.0)
+    # an approach that loads everything before its uptime: from uptime, stalls included
+    baseline = service_from_uptime(run("bulkLoad-mysql", full=UPTIME))
+    assert baseline.loaded_rate == pytest.approx(2201 / (LAST - UPTIME))
+    # full availability after the last query, or never: no such throughput
+    assert service_from_uptime(run(full=27.5)).loaded_rate is None
+    assert service_from_uptime(run(full=None)).loaded_rate is None
+
+
+def test_longest_stall_and_last_query():
+    sv = service_from_uptime(run())
+    # seconds 3..7 of the phase (13.2 to 18.2): under 1% of the best second (200/s), the
+    # straggler included; the 0.2 s before the client started is a shorter stall
+    assert sv.longest_stall_s == pytest.approx(5.0)
+    assert sv.stall_at_s == pytest.approx(13.2)
+    assert sv.last_query_s == LAST
+    steady = service_from_uptime(run(per_second=[50] * 6, last=UPTIME + 5.5, start=UPTIME,
+                                     full=UPTIME))
+    assert steady.longest_stall_s == 0.0 and steady.stall_at_s is None
+    assert steady.first_window == 300 and steady.loaded_rate == pytest.approx(300 / 5.5)
+
+
+def test_a_phase_that_is_all_stall():
+    sv = service_from_uptime(run(per_second=[0, 0, 0, 5], last=START + 3.5, full=None))
+    assert sv.first_window == 5
+    # until the last half second, the best there is
+    assert sv.longest_stall_s == pytest.approx(3.0 + 0.2)
+    assert sv.stall_at_s == UPTIME
+
+
+def test_no_query_phase_no_service_figures():
+    copy = run("fileCopy", per_second=[], last=None)
+    copy = ApproachRun(**{**copy.__dict__, "query": None, "query_start_s": None})
+    assert service_from_uptime(copy) is None
+
+
+def test_report_shows_service_and_reads_old_benches(tmp_path):
+    """The report of a bench holds the service table and its ratios; a bench.json from before
+    layouts and recency (no such keys) still reads as days and LinkBench alone."""
+    spec = BenchSpec(GenerateSpec(max_id=1001), tmp_path / "in",
+                     ("bulkLoad-mysql", "bulkLoad-hbase", "debl"))
+    old_spec = spec.to_dict()
+    old_spec.pop("recency_share")
+    old_spec["input"].pop("layout")
+    meta = {"bench_id": "B-synthetic", "state": "done", "spec": old_spec, "command": None,
+            "machine": {"cpus": 2, "cpu_model": "", "memory_gib": 1, "system": "Linux",
+                        "python": "3"},
+            "code": None, "input": {"bytes": 1_000_000, "files": 10}}
+    (tmp_path / "bench.json").write_text(json.dumps(meta))
+    runs = [run("bulkLoad-mysql", full=UPTIME, per_second=[400] * 10, last=START + 9.5),
+            run("bulkLoad-hbase", full=UPTIME, last=LAST + 10), run("debl")]
+    for r in runs:
+        (tmp_path / f"{r.approach}.json").write_text(json.dumps(r.to_dict()))
+    _, read = read_bench(tmp_path)
+    assert [r.approach for r in read] == ["bulkLoad-mysql", "bulkLoad-hbase", "debl"]
+    assert BenchSpec.from_dict(old_spec).recency_share == 0.0
+    assert BenchSpec.from_dict(old_spec).input.layout == "days"
+
+    report = write_report(tmp_path)
+    md = report.markdown.read_text()
+    assert "layout days" in md and "0% of the id1s by recency" in md
+    assert "## Service from uptime" in md
+    # debl: 2,201 requests in its first 30 s; bulkLoad-mysql: all its 4,000
+    assert "| debl | 10.0 | 2,201 | 100% | 20.2 | 200 | 5.0 | 13.2 | 27.7 |" in md
+    assert "| served in 1st 30 s after uptime / bulkLoad-mysql's | debl | 0.55 | - |" in md
+    assert "| last query / bulkLoad-hbase's last query | debl | 0.73 | < 1 |" in md
+    assert report.html.read_text().count("<table>") == 4
