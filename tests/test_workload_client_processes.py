@@ -82,6 +82,7 @@ def test_processes_run_the_same_requests_as_one(tmp_path):
     assert two.latency.count == 2001
     assert sum(p.completed for p in two.timeline) == 2001
     assert two.spec.processes == 2 and len(two.target_reports) == 2
+    assert two.cpu_s > 0 and one.cpu_s > 0  # the workers' CPU, summed
 
 
 def test_duration_bounds_every_process():

@@ -27,6 +27,10 @@ def _human(result: ClientResult, target: str) -> str:
         f"({result.throughput:,.1f} requests/s"
         + (f", open loop at {spec.rate:g}/s" if spec.rate else ", closed loop") + ")",
         result.latency.line(),
+        f"client CPU {result.cpu_s:.1f} s over {spec.processes} "
+        f"process{'es' if spec.processes > 1 else ''}"
+        + (f" ({result.cpu_s / (result.completed + result.errors) * 1e6:,.0f} µs per request)"
+           if result.completed + result.errors else ""),
         f"links returned: {result.rows:,} ({result.empty:,} requests returned none); "
         f"ids [{spec.requests.start_id}, {spec.requests.max_id}), seed {spec.requests.seed}"
         + (f", {spec.requests.recency_share:.0%} by recency" if spec.requests.recency_share

@@ -145,6 +145,9 @@ class ClientResult:
     errors: int
     rows: int  # links returned, over all successful requests
     empty: int  # successful requests that returned no link
+    # CPU seconds (user + system) of the client's processes during the run, the target's
+    # client-side work included: near cores x elapsed_s, the client is what limits the run.
+    cpu_s: float
     latency: LatencySummary
     timeline: tuple[TimelinePoint, ...]
     error_samples: tuple[str, ...]
@@ -255,6 +258,7 @@ class _PartResult:
     empty: int
     errors: tuple[str, ...]
     finished_ns: int  # perf_counter_ns when its last thread ended
+    cpu_s: float  # this process's CPU time (user + system) during the run
 
 
 class _Part:
@@ -274,6 +278,7 @@ class _Part:
         Any exception here (Ctrl-C) stops the threads, waits a grace period and re-raises."""
         sh = self.shared
         sh.t0_ns, sh.deadline_ns = t0_ns, deadline_ns
+        cpu0 = time.process_time()
         for r in self.requesters:
             r.start()
         try:
@@ -290,14 +295,14 @@ class _Part:
             for r in self.requesters:  # a request blocked in the target cannot be interrupted:
                 r.join(_STOP_GRACE_S)  # daemon threads, so give up after a grace period
             raise
-        finished = time.perf_counter_ns()
+        finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
         rs = self.requesters
         counts = RunCounts.of(
             np.concatenate([np.frombuffer(r.end_ns, dtype=np.int64) for r in rs]),
             np.concatenate([np.frombuffer(r.latency_ns, dtype=np.int64) for r in rs]),
             np.concatenate([np.frombuffer(r.ok, dtype=np.int8) for r in rs]).astype(bool))
         return _PartResult(counts, sum(r.rows for r in rs), sum(r.empty for r in rs),
-                           tuple(sh.errors), finished)
+                           tuple(sh.errors), finished, cpu)
 
 
 def _threads_of(spec: ClientSpec, process: int) -> list[int]:
@@ -472,7 +477,7 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         elapsed_s=(max(p.finished_ns for p in parts) - t0) / 1e9,
         completed=completed, errors=errors,
         rows=sum(p.rows for p in parts), empty=sum(p.empty for p in parts),
-        latency=counts.latency.summary(), timeline=counts.timeline(seconds),
+        cpu_s=sum(p.cpu_s for p in parts), latency=counts.latency.summary(), timeline=counts.timeline(seconds),
         error_samples=tuple(samples[:_MAX_ERROR_SAMPLES]), counts=counts,
         target_reports=tuple(reports))
 
