@@ -39,6 +39,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
 import threading
@@ -359,9 +360,14 @@ def _worker(source: TargetSource, spec: ClientSpec, process: int, ch: _Channels)
 
 
 def _portable(exc: BaseException, process: int) -> DeblError:
-    """An error the parent can unpickle and show: DeBL's own as they are, others named."""
+    """An error the parent can unpickle and show: DeBL's own as they are (if they pickle: some
+    take more than a message), others as a ServiceError naming them."""
     if isinstance(exc, DeblError):
-        return exc
+        try:
+            pickle.loads(pickle.dumps(exc))
+            return exc
+        except Exception:  # noqa: BLE001 -- fall back to its text
+            return ServiceError(str(exc))
     return ServiceError(f"client worker process {process} failed: {type(exc).__name__}: {exc}")
 
 
