@@ -1,15 +1,19 @@
 """The coordinator: routes each get_link_list to MySQL, HBase or both, and buffers the queries
-whose data is still on its way (DESIGN section 6).
+whose data is still on its way (docs/DESIGN.md section 6).
 
-Routing, with ``b = id1 // bucket_width`` of the latest load:
+Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``debl.buckets``):
 
 - the system is not up (no load yet, or the latest load still running): wait for uptime;
-- no cold bucket ``b``: MySQL alone answers;
+- no cold row can have id1 (no bucket ``b`` in the index, or id1 outside the id1 span of its
+  cold rows, ``[c_lo, c_hi]``): MySQL alone answers, at once;
 - bucket ``b`` is ``loaded``: MySQL and HBase answer and the rows are merged
   (coordinator.merge): merge per key first, then filter;
 - otherwise (``pending``, ``queued``, ``running``, ``failed``): the query is buffered on ``b``
   (its ``q_list``), the bucket's demand rises, and the query is answered as soon as the poller
-  sees ``b`` loaded.
+  sees ``b`` loaded, or, with the raw route on (``config.raw_after`` seconds, not "off"), once it
+  has waited that long: then from the bucket's files in HDFS (coordinator.raw) merged with
+  MySQL's rows, the answer it would get after the conversion (route ``raw``). Either way it
+  counts towards the bucket's demand (coordinator.demand), which steers gen_HF.
 
 A query may carry a deadline. Past it the caller gets QueryTimeout naming the bucket, its state
 and the time waited, or, if it asked for ``partial=True``, the MySQL-only answer marked
@@ -17,10 +21,12 @@ incomplete. Without a deadline (and without the constructor's ``default_timeout`
 query waits as long as its bucket takes: gen_HF always loads every bucket eventually.
 
 Threads: one poller thread per coordinator reads the catalog every ``config.poll_interval``
-seconds and publishes this coordinator's demand; client threads share the object. All routing
+seconds and publishes this coordinator's demand and answer counts (``debl status`` sums them);
+client threads share the object. All routing
 state sits behind one lock and one condition variable, which is notified when a bucket lands,
 when the dataset changes and on close; store I/O happens outside the lock. The MySQL and HBase
-stores are themselves thread-safe (a connection per thread, a connection pool).
+stores and the raw reader are themselves thread-safe (a connection per thread, a connection
+pool, locks around the reader's cache).
 
 Restart: nothing lives only in memory except the queries buffered by this coordinator's own
 clients. A new coordinator reads the load, the bucket index and the job states from MySQL and
@@ -52,6 +58,7 @@ from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
 from coordinator.demand import DemandPolicy, new_coordinator_id
 from coordinator.merge import merge_newest_first, select_merged
+from coordinator.raw import RawBucket, RawReader
 from coordinator.state import BucketState, Dataset, LoadView, read_dataset, read_load
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
@@ -64,10 +71,11 @@ _JOIN_TIMEOUT_S = 10.0
 class Answer:
     """One get_link_list through the coordinator.
 
-    ``route``: ``mysql`` (no cold bucket for id1), ``merged`` (the bucket is loaded: MySQL and
-    HBase), ``partial`` (the deadline passed first: MySQL only, ``complete`` False).
+    ``route``: ``mysql`` (no cold row can have id1), ``merged`` (the bucket is loaded: MySQL and
+    HBase), ``raw`` (the bucket is not loaded: MySQL and the bucket's files in HDFS),
+    ``partial`` (the deadline passed first: MySQL only, ``complete`` False).
     ``waited_s``: time blocked waiting for uptime or for the bucket (0.0 if answered at once).
-    ``bucket``: the cold bucket of id1, None when there is none.
+    ``bucket``: the cold bucket of id1, None when no cold row can have id1.
     """
 
     links: list[Link]
@@ -83,21 +91,24 @@ class Answer:
 
 @dataclass(frozen=True)
 class BucketView:
-    """A copy of one bucket's state (``waiting``: this coordinator's buffered queries)."""
+    """A copy of one bucket's state (``waiting``: this coordinator's buffered queries;
+    ``[c_lo, c_hi]``: the id1 span of its cold rows)."""
 
     b_index: int
     k_lo: int
     k_hi: int
     j_stat: str
     waiting: int
+    c_lo: int
+    c_hi: int
 
 
 @dataclass(frozen=True)
 class _Route:
-    kind: str  # mysql / merged / partial
+    kind: str  # mysql / merged / raw / partial
     dataset: Dataset
     bucket: int | None
-    outcome: str  # for the stats: immediate / buffered / waited_uptime / partial
+    outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
     waited_s: float
 
 
@@ -126,15 +137,14 @@ class Coordinator:
         self._recorder = WaitRecorder()
         self._policy = DemandPolicy(max(config.poll_interval, 0.01))
         self._polls = 0
+        self._answers_published: dict[str, int] = {}
+        self._answers_at = float("-inf")
         self.last_poll_error: str | None = None
         self._mysql = MySQLStore(config)
         self._hbase = HBaseStore(config)
-        self._catalog: Catalog | None = Catalog(config)  # the poller thread's only
-        try:
-            self._poll()
-        except BaseException:
-            self._catalog.close()
-            raise
+        self._raw = RawReader(config)
+        self._catalog = Catalog(config)  # thread-safe: the poller's, then close's
+        self._poll()
         self._poller = threading.Thread(target=self._run_poller, daemon=True,
                                         name=f"debl-coordinator-{self.coordinator_id}")
         self._poller.start()
@@ -157,18 +167,16 @@ class Coordinator:
             self._cond.notify_all()
         self._wake.set()
         self._poller.join(_JOIN_TIMEOUT_S)
-        # The poller's catalog only if the poller is gone: a Catalog is not thread-safe.
-        owned = self._catalog if not self._poller.is_alive() else None
         try:
-            catalog = owned or Catalog(self.config)
-            with catalog:
-                catalog.publish_demand(self.coordinator_id, {})
+            self._catalog.publish_demand(self.coordinator_id, {})
+            self._catalog.publish_answers(self.coordinator_id, self._recorder.answered())
         except Exception as exc:  # noqa: BLE001 -- the rows age out of Catalog.demand anyway
             log.warning("coordinator %s: could not clear its demand rows: %s",
                         self.coordinator_id, exc)
-        self._catalog = None
+        self._catalog.close()
         self._mysql.close()
         self._hbase.close()
+        self._raw.close()
 
     # ------------------------------------------------------------------ queries
 
@@ -179,7 +187,8 @@ class Coordinator:
         """Visible links of (id1, link_type) in [min_time, max_time], newest first (ties: id2
         descending), after the merge rule across MySQL and HBase, then offset and limit.
 
-        Blocks while id1's bucket is not loaded. *timeout* (seconds from now) or *deadline*
+        Blocks while id1's bucket is not loaded (with the raw route on, at most
+        ``config.raw_after`` seconds). *timeout* (seconds from now) or *deadline*
         (epoch seconds, ``time.time()``), whichever comes first, bounds the wait: past it,
         QueryTimeout, or with *partial* the MySQL-only answer (see ``query``)."""
         return self.query(id1, link_type, min_time, max_time, offset, limit, timeout=timeout,
@@ -214,6 +223,8 @@ class Coordinator:
         """Decide where the query goes, waiting for uptime or for its bucket as needed."""
         waited_uptime = waited_bucket = False
         registered: BucketState | None = None
+        raw_after = self.config.raw_after
+        raw_at: float | None = None  # when the raw route answers, once the query needs a bucket
         with self._cond:
             try:
                 while True:
@@ -245,6 +256,10 @@ class Coordinator:
                         bucket.waiting += 1
                         registered = bucket
                         self._wake.set()  # the poller publishes the new demand
+                        if raw_after is not None and raw_at is None:
+                            raw_at = now + raw_after  # from the moment it needs the bucket
+                    if raw_at is not None and now >= raw_at:
+                        return _Route("raw", dataset, bucket.b_index, "raw", now - started)
                     if remaining == 0.0:
                         if partial:
                             return _Route("partial", dataset, bucket.b_index, "partial",
@@ -256,10 +271,14 @@ class Coordinator:
                             f"after waiting {now - started:.1f} s; gen_HF has not loaded it yet "
                             "(pass a longer timeout, or partial=True for the MySQL-only answer)")
                     waited_bucket = True
-                    self._cond.wait(remaining)
+                    self._cond.wait(remaining if raw_at is None else
+                                    raw_at - now if remaining is None else
+                                    min(remaining, raw_at - now))
             finally:
                 if registered is not None:
                     registered.waiting -= 1
+                    if not registered.loaded:  # raw, deadline or closed: still its demand
+                        registered.stopped_waiting(time.monotonic())
                     self._wake.set()
 
     def _check_load_usable(self) -> None:
@@ -284,6 +303,15 @@ class Coordinator:
             return []
         hot = route.dataset.in_hot_range(id1)
         args = (id1, link_type, min_time, max_time, offset, limit)
+        if route.kind == "raw":
+            bucket = route.dataset.buckets[route.bucket]
+            cold = self._raw.scan_newest_first(
+                RawBucket(route.dataset.load.load_id, bucket.b_index, bucket.rows),
+                id1, link_type, min_time)
+            if hot:
+                cold = merge_newest_first(self._mysql.scan_newest_first(id1, link_type,
+                                                                        min_time), cold)
+            return select_merged(cold, min_time, max_time, offset, limit)
         if route.kind != "merged":  # mysql, or partial: MySQL alone
             return self._mysql.get_link_list(*args) if hot else []
         if not hot:  # MySQL holds no row of id1: push the whole query down to HBase
@@ -320,13 +348,19 @@ class Coordinator:
         with self._cond:
             if self._dataset is None:
                 return []
-            return [BucketView(s.b_index, s.k_lo, s.k_hi, s.j_stat, s.waiting)
+            return [BucketView(s.b_index, s.k_lo, s.k_hi, s.j_stat, s.waiting, s.c_lo, s.c_hi)
                     for _, s in sorted(self._dataset.buckets.items())]
 
     def waiting(self) -> dict[int, int]:
-        """Queries of this coordinator buffered per bucket: the demand it publishes."""
+        """Queries of this coordinator buffered per bucket now."""
         with self._cond:
             return self._dataset.waiting() if self._dataset else {}
+
+    def demand(self) -> dict[int, int]:
+        """The demand this coordinator publishes per bucket (coordinator.demand): queries
+        waiting, and the decayed weight of those that needed the bucket and stopped waiting."""
+        with self._cond:
+            return self._dataset.demand(time.monotonic()) if self._dataset else {}
 
     def id_range(self) -> tuple[int, int] | None:
         """(start_id, max_id), max exclusive: the served load's id1 range, for the default
@@ -352,8 +386,6 @@ class Coordinator:
     def _poll(self) -> None:
         """Read the latest load and the job states; swap or update the dataset."""
         catalog = self._catalog
-        if catalog is None:
-            catalog = self._catalog = Catalog(self.config)
         load = read_load(catalog)
         with self._cond:
             current = self._dataset
@@ -382,14 +414,21 @@ class Coordinator:
                     self._cond.notify_all()
 
     def _publish(self, now: float) -> None:
+        """Publish the demand when the policy says so, and the answer counts when they changed
+        (at most once per poll interval)."""
         with self._cond:
-            waiting = self._dataset.waiting() if self._dataset else {}
-        if not self._policy.due(waiting, now):
+            demand = self._dataset.demand(now) if self._dataset else {}
+        answered = self._recorder.answered()
+        counts_due = (answered != self._answers_published
+                      and now - self._answers_at >= self._policy.min_interval)
+        if not self._policy.due(demand, now) and not counts_due:
             return
-        if self._catalog is None:
-            self._catalog = Catalog(self.config)
-        self._catalog.publish_demand(self.coordinator_id, waiting)
-        self._policy.done(waiting, now)
+        if self._policy.due(demand, now):
+            self._catalog.publish_demand(self.coordinator_id, demand)
+            self._policy.done(demand, now)
+        if counts_due:
+            self._catalog.publish_answers(self.coordinator_id, answered)
+            self._answers_published, self._answers_at = answered, now
 
     def _run_poller(self) -> None:
         """Poll every poll_interval; publish demand when it changed (at most once per
@@ -398,12 +437,12 @@ class Coordinator:
         interval = max(self.config.poll_interval, 0.01)  # 0 would make this loop spin
         next_poll = time.monotonic() + interval
         while True:
+            now = time.monotonic()
             with self._cond:
                 if self._closed:
                     return
-                waiting = self._dataset.waiting() if self._dataset else {}
-            now = time.monotonic()
-            due = self._policy.next_due(waiting, now)
+                demand = self._dataset.demand(now) if self._dataset else {}
+            due = self._policy.next_due(demand, now)
             wake_at = next_poll if due is None else min(next_poll, due)
             if wake_at > now:
                 self._wake.wait(wake_at - now)
@@ -420,12 +459,7 @@ class Coordinator:
                 self.last_poll_error = f"{type(exc).__name__}: {exc}"
                 log.warning("coordinator %s: poll failed (retrying): %s", self.coordinator_id,
                             self.last_poll_error)
-                catalog, self._catalog = self._catalog, None
-                if catalog is not None:
-                    try:
-                        catalog.close()
-                    except Exception:  # noqa: BLE001 -- already broken
-                        pass
+                # The catalog's pool replaces a broken connection on the next call.
                 next_poll = time.monotonic() + interval
                 # Back off publishing too, or a dead server turns the loop into a busy one.
                 self._policy.last = time.monotonic()

@@ -1,7 +1,15 @@
-"""When a coordinator publishes its demand (buffered queries per bucket) to ``debl_demand``.
+"""A coordinator's demand per bucket, and when it is published to ``debl_demand``.
+
+The demand of a bucket not loaded yet counts every query of this coordinator that needed it:
+one for each query waiting on it now, and, for each query that stopped waiting without the
+bucket (answered by the raw route, or past its deadline), a weight that starts at one and halves
+every ``HALF_LIFE_S`` seconds (``decayed``), so recent demand weighs most. With the raw route
+off this is the paper's demand (the queries waiting) plus the tail of those that timed out; with
+it on, queries hardly wait, and the decayed weights are what steer gen_HF. Published rounded to
+whole queries (the table's column is an integer).
 
 gen_HF reads ``Catalog.demand()``: the sum over coordinators of rows updated within its
-``max_age`` (60 s by default). Hence the policy:
+``max_age`` (60 s by default). Hence the publication policy:
 
 - publish when the counts changed, but at most once per ``min_interval`` (the poll interval):
   a burst of queries buffering on one bucket costs one write, not one per query;
@@ -21,6 +29,15 @@ import secrets
 import socket
 
 HEARTBEAT_S = 10.0
+# A query's weight in its bucket's demand halves every HALF_LIFE_S once it stopped waiting: long
+# against a gen_HF run (a few seconds for two buckets, docs/ONLINE.md), so that a run's choice
+# rests on tens of seconds of queries, short against a conversion of every bucket (minutes).
+HALF_LIFE_S = 30.0
+
+
+def decayed(weight: float, age_s: float) -> float:
+    """*weight* after *age_s* seconds of halving every HALF_LIFE_S."""
+    return weight * 0.5 ** (max(age_s, 0.0) / HALF_LIFE_S)
 
 
 def new_coordinator_id() -> str:

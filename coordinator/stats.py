@@ -6,6 +6,7 @@ Every answered query is counted once, by how it was answered:
 - ``buffered``: blocked on a bucket that was not loaded yet, answered when it landed (its wait
   includes any wait for uptime before it);
 - ``waited_uptime``: blocked only because the system was not up yet;
+- ``raw``: its bucket was not loaded; answered by the raw route after ``raw_after`` seconds;
 - ``partial``: passed its deadline and got the MySQL-only answer (it asked for it);
 - ``timeouts``: passed its deadline and got QueryTimeout.
 
@@ -47,6 +48,12 @@ class CoordinatorStats:
     max_wait_s: float
     first_minute_answered: int = 0
     first_minute_immediate: int = 0
+    raw: int = 0
+
+    @property
+    def raw_share(self) -> float:
+        """The share of answered queries that the raw route answered."""
+        return self.raw / self.answered if self.answered else 0.0
 
     @property
     def immediate_share(self) -> float:
@@ -61,8 +68,12 @@ class CoordinatorStats:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "immediate_share": self.immediate_share,
-                "first_minute_immediate_share": self.first_minute_immediate_share}
+                "first_minute_immediate_share": self.first_minute_immediate_share,
+                "raw_share": self.raw_share}
 
+
+
+OUTCOMES = ("immediate", "buffered", "waited_uptime", "raw", "partial", "timeouts")
 
 
 class WaitRecorder:
@@ -74,8 +85,7 @@ class WaitRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._counts = {"immediate": 0, "buffered": 0, "waited_uptime": 0, "partial": 0,
-                            "timeouts": 0}
+            self._counts = dict.fromkeys(OUTCOMES, 0)
             self._waits = array("d")
             self._first = {"answered": 0, "immediate": 0}
             self._epoch = time.monotonic()
@@ -92,6 +102,11 @@ class WaitRecorder:
             if outcome != "timeouts" and asked_at - self._epoch < FIRST_WINDOW_S:
                 self._first["answered"] += 1
                 self._first["immediate"] += outcome == "immediate"
+
+    def answered(self) -> dict[str, int]:
+        """The counts per outcome (what a coordinator publishes for ``debl status``)."""
+        with self._lock:
+            return dict(self._counts)
 
     def counters(self) -> "WaitCounters":
         """The raw counters now, picklable: a query client with several processes (one
@@ -116,7 +131,7 @@ class WaitCounters:
 
     @classmethod
     def merge(cls, parts: "list[WaitCounters]") -> "WaitCounters":
-        counts: dict[str, int] = {}
+        counts = dict.fromkeys(OUTCOMES, 0)
         for p in parts:
             for k, n in p.counts.items():
                 counts[k] = counts.get(k, 0) + n
@@ -124,8 +139,7 @@ class WaitCounters:
                    sum(p.first_answered for p in parts), sum(p.first_immediate for p in parts))
 
     def stats(self) -> CoordinatorStats:
-        counts = {k: self.counts.get(k, 0)
-                  for k in ("immediate", "buffered", "waited_uptime", "partial", "timeouts")}
+        counts = {k: self.counts.get(k, 0) for k in OUTCOMES}
         waits = np.frombuffer(self.waits, dtype=np.float64)
         answered = sum(n for k, n in counts.items() if k != "timeouts")
         if len(waits):

@@ -1,11 +1,12 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
-The latest load (its state, uptime and per-phase timings), the buckets per job state, the demand
-summed over coordinators, the gen_HF jobs running now, and full availability once every bucket is
-loaded. Everything comes from MySQL: the report is the same from any machine and does not need a
-coordinator.
+The latest load (its state, uptime, bucket map and per-phase timings), the buckets per job state
+(and, asked for, every bucket), the demand summed over coordinators, the queries the coordinators
+answered per route (raw answers included), the gen_HF jobs running now, and full availability
+once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine
+and does not need a coordinator.
 
-Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; the DESIGN's
+Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; docs/DESIGN.md's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
 """
 
@@ -14,32 +15,32 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from debl.catalog import STATES, Catalog
+from debl.buckets import BucketMap
+from debl.catalog import STATES, Catalog, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dead coordinators
 
 
-def read_status(catalog: Catalog, top: int = 5) -> dict:
-    """The status of the latest load; ``{"load": None, ...}`` when there never was one."""
+def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
+    """The status of the latest load; ``{"load": None, ...}`` when there never was one.
+    With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
+    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state; and the
+    load's ``bucket_map`` its split points."""
     now = time.time()
     load = catalog.load()
     buckets = catalog.buckets()
     by_state = Counter(b.state for b in buckets)
     demand = catalog.demand(DEMAND_MAX_AGE_S)
-    coordinators = catalog.execute(
-        "SELECT COUNT(DISTINCT coordinator) FROM debl_demand WHERE updated >= %s",
-        (now - DEMAND_MAX_AGE_S,))[0][0]
+    coordinators = {row.coordinator for row in catalog.published_demand(DEMAND_MAX_AGE_S)}
+    jobs = catalog.jobs()
     running = [
-        {"b_index": int(b), "run_id": run_id, "started": started, "attempts": int(attempts),
-         "running_s": None if started is None else now - started}
-        for b, run_id, started, attempts in catalog.execute(
-            "SELECT b_index, run_id, started, attempts FROM debl_jobs WHERE state = 'running' "
-            "ORDER BY started, b_index")]
-    failed = [
-        {"b_index": int(b), "attempts": int(attempts), "error": (error or "")[:300]}
-        for b, attempts, error in catalog.execute(
-            "SELECT b_index, attempts, error FROM debl_jobs WHERE state = 'failed' "
-            "ORDER BY b_index")]
+        {"b_index": j.b_index, "run_id": j.run_id, "started": j.started, "attempts": j.attempts,
+         "running_s": None if j.started is None else now - j.started}
+        for j in sorted((j for j in jobs if j.state == "running"),
+                        key=lambda j: (j.started is not None, j.started or 0.0, j.b_index))]
+    failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
+              for j in jobs if j.state == "failed"]
+    answered, answering = catalog.answers()
     status: dict = {
         "now": now,
         "load": None,
@@ -51,62 +52,84 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
             "rows": sum(b.rows for b in buckets),
             "bytes": sum(b.bytes for b in buckets),
             "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
+            "largest_bytes": max((b.bytes for b in buckets), default=0),
         },
         "demand": {
             "total": sum(demand.values()),
             "buckets": len(demand),
-            "coordinators": int(coordinators),
+            "coordinators": len(coordinators),
             "top": [{"b_index": b, "waiting": n}
                     for b, n in sorted(demand.items(), key=lambda x: (-x[1], x[0]))[:top]],
         },
+        "answers": {"by_route": answered, "coordinators": answering,
+                    "total": sum(n for route, n in answered.items() if route != "timeouts")},
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,
     }
+    if every_bucket:
+        status["buckets"]["list"] = [
+            {"b_index": b.b_index, "k_lo": b.k_lo, "k_hi": b.k_hi, "c_lo": b.c_lo,
+             "c_hi": b.c_hi, "rows": b.rows, "bytes": b.bytes, "state": b.state}
+            for b in buckets]
     if load is None:
         return status
-    started = load["started"]
+    started = load.started
     status["load"] = {
-        "load_id": load["load_id"], "approach": load["approach"], "source": load["source"],
-        "state": load["state"], "started": started,
-        "uptime": load["uptime"],
-        "uptime_s": None if load["uptime"] is None else load["uptime"] - started,
-        "age_s": now - started, "bucket_width": load["bucket_width"],
-        "chunk_size": load["chunk_size"], "hot_rows": int(load["hot_rows"] or 0),
-        "hot_k_lo": load["hot_k_lo"], "hot_k_hi": load["hot_k_hi"],
-        "error": load["error"],
+        "load_id": load.load_id, "approach": load.approach, "source": load.source,
+        "state": load.state, "started": started,
+        "uptime": load.uptime,
+        "uptime_s": None if load.uptime is None else load.uptime - started,
+        "age_s": now - started,
+        "bucket_map": _map_summary(load.bucket_map, every_bucket),
+        "chunk_size": load.chunk_size, "hot_rows": load.hot_rows,
+        "hot_k_lo": load.hot_k_lo, "hot_k_hi": load.hot_k_hi,
+        "error": load.error,
     }
-    status["phases"] = _phases(catalog.phases(load["load_id"]), now)
-    if load["state"] == "up" and buckets and by_state.get("loaded", 0) == len(buckets):
-        ended = catalog.execute("SELECT MAX(ended) FROM debl_jobs")[0][0]
+    status["phases"] = _phases(catalog.phases(load.load_id), now)
+    if load.state == "up" and buckets and by_state.get("loaded", 0) == len(buckets):
+        ended = max((j.ended for j in jobs if j.ended is not None), default=None)
         if ended is not None:
-            at = max(float(ended), float(load["uptime"] or ended))
+            at = max(ended, load.uptime or ended)
             status["full_availability"] = {"at": at, "seconds": at - started,
-                                           "after_uptime_s": at - (load["uptime"] or at)}
-    elif load["state"] == "up" and not buckets:  # no cold data: fully available at uptime
-        status["full_availability"] = {"at": load["uptime"], "seconds": load["uptime"] - started,
+                                           "after_uptime_s": at - (load.uptime or at)}
+    elif load.state == "up" and not buckets:  # no cold data: fully available at uptime
+        status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - started,
                                        "after_uptime_s": 0.0}
     return status
 
 
-def _phases(rows: list[dict], now: float) -> list[dict]:
+def _map_summary(bucket_map: BucketMap | None, with_splits: bool) -> dict | None:
+    """The load's bucket map: its kind, the width or the number of buckets (None: not decided
+    yet), and with *with_splits* the split points."""
+    if bucket_map is None:
+        return None
+    if bucket_map.width:
+        return {"kind": "width", "width": bucket_map.width, "buckets": None}
+    summary = {"kind": "splits", "width": None, "buckets": bucket_map.count}
+    if with_splits:
+        summary["splits"] = list(bucket_map.splits)
+    return summary
+
+
+def _phases(rows: list[Phase], now: float) -> list[dict]:
     """One line per phase name: how many items, summed duration, wall span, bytes and rows;
     ``open`` counts items started and not ended (still running, or killed)."""
     out: dict[str, dict] = {}
     for row in rows:
-        p = out.setdefault(row["phase"], {"phase": row["phase"], "items": 0, "open": 0,
-                                          "seconds": 0.0, "first_start": row["started"],
-                                          "last_end": None, "bytes": 0, "rows": 0})
+        p = out.setdefault(row.phase, {"phase": row.phase, "items": 0, "open": 0,
+                                       "seconds": 0.0, "first_start": row.started,
+                                       "last_end": None, "bytes": 0, "rows": 0})
         p["items"] += 1
-        p["first_start"] = min(p["first_start"], row["started"])
-        if row["ended"] is None:
+        p["first_start"] = min(p["first_start"], row.started)
+        if row.ended is None:
             p["open"] += 1
-            p["seconds"] += now - row["started"]
+            p["seconds"] += now - row.started
         else:
-            p["seconds"] += row["ended"] - row["started"]
-            p["last_end"] = max(p["last_end"] or row["ended"], row["ended"])
-        p["bytes"] += row["bytes"] or 0
-        p["rows"] += row["rows"] or 0
+            p["seconds"] += row.ended - row.started
+            p["last_end"] = max(p["last_end"] or row.ended, row.ended)
+        p["bytes"] += row.bytes or 0
+        p["rows"] += row.rows or 0
     for p in out.values():
         p["wall_s"] = (p["last_end"] or now) - p["first_start"]
     return list(out.values())

@@ -26,9 +26,10 @@ one cold), the paper's "2g mysql" of 10 GB.
 
 Scale: the configured chunk size and bucket target are sized for inputs of many GB. Unless the
 spec gives them, a bench cuts its input into about 16 chunks and each approach's cold bytes into
-``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``), so a small bench
-keeps the shape of a large load: copy and dist_ch pipelined, and enough buckets for the order of
-gen_HF to matter. The values used are in ``bench.json`` (``effective``).
+``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``, and
+``bucket_target_covers_heaviest`` off, so that LinkBench's heaviest id does not merge them into
+fewer), so a small bench keeps the shape of a large load: copy and dist_ch pipelined, and enough
+buckets for the order of gen_HF to matter. The values used are in ``bench.json`` (``effective``).
 
 Times: every approach's clock starts when its load starts (``debl_loads.started``). "all served"
 is when the last of the requests completed; the query phase starts at uptime, so it includes the
@@ -88,8 +89,8 @@ _BYTES_PER_ID = 255
 GEN_HF_STARTS = ("uptime", "load")
 # The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
 DEFAULT_RECENCY_SHARE = 0.9
-DEFAULT_LAYOUT = "ranges"  # the paper's setting (DESIGN section 3)
-_HOT_APPROACHES = ("debl", "debl-fifo")
+DEFAULT_LAYOUT = "ranges"  # the paper's setting (docs/DESIGN.md section 3)
+_HOT_APPROACHES = ("debl", "debl-fifo", "debl-raw")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
 
@@ -178,7 +179,7 @@ class BenchSpec:
         if self.gen_hf_start != "uptime":
             args += ["--gen-hf-start", self.gen_hf_start]
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
-        for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines"):
+        for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines", "ids"):
             if getattr(g, name) != defaults[name]:
                 raise ConfigError(f"{name} is not a `debl bench` option; "
                                   "use run_bench() for such inputs")
@@ -221,7 +222,7 @@ def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:
 
 def bucket_target_bytes(spec: BenchSpec, cold: int) -> int:
     """``bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets of
-    about equal bytes (the loader sizes buckets by this target, DESIGN section 4)."""
+    about equal bytes (the loader sizes buckets by this target, docs/DESIGN.md section 4)."""
     return max(1, -(-cold // spec.buckets))
 
 
@@ -488,8 +489,9 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
     approach = APPROACHES[name]
     progress.phase(name, "load")
     options, target_bytes = plan
-    if target_bytes is not None:
-        config = config.replace(bucket_target_bytes=target_bytes)
+    if target_bytes is not None:  # spec.buckets buckets, a giant id alone in the largest
+        config = config.replace(bucket_target_bytes=target_bytes,
+                                bucket_target_covers_heaviest=False)
     service = None
     if approach.gen_hf_order:
         service = GenHFProcess(config, approach.gen_hf_order,
@@ -505,10 +507,9 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
             service.stop()
         raise
     with Catalog(config) as catalog:
-        started = catalog.load(summary.load_id)["started"]
-        phases = tuple(PhaseSpan(p["phase"], p["item"], p["started"] - started,
-                                 None if p["ended"] is None else p["ended"] - started,
-                                 p["bytes"], p["rows"])
+        started = catalog.load(summary.load_id).started
+        phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
+                                 None if p.ended is None else p.ended - started, p.bytes, p.rows)
                        for p in catalog.phases(summary.load_id))
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
                       phases, approach.target)
@@ -535,8 +536,11 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                              processes=default_processes(spec.threads, config.client_processes))
     # Each client process opens its own target; a coordinator's counters are zeroed when the
     # run starts (its first minute is the query phase's) and merged over the processes after.
-    options = {"default_timeout": spec.query_timeout} if approach.target == "debl" else {}
-    source = target_source(config, approach.target, **options)
+    if approach.target == "debl":
+        source = target_source(coordinator_config(config, approach.raw_route), "debl",
+                               default_timeout=spec.query_timeout)
+    else:
+        source = target_source(config, approach.target)
     if service is not None and not service.started:
         service.start()
     try:
@@ -567,13 +571,24 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                                gen_hf=gen_hf, timeline=timeline)
 
 
+def coordinator_config(config: Config, raw_route: bool) -> Config:
+    """The config of an approach's coordinator: the paper's (raw route off) for debl,
+    debl-cold and debl-fifo; for debl-raw the configured ``raw_after``, or the default one if
+    the configuration turned the route off."""
+    if not raw_route:
+        return config.replace(raw_after=None)
+    if config.raw_after is None:
+        return config.replace(raw_after=Config.raw_after)
+    return config
+
+
 def _full_availability(config: Config, run: ApproachRun) -> float | None:
     """Seconds from the load start to the last bucket loaded; None if some are not loaded."""
     with Catalog(config) as catalog:
-        total, loaded, last = catalog.execute(
-            "SELECT COUNT(*), COALESCE(SUM(state = 'loaded'), 0), MAX(ended) FROM debl_jobs")[0]
-    if int(loaded) < int(total):
+        jobs = catalog.jobs()
+    if any(j.state != "loaded" for j in jobs):
         return None
+    last = max((j.ended for j in jobs if j.ended is not None), default=None)
     return (last - run.load_started) if last is not None else run.uptime_s
 
 

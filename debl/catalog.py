@@ -3,88 +3,304 @@
 =====================  =============================================================
 table                  one row per
 =====================  =============================================================
-debl_loads             load: approach, source, bucket width, state, uptime, summary
+debl_schema            (one row) the schema version of these tables
+debl_loads             load: approach, source, bucket map, state, uptime, summary
 debl_load_files        source file of a load: size, mtime, hot or cold
 debl_file_counts       (file, part): rows and rejects a part of the load took from it
-debl_chunks            cold chunk: bytes, lines, file segments, copied / bucketed
+debl_chunks            cold chunk: bytes, path, file segments, copied / bucketed
 debl_phases            timed phase (copy of a chunk, one dist_ch, MySQL load, index...)
 debl_bucket_chunks     (bucket, chunk): what one dist_ch wrote into one bucket
-debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location)
+debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location, and
+                       c_lo, c_hi: the real id1 span of its cold rows)
 debl_jobs              bucket: the job status (pending/queued/running/loaded/failed)
-debl_demand            (coordinator, bucket): buffered queries waiting on the bucket
+debl_demand            (coordinator, bucket): queries that need the bucket (docs/COORDINATOR.md)
+debl_answers           (coordinator, route): queries it answered that way since uptime
 =====================  =============================================================
+
+The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA``), created by
+``create_all``; every statement is a Core expression with named columns. Methods return
+dataclasses (or a plain mapping such as bucket -> state), never driver rows. No other module
+writes SQL against these tables.
 
 The bucket index row of a bucket is recomputed from its ``debl_bucket_chunks`` rows, so re-running
 the dist_ch of a chunk replaces exactly that chunk's share. One dataset lives in a database at a
 time: a new load clears the bucket, job and demand tables (the previous day's dump is replaced).
 
-Pitfall: a Catalog holds one connection; give each thread its own Catalog.
+Connections: one SQLAlchemy ``Engine`` per process and MySQL account (``engine_for``), with a
+connection pool. Each method takes a pooled connection for one transaction and gives it back, so
+a ``Catalog`` is thread-safe and cheap to make; ``with Catalog(config) as catalog:`` still
+reads well, and ``close`` has nothing to release.
+
+Schema version: ``debl_schema`` holds ``SCHEMA_VERSION``. A database whose catalog has another
+version (or DeBL tables without ``debl_schema``: a DeBL from before versioning, version 0) is
+refused with ``CatalogVersionError``, which says what to do. A new load (``replace_older=True``)
+drops an *older* catalog and starts afresh: one dataset lives in a database, and the old
+catalog's loads could not be read anyway. A newer catalog is never touched.
+
+Pitfalls:
+
+- Connections are opened with autocommit off, so that a transaction (``engine.begin``) is a real
+  MySQL transaction; with it on, each statement of a "transaction" would commit on its own.
+- Transactions run at READ COMMITTED. At InnoDB's default (REPEATABLE READ) a DELETE takes gap
+  locks, and coordinators replacing their demand rows at the same moment deadlock each other
+  (tests/test_catalog.py, eight threads, deadlocked within 20 rounds).
+- After ``os.fork`` a child must not use the parent's pooled sockets (closing one would end the
+  parent's session): the engines are forgotten in the child, without closing their connections.
+- A named lock (``named_lock``) lives on a MySQL session: its connection leaves the pool for
+  good, so that no later user of the pool inherits the lock.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
+import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from debl.buckets import BucketMap
 from debl.config import Config
-from debl.mysql import connect
+from debl.errors import CatalogVersionError, ServiceError
+from debl.mysql import connect, describe
 
-if TYPE_CHECKING:
-    from loaders.chunker import Chunk
-
+# 2: the bucket map replaces the bucket width; buckets keep their cold span.
+# 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
+# an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
+SCHEMA_VERSION = 3
 STATES = ("pending", "queued", "running", "loaded", "failed")
+_CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
+_ER_TABLE_EXISTS = 1050
 
-DDL = [
-    """CREATE TABLE IF NOT EXISTS debl_loads (
-        load_id VARCHAR(40) PRIMARY KEY, approach VARCHAR(32) NOT NULL,
-        source VARCHAR(1024) NOT NULL, state VARCHAR(16) NOT NULL,
-        bucket_width BIGINT NULL, chunk_size BIGINT NOT NULL, params TEXT NOT NULL,
-        started DOUBLE NOT NULL, uptime DOUBLE NULL, ended DOUBLE NULL,
-        hot_k_lo BIGINT NULL, hot_k_hi BIGINT NULL, hot_rows BIGINT NOT NULL DEFAULT 0,
-        summary TEXT NULL, error TEXT NULL) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_load_files (
-        load_id VARCHAR(40) NOT NULL, file_seq INT NOT NULL, name VARCHAR(1024) NOT NULL,
-        size BIGINT NOT NULL, mtime DOUBLE NOT NULL, hot TINYINT NOT NULL,
-        PRIMARY KEY (load_id, file_seq)) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_file_counts (
-        load_id VARCHAR(40) NOT NULL, file_seq INT NOT NULL, part VARCHAR(32) NOT NULL,
-        `rows` BIGINT NOT NULL, rejects BIGINT NOT NULL,
-        PRIMARY KEY (load_id, file_seq, part)) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_chunks (
-        load_id VARCHAR(40) NOT NULL, chunk_no INT NOT NULL, bytes BIGINT NOT NULL,
-        segments TEXT NOT NULL, path VARCHAR(512) NOT NULL, state VARCHAR(16) NOT NULL,
-        PRIMARY KEY (load_id, chunk_no)) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_phases (
-        load_id VARCHAR(40) NOT NULL, phase VARCHAR(32) NOT NULL, item VARCHAR(64) NOT NULL,
-        started DOUBLE NOT NULL, ended DOUBLE NULL, bytes BIGINT NULL, `rows` BIGINT NULL,
-        PRIMARY KEY (load_id, phase, item)) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_bucket_chunks (
-        b_index BIGINT NOT NULL, chunk_no INT NOT NULL, load_id VARCHAR(40) NOT NULL,
-        `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, checksum BIGINT UNSIGNED NOT NULL,
-        path VARCHAR(512) NOT NULL, PRIMARY KEY (b_index, chunk_no)) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_buckets (
-        b_index BIGINT PRIMARY KEY, k_lo BIGINT NOT NULL, k_hi BIGINT NOT NULL,
-        `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, checksum BIGINT UNSIGNED NOT NULL,
-        location VARCHAR(512) NOT NULL, load_id VARCHAR(40) NOT NULL) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_jobs (
-        b_index BIGINT PRIMARY KEY, state VARCHAR(16) NOT NULL, run_id VARCHAR(40) NULL,
-        queued DOUBLE NULL, started DOUBLE NULL, ended DOUBLE NULL,
-        attempts INT NOT NULL DEFAULT 0, error TEXT NULL, rows_loaded BIGINT NULL,
-        superseded BIGINT NULL, checksum_loaded BIGINT UNSIGNED NULL) DEFAULT CHARSET=utf8mb4""",
-    """CREATE TABLE IF NOT EXISTS debl_demand (
-        coordinator VARCHAR(64) NOT NULL, b_index BIGINT NOT NULL, waiting INT NOT NULL,
-        updated DOUBLE NOT NULL, PRIMARY KEY (coordinator, b_index)) DEFAULT CHARSET=utf8mb4""",
-]
+METADATA = sa.MetaData()
+_UTF8 = {"mysql_charset": "utf8mb4"}
+_CHECKSUM = mysql.BIGINT(unsigned=True)
 
-DATASET_TABLES = ("debl_bucket_chunks", "debl_buckets", "debl_jobs", "debl_demand")
+
+class _JSONText(sa.types.TypeDecorator):
+    """A JSON value in a MEDIUMTEXT column, written and read by Python's json. Not MariaDB's JSON
+    type: its CHECK (JSON_VALID) refuses the escaped lone surrogates (``\\udcff``) that Python
+    writes for a file name that is not UTF-8 (tests/test_hostile_input.py loads one)."""
+
+    impl = mysql.MEDIUMTEXT
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else json.dumps(value)
+
+    def process_result_value(self, value: str | None, dialect: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+
+def _key(name: str, type_: Any = sa.BigInteger) -> sa.Column:
+    """A primary key column that is not AUTO_INCREMENT (SQLAlchemy's default for one integer)."""
+    return sa.Column(name, type_, primary_key=True, autoincrement=False)
+
+
+def _rows(nullable: bool = False) -> sa.Column:
+    # ROWS is a reserved word in MariaDB: always quoted.
+    return sa.Column("rows", sa.BigInteger, nullable=nullable, quote=True)
+
+
+schema_table = sa.Table("debl_schema", METADATA, _key("version", sa.Integer), **_UTF8)
+
+loads_table = sa.Table(
+    "debl_loads", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("approach", sa.String(32), nullable=False),
+    sa.Column("source", sa.String(1024), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("bucket_map", sa.JSON),  # BucketMap.to_dict(); NULL: not decided yet
+    sa.Column("chunk_size", sa.BigInteger, nullable=False),
+    sa.Column("params", _JSONText, nullable=False),
+    sa.Column("started", sa.Double, nullable=False),
+    sa.Column("uptime", sa.Double),
+    sa.Column("ended", sa.Double),
+    sa.Column("hot_k_lo", sa.BigInteger),
+    sa.Column("hot_k_hi", sa.BigInteger),
+    sa.Column("hot_rows", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("summary", _JSONText),
+    sa.Column("error", sa.Text), **_UTF8)
+
+files_table = sa.Table(
+    "debl_load_files", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("file_seq", sa.Integer),
+    sa.Column("name", sa.String(1024), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("mtime", sa.Double, nullable=False),
+    sa.Column("hot", sa.Boolean, nullable=False), **_UTF8)
+
+file_counts_table = sa.Table(
+    "debl_file_counts", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("file_seq", sa.Integer),
+    sa.Column("part", sa.String(32), primary_key=True),
+    _rows(),
+    sa.Column("rejects", sa.BigInteger, nullable=False), **_UTF8)
+
+chunks_table = sa.Table(
+    "debl_chunks", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("chunk_no", sa.Integer),
+    sa.Column("path", sa.String(512), nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("layout", _JSONText, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False), **_UTF8)
+
+phases_table = sa.Table(
+    "debl_phases", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("phase", sa.String(32), primary_key=True),
+    sa.Column("item", sa.String(64), primary_key=True),
+    sa.Column("started", sa.Double, nullable=False),
+    sa.Column("ended", sa.Double),
+    sa.Column("bytes", sa.BigInteger),
+    _rows(nullable=True), **_UTF8)
+
+bucket_chunks_table = sa.Table(
+    "debl_bucket_chunks", METADATA,
+    _key("b_index"),
+    _key("chunk_no", sa.Integer),
+    sa.Column("load_id", sa.String(40), nullable=False),
+    _rows(),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("checksum", _CHECKSUM, nullable=False),
+    sa.Column("path", sa.String(512), nullable=False),
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of these rows
+    sa.Column("c_hi", sa.BigInteger, nullable=False),
+    sa.Index("debl_bucket_chunks_by_chunk", "chunk_no"), **_UTF8)
+
+buckets_table = sa.Table(
+    "debl_buckets", METADATA,
+    _key("b_index"),
+    sa.Column("k_lo", sa.BigInteger, nullable=False),
+    sa.Column("k_hi", sa.BigInteger, nullable=False),
+    _rows(),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("checksum", _CHECKSUM, nullable=False),
+    sa.Column("location", sa.String(512), nullable=False),
+    sa.Column("load_id", sa.String(40), nullable=False),
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of the bucket's cold rows
+    sa.Column("c_hi", sa.BigInteger, nullable=False), **_UTF8)
+
+jobs_table = sa.Table(
+    "debl_jobs", METADATA,
+    _key("b_index"),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(40)),
+    sa.Column("queued", sa.Double),
+    sa.Column("started", sa.Double),
+    sa.Column("ended", sa.Double),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("error", sa.Text),
+    sa.Column("rows_loaded", sa.BigInteger),
+    sa.Column("superseded", sa.BigInteger),
+    sa.Column("checksum_loaded", _CHECKSUM), **_UTF8)
+
+demand_table = sa.Table(
+    "debl_demand", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    _key("b_index"),
+    sa.Column("waiting", sa.Integer, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+answers_table = sa.Table(
+    "debl_answers", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    sa.Column("route", sa.String(16), primary_key=True),
+    sa.Column("answered", sa.BigInteger, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table)
+# Tables of an older schema that this one no longer has: dropped with an older catalog.
+RETIRED_TABLES: tuple[str, ...] = ()
+# The job states that stamp a time column when a bucket enters them (see set_job_state).
+_STAMPED = {"queued": "queued", "running": "started", "loaded": "ended", "failed": "ended"}
+_LOAD_UPDATES = frozenset({"state", "uptime", "ended", "hot_k_lo", "hot_k_hi", "hot_rows",
+                           "summary", "error"})
+
+
+# ---------------------------------------------------------------------------- what it returns
+
+
+@dataclass(frozen=True)
+class LoadRecord:
+    """A load. ``params`` and ``summary`` are the JSON objects the load stored."""
+
+    load_id: str
+    approach: str
+    source: str
+    state: str  # running / up / failed
+    bucket_map: BucketMap | None  # None: not decided yet, or no cold file
+    chunk_size: int
+    params: dict
+    started: float
+    uptime: float | None
+    ended: float | None
+    hot_k_lo: int | None
+    hot_k_hi: int | None
+    hot_rows: int
+    summary: dict | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class LoadFile:
+    """A source file of a load; ``file_seq`` is its place in the source's listing."""
+
+    file_seq: int
+    name: str
+    size: int
+    mtime: float
+    hot: bool
+
+
+@dataclass(frozen=True)
+class FileCount:
+    """Rows and rejects that one part of a load (``hot``, ``chunk-NNNNN``) took from a file."""
+
+    file_seq: int
+    part: str
+    rows: int
+    rejects: int
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A cold chunk. ``layout`` is the chunker's own description of the chunk's segments
+    (written by ``loaders.chunker.Chunk.record``, read back by ``Chunk.of``)."""
+
+    chunk_no: int
+    path: str
+    bytes: int
+    layout: dict
+    state: str  # copied / bucketed
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A timed item of a load's phase; ``ended`` is None while it runs (or if it was killed)."""
+
+    phase: str
+    item: str
+    started: float
+    ended: float | None
+    bytes: int | None
+    rows: int | None
 
 
 @dataclass(frozen=True)
 class Bucket:
+    """A bucket's index row with its job state (``pending`` if it has no job row)."""
+
     b_index: int
     k_lo: int
     k_hi: int
@@ -93,6 +309,8 @@ class Bucket:
     checksum: int
     location: str
     state: str
+    c_lo: int  # the lowest and highest id1 of the bucket's cold rows
+    c_hi: int
 
 
 @dataclass(frozen=True)
@@ -105,15 +323,99 @@ class BucketChunk:
     bytes: int
     checksum: int
     path: str
+    c_lo: int  # the lowest and highest id1 of these rows
+    c_hi: int
+
+
+@dataclass(frozen=True)
+class Job:
+    """A bucket's job status. gen_HF sets the three counts when the bucket is ``loaded``."""
+
+    b_index: int
+    state: str
+    run_id: str | None
+    queued: float | None
+    started: float | None
+    ended: float | None
+    attempts: int
+    error: str | None
+    rows_loaded: int | None
+    superseded: int | None
+    checksum_loaded: int | None
+
+
+@dataclass(frozen=True)
+class DemandRow:
+    """What one coordinator published for one bucket, and when."""
+
+    coordinator: str
+    b_index: int
+    waiting: int
+    updated: float
+
+
+# ---------------------------------------------------------------------------- engines
+
+
+_engines: dict[tuple, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def engine_for(config: Config) -> Engine:
+    """The process's Engine for *config*'s MySQL account and database (made on first use).
+
+    Its connections come from ``debl.mysql.connect`` (the one place that knows the connection
+    settings, creates a missing database and turns errors into ServiceErrors), with autocommit
+    off, at READ COMMITTED. ``pool_pre_ping`` replaces a connection the server has closed (a restart, a KILL, an
+    idle timeout) before a method gets it."""
+    key = (config.mysql_host, config.mysql_port, config.mysql_user, config.mysql_database,
+           config.mysql_secret)
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = sa.create_engine("mysql+pymysql://",
+                                      creator=lambda: connect(config, autocommit=False),
+                                      isolation_level="READ COMMITTED", pool_pre_ping=True,
+                                      pool_recycle=3600)
+            _engines[key] = engine
+        return engine
+
+
+def _forget_engines() -> None:
+    for engine in _engines.values():
+        engine.dispose(close=False)  # the parent still uses those sockets
+    _engines.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines)
+
+
+class NamedLock:
+    """A MySQL named lock, held by its own session until ``release`` (or the process ends)."""
+
+    def __init__(self, name: str, conn: Connection):
+        self.name = name
+        self._conn = conn
+
+    def release(self) -> None:
+        if not self._conn.closed:
+            self._conn.close()  # detached from the pool: the session ends, and the lock
+
+
+# ---------------------------------------------------------------------------- the catalog
 
 
 class Catalog:
-    """DeBL's tables in MySQL. Use with ``with``; one per thread."""
+    """DeBL's tables in MySQL. Thread-safe: every method call takes a pooled connection.
 
-    def __init__(self, config: Config):
+    Raises ServiceError when MySQL cannot be reached, CatalogVersionError when the database
+    holds the catalog of another DeBL version; with *replace_older* (a new load) an older
+    catalog is dropped instead."""
+
+    def __init__(self, config: Config, *, replace_older: bool = False):
         self.config = config
-        self.conn = connect(config)
-        self._ensure()
+        self.engine = engine_for(config)
+        self._check_schema(replace_older)
 
     def __enter__(self) -> "Catalog":
         return self
@@ -122,193 +424,404 @@ class Catalog:
         self.close()
 
     def close(self) -> None:
-        if self.conn.open:
-            self.conn.close()
+        """Nothing to release: the connections belong to the process's pool."""
 
-    def _ensure(self) -> None:
-        with self.conn.cursor() as cur:
-            cur.execute("SHOW TABLES LIKE 'debl\\_%%'")
-            present = {row[0] for row in cur.fetchall()}
-            for ddl in DDL:
-                name = ddl.split("EXISTS", 1)[1].split("(", 1)[0].strip()
-                if name not in present:
-                    cur.execute(ddl)
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """A pooled connection in one transaction, committed at the end (rolled back on an
+        error); driver errors become ServiceErrors that name the cause."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except DBAPIError as exc:
+            raise ServiceError(describe(exc.orig, self.config)) from exc
 
-    def execute(self, sql: str, args: Iterable | None = None) -> list[tuple]:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, args)
-            return list(cur.fetchall())
+    # -- the schema
 
-    def executemany(self, sql: str, rows: list[tuple]) -> None:
-        if rows:
-            with self.conn.cursor() as cur:
-                cur.executemany(sql, rows)
+    def _check_schema(self, replace_older: bool) -> None:
+        with self._transaction() as conn:
+            found = _schema_version(conn)
+        if found is not None and found < SCHEMA_VERSION and replace_older:
+            with self._transaction() as conn:
+                METADATA.drop_all(conn)
+                for name in RETIRED_TABLES:
+                    conn.execute(sa.schema.DropTable(sa.Table(name, sa.MetaData()),
+                                                     if_exists=True))
+            found = None
+        if found is None:
+            found = self._create()
+        if found != SCHEMA_VERSION:
+            raise CatalogVersionError(self._version_message(found))
+
+    def _create(self) -> int | None:
+        """Create what is missing and record the version; returns the version now recorded.
+        Two processes may race here on a fresh database: the loser's CREATE finds the table
+        made, which is what it wanted, and it looks again."""
+        try:
+            with self._transaction() as conn:
+                METADATA.create_all(conn)
+        except ServiceError as exc:
+            orig = getattr(exc.__cause__, "orig", None)
+            if not (orig is not None and orig.args and orig.args[0] == _ER_TABLE_EXISTS):
+                raise
+            with self._transaction() as conn:
+                METADATA.create_all(conn)
+        with self._transaction() as conn:
+            conn.execute(mysql.insert(schema_table).prefix_with("IGNORE")
+                         .values(version=SCHEMA_VERSION))
+            return _schema_version(conn)
+
+    def _version_message(self, found: int | None) -> str:
+        where = f"the catalog in MySQL database {self.config.mysql_database!r}"
+        if found is not None and found > SCHEMA_VERSION:
+            return (f"{where} was written by a newer DeBL (schema version {found}; this DeBL "
+                    f"reads version {SCHEMA_VERSION}): use that DeBL, or point this one at "
+                    "another database (mysql_database, DEBL_MYSQL_DATABASE)")
+        return (f"{where} was written by an older DeBL (schema version {found or 0}; this DeBL "
+                f"reads version {SCHEMA_VERSION}), so its loads cannot be read: run `debl load` "
+                "anew (a new load replaces the old catalog), or drop the database, or point "
+                "DeBL at another one (mysql_database, DEBL_MYSQL_DATABASE)")
 
     # -- loads
 
     def begin_load(self, load_id: str, approach: str, source: str, chunk_size: int,
-                   params: dict) -> None:
-        """Record a new load and clear the previous dataset's buckets, jobs and demand."""
-        for table in DATASET_TABLES:
-            self.execute(f"DELETE FROM {table}")
-        self.execute("INSERT INTO debl_loads (load_id, approach, source, state, chunk_size, params,"
-                     " started) VALUES (%s, %s, %s, 'running', %s, %s, %s)",
-                     (load_id, approach, source, chunk_size, json.dumps(params), time.time()))
+                   params: dict, started: float | None = None) -> None:
+        """Record a new load that started at *started* (default: now) and clear the previous
+        dataset's buckets, jobs and demand, in one transaction: no reader sees the new load
+        beside the old buckets."""
+        with self._transaction() as conn:
+            for table in DATASET_TABLES:
+                conn.execute(table.delete())
+            conn.execute(loads_table.insert().values(
+                load_id=load_id, approach=approach, source=source, state="running",
+                chunk_size=chunk_size, params=params,
+                started=time.time() if started is None else started))
 
-    def update_load(self, load_id: str, **values: object) -> None:
-        allowed = {"state", "bucket_width", "uptime", "ended", "hot_k_lo", "hot_k_hi",
-                   "hot_rows", "summary", "error"}
-        assert set(values) <= allowed, values
-        sets = ", ".join(f"{k} = %s" for k in values)
-        self.execute(f"UPDATE debl_loads SET {sets} WHERE load_id = %s", (*values.values(), load_id))
+    def update_load(self, load_id: str, **values: Any) -> None:
+        """Set some of a load's fields: ``state``, ``uptime``, ``ended``, ``hot_k_lo``,
+        ``hot_k_hi``, ``hot_rows``, ``summary`` (a dict), ``error`` (the bucket map:
+        ``set_bucket_map``)."""
+        unknown = set(values) - _LOAD_UPDATES
+        if unknown:
+            raise ValueError(f"update_load cannot set {', '.join(sorted(unknown))}")
+        t = loads_table
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.load_id == load_id).values(**values))
 
-    def load(self, load_id: str | None = None) -> dict | None:
-        """A load's row as a dict (the latest load if no id)."""
-        where, args = ("WHERE load_id = %s", (load_id,)) if load_id else ("", ())
-        with self.conn.cursor(dict_cursor()) as cur:
-            cur.execute(f"SELECT * FROM debl_loads {where} ORDER BY started DESC LIMIT 1", args)
-            return cur.fetchone()
+    def set_bucket_map(self, load_id: str, bucket_map: BucketMap) -> None:
+        """Record the load's bucket map (decided once, before its first chunk is bucketed)."""
+        t = loads_table
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.load_id == load_id)
+                         .values(bucket_map=bucket_map.to_dict()))
 
-    def add_files(self, load_id: str, files: list[tuple[int, str, int, float, bool]]) -> None:
-        self.executemany("REPLACE INTO debl_load_files VALUES (%s, %s, %s, %s, %s, %s)",
-                         [(load_id, seq, name, size, mtime, int(hot))
-                          for seq, name, size, mtime, hot in files])
+    def load(self, load_id: str | None = None) -> LoadRecord | None:
+        """A load (the latest one by start time, without an id); None if there is none."""
+        t = loads_table
+        query = sa.select(t).order_by(t.c.started.desc()).limit(1)
+        if load_id is not None:
+            query = query.where(t.c.load_id == load_id)
+        with self._transaction() as conn:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            return None
+        stored = row["bucket_map"]
+        return LoadRecord(**{**row, "bucket_map": None if stored is None
+                             else BucketMap.from_dict(stored)})
+
+    def add_files(self, load_id: str, files: Iterable[LoadFile]) -> None:
+        rows = [{"load_id": load_id, **asdict(f)} for f in files]
+        if rows:
+            with self._transaction() as conn:
+                conn.execute(files_table.insert(), rows)
+
+    def files(self, load_id: str) -> list[LoadFile]:
+        """The load's source files in listing order."""
+        t = files_table
+        query = (sa.select(t.c.file_seq, t.c.name, t.c.size, t.c.mtime, t.c.hot)
+                 .where(t.c.load_id == load_id).order_by(t.c.file_seq))
+        with self._transaction() as conn:
+            return [LoadFile(*row) for row in conn.execute(query)]
 
     def set_file_counts(self, load_id: str, part: str,
                         counts: dict[int, tuple[int, int]]) -> None:
         """Record, for one part of the load, (rows, rejects) taken from each file."""
-        self.execute("DELETE FROM debl_file_counts WHERE load_id = %s AND part = %s",
-                     (load_id, part))
-        self.executemany("INSERT INTO debl_file_counts VALUES (%s, %s, %s, %s, %s)",
-                         [(load_id, seq, part, rows, rej) for seq, (rows, rej) in counts.items()])
+        t = file_counts_table
+        rows = [{"load_id": load_id, "file_seq": seq, "part": part, "rows": n, "rejects": bad}
+                for seq, (n, bad) in counts.items()]
+        with self._transaction() as conn:
+            conn.execute(t.delete().where(t.c.load_id == load_id, t.c.part == part))
+            if rows:
+                conn.execute(t.insert(), rows)
+
+    def file_counts(self, load_id: str) -> list[FileCount]:
+        t = file_counts_table
+        query = (sa.select(t.c.file_seq, t.c.part, t.c.rows, t.c.rejects)
+                 .where(t.c.load_id == load_id).order_by(t.c.file_seq, t.c.part))
+        with self._transaction() as conn:
+            return [FileCount(*row) for row in conn.execute(query)]
 
     # -- phases (for the reports)
 
     def phase_start(self, load_id: str, phase: str, item: str = "") -> None:
-        self.execute("REPLACE INTO debl_phases (load_id, phase, item, started) "
-                     "VALUES (%s, %s, %s, %s)", (load_id, phase, item, time.time()))
+        """Start a phase item now (a restarted item loses its end and counts)."""
+        self.record_phase(load_id, phase, item, time.time())
 
     def phase_end(self, load_id: str, phase: str, item: str = "", bytes: int | None = None,
                   rows: int | None = None) -> None:
-        self.execute("UPDATE debl_phases SET ended = %s, bytes = %s, `rows` = %s "
-                     "WHERE load_id = %s AND phase = %s AND item = %s",
-                     (time.time(), bytes, rows, load_id, phase, item))
+        t = phases_table
+        with self._transaction() as conn:
+            conn.execute(t.update()
+                         .where(t.c.load_id == load_id, t.c.phase == phase, t.c.item == item)
+                         .values(ended=time.time(), bytes=bytes, rows=rows))
 
-    def phases(self, load_id: str) -> list[dict]:
-        with self.conn.cursor(dict_cursor()) as cur:
-            cur.execute("SELECT * FROM debl_phases WHERE load_id = %s ORDER BY started",
-                        (load_id,))
-            return list(cur.fetchall())
+    def record_phase(self, load_id: str, phase: str, item: str, started: float,
+                     ended: float | None = None, bytes: int | None = None,
+                     rows: int | None = None) -> None:
+        """Record a phase item (e.g. one timed by a step of its own), replacing it."""
+        values = {"started": started, "ended": ended, "bytes": bytes, "rows": rows}
+        statement = (mysql.insert(phases_table)
+                     .values(load_id=load_id, phase=phase, item=item, **values)
+                     .on_duplicate_key_update(**values))
+        with self._transaction() as conn:
+            conn.execute(statement)
+
+    def drop_phase(self, load_id: str, phase: str, item: str) -> None:
+        """Forget a phase item that turned out to be nothing (a copy past the input's end)."""
+        t = phases_table
+        with self._transaction() as conn:
+            conn.execute(t.delete().where(t.c.load_id == load_id, t.c.phase == phase,
+                                          t.c.item == item))
+
+    def phases(self, load_id: str) -> list[Phase]:
+        """The load's phase items by start time."""
+        t = phases_table
+        query = (sa.select(t.c.phase, t.c.item, t.c.started, t.c.ended, t.c.bytes, t.c.rows)
+                 .where(t.c.load_id == load_id).order_by(t.c.started))
+        with self._transaction() as conn:
+            return [Phase(*row) for row in conn.execute(query)]
+
+    def phase_ended(self, load_id: str, phase: str) -> bool:
+        """Whether an item of *phase* has ended (a resumed load need not redo that step)."""
+        t = phases_table
+        query = (sa.select(t.c.item)
+                 .where(t.c.load_id == load_id, t.c.phase == phase, t.c.ended.is_not(None))
+                 .limit(1))
+        with self._transaction() as conn:
+            return conn.execute(query).first() is not None
 
     # -- chunks
 
-    def record_chunk(self, load_id: str, chunk: "Chunk", state: str) -> None:
-        layout = {"segments": [dataclasses.asdict(s) for s in chunk.segments],
-                  "slices": chunk.slices}
-        self.execute("REPLACE INTO debl_chunks VALUES (%s, %s, %s, %s, %s, %s)",
-                     (load_id, chunk.chunk_no, chunk.bytes, json.dumps(layout), chunk.path, state))
+    def record_chunk(self, load_id: str, chunk: ChunkRecord) -> None:
+        """Record a chunk of the load, replacing what was recorded for its number."""
+        values = {"path": chunk.path, "bytes": chunk.bytes, "layout": chunk.layout,
+                  "state": chunk.state}
+        statement = (mysql.insert(chunks_table)
+                     .values(load_id=load_id, chunk_no=chunk.chunk_no, **values)
+                     .on_duplicate_key_update(**values))
+        with self._transaction() as conn:
+            conn.execute(statement)
 
-    def chunks(self, load_id: str) -> list[dict]:
-        """The load's chunks: chunk_no, state and the Chunk itself (under "chunk")."""
-        from loaders.chunker import Chunk, Segment
-
-        with self.conn.cursor(dict_cursor()) as cur:
-            cur.execute("SELECT * FROM debl_chunks WHERE load_id = %s ORDER BY chunk_no",
-                        (load_id,))
-            rows = list(cur.fetchall())
-        for row in rows:
-            layout = json.loads(row.pop("segments"))
-            row["chunk"] = Chunk(row["chunk_no"], row["path"], row["bytes"],
-                                 tuple(Segment(**s) for s in layout["segments"]),
-                                 tuple(tuple(x) for x in layout["slices"]))
-        return rows
+    def chunks(self, load_id: str) -> list[ChunkRecord]:
+        """The load's chunks by number."""
+        t = chunks_table
+        query = (sa.select(t.c.chunk_no, t.c.path, t.c.bytes, t.c.layout, t.c.state)
+                 .where(t.c.load_id == load_id).order_by(t.c.chunk_no))
+        with self._transaction() as conn:
+            return [ChunkRecord(*row) for row in conn.execute(query)]
 
     # -- the bucket index
 
-    def record_bucket_chunks(self, load_id: str, chunk_no: int, width: int,
+    def record_bucket_chunks(self, load_id: str, chunk_no: int, bucket_map: BucketMap,
                              parts: list[BucketChunk], location: str) -> None:
-        """Replace a chunk's share of every bucket, then recompute those buckets' index rows
-        and make sure each has a job status row (``pending`` if new)."""
-        self.conn.begin()
-        try:
-            with self.conn.cursor() as cur:
-                cur.execute("SELECT b_index FROM debl_bucket_chunks WHERE chunk_no = %s",
-                            (chunk_no,))
-                touched = {r[0] for r in cur.fetchall()} | {p.b_index for p in parts}
-                cur.execute("DELETE FROM debl_bucket_chunks WHERE chunk_no = %s", (chunk_no,))
-                if parts:
-                    cur.executemany(
-                        "INSERT INTO debl_bucket_chunks VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        [(p.b_index, chunk_no, load_id, p.rows, p.bytes, p.checksum, p.path)
-                         for p in parts])
-                for b in sorted(touched):
-                    cur.execute(
-                        "REPLACE INTO debl_buckets SELECT %s, %s, %s, SUM(`rows`), SUM(bytes), "
-                        "CAST(SUM(checksum) %% 18446744073709551616 AS UNSIGNED), %s, %s "
-                        "FROM debl_bucket_chunks WHERE b_index = %s HAVING COUNT(*) > 0",
-                        (b, b * width, (b + 1) * width - 1, f"{location}/{b}", load_id, b))
-                    cur.execute("INSERT IGNORE INTO debl_jobs (b_index, state) "
-                                "VALUES (%s, 'pending')", (b,))
-            self.conn.commit()
-        except BaseException:
-            self.conn.rollback()
-            raise
+        """Replace a chunk's share of every bucket, recompute those buckets' index rows
+        (``k_lo``, ``k_hi`` from *bucket_map*; sums and the cold span over the chunks; a bucket
+        no chunk has rows of any more leaves the index) and give each bucket a job status row
+        (``pending`` if new); one transaction."""
+        bc, index, jobs = bucket_chunks_table, buckets_table, jobs_table
+        with self._transaction() as conn:
+            touched = set(conn.execute(sa.select(bc.c.b_index).where(bc.c.chunk_no == chunk_no))
+                          .scalars())
+            touched |= {p.b_index for p in parts}
+            conn.execute(bc.delete().where(bc.c.chunk_no == chunk_no))
+            if parts:
+                conn.execute(bc.insert(), [
+                    {"b_index": p.b_index, "chunk_no": chunk_no, "load_id": load_id,
+                     "rows": p.rows, "bytes": p.bytes, "checksum": p.checksum, "path": p.path,
+                     "c_lo": p.c_lo, "c_hi": p.c_hi} for p in parts])
+            if not touched:
+                return
+            sums = conn.execute(
+                sa.select(bc.c.b_index, sa.func.sum(bc.c.rows), sa.func.sum(bc.c.bytes),
+                          sa.func.sum(bc.c.checksum), sa.func.min(bc.c.c_lo),
+                          sa.func.max(bc.c.c_hi))
+                .where(bc.c.b_index.in_(touched)).group_by(bc.c.b_index)).all()
+            emptied = touched - {b for b, *_ in sums}
+            if emptied:
+                conn.execute(index.delete().where(index.c.b_index.in_(emptied)))
+            if not sums:
+                return
+            upsert = mysql.insert(index)
+            conn.execute(
+                upsert.on_duplicate_key_update({c.name: upsert.inserted[c.name]
+                                                for c in index.columns if not c.primary_key}),
+                [{"b_index": b, "k_lo": bucket_map.range_of(b)[0],
+                  "k_hi": bucket_map.range_of(b)[1], "rows": int(rows), "bytes": int(size),
+                  "checksum": int(checksum) % _CHECKSUM_MOD, "location": f"{location}/{b}",
+                  "load_id": load_id, "c_lo": int(c_lo), "c_hi": int(c_hi)}
+                 for b, rows, size, checksum, c_lo, c_hi in sums])
+            conn.execute(mysql.insert(jobs).prefix_with("IGNORE"),
+                         [{"b_index": b, "state": "pending"} for b, *_ in sums])
 
     def buckets(self) -> list[Bucket]:
-        rows = self.execute(
-            "SELECT b.b_index, b.k_lo, b.k_hi, b.`rows`, b.bytes, b.checksum, b.location, "
-            "COALESCE(j.state, 'pending') FROM debl_buckets b "
-            "LEFT JOIN debl_jobs j ON j.b_index = b.b_index ORDER BY b.b_index")
-        return [Bucket(*row) for row in rows]
+        """The bucket index with each bucket's job state, by b_index."""
+        b, j = buckets_table, jobs_table
+        query = (sa.select(b.c.b_index, b.c.k_lo, b.c.k_hi, b.c.rows, b.c.bytes, b.c.checksum,
+                           b.c.location, sa.func.coalesce(j.c.state, "pending"), b.c.c_lo,
+                           b.c.c_hi)
+                 .select_from(b.outerjoin(j, j.c.b_index == b.c.b_index))
+                 .order_by(b.c.b_index))
+        with self._transaction() as conn:
+            return [Bucket(*row) for row in conn.execute(query)]
 
     def bucket_paths(self, b_index: int) -> list[str]:
-        return [r[0] for r in self.execute(
-            "SELECT path FROM debl_bucket_chunks WHERE b_index = %s ORDER BY chunk_no",
-            (b_index,))]
+        """The path prefixes of a bucket's files, one per chunk, in chunk order."""
+        t = bucket_chunks_table
+        query = sa.select(t.c.path).where(t.c.b_index == b_index).order_by(t.c.chunk_no)
+        with self._transaction() as conn:
+            return list(conn.execute(query).scalars())
+
+    def bucket_chunks(self, b_index: int) -> list[BucketChunk]:
+        """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths)."""
+        t = bucket_chunks_table
+        query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path,
+                           t.c.c_lo, t.c.c_hi)
+                 .where(t.c.b_index == b_index).order_by(t.c.chunk_no))
+        with self._transaction() as conn:
+            return [BucketChunk(*row) for row in conn.execute(query)]
 
     # -- job status
 
     def job_states(self) -> dict[int, str]:
-        return dict(self.execute("SELECT b_index, state FROM debl_jobs"))
+        t = jobs_table
+        with self._transaction() as conn:
+            return {b: state for b, state in conn.execute(sa.select(t.c.b_index, t.c.state))}
+
+    def jobs(self) -> list[Job]:
+        """Every bucket's job status, by b_index."""
+        t = jobs_table
+        with self._transaction() as conn:
+            return [Job(**row) for row in
+                    conn.execute(sa.select(t).order_by(t.c.b_index)).mappings()]
 
     def set_job_state(self, buckets: Iterable[int], state: str, run_id: str | None = None,
                       error: str | None = None) -> None:
-        assert state in STATES, state
-        now = time.time()
-        column = {"queued": "queued", "running": "started", "loaded": "ended",
-                  "failed": "ended"}.get(state)
-        stamp = f", {column} = %s" if column else ""
-        extra = ", attempts = attempts + 1" if state == "running" else ""
-        for b in buckets:
-            args = (state, run_id, error, *([now] if column else []), b)
-            self.execute(f"UPDATE debl_jobs SET state = %s, run_id = %s, error = %s{stamp}{extra} "
-                         "WHERE b_index = %s", args)
+        """Move buckets to *state*. Entering ``queued``, ``running``, ``loaded`` or ``failed``
+        stamps the matching time; entering ``running`` counts an attempt."""
+        if state not in STATES:
+            raise ValueError(f"unknown job state {state!r}: one of {', '.join(STATES)}")
+        ids = list(buckets)
+        if not ids:
+            return
+        t = jobs_table
+        values: dict[str, Any] = {"state": state, "run_id": run_id, "error": error}
+        if state in _STAMPED:
+            values[_STAMPED[state]] = time.time()
+        if state == "running":
+            values["attempts"] = t.c.attempts + 1
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.b_index.in_(ids)).values(values))
 
     def record_loaded(self, b_index: int, rows: int, superseded: int, checksum: int) -> None:
-        self.execute("UPDATE debl_jobs SET rows_loaded = %s, superseded = %s, checksum_loaded = %s"
-                     " WHERE b_index = %s", (rows, superseded, checksum, b_index))
+        t = jobs_table
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.b_index == b_index).values(
+                rows_loaded=rows, superseded=superseded, checksum_loaded=checksum))
 
     # -- demand
 
     def publish_demand(self, coordinator: str, waiting: dict[int, int]) -> None:
-        """Replace this coordinator's published demand with *waiting* (bucket -> queries)."""
+        """Replace this coordinator's published demand with *waiting* (bucket -> queries), in
+        one transaction: a reader sees the old demand or the new one, never none."""
+        t = demand_table
         now = time.time()
-        self.conn.begin()
-        with self.conn.cursor() as cur:
-            cur.execute("DELETE FROM debl_demand WHERE coordinator = %s", (coordinator,))
-            rows = [(coordinator, b, n, now) for b, n in waiting.items() if n > 0]
+        rows = [{"coordinator": coordinator, "b_index": b, "waiting": n, "updated": now}
+                for b, n in waiting.items() if n > 0]
+        with self._transaction() as conn:
+            conn.execute(t.delete().where(t.c.coordinator == coordinator))
             if rows:
-                cur.executemany("INSERT INTO debl_demand VALUES (%s, %s, %s, %s)", rows)
-        self.conn.commit()
+                conn.execute(t.insert(), rows)
 
     def demand(self, max_age: float = 60.0) -> dict[int, int]:
-        """Demand per bucket summed over every coordinator that published recently."""
-        return {b: int(n) for b, n in self.execute(
-            "SELECT b_index, SUM(waiting) FROM debl_demand WHERE updated >= %s GROUP BY b_index",
-            (time.time() - max_age,))}
+        """Demand per bucket summed over every coordinator that published in the last
+        *max_age* seconds (older rows belong to coordinators that died)."""
+        t = demand_table
+        query = (sa.select(t.c.b_index, sa.func.sum(t.c.waiting))
+                 .where(t.c.updated >= time.time() - max_age).group_by(t.c.b_index))
+        with self._transaction() as conn:
+            return {int(b): int(n) for b, n in conn.execute(query)}
+
+    def published_demand(self, max_age: float | None = None) -> list[DemandRow]:
+        """Each coordinator's published rows (only those of the last *max_age* s, if given)."""
+        t = demand_table
+        query = sa.select(t.c.coordinator, t.c.b_index, t.c.waiting, t.c.updated)
+        if max_age is not None:
+            query = query.where(t.c.updated >= time.time() - max_age)
+        with self._transaction() as conn:
+            return [DemandRow(*row)
+                    for row in conn.execute(query.order_by(t.c.coordinator, t.c.b_index))]
+
+    def publish_answers(self, coordinator: str, answered: dict[str, int]) -> None:
+        """Record this coordinator's count of queries answered per route (or outcome)."""
+        if not answered:
+            return
+        t = answers_table
+        now = time.time()
+        upsert = mysql.insert(t)
+        with self._transaction() as conn:
+            conn.execute(upsert.on_duplicate_key_update(answered=upsert.inserted.answered,
+                                                        updated=upsert.inserted.updated),
+                         [{"coordinator": coordinator, "route": route, "answered": n,
+                           "updated": now} for route, n in answered.items()])
+
+    def answers(self) -> tuple[dict[str, int], int]:
+        """Queries answered per route, summed over every coordinator of the dataset (closed
+        ones included), and how many coordinators published."""
+        t = answers_table
+        with self._transaction() as conn:
+            by_route = {route: int(n) for route, n in conn.execute(
+                sa.select(t.c.route, sa.func.sum(t.c.answered)).group_by(t.c.route))}
+            coordinators = conn.execute(
+                sa.select(sa.func.count(sa.distinct(t.c.coordinator)))).scalar()
+        return by_route, int(coordinators or 0)
+
+    # -- locks
+
+    def named_lock(self, name: str) -> NamedLock | None:
+        """Take the MySQL named lock *name* now, or None if another session holds it. Named
+        locks are server-wide: put the database's name in *name* to keep datasets apart."""
+        try:
+            conn = self.engine.connect()
+            conn.detach()  # its session will hold the lock: it must never serve anyone else
+            got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
+            conn.commit()
+        except DBAPIError as exc:
+            raise ServiceError(describe(exc.orig, self.config)) from exc
+        if got != 1:
+            conn.close()
+            return None
+        return NamedLock(name, conn)
 
 
-def dict_cursor():
-    import pymysql.cursors
-
-    return pymysql.cursors.DictCursor
+def _schema_version(conn: Connection) -> int | None:
+    """The version of the catalog in this database: None when it holds no DeBL table, or when
+    some table of this version is missing (a catalog still being created, or damaged: then
+    ``create_all`` completes it); 0 for DeBL tables without ``debl_schema`` (a DeBL from before
+    versioning)."""
+    present = set(sa.inspect(conn).get_table_names()) & set(METADATA.tables)
+    if schema_table.name not in present:
+        return 0 if present else None
+    version = conn.execute(sa.select(sa.func.max(schema_table.c.version))).scalar()
+    if version == SCHEMA_VERSION and present != set(METADATA.tables):
+        return None
+    return version

@@ -4,10 +4,13 @@ the cause and, where there is one, the next step; the command line prints it wit
     DeblError
     ├── ConfigError          a setting is missing, unknown or invalid
     ├── ServiceError         MariaDB, HDFS, HBase/Thrift or Spark cannot be reached or failed
-    │   └── StackError       the local stack could not start; names the service and its log
+    │   ├── StackError       the local stack could not start; names the service and its log
+    │   └── GenHFLockHeld    another gen_HF holds the dataset's lock
+    ├── CatalogVersionError  the catalog's tables are from another DeBL version
     ├── SourceError          the input source is missing, unreadable or unreachable
     ├── BadInputError        too many lines that do not parse (over --max-bad)
     ├── LoadStateError       a load id that does not exist, or cannot be resumed
+    ├── BucketFileError      a bucket file in HDFS is gone or damaged (names the file)
     └── QueryTimeout         a query passed its deadline before its bucket was loaded
 """
 
@@ -36,6 +39,14 @@ class StackError(ServiceError):
         self.log = log
 
 
+class GenHFLockHeld(ServiceError):
+    """Another gen_HF runs on this dataset; one may start when it ends (callers may wait)."""
+
+
+class CatalogVersionError(DeblError):
+    """The database's catalog has another schema version; the message says what to do."""
+
+
 class SourceError(DeblError):
     pass
 
@@ -45,6 +56,10 @@ class BadInputError(DeblError):
 
 
 class LoadStateError(DeblError):
+    pass
+
+
+class BucketFileError(DeblError):
     pass
 
 

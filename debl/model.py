@@ -1,14 +1,16 @@
 """The link: its text format, its parser, and the merge rule that every store obeys.
 
-A link is one line of seven tab-separated fields, ``\\n``-terminated::
+A link is one line of seven tab-separated fields, ``\\n``-terminated (``\\r\\n`` is read as
+``\\n``: a CRLF file loads as its LF twin)::
 
     id1  link_type  id2  visibility  data  time  version
 
 ``data`` is raw bytes (LinkBench uses bytes 32..100, which include ``"``, ``,`` and ``\\``) with
-no tab and no newline, at most 255 bytes. Lines are handled as ``bytes`` end to end so that data
-round-trips byte-exact through MySQL, HDFS and HBase.
+no tab, no newline and no carriage return, at most 255 bytes; NUL and invalid UTF-8 are data.
+Lines are handled as ``bytes`` end to end so that data round-trips byte-exact through MySQL,
+HDFS and HBase.
 
-The merge rule (DESIGN section 3): for one key ``(id1, link_type, id2)`` the row with the greatest
+The merge rule (docs/DESIGN.md section 3): for one key ``(id1, link_type, id2)`` the row with the greatest
 ``time`` wins; on equal time the greatest ``version``; on equal version the hot row over the cold
 one, then the later file, then the later line. Merge first, then filter: a newer hidden row hides
 an older visible one. ``Origin`` carries the tie-breakers that are not part of the row itself.
@@ -57,6 +59,18 @@ class ParseError(ValueError):
     """A line that is not a valid link; ``str()`` is the reason, for the reject file."""
 
 
+REJECT_PREFIX = 1024
+"""How much of a line over ``max_line_bytes`` the reject file keeps (DistCh.Lines.PREFIX)."""
+
+
+def too_long(length: int, limit: int) -> ParseError:
+    """The error of a line of *length* bytes (its line end not counted) over *limit*: such a
+    line is rejected without being held whole, and the reject file keeps only its first
+    REJECT_PREFIX bytes (docs/DESIGN.md section 8)."""
+    return ParseError(f"line is {length} bytes, more than max_line_bytes={limit}; the reject "
+                      f"file keeps its first {min(length, REJECT_PREFIX)}")
+
+
 _INT_MAX = (1 << 63) - 1
 
 
@@ -66,14 +80,26 @@ def _integer(field: bytes, name: str) -> int:
         if field[:1] == b"-" and field[1:].isdigit():
             raise ParseError(f"{name} is negative: {field[:40]!r}")
         raise ParseError(f"{name} is not an integer: {field[:40]!r}")
-    value = int(field)
+    # Leading zeros are allowed, any number of them; int() refuses over 4300 digits.
+    digits = field.lstrip(b"0") or b"0"
+    value = int(digits) if len(digits) <= 19 else _INT_MAX + 1
     if value > _INT_MAX:
         raise ParseError(f"{name} is out of the 64-bit range: {field[:40]!r}")
     return value
 
 
+def line_body(line: bytes) -> bytes:
+    """The line without its line end: ``\n``, or ``\r\n`` (docs/DESIGN.md section 3: a CRLF file loads
+    as its LF twin). A last line without a newline loses a final ``\r`` too, since the cold copy
+    ends such a line with ``\n`` and the hot path must read it the same way. Any other
+    carriage return stays: in ``data`` it makes the line bad, elsewhere it spoils a number."""
+    if line[-1:] == b"\n":
+        line = line[:-1]
+    return line[:-1] if line[-1:] == b"\r" else line
+
+
 def parse_line(line: bytes) -> Link:
-    """Parse one input line (with or without its trailing newline) into a Link.
+    """Parse one input line (with or without its line end, ``\n`` or ``\r\n``) into a Link.
 
     Raises ParseError naming the reason: field count, a non-integer, a negative number,
     visibility not 0/1, data over 255 bytes, a carriage return in data (Hadoop's line reader
@@ -82,7 +108,9 @@ def parse_line(line: bytes) -> Link:
     This is the per-line hot loop of every loader: the common case is checked with a few C-level
     bytes methods, and only a line that fails them takes the slow path that finds the reason.
     """
-    if line[-1:] == b"\n":
+    if line[-1:] == b"\n":  # line_body, inlined: this is the per-line hot loop
+        line = line[:-1]
+    if line[-1:] == b"\r":
         line = line[:-1]
     fields = line.split(b"\t")
     if len(fields) == 7:

@@ -1,4 +1,4 @@
-"""The approaches of the paper's comparison (DESIGN section 7): each one a load from the same
+"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the same
 source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
 
 =================  ==========================================================  ===============
@@ -15,6 +15,9 @@ approach           what runs (all from the same source)                         
                    ``--hot-since``, else 20% of the bytes ("DeBL (2g mysql)")     last dist_ch
 ``debl-fifo``      the load of ``debl``; the bench runs its gen_HF in plain      as ``debl``
                    bucket order (the demand-order ablation)
+``debl-raw``       the load of ``debl``; its coordinator answers a query whose   as ``debl``
+                   bucket is not loaded from the raw HDFS files after
+                   ``raw_after`` seconds (the raw route, docs/COORDINATOR.md)
 =================  ==========================================================  ===============
 
 ``run_approach`` dispatches on ``LoadOptions.approach`` and returns the ``LoadSummary`` of
@@ -29,8 +32,8 @@ Pitfalls:
 
 - Every approach replaces the dataset of its namespace (database, HBase table, HDFS root): a
   load clears the bucket tables and drops the HBase link table, the hot path recreates the MySQL
-  link table. Approaches that do not touch MySQL leave its link table as it was; the bench
-  empties it before each approach.
+  link table and a load without hot files empties it. Only fileCopy leaves the stores as they
+  were; the bench empties them before each approach.
 - bulkLoad-hbase runs gen_HF in this process and takes gen_HF's MySQL lock: it waits (up to ten
   minutes) while another gen_HF holds it.
 - The load state is ``up`` as soon as the bucketing ends, because gen_HF only converts buckets of
@@ -43,7 +46,6 @@ Pitfalls:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -51,17 +53,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from debl.catalog import Catalog
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from debl.bucket_file import file_rows, is_bucket_file
+from debl.catalog import Catalog, LoadFile
 from debl.config import Config
-from debl.errors import ConfigError, DeblError, LoadStateError, ServiceError
-from debl.model import Link, Origin, parse_line
-from loaders.load import LoadOptions, LoadProgress, LoadSummary, new_load_id, run_load
+from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
+from debl.model import Link
+from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
+                          run_load)
 from loaders.source import open_source
 
 DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 COPY_BLOCK = 1 << 20
 PUT_BATCH = 1000
 GEN_HF_LOCK_WAIT_S = 600.0
+GEN_HF_LOCK_POLL_S = 5.0
 _ALL_HOT = 1 << 62  # hot_bytes that every input fits in
 
 
@@ -73,10 +80,11 @@ class Approach:
     load: Callable[[Config, str, LoadOptions, str | None, LoadProgress], LoadSummary]
     target: str | None  # debl / mysql / hbase: the query target; None: no query phase
     gen_hf_order: str | None  # the order of the gen_HF that runs during the query phase
-    paper: str | None  # the paper's name for it (DESIGN section 11)
+    paper: str | None  # the paper's name for it (docs/DESIGN.md section 11)
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
+    raw_route: bool = False  # the coordinator of the query phase answers raw after raw_after
 
 
 def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
@@ -92,9 +100,9 @@ def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOp
             row = catalog.load(resume)
         if row is None:
             raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
-        if row["approach"] != approach.name:
-            raise LoadStateError(f"load {resume} is a {row['approach']} load: resume it with "
-                                 f"--approach {row['approach']}")
+        if row.approach != approach.name:
+            raise LoadStateError(f"load {resume} is a {row.approach} load: resume it with "
+                                 f"--approach {row.approach}")
     return approach.load(config, source_spec, options, resume, progress)
 
 
@@ -144,12 +152,11 @@ def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: s
     if resume:
         with Catalog(config) as catalog:
             row = catalog.load(resume)
-            ended = catalog.execute("SELECT 1 FROM debl_phases WHERE load_id = %s AND phase = %s"
-                                    " AND ended IS NOT NULL", (resume, last_step))
+            ended = catalog.phase_ended(resume, last_step)
         if ended:
             raise LoadStateError(f"load {resume} is already up; nothing to resume")
-        if row["state"] == "up" and row["summary"]:
-            return LoadSummary(**json.loads(row["summary"]))
+        if row.state == "up" and row.summary:
+            return LoadSummary(**row.summary)
     return run_load(config, source_spec, options, resume, progress)
 
 
@@ -171,21 +178,10 @@ def _finish(config: Config, summary: LoadSummary) -> LoadSummary:
     """Move the load's uptime to now and recompute its phase sums from the catalog."""
     t_up = time.time()
     with Catalog(config) as catalog:
-        started = catalog.load(summary.load_id)["started"]
-        summary.uptime_s = t_up - started
+        summary.uptime_s = t_up - catalog.load(summary.load_id).started
         summary.phases = phase_sums(catalog.phases(summary.load_id))
-        catalog.update_load(summary.load_id, state="up", uptime=t_up,
-                            summary=json.dumps(summary.as_dict()))
+        catalog.update_load(summary.load_id, state="up", uptime=t_up, summary=summary.as_dict())
     return summary
-
-
-def phase_sums(phases: list[dict]) -> dict[str, float]:
-    """Seconds per phase name, summed over its finished items (as ``run_load`` reports)."""
-    sums: dict[str, float] = {}
-    for p in phases:
-        if p["ended"]:
-            sums[p["phase"]] = sums.get(p["phase"], 0.0) + p["ended"] - p["started"]
-    return sums
 
 
 # ---------------------------------------------------------------------------- fileCopy
@@ -213,10 +209,10 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     dest.mkdir(parents=True)
     summary = LoadSummary(load_id, options.approach, source.describe(), cold_files=len(files),
                           cold_bytes=sum(f.size for f in files))
-    with Catalog(config) as catalog:
+    with Catalog(config, replace_older=True) as catalog:  # a new dataset, as run_load's
         catalog.begin_load(load_id, options.approach, source.describe(), 0,
                            {"destination": str(dest)})
-        catalog.add_files(load_id, [(seq, f.name, f.size, f.mtime, False)
+        catalog.add_files(load_id, [LoadFile(seq, f.name, f.size, f.mtime, False)
                                     for seq, f in enumerate(files)])
         progress.start(0, summary.cold_bytes)
         try:
@@ -249,18 +245,15 @@ def _copy_file(source, name: str, path: Path, progress: LoadProgress) -> int:
 
 def open_gen_hf(config: Config, order: str, report: Callable[[str], None],
                 wait_s: float = GEN_HF_LOCK_WAIT_S):
-    """A GenHF service; while another gen_HF holds the lock, retry every 5 s up to *wait_s*."""
+    """A GenHF service; while another gen_HF holds the lock (GenHFLockHeld), try again every
+    GEN_HF_LOCK_POLL_S seconds, raising GenHFLockHeld after *wait_s*."""
     from loaders.gen_hf import GenHF
 
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return GenHF(config, order=order, report=report)
-        except ServiceError as exc:
-            if "another gen_HF" not in str(exc) or time.monotonic() > deadline:
-                raise
-            report("another gen_HF holds the lock; waiting")
-            time.sleep(5.0)
+    retrying = Retrying(retry=retry_if_exception_type(GenHFLockHeld),
+                        stop=stop_after_delay(wait_s), wait=wait_fixed(GEN_HF_LOCK_POLL_S),
+                        before_sleep=lambda _: report("another gen_HF holds the lock; waiting"),
+                        reraise=True)
+    return retrying(GenHF, config, order=order, report=report)
 
 
 def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> None:
@@ -274,25 +267,18 @@ def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> Non
             service.serve(until_complete=True, on_run=runs.append)
         cells = sum(r.cells for r in runs)
         catalog.phase_end(load_id, "gen_hf", "all", rows=cells)
+        jobs = catalog.jobs()
         for r in runs:  # the run's own steps, back to back, ending when the run ended
-            t = catalog.execute("SELECT MAX(ended) FROM debl_jobs WHERE run_id = %s",
-                                (r.run_id,))[0][0] or time.time()
+            t = max((j.ended for j in jobs if j.run_id == r.run_id and j.ended is not None),
+                    default=time.time())
             t -= sum(r.phases.values())
             for step, seconds in r.phases.items():
-                catalog.execute("REPLACE INTO debl_phases VALUES (%s, %s, %s, %s, %s, NULL, %s)",
-                                (load_id, f"gen_hf_{step}", r.run_id, t, t + seconds,
-                                 r.cells))
+                catalog.record_phase(load_id, f"gen_hf_{step}", r.run_id, t, t + seconds,
+                                     rows=r.cells)
                 t += seconds
 
 
 # ---------------------------------------------------------------------------- batchPut-hbase
-
-
-def parse_bucket_line(line: bytes) -> tuple[Link, Origin]:
-    """A line of a bucket file (dist_ch's output: the input line, then its file_seq and
-    line_no, tab-separated) as the row and its origin for the merge rule."""
-    head, seq, no = line.rsplit(b"\t", 2)
-    return parse_line(head), Origin(0, int(seq), int(no))
 
 
 def _put_everything(config: Config, load_id: str, cold_bytes: int,
@@ -301,27 +287,30 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     winners with batched client puts, one Thrift connection per partition, into a table
     pre-split at the bucket boundaries as gen_HF's is."""
     from debl.spark import spark_session
-    from debl.store.hbase_layout import id1_boundary
-    from loaders.hbase_bulk import create_table
+    from loaders.hbase_bulk import bucket_split_keys, create_table
     from loaders.hfile import merge_links
 
     spark = spark_session(config, "debl-batchPut")
     sc = spark.sparkContext
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "batch_put", "all")
-        width = catalog.load(load_id)["bucket_width"]
+        bucket_map = catalog.load(load_id).bucket_map
         buckets = catalog.buckets()
         paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
                  for p in catalog.bucket_paths(b.b_index)]
-        create_table(spark, config, sorted({id1_boundary(b.b_index * width) for b in buckets} |
-                                           {id1_boundary((b.b_index + 1) * width)
-                                            for b in buckets}))
+        create_table(spark, config, bucket_split_keys(bucket_map, [b.b_index for b in buckets])
+                     if bucket_map else [])
         cells = 0
         if paths:
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             sc.setJobGroup(f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            raw = sc.textFile(",".join(paths), use_unicode=False).map(parse_bucket_line)
+            # Whole files, not text lines: a bucket file ends with its index (debl.bucket_file),
+            # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
+            raw = (sc.binaryFiles(",".join(paths))
+                   .filter(lambda f: is_bucket_file(f[0].rsplit("/", 1)[1],
+                                                    f[0].rsplit("/", 1)[1].rsplit(".", 1)[0]))
+                   .flatMap(lambda f: file_rows(f[0], f[1])))
             cells = int(merge_links(raw, partitions)
                         .mapPartitions(lambda links: _put_partition(config, links)).sum())
         catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)
@@ -363,4 +352,7 @@ APPROACHES: dict[str, Approach] = {a.name: a for a in (
              "DeBL with the newest 20% of the bytes hot in MySQL"),
     Approach("debl-fifo", _load_debl, "debl", "fifo", None, None, True,
              "the load of debl; gen_HF in plain bucket order (the demand-order ablation)"),
+    Approach("debl-raw", _load_debl, "debl", "demand", None, None, True,
+             "the load of debl; queries whose bucket is not loaded answered from the raw HDFS "
+             "files after raw_after seconds", raw_route=True),
 )}

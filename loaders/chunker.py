@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+from debl.catalog import ChunkRecord
 from loaders.source import Source, SourceFile
 from loaders.webhdfs import WebHDFS
 
@@ -54,6 +55,19 @@ class Chunk:
     def lines(self) -> int:
         return sum(s.lines for s in self.segments)
 
+    def record(self, state: str) -> ChunkRecord:
+        """The chunk as the catalog keeps it, in *state* (``copied`` / ``bucketed``)."""
+        layout = {"segments": [s.as_dict() for s in self.segments],
+                  "slices": [list(s) for s in self.slices]}
+        return ChunkRecord(self.chunk_no, self.path, self.bytes, layout, state)
+
+    @staticmethod
+    def of(record: ChunkRecord) -> "Chunk":
+        """The chunk that ``record`` recorded."""
+        return Chunk(record.chunk_no, record.path, record.bytes,
+                     tuple(Segment(**s) for s in record.layout["segments"]),
+                     tuple(tuple(s) for s in record.layout["slices"]))
+
 
 @dataclass(frozen=True)
 class Position:
@@ -87,6 +101,7 @@ class ChunkCopier:
         self.progress = progress
         self._stream = None
         self._pending = b""  # bytes read from the current file but not yet sent
+        self._mid_line = False  # the last block sent ended inside a line
 
     def copy_next(self, chunk_size: int, slices: int = 1) -> Chunk | None:
         if self.pos.file_index >= len(self.files) and not self._pending:
@@ -100,13 +115,17 @@ class ChunkCopier:
         def blocks() -> Iterator[bytes]:
             nonlocal sent
             chunk_lines = 0
-            while sent < chunk_size and self.pos.file_index < len(self.files):
+            # A chunk ends at a line end: inside a line longer than a block it goes on.
+            while ((sent < chunk_size or self._mid_line)
+                   and self.pos.file_index < len(self.files)):
                 seq, file = self.files[self.pos.file_index]
+                at_line_start = not self._mid_line
                 block, at_eof = self._read_block(file)
                 if block:
-                    # Blocks start at line starts: a slice begins at the first block start
-                    # past its share of the chunk.
-                    if sent >= slice_size * len(starts) and len(starts) < slices:
+                    # A slice begins at the first block start past its share of the chunk
+                    # that is a line start.
+                    if (at_line_start and sent >= slice_size * len(starts)
+                            and len(starts) < slices):
                         starts.append((sent, chunk_lines))
                     room = chunk_size - sent
                     if len(block) > room:
@@ -116,6 +135,7 @@ class ChunkCopier:
                             cut = len(block)
                         block, self._pending = block[:cut], block[cut:] + self._pending
                         at_eof = at_eof and not self._pending
+                    self._mid_line = not block.endswith(b"\n")
                     lines = block.count(b"\n")
                     start = self.pos.offset
                     _extend(segments, Segment(seq, file.name, start, start + len(block),
@@ -127,6 +147,7 @@ class ChunkCopier:
                     self.progress(len(block))
                     yield block
                 if at_eof:
+                    self._mid_line = False
                     self._close_stream()
                     self.pos = Position(self.pos.file_index + 1, 0, 1)
 
@@ -139,8 +160,11 @@ class ChunkCopier:
         return chunk
 
     def _read_block(self, file: SourceFile) -> tuple[bytes, bool]:
-        """The next block of *file* ending at a line end (a final newline added at EOF if
-        missing), and whether the file is used up after it."""
+        """The next block of *file*, and whether the file is used up after it. A block ends at
+        a line end (a final newline added at EOF if missing), except inside a line longer than
+        a block: then it holds no newline at all, and the line goes on in the next blocks.
+        So memory stays within a few blocks whatever the lines (dist_ch rejects a line over
+        ``max_line_bytes``), and no read copies more than two blocks."""
         if self._stream is None:
             self._stream = self.source.open(file.name)
             if self.pos.offset:
@@ -148,16 +172,18 @@ class ChunkCopier:
         data = self._pending
         self._pending = b""
         while True:
-            more = self._stream.read(BLOCK)
-            if not more:
-                if data and not data.endswith(b"\n"):
-                    data += b"\n"
-                return data, True
-            data += more
             cut = data.rfind(b"\n") + 1
             if cut:
                 self._pending = data[cut:]
                 return data[:cut], False
+            if len(data) >= BLOCK:
+                return data, False
+            more = self._stream.read(BLOCK)
+            if not more:
+                if (data or self._mid_line) and not data.endswith(b"\n"):
+                    data += b"\n"
+                return data, True
+            data += more
 
     def _close_stream(self) -> None:
         if self._stream is not None:

@@ -27,12 +27,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from debl.catalog import Bucket, Catalog
+from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt,
+                      wait_exponential)
+
+from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
-from debl.errors import DeblError, ServiceError
-from debl.mysql import connect
-from debl.store.hbase_layout import id1_boundary
-from loaders.hbase_bulk import bulk_load, create_table
+from debl.errors import DeblError, GenHFLockHeld, ServiceError
+from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
 from loaders.webhdfs import WebHDFS
 
@@ -91,24 +92,24 @@ class GenHF:
             raise DeblError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
         self.config, self.order, self.report = config, order, report
         self.catalog = Catalog(config)
-        self._lock_conn = connect(config)
-        with self._lock_conn.cursor() as cur:
-            # Named locks are server-wide: the database name keeps datasets apart.
-            lock = f"{LOCK}.{config.mysql_database}"
-            cur.execute("SELECT GET_LOCK(%s, 0)", (lock,))
-            if cur.fetchone()[0] != 1:
-                self.close()
-                raise ServiceError(f"another gen_HF is running on this dataset "
-                                   f"(MySQL lock {lock} is held)")
+        # Named locks are server-wide: the database name keeps datasets apart.
+        lock = f"{LOCK}.{config.mysql_database}"
+        self._lock = self.catalog.named_lock(lock)
+        if self._lock is None:
+            raise GenHFLockHeld(f"another gen_HF is running on this dataset (MySQL lock {lock} "
+                                "is held); it stops by itself once every bucket is loaded")
         from debl.spark import spark_session
 
-        self.spark = spark_session(config, "debl-gen_HF")
+        try:
+            self.spark = spark_session(config, "debl-gen_HF")
+        except BaseException:
+            self.close()
+            raise
         self._table_for: str | None = None  # the load whose table we made sure exists
 
     def close(self) -> None:
         self.catalog.close()
-        if self._lock_conn.open:
-            self._lock_conn.close()  # releases the named lock
+        self._lock.release()
 
     def __enter__(self) -> "GenHF":
         return self
@@ -118,17 +119,16 @@ class GenHF:
 
     # -- the HBase table
 
-    def ensure_table(self, load: dict, buckets: list[Bucket]) -> None:
+    def ensure_table(self, load: LoadRecord, buckets: list[Bucket]) -> None:
         """Create the link table pre-split at every bucket boundary, once per load."""
-        if self._table_for == load["load_id"]:
+        if self._table_for == load.load_id:
             return
-        width = load["bucket_width"]
-        splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
-                        {id1_boundary((b.b_index + 1) * width) for b in buckets})
+        splits = (bucket_split_keys(load.bucket_map, [b.b_index for b in buckets])
+                  if load.bucket_map else [])
         if create_table(self.spark, self.config, splits):
             self.report(f"created HBase table {self.config.hbase_table} with "
                         f"{len(splits) + 1} regions")
-        self._table_for = load["load_id"]
+        self._table_for = load.load_id
 
     # -- runs
 
@@ -138,7 +138,7 @@ class GenHF:
     def run_once(self) -> RunResult | None:
         """One run; None when every bucket is loaded (or the latest load is not up yet)."""
         load = self.catalog.load()
-        if load is None or load["state"] != "up":
+        if load is None or load.state != "up":
             return None
         buckets = self.catalog.buckets()
         demand = self.catalog.demand() if self.order == "demand" else {}
@@ -215,29 +215,27 @@ class GenHF:
         the number of runs.
 
         A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
-        buckets ``failed`` and is retried after a pause that doubles from ``poll_interval`` up to
-        a minute; the error is raised after RETRIES failures in a row. Any other error (a bucket
-        whose files disagree with the index) is raised at once: retrying cannot fix it."""
-        runs = failures = 0
+        buckets ``failed`` and is retried (through tenacity) after 2, 4, 8... times
+        ``poll_interval``, at most a minute; the error is raised when the run fails again after
+        RETRIES retries. Any other error (a bucket whose files disagree with the index) is
+        raised at once: retrying cannot fix it."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(ServiceError), stop=stop_after_attempt(RETRIES + 1),
+            wait=wait_exponential(multiplier=2 * self.config.poll_interval, max=MAX_PAUSE_S),
+            before_sleep=self._report_retry, reraise=True)
+        runs = 0
         while not should_stop():
-            try:
-                result = self.run_once()
-            except ServiceError as exc:
-                failures += 1
-                if failures > RETRIES:
-                    raise
-                pause = min(MAX_PAUSE_S, self.config.poll_interval * 2 ** failures)
-                self.report(f"run failed: {exc}; retry {failures} of {RETRIES} in {pause:.1f} s")
-                time.sleep(pause)
-                continue
-            failures = 0
+            result = retrying(self.run_once)
             if result is not None:
                 runs += 1
                 on_run(result)
                 continue
             load = self.catalog.load()
-            if until_complete and load is not None and load["state"] == "up" \
-                    and not self.pending():
+            if until_complete and load is not None and load.state == "up" and not self.pending():
                 break
             time.sleep(self.config.poll_interval)
         return runs
+
+    def _report_retry(self, state: RetryCallState) -> None:
+        self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "
+                    f"{RETRIES} in {state.next_action.sleep:.1f} s")

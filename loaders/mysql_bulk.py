@@ -12,24 +12,26 @@ Pitfalls:
   the default escape a trailing backslash swallows the tab (RUNTIME_NOTES).
 - The named pipe lets pymysql stream a remote file into the server without a local copy; the
   writer thread must close it (EOF) even on error, or LOAD DATA waits forever.
+- Raw pymysql, not the catalog's SQLAlchemy Core: ``LOAD DATA LOCAL INFILE`` has no Core form and
+  needs the driver's local-infile support (docs/STORES.md section 3).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from debl.config import Config
 from debl.errors import BadInputError
-from debl.model import ParseError, parse_line
+from debl.model import REJECT_PREFIX, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect
 from debl.store.mysql import add_index_ddl, link_table_ddl
-from loaders.rejects import RejectWriter
+from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
@@ -61,7 +63,7 @@ class HotResult:
 
 
 def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]],
-             rejects: RejectWriter, max_bad: int = -1,
+             rejects: RejectPart, max_bad: int = -1,
              progress: Callable[[int], None] = lambda n: None) -> HotResult:
     """Load *files* (``(file_seq, file)``) into ``config.link_table``, replacing its content.
 
@@ -83,7 +85,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             t0 = time.time()
             for seq, file in files:
                 good, bad = _load_file(cur, staging, source, seq, file, rejects, max_bad,
-                                       result, progress)
+                                       config.max_line_bytes, result, progress)
                 result.per_file[seq] = (good, bad)
             result.phases.append(("mysql_load", t0, time.time()))
 
@@ -103,38 +105,50 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
 
 
 def _load_file(cur, staging: str, source: Source, seq: int, file: SourceFile,
-               rejects: RejectWriter, max_bad: int, result: HotResult,
+               rejects: RejectPart, max_bad: int, max_line: int, result: HotResult,
                progress: Callable[[int], None]) -> tuple[int, int]:
     with tempfile.TemporaryDirectory(prefix="debl-hot-") as tmp:
         fifo = Path(tmp) / "lines"
         os.mkfifo(fifo, 0o600)
-        counts = [0, 0]
-        failure: list[BaseException] = []
-        writer = threading.Thread(
-            target=_feed, name=f"hot-feed-{seq}",
-            args=(fifo, source, seq, file, rejects, max_bad, counts, failure, result, progress))
-        writer.start()
-        try:
-            cur.execute(
-                f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
-                "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
-                "(id1, link_type, id2, visibility, data, time, version, file_seq, line_no)",
-                (str(fifo),))
-        except BaseException:
-            _unblock(fifo, writer)
-            raise
-        finally:
-            writer.join()
-        if failure:
-            raise failure[0]
-        return counts[0], counts[1]
+        # Leaving the pool waits for the feeding thread; it always closes the pipe.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hot-feed-{seq}") as pool:
+            feeding = pool.submit(_feed, fifo, source, seq, file, rejects, max_bad, max_line,
+                                  result, progress)
+            try:
+                cur.execute(
+                    f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
+                    "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
+                    "(id1, link_type, id2, visibility, data, time, version, file_seq, line_no)",
+                    (str(fifo),))
+            except BaseException:
+                _unblock(fifo, feeding)
+                raise
+        return feeding.result()  # raises what the feeding raised
 
 
-def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: RejectWriter,
-          max_bad: int, counts: list[int], failure: list[BaseException], result: HotResult,
-          progress: Callable[[int], None]) -> None:
-    """Stream one file through the parser into the pipe; always close the pipe."""
+def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: RejectPart,
+          max_bad: int, max_line: int, result: HotResult,
+          progress: Callable[[int], None]) -> tuple[int, int]:
+    """Stream one file through the parser into the pipe; returns (good, rejected) lines.
+    Always closes the pipe.
+
+    Memory stays bounded: an unfinished line is kept only up to *max_line* bytes (and the reject
+    prefix); past that it is read on to its newline and rejected as too long. The line that goes
+    to MySQL is its body: the CR of a CRLF line end is dropped here, so LOAD DATA sees the LF
+    twin."""
+    counts = [0, 0]
     out = open(fifo, "wb", buffering=BLOCK)
+    hold = max(max_line, REJECT_PREFIX) + 1  # as DistCh.Lines: the same lines are too long
+
+    def reject(line_no: int, exc: ParseError, line: bytes) -> None:
+        counts[1] += 1
+        result.rejects += 1
+        rejects.write(file.name, line_no, str(exc), line)
+        if 0 <= max_bad < result.rejects:
+            raise BadInputError(
+                f"more than {max_bad} bad lines (the last: {file.name} line "
+                f"{line_no}: {exc}); see {rejects.path}")
+
     try:
         with source.open(file.name) as stream:
             line_no = 0
@@ -143,46 +157,73 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                 block = stream.read(BLOCK)
                 progress(len(block))
                 result.bytes += len(block)
-                if not block:
-                    lines = [tail] if tail else []
+                passed = None
+                if not block:  # the tail may hold whole lines after a line passed over
+                    lines = tail.split(b"\n") if tail else []
+                    if lines and not lines[-1]:
+                        lines.pop()
                 else:
                     block = tail + block
                     cut = block.rfind(b"\n") + 1
                     lines, tail = block[:cut].split(b"\n")[:-1], block[cut:]
+                    if len(tail) > hold:
+                        passed, tail, nbytes = _pass_long_line(stream, tail)
+                        progress(nbytes)
+                        result.bytes += nbytes
                 batch = []
                 for line in lines:
                     line_no += 1
+                    if len(line) > max_line and len(line_body(line)) > max_line:
+                        body = line_body(line)
+                        reject(line_no, too_long(len(body), max_line), body[:REJECT_PREFIX])
+                        continue
                     try:
                         parse_line(line)  # validation only: MySQL parses the line itself
                     except ParseError as exc:
-                        counts[1] += 1
-                        result.rejects += 1
-                        rejects.write(file.name, line_no, str(exc), line)
-                        if 0 <= max_bad < result.rejects:
-                            raise BadInputError(
-                                f"more than {max_bad} bad lines (the last: {file.name} line "
-                                f"{line_no}: {exc}); see {rejects.path}")
+                        reject(line_no, exc, line)
                         continue
+                    if line[-1:] == b"\r":
+                        line = line[:-1]
                     batch.append(b"%s\t%d\t%d\n" % (line, seq, line_no))
                     counts[0] += 1
                 out.write(b"".join(batch))
                 result.lines += len(batch)
+                if passed is not None:
+                    line_no += 1
+                    reject(line_no, too_long(passed[0], max_line), passed[1])
                 if not block:
                     break
-    except BaseException as exc:
-        failure.append(exc)
     finally:
         try:
             out.close()
         except BrokenPipeError:
             pass
+    return counts[0], counts[1]
 
 
-def _unblock(fifo: Path, writer: threading.Thread) -> None:
-    """LOAD DATA failed before reading the pipe: open and drain it so the writer can finish."""
+def _pass_long_line(stream, head: bytes) -> tuple[tuple[int, bytes], bytes, int]:
+    """Read *stream* on to the end of the line that *head* (no newline in it) begins, keeping
+    only its first bytes: ((its length without its line end, its first REJECT_PREFIX bytes),
+    the bytes after its newline, the bytes read)."""
+    length, last, nbytes, rest = len(head), head[-1:], 0, b""
+    while more := stream.read(BLOCK):
+        nbytes += len(more)
+        end = more.find(b"\n")
+        if end >= 0:
+            length += end
+            last = more[end - 1:end] if end else last
+            rest = more[end + 1:]
+            break
+        length += len(more)
+        last = more[-1:]
+    return (length - (last == b"\r"), head[:REJECT_PREFIX]), rest, nbytes
+
+
+def _unblock(fifo: Path, feeding: Future) -> None:
+    """LOAD DATA failed before reading the pipe: open and drain it so the feeding can finish."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        while writer.is_alive():
+        while not feeding.done():
             try:
                 if not os.read(fd, BLOCK):
                     time.sleep(0.01)

@@ -1,72 +1,177 @@
-"""The reject file: every line that does not parse, with its source file, line number and reason.
+"""The reject files: every line that does not parse, with its source file, line number and reason.
 
-One file per load, ``<state_dir>/loads/<load_id>/rejects.tsv``: a header, then
-``file <TAB> line_no <TAB> reason <TAB> the raw line`` (the raw line last, since it may hold tabs).
-Thread-safe; reopened in append mode on resume.
+One directory per load, ``<state_dir>/loads/<load_id>/rejects/``, and in it one file per part of
+the load: ``hot.tsv`` for the hot path, ``chunk-NNNNN.tsv`` for each cold chunk (the part names
+of ``debl_file_counts``). Each holds a header, then one record per line:
+``file <TAB> line_no <TAB> reason <TAB> the raw line`` (the raw line last, since it may hold tabs;
+of a line over ``max_line_bytes`` only its first bytes, as the reason says).
+
+Why one file per part: a part that runs again (a resumed load redoes the hot path if it had not
+finished, and every chunk after the last bucketed one) replaces its own file, so nothing is ever
+rewritten in place or read back while loading; the running count is kept in memory.
+
+Crash safety: a part is written to ``<part>.tsv.tmp`` and only ``commit()`` (flush, fsync,
+rename, fsync of the directory) makes it a reject file. The loader commits a part before it
+records the part as done (the hot phase ended, the chunk bucketed): a killed load never loses
+the records of a part it counts as done, and a part it will redo leaves nothing behind that
+counts (``RejectWriter.keep`` drops the rest on resume).
+
+File names are escaped (``escape_name``): a backslash, tab, newline or carriage return becomes
+``\\\\``, ``\\t``, ``\\n``, ``\\r``, and a byte that is not UTF-8 (a name the OS gave with
+``surrogateescape``) becomes ``\\xNN``; ``read_rejects`` undoes it. The catalog stores names
+escaped the same way, since MySQL's utf8mb4 cannot hold such bytes.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 HEADER = b"# file\tline_no\treason\tline\n"
+SUFFIX = ".tsv"
+HOT_PART = "hot"
+
+
+def chunk_part(chunk_no: int) -> str:
+    return f"chunk-{chunk_no:05d}"
 
 
 class RejectWriter:
-    def __init__(self, path: Path):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists()
-        self._file = open(path, "ab")
-        if new:
-            self._file.write(HEADER)
+    """The reject files of one load. Thread-safe; ``count`` is the running total of the parts
+    written or committed, each part counted once however often it was redone."""
+
+    def __init__(self, directory: Path):
+        self.path = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        for entry in directory.iterdir():
+            if entry.name.endswith(SUFFIX + ".tmp"):
+                entry.unlink()  # a part a killed load never committed
+            elif entry.name.endswith(SUFFIX):
+                self._counts[entry.name[:-len(SUFFIX)]] = len(_records(entry.read_bytes()))
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def keep(self, parts: Iterable[str]) -> None:
+        """Delete the committed files of every part not in *parts*: what a resumed load does
+        with the parts it will redo or never reached."""
+        keep = set(parts)
+        with self._lock:
+            for part in [p for p in self._counts if p not in keep]:
+                (self.path / (part + SUFFIX)).unlink(missing_ok=True)
+                del self._counts[part]
+
+    def open_part(self, part: str) -> "RejectPart":
+        """Start writing *part* anew; its old file (if any) stays until ``commit``."""
+        with self._lock:
+            self._counts[part] = 0
+        return RejectPart(self, part)
+
+    def write_part(self, part: str, records: Iterable[tuple[str, int, str, bytes]]) -> None:
+        """Write and commit a whole part at once: (file, line_no, reason, line) records."""
+        with self.open_part(part) as writing:
+            for record in records:
+                writing.write(*record)
+            writing.commit()
+
+    def _add(self, part: str, n: int) -> None:
+        with self._lock:
+            self._counts[part] = self._counts.get(part, 0) + n
+
+
+class RejectPart:
+    """One part's reject file while it is written. Use with ``with``: leaving without
+    ``commit()`` drops what was written. Thread-safe."""
+
+    def __init__(self, writer: RejectWriter, part: str):
+        self._writer = writer
+        self.part = part
+        self.path = writer.path / (part + SUFFIX)
+        self._tmp = writer.path / (part + SUFFIX + ".tmp")
+        self._file = open(self._tmp, "wb")
+        self._file.write(HEADER)
         self._lock = threading.Lock()
         self.count = 0
 
     def write(self, file: str, line_no: int, reason: str, line: bytes) -> None:
-        record = b"%s\t%d\t%s\t%s\n" % (file.encode(), line_no, reason.encode(), line.rstrip(b"\n"))
+        record = b"%s\t%d\t%s\t%s\n" % (escape_name(file).encode(), line_no,
+                                        reason.encode("utf-8", "backslashreplace"),
+                                        line.rstrip(b"\n"))
         with self._lock:
             self._file.write(record)
             self.count += 1
+        self._writer._add(self.part, 1)
 
-    def forget(self, file: str, first_line: int, last_line: int) -> None:
-        """Drop the records of lines [first_line, last_line] of *file*: a part of the load that
-        is redone will reject them again."""
-        with self._lock:
-            self._file.close()
-            records = self.path.read_bytes().split(b"\n")
-            kept = [r for r in records if not _within(r, file.encode(), first_line, last_line)]
-            self.path.write_bytes(b"\n".join(kept))
-            self._file = open(self.path, "ab")
-
-    def flush(self) -> None:
+    def commit(self) -> None:
+        """Make the part's records durable and visible, replacing its previous file."""
         with self._lock:
             self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
+            os.fsync(self._file.fileno())
             self._file.close()
+            os.replace(self._tmp, self.path)
+            _fsync_directory(self.path.parent)
 
-    def __enter__(self) -> "RejectWriter":
+    def __enter__(self) -> "RejectPart":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+                self._tmp.unlink(missing_ok=True)
 
 
-def _within(record: bytes, file: bytes, first: int, last: int) -> bool:
-    parts = record.split(b"\t", 2)
-    return (len(parts) == 3 and parts[0] == file and parts[1].isdigit()
-            and first <= int(parts[1]) <= last)
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def read_rejects(path: Path) -> list[tuple[str, int, str, bytes]]:
-    """The records of a reject file."""
+def read_rejects(directory: Path) -> list[tuple[str, int, str, bytes]]:
+    """The records of a load's reject files (hot first, then the chunks in order)."""
     out = []
-    for record in path.read_bytes().split(b"\n"):  # not splitlines: a raw line may hold \r
-        if not record or record.startswith(b"#"):
-            continue
-        file, line_no, reason, line = record.split(b"\t", 3)
-        out.append((file.decode(), int(line_no), reason.decode(), line))
+    if not directory.is_dir():
+        return out
+    parts = sorted((p for p in directory.iterdir() if p.name.endswith(SUFFIX)),
+                   key=lambda p: (p.name != HOT_PART + SUFFIX, p.name))
+    for path in parts:
+        for record in _records(path.read_bytes()):
+            file, line_no, reason, line = record.split(b"\t", 3)
+            out.append((unescape_name(file.decode()), int(line_no), reason.decode(), line))
     return out
+
+
+def _records(data: bytes) -> list[bytes]:
+    # Not splitlines: a raw line may hold \r.
+    return [r for r in data.split(b"\n") if r and not r.startswith(b"#")]
+
+
+_SPECIAL = {b"\\": b"\\\\", b"\t": b"\\t", b"\n": b"\\n", b"\r": b"\\r"}
+_UNSPECIAL = {v[1:]: k for k, v in _SPECIAL.items()}
+_ESCAPED = re.compile(rb"\\(\\|t|n|r|x[0-9a-f]{2})")
+
+
+def escape_name(name: str) -> str:
+    """*name* as printable, reversible text with no tab, newline or carriage return (see the
+    module docstring); a plain name is returned unchanged."""
+    raw = name.encode("utf-8", "surrogateescape")
+    for char, escaped in _SPECIAL.items():
+        raw = raw.replace(char, escaped)
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def unescape_name(text: str) -> str:
+    """The name that ``escape_name`` turned into *text*."""
+    def one(m: re.Match) -> bytes:
+        code = m.group(1)
+        return bytes([int(code[1:], 16)]) if code[:1] == b"x" else _UNSPECIAL[code]
+    return _ESCAPED.sub(one, text.encode("utf-8")).decode("utf-8", "surrogateescape")

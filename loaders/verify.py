@@ -1,4 +1,4 @@
-"""``debl verify``: the nothing-lost accounting of DESIGN section 8, checked from the data itself.
+"""``debl verify``: the nothing-lost accounting of docs/DESIGN.md section 8, checked from the data itself.
 
 Per source file: its lines, counted again from the source, equal the good lines that the load
 took from it (hot lines into MySQL, cold lines into buckets) plus its lines in the reject file.
@@ -13,15 +13,16 @@ Every check is a (what, expected, found) triple; the report is good when they al
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from debl.bucket_file import is_bucket_file, read_index
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import LoadStateError
 from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
-from debl.mysql import connect
+from debl.store.mysql import MySQLStore
 from loaders.load import reject_path
-from loaders.rejects import read_rejects
+from loaders.rejects import read_rejects, unescape_name
 from loaders.source import open_source
 from loaders.webhdfs import WebHDFS
 
@@ -60,37 +61,32 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
         if load is None:
             raise LoadStateError(f"no load {load_id!r}" if load_id else "no load has run yet")
         latest = catalog.load()
-        if latest["load_id"] != load["load_id"]:
-            raise LoadStateError(f"load {load['load_id']} was replaced by load "
-                                 f"{latest['load_id']}; only the current dataset can be verified")
-        load_id = load["load_id"]
-        report = VerifyReport(load_id, load["state"])
-        files = catalog.execute("SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s"
-                                " ORDER BY file_seq", (load_id,))
-        took = dict(((seq, part), rows) for seq, part, rows in catalog.execute(
-            "SELECT file_seq, part, `rows` FROM debl_file_counts WHERE load_id = %s", (load_id,)))
+        if latest.load_id != load.load_id:
+            raise LoadStateError(f"load {load.load_id} was replaced by load {latest.load_id}; "
+                                 "only the current dataset can be verified")
+        load_id = load.load_id
+        report = VerifyReport(load_id, load.state)
+        files = [replace(f, name=unescape_name(f.name)) for f in catalog.files(load_id)]
+        counts = catalog.file_counts(load_id)
         buckets = catalog.buckets()
-        jobs = {row[0]: row[1:] for row in catalog.execute(
-            "SELECT b_index, state, rows_loaded, superseded, checksum_loaded FROM debl_jobs")}
+        jobs = {j.b_index: j for j in catalog.jobs()}
         part_paths = {b.b_index: catalog.bucket_paths(b.b_index) for b in buckets}
 
     rejects: dict[str, int] = defaultdict(int)
-    path = reject_path(config, load_id)
-    if path.exists():
-        for name, _, _, _ in read_rejects(path):
-            rejects[name] += 1
+    for name, _, _, _ in read_rejects(reject_path(config, load_id)):
+        rejects[name] += 1
 
     good: dict[int, int] = defaultdict(int)
-    for (seq, _), rows in took.items():
-        good[seq] += rows
+    for count in counts:
+        good[count.file_seq] += count.rows
     if source:
-        src = open_source(load["source"])
-        for seq, name, _ in files:
-            progress(f"source file {name}")
-            with src.open(name) as stream:
+        src = open_source(load.source)
+        for f in files:
+            progress(f"source file {f.name}")
+            with src.open(f.name) as stream:
                 lines = _count_lines(stream)
-            report.checks.append(Check(f"file {name}: lines = loaded + rejected", lines,
-                                       good[seq] + rejects[name]))
+            report.checks.append(Check(f"file {f.name}: lines = loaded + rejected", lines,
+                                       good[f.file_seq] + rejects[f.name]))
 
     fs = WebHDFS(config)
     for b in buckets:
@@ -99,27 +95,22 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
         for prefix in part_paths[b.b_index]:
             directory, stem = prefix.rsplit("/", 1)
             for status in fs.list(directory):
-                if status.path.rsplit("/", 1)[1].startswith(stem):
-                    n, s = _bucket_file_sum(fs, status.path)
+                if is_bucket_file(status.path.rsplit("/", 1)[1], stem):
+                    n, s = _bucket_file_sum(fs, status.path, status.length)
                     rows, checksum = rows + n, (checksum + s) % CHECKSUM_MOD
         report.checks.append(Check(f"bucket {b.b_index}: HDFS rows, checksum = index",
                                    (b.rows, b.checksum), (rows, checksum)))
-        state, loaded_rows, superseded, loaded_sum = jobs.get(b.b_index, ("pending",) + (None,) * 3)
-        if state == "loaded":
+        job = jobs.get(b.b_index)
+        if job is not None and job.state == "loaded":
             report.checks.append(Check(f"bucket {b.b_index}: HBase winners + superseded = rows",
-                                       b.rows, (loaded_rows or 0) + (superseded or 0)))
+                                       b.rows, (job.rows_loaded or 0) + (job.superseded or 0)))
             report.checks.append(Check(f"bucket {b.b_index}: HBase rows, checksum = gen_HF's",
-                                       (loaded_rows, loaded_sum),
+                                       (job.rows_loaded, job.checksum_loaded),
                                        _hbase_sum(config, b.k_lo, b.k_hi)))
 
-    conn = connect(config)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM `{config.link_table}`")
-            (mysql_rows,) = cur.fetchone()
-    finally:
-        conn.close()
-    report.checks.append(Check("MySQL link table rows = hot rows recorded", load["hot_rows"],
+    with MySQLStore(config) as mysql:
+        mysql_rows = mysql.count()
+    report.checks.append(Check("MySQL link table rows = hot rows recorded", load.hot_rows,
                                mysql_rows))
     return report
 
@@ -132,9 +123,11 @@ def _count_lines(stream) -> int:
     return lines + (last != b"\n")
 
 
-def _bucket_file_sum(fs: WebHDFS, path: str) -> tuple[int, int]:
+def _bucket_file_sum(fs: WebHDFS, path: str, length: int) -> tuple[int, int]:
+    """Rows and checksum of the lines of one bucket file (its data part: not its index)."""
+    index = read_index(path, length, lambda offset, n: fs.read_range(path, offset, n))
     rows, checksum, tail = 0, 0, b""
-    for block in fs.stream(path, 4 << 20):
+    for block in fs.stream(path, 4 << 20, length=index.data_length):
         block = tail + block
         cut = block.rfind(b"\n") + 1
         tail = block[cut:]

@@ -10,6 +10,10 @@ Pitfalls:
   redirect for PUT, so this client follows it itself with ``http.client``.
 - A write is not atomic: write to a temporary name and ``rename`` it over the final one (what
   ``write_atomic`` does) so that a killed copy never leaves a half chunk under the final name.
+- ``read_range`` asks the DataNode of its previous redirect directly (any DataNode serves any
+  file, reading remote blocks itself): the raw route's many small reads then cost one request
+  each, not two (a DataNode read took 5 ms, the NameNode's redirect before it 4-18 ms, on the
+  2-core stack under load). If that DataNode fails, the NameNode is asked again.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class WebHDFS:
         self.port = config.hdfs_http_port
         self.timeout = timeout
         self.user = getpass.getuser()
+        # (host, port, query parameters but offset and length) of the last OPEN's DataNode
+        self._datanode: tuple[str, int, dict[str, str]] | None = None
 
     # -- plumbing
 
@@ -82,6 +88,10 @@ class WebHDFS:
             raise ServiceError(_remote_error(op, path, first.status, data))
         first.read()
         target = urllib.parse.urlparse(first.getheader("Location"))
+        if op == "OPEN" and target.hostname and target.port:
+            self._datanode = (target.hostname, target.port, {
+                k: v for k, v in urllib.parse.parse_qsl(target.query)
+                if k not in ("offset", "length")})
         resp = self._request(method, f"{target.path}?{target.query}", target.hostname,
                              target.port, body)
         if resp.status >= 400:
@@ -102,6 +112,41 @@ class WebHDFS:
 
     def read(self, path: str) -> bytes:
         return self._redirected("GET", path, "OPEN").read()
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Exactly *length* bytes of *path* from *offset* (one ranged OPEN); ServiceError if the
+        file ends first."""
+        if length <= 0:
+            return b""
+        data = self._read_from_datanode(path, offset, length)
+        if data is None:
+            data = self._redirected("GET", path, "OPEN", offset=offset, length=length).read()
+        if len(data) != length:
+            raise ServiceError(f"HDFS OPEN {path} at {offset}: {len(data)} bytes instead of "
+                               f"{length}: the file is shorter than expected (did it change?)")
+        return data
+
+    def _read_from_datanode(self, path: str, offset: int, length: int) -> bytes | None:
+        """A ranged OPEN straight to the last redirect's DataNode; None when there is none or it
+        failed (then the NameNode redirects again). A missing file is an error at once."""
+        datanode = self._datanode
+        if datanode is None:
+            return None
+        host, port, params = datanode
+        query = urllib.parse.urlencode({**params, "offset": offset, "length": length})
+        try:
+            resp = self._request("GET", f"/webhdfs/v1{urllib.parse.quote(path)}?{query}", host,
+                                 port)
+            data = resp.read()
+        except (ServiceError, OSError, http.client.HTTPException):
+            self._datanode = None
+            return None
+        if resp.status == 404:
+            raise ServiceError(_remote_error("OPEN", path, resp.status, data))
+        if resp.status != 200:
+            self._datanode = None
+            return None
+        return data
 
     def stream(self, path: str, block: int = 1 << 20, offset: int = 0,
                length: int | None = None) -> Iterator[bytes]:

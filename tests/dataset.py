@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from debl.model import CHECKSUM_MOD, Link, Origin, ParseError, parse_line, row_checksum
+from debl.buckets import BucketMap
+from debl.model import (CHECKSUM_MOD, Link, Origin, ParseError, line_body, line_checksum,
+                        parse_line)
 from debl.store.memory import MemoryStore
 from debl.workload.generator import GenerateSummary, generate
 from debl.workload.spec import GenerateSpec
@@ -20,23 +22,28 @@ def make_dataset(directory: Path, max_id: int = 20001, files: int = 6, bad_lines
     return generate(directory, spec, overwrite=True)
 
 
-def raw_rows(directory: Path):
-    """Every parseable line as (file_seq, name, line_no, Link), files oldest first."""
+def raw_rows(directory: Path, max_line_bytes: int | None = None):
+    """Every parseable line as (file_seq, name, line_no, Link, the line without its line end),
+    files oldest first; a line longer than *max_line_bytes* (its line end not counted) is bad
+    whatever it holds."""
     for seq, f in enumerate(LocalSource(directory).list()):
         with open(directory / f.name, "rb") as stream:
             for line_no, line in enumerate(stream, 1):
+                if max_line_bytes is not None and len(line_body(line)) > max_line_bytes:
+                    continue
                 try:
-                    yield seq, f.name, line_no, parse_line(line)
+                    yield seq, f.name, line_no, parse_line(line), line_body(line)
                 except ParseError:
                     continue
 
 
-def reference_store(directory: Path, hot_names: set[str], only: str = "all") -> MemoryStore:
+def reference_store(directory: Path, hot_names: set[str], only: str = "all",
+                    max_line_bytes: int | None = None) -> MemoryStore:
     """The merge rule applied by the in-memory reference store to the raw files
     (only="hot"/"cold"/"all")."""
     store = MemoryStore()
     rows = []
-    for seq, name, line_no, link in raw_rows(directory):
+    for seq, name, line_no, link, _ in raw_rows(directory, max_line_bytes):
         hot = name in hot_names
         if only == "all" or (only == "hot") == hot:
             rows.append((link, Origin(int(hot), seq, line_no)))
@@ -44,16 +51,22 @@ def reference_store(directory: Path, hot_names: set[str], only: str = "all") -> 
     return store
 
 
-def expected_buckets(directory: Path, cold_names: set[str], width: int) -> dict[int, tuple]:
-    """b_index -> (k_lo, k_hi, rows, checksum) computed from the cold files alone."""
+def expected_buckets(directory: Path, cold_names: set[str], bucket_map: BucketMap,
+                     max_line_bytes: int | None = None) -> dict[int, tuple]:
+    """b_index -> (k_lo, k_hi, rows, checksum, c_lo, c_hi) computed from the cold files alone:
+    the checksum of each line as written (leading zeros and all; without its line end), and
+    ``[c_lo, c_hi]`` the id1 span of the bucket's rows."""
     rows: dict[int, int] = defaultdict(int)
     sums: dict[int, int] = defaultdict(int)
-    for _, name, _, link in raw_rows(directory):
+    ids: dict[int, list[int]] = defaultdict(list)
+    for _, name, _, link, body in raw_rows(directory, max_line_bytes):
         if name in cold_names:
-            b = link.id1 // width
+            b = bucket_map.bucket_of(link.id1)
             rows[b] += 1
-            sums[b] += row_checksum(link)
-    return {b: (b * width, (b + 1) * width - 1, rows[b], sums[b] % CHECKSUM_MOD) for b in rows}
+            sums[b] += line_checksum(body)
+            ids[b].append(link.id1)
+    return {b: (*bucket_map.range_of(b), rows[b], sums[b] % CHECKSUM_MOD, min(ids[b]),
+                max(ids[b])) for b in rows}
 
 
 def all_rows(store) -> set[Link]:

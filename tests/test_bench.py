@@ -24,7 +24,7 @@ from loaders.source import LocalSource, SourceFile
 from loaders.split import split_files
 from tests.dataset import reference_store
 
-APPROACHES_RUN = ("fileCopy", "bulkLoad-mysql", "debl")
+APPROACHES_RUN = ("fileCopy", "bulkLoad-mysql", "debl", "debl-raw")
 # The bench's default setting: a range dump, requests that follow recency (DEFAULT_RECENCY_SHARE)
 INPUT = GenerateSpec(max_id=8001, files=10, days=10, seed=3, max_degree=40, update_share=0.2,
                      hidden_share=0.3, bad_lines=3, layout="ranges")
@@ -37,8 +37,7 @@ def namespaced(config):
 
 def hot_names(config, load_id: str) -> set[str]:
     with Catalog(config) as catalog:
-        return {r[0] for r in catalog.execute(
-            "SELECT name FROM debl_load_files WHERE load_id = %s AND hot = 1", (load_id,))}
+        return {f.name for f in catalog.files(load_id) if f.hot}
 
 
 def hbase_count(config) -> int:
@@ -101,7 +100,7 @@ def test_result_files_hold_every_approach(bench):
             assert run.query is None and not rows
         else:
             assert run.query["completed"] + run.query["errors"] == 300
-            assert run.query["errors"] == 0
+            assert run.query["errors"] == 0, run.query["error_samples"]
             assert sum(int(r["completed"]) for r in rows) == 300
             # the timeline counts from the load's start; the query phase starts at uptime
             assert float(rows[0]["t_s"]) >= run.uptime_s - 0.01
@@ -127,6 +126,11 @@ def test_times_are_ordered(bench):
     assert debl.gen_hf["completed"], debl.gen_hf
     assert debl.waits["answered"] == 300
     assert 0.0 <= debl.waits["immediate_share"] <= 1.0
+    assert debl.waits["raw"] == 0  # debl is the paper's coordinator: buffering only
+    raw = runs["debl-raw"]
+    assert raw.gen_hf["completed"] and raw.waits["answered"] == 300
+    assert raw.waits["buffered"] + raw.waits["raw"] + raw.waits["immediate"] == 300
+    assert raw.waits["timeouts"] == 0 and raw.summary["hot_bytes"] == debl.summary["hot_bytes"]
 
 
 @pytest.mark.stack
@@ -157,6 +161,7 @@ def test_report_has_a_row_per_approach(bench, config):
         assert f"| {name} |" in md
     assert "| uptime / fileCopy uptime | debl |" in md
     assert "| all queries served / bulkLoad-mysql uptime | debl |" in md
+    assert "raw answers" in md
     assert "| debl | " in md.split("## Service from uptime")[1]  # the service table's row
     assert "layout ranges" in md and f"{DEFAULT_RECENCY_SHARE:.0%} of the id1s by recency" in md
     assert (result.directory / "report.html").read_text().count("<table>") == 4
@@ -175,12 +180,27 @@ def test_hbase_baselines_hold_every_merged_row_at_uptime(config, spark, bench, d
     assert hbase_count(config) == reference_store(data_dir, every).count()
     with Catalog(config) as catalog:
         load = catalog.load(summary.load_id)
-        phases = {p["phase"] for p in catalog.phases(summary.load_id)}
-    assert load["approach"] == approach and load["state"] == "up"
-    assert abs(load["uptime"] - load["started"] - summary.uptime_s) < 0.01
+        phases = {p.phase for p in catalog.phases(summary.load_id)}
+    assert load.approach == approach and load.state == "up"
+    assert abs(load.uptime - load.started - summary.uptime_s) < 0.01
     step = "gen_hf" if approach == "bulkLoad-hbase" else "batch_put"
     assert {"copy", "dist_ch", step} <= phases
     assert summary.phases[step] > 0
+
+
+def test_only_debl_raw_has_the_raw_route():
+    from debl.bench import coordinator_config
+    from debl.config import Config
+
+    on = Config(raw_after=2.0)
+    assert coordinator_config(on, APPROACHES["debl"].raw_route).raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).raw_after == 2.0
+    off = Config(raw_after=None)
+    assert Config().raw_after is not None  # debl-raw falls back on the default
+    assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).raw_after == \
+        Config().raw_after
 
 
 def test_approach_options_are_checked():

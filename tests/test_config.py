@@ -38,13 +38,41 @@ def test_toml_tables_and_env_override(tmp_path):
     ('[mysql]\nengine = "Memory"\n', "choose one of"),
     ("[mysql]\nport = \"abc\"\n", "not a valid int"),
     ("chunk_size = 0\n", "must be positive"),
+    ("raw_after = -1\n", "raw_after must be"),
+    ('raw_after = "soon"\n', "not a valid float"),
+    ("[raw]\ncache_bytes = 0\n", "raw_cache_bytes must be positive"),
     ("[mysql\n", "debl.toml"),
+    # mysql_user is quoted into the stack's CREATE USER / GRANT statements.
+    ("[mysql]\nuser = \"x'@'%' IDENTIFIED BY 'y'; DROP DATABASE debl; -- \"\n",
+     "not a plain MySQL user name"),
+    ('[mysql]\nuser = "deb\\\\l"\n', "not a plain MySQL user name"),
+    ('[mysql]\nuser = ""\n', "not a plain MySQL user name"),
+    ('[mysql]\nuser = "%s"\n' % ("u" * 81), "not a plain MySQL user name"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, text, message):
     path = tmp_path / "debl.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_config(path, env={})
+
+
+@pytest.mark.parametrize("text, env, expected", [
+    ("", {}, Config().raw_after),
+    ('raw_after = "off"\n', {}, None),
+    ("raw_after = 2\n", {}, 2.0),
+    ("raw_after = 2\n", {"DEBL_RAW_AFTER": "OFF"}, None),
+    ('raw_after = "off"\n', {"DEBL_RAW_AFTER": "0"}, 0.0),
+])
+def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
+    path = tmp_path / "debl.toml"
+    path.write_text(text)
+    assert load_config(path, env=env).raw_after == expected
+
+
+def test_mysql_user_from_the_environment_is_validated_too():
+    with pytest.raises(ConfigError, match="mysql_user"):
+        load_config(env={"DEBL_MYSQL_USER": "debl'@'%"})
+    assert load_config(env={"DEBL_MYSQL_USER": "app-reader.2"}).mysql_user == "app-reader.2"
 
 
 def test_unknown_environment_variable_is_an_error():
@@ -67,3 +95,14 @@ def test_missing_password_names_the_file(tmp_path):
     config = Config(state_dir=tmp_path)
     with pytest.raises(ConfigError, match="debl stack up"):
         config.mysql_secret
+
+
+def test_booleans_from_toml_and_environment(tmp_path):
+    path = tmp_path / "debl.toml"
+    path.write_text("bucket_target_covers_heaviest = false\n")
+    assert load_config(path, env={}).bucket_target_covers_heaviest is False
+    for raw, value in (("true", True), ("0", False), ("No", False), ("1", True)):
+        config = load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": raw})
+        assert config.bucket_target_covers_heaviest is value
+    with pytest.raises(ConfigError, match="bucket_target_covers_heaviest='maybe'"):
+        load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": "maybe"})

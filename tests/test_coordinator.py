@@ -32,6 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
+from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
@@ -50,6 +51,7 @@ pytestmark = pytest.mark.stack
 TABLE = "coordtest_links"
 POLL = 0.2
 WIDTH = 500
+MAP = BucketMap.fixed(WIDTH)
 LT = 123456789
 SPEC = GenerateSpec(max_id=2001, files=4, days=4, seed=11, update_share=0.3, hidden_share=0.3,
                     bad_lines=6, max_degree=20)
@@ -103,9 +105,7 @@ def _craft(directory: Path) -> None:
 
 def _files(config: Config, load_id: str) -> list[tuple[int, str, bool]]:
     with Catalog(config) as catalog:
-        return [(int(seq), name, bool(hot)) for seq, name, hot in catalog.execute(
-            "SELECT file_seq, name, hot FROM debl_load_files WHERE load_id = %s "
-            "ORDER BY file_seq", (load_id,))]
+        return [(f.file_seq, f.name, f.hot) for f in catalog.files(load_id)]
 
 
 def _rows(directory: Path, files):
@@ -144,7 +144,7 @@ class World:
         return time.monotonic()
 
     def ids_in(self, b: int) -> list[tuple[int, int]]:
-        return [(id1, lt) for id1, lt in self.keys if id1 // WIDTH == b]
+        return [(id1, lt) for id1, lt in self.keys if MAP.bucket_of(id1) == b]
 
 
 class _StartCoordinatorEarly(LoadProgress):
@@ -169,7 +169,9 @@ class _StartCoordinatorEarly(LoadProgress):
 
 @pytest.fixture(scope="module")
 def world(stack_config, tmp_path_factory):
-    config = stack_config.replace(link_table=TABLE, hbase_table=TABLE, poll_interval=POLL)
+    # The paper's coordinator: buffering only (the raw route: tests/test_raw.py).
+    config = stack_config.replace(link_table=TABLE, hbase_table=TABLE, poll_interval=POLL,
+                                  raw_after=None)
     directory = tmp_path_factory.mktemp("coordinator") / "links"
     generate(directory, SPEC)
     _craft(directory)
@@ -193,7 +195,7 @@ def world(stack_config, tmp_path_factory):
     cold_rows: dict[int, list] = defaultdict(list)
     for link, origin in all_rows:
         if not origin.hot:
-            cold_rows[link.id1 // WIDTH].append((link, origin))
+            cold_rows[MAP.bucket_of(link.id1)].append((link, origin))
     assert sorted(cold_rows) == [0, 1, 2, 3]
 
     w = World(config, early["coordinator"], reference, hot_reference, dict(cold_rows),
@@ -214,9 +216,8 @@ def _expected(w: World, id1: int, lt: int = LT, *args) -> list[Link]:
 
 def _my_demand(w: World, coordinator: Coordinator) -> dict[int, int]:
     with Catalog(w.config) as catalog:
-        return {int(b): int(n) for b, n in catalog.execute(
-            "SELECT b_index, waiting FROM debl_demand WHERE coordinator = %s",
-            (coordinator.coordinator_id,))}
+        return {row.b_index: row.waiting for row in catalog.published_demand()
+                if row.coordinator == coordinator.coordinator_id}
 
 
 def _eventually(predicate, timeout: float = 5.0) -> bool:
@@ -248,8 +249,8 @@ def test_the_state_is_read_from_the_catalog(world):
     assert [v.b_index for v in views] == [0, 1, 2, 3]
     assert all(v.j_stat == "pending" and v.waiting == 0 for v in views)
     assert (views[1].k_lo, views[1].k_hi) == (500, 999)
-    hot_ids = [id1 for id1, _ in world.hot_reference.keys()]
-    assert c.id_range() == (min(hot_ids), HOT_ONLY_IDS[-1] + 1)
+    ids = [id1 for id1, _ in world.reference.keys()]  # hot range and cold spans: every id
+    assert c.id_range() == (min(ids), HOT_ONLY_IDS[-1] + 1)
 
 
 def test_ids_without_a_cold_bucket_are_answered_at_once_by_mysql(world):
@@ -336,7 +337,8 @@ def test_links_command_partial_and_status_while_pending(world):
 
     result = runner.invoke(status_command, ["--json"], obj=world.config, catch_exceptions=False)
     s = json.loads(result.output)
-    assert s["load"]["state"] == "up" and s["load"]["bucket_width"] == WIDTH
+    assert s["load"]["state"] == "up" and s["load"]["bucket_map"] == {
+        "kind": "width", "width": WIDTH, "buckets": None}
     assert s["buckets"]["total"] == 4 and s["buckets"]["loaded"] == 1
     assert s["buckets"]["by_state"]["pending"] == 3
     assert s["full_availability"] is None

@@ -15,7 +15,8 @@ import pytest
 
 import coordinator.coordinator as coordinator_module
 from coordinator import Coordinator
-from debl.catalog import Bucket
+from debl.buckets import BucketMap
+from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import Link, Origin
@@ -23,6 +24,7 @@ from debl.store.memory import MemoryStore
 
 POLL = 0.05
 LT = 1
+BUFFERING = Config(poll_interval=POLL, raw_after=None)  # the paper's coordinator
 
 
 class FakeCatalog:
@@ -47,12 +49,12 @@ class FakeCatalog:
 
     def load(self, load_id=None):
         self._maybe_fail()
-        return dict(self.world["load"]) if self.world.get("load") else None
+        return LoadRecord(**self.world["load"]) if self.world.get("load") else None
 
     def buckets(self):
         self._maybe_fail()
-        width = self.world["load"]["bucket_width"]
-        return [Bucket(b, b * width, (b + 1) * width - 1, 1, 1, 0, "", state)
+        bucket_map = self.world["load"]["bucket_map"]
+        return [Bucket(b, *bucket_map.range_of(b), 1, 1, 0, "", state, *bucket_map.range_of(b))
                 for b, state in sorted(self.world["jobs"].items())]
 
     def job_states(self):
@@ -62,11 +64,30 @@ class FakeCatalog:
     def publish_demand(self, coordinator, waiting):
         self.world.setdefault("published", []).append((coordinator, dict(waiting)))
 
+    def publish_answers(self, coordinator, answered):
+        self.world.setdefault("answers", {})[coordinator] = dict(answered)
+
+
+class FakeRawReader:
+    """The raw route's reader over the cold rows in memory (the real one: tests/test_raw.py)."""
+
+    def __init__(self, cold: MemoryStore) -> None:
+        self.cold = cold
+        self.asked: list = []
+
+    def scan_newest_first(self, bucket, id1, link_type, min_time=0):
+        self.asked.append(bucket)
+        return self.cold.scan_newest_first(id1, link_type, min_time)
+
+    def close(self) -> None:
+        pass
+
 
 def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
-    return {"load_id": load_id, "state": state, "bucket_width": width, "hot_k_lo": 0,
-            "hot_k_hi": 999, "hot_rows": 1, "started": time.time(), "uptime": None,
-            "error": "disk full\nmore" if state == "failed" else None}
+    return {"load_id": load_id, "approach": "debl", "source": "test", "state": state,
+            "bucket_map": BucketMap.fixed(width), "chunk_size": 1, "params": {}, "started": time.time(),
+            "uptime": None, "ended": None, "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1,
+            "summary": None, "error": "disk full\nmore" if state == "failed" else None}
 
 
 @pytest.fixture
@@ -80,12 +101,14 @@ def world(monkeypatch):
     monkeypatch.setattr(coordinator_module, "Catalog", lambda config: FakeCatalog(world))
     monkeypatch.setattr(coordinator_module, "MySQLStore", lambda config: hot)
     monkeypatch.setattr(coordinator_module, "HBaseStore", lambda config: cold)
+    world["raw"] = FakeRawReader(cold)
+    monkeypatch.setattr(coordinator_module, "RawReader", lambda config: world["raw"])
     return world
 
 
 @pytest.fixture
 def coord(world):
-    with Coordinator(Config(poll_interval=POLL), "test-coordinator") as c:
+    with Coordinator(BUFFERING, "test-coordinator") as c:
         yield c
 
 
@@ -151,7 +174,7 @@ def test_a_failed_load_is_an_error_at_once_not_a_hang(world, coord):
 
 def test_before_uptime_queries_wait_and_deadlines_hold(world, monkeypatch):
     world["load"] = None
-    with Coordinator(Config(poll_interval=POLL)) as c:
+    with Coordinator(BUFFERING) as c:
         assert not c.is_up
         with pytest.raises(QueryTimeout, match="not up yet \\(no load has been run\\)"):
             c.get_link_list(999, LT, timeout=0.1)
@@ -167,7 +190,7 @@ def test_before_uptime_queries_wait_and_deadlines_hold(world, monkeypatch):
 
 
 def test_close_releases_waiting_queries_with_an_error_and_clears_demand(world):
-    c = Coordinator(Config(poll_interval=POLL), "closing")
+    c = Coordinator(BUFFERING, "closing")
     t, box = _in_thread(lambda: c.query(5, LT))
     assert _eventually(lambda: c.waiting() == {0: 1})
     c.close()
@@ -193,3 +216,43 @@ def test_argument_errors_are_raised_before_any_wait(coord):
     with pytest.raises(ValueError):
         coord.get_link_list(5, LT, limit=-1)
     assert coord.get_link_list(5, LT, limit=0, timeout=0.05, partial=True) == []
+
+
+# ---------------------------------------------------------------------------- the raw route
+
+def test_raw_route_answers_after_raw_after_and_still_counts_as_demand(world):
+    with Coordinator(Config(poll_interval=POLL, raw_after=0.2), "raw") as c:
+        started = time.monotonic()
+        answer = c.query(5, LT, timeout=5)
+        assert answer.route == "raw" and answer.complete and answer.bucket == 0
+        assert 0.2 <= answer.waited_s <= time.monotonic() - started
+        assert [l.data for l in answer.links] == [b"cold", b"hot"]  # merged with MySQL's rows
+        assert [(b.load_id, b.b_index, b.rows) for b in world["raw"].asked] == [("L1", 0, 1)]
+        # The raw answer is still demand for bucket 0: gen_HF should convert it.
+        assert _eventually(lambda: ("raw", {0: 1}) in world.get("published", []))
+        assert c.demand() == {0: 1} and c.waiting() == {}
+        assert c.stats().raw == 1 and c.stats().raw_share == 1.0
+        assert _eventually(lambda: world.get("answers", {}).get("raw", {}).get("raw") == 1)
+        world["jobs"][0] = "loaded"  # converted: no demand left, HBase answers
+        assert _eventually(lambda: world["published"][-1] == ("raw", {}))
+        assert c.query(5, LT).route == "merged"
+
+
+def test_raw_after_zero_answers_at_once_and_a_landing_bucket_comes_first(world):
+    with Coordinator(Config(poll_interval=POLL, raw_after=0.0)) as c:
+        answer = c.query(5, LT, timeout=0)
+        assert answer.route == "raw" and answer.waited_s < 0.5
+    with Coordinator(Config(poll_interval=POLL, raw_after=30.0)) as c:
+        t, box = _in_thread(lambda: c.query(5, LT, timeout=10))
+        assert _eventually(lambda: c.waiting() == {0: 1})
+        world["jobs"][0] = "loaded"
+        t.join(2)
+        assert box["value"].route == "merged" and world["raw"].asked == [world["raw"].asked[0]]
+
+
+def test_a_deadline_before_raw_after_still_times_out(world):
+    with Coordinator(Config(poll_interval=POLL, raw_after=30.0)) as c:
+        with pytest.raises(QueryTimeout, match="bucket 0"):
+            c.query(5, LT, timeout=0.1)
+        assert c.query(5, LT, timeout=0.1, partial=True).route == "partial"
+        assert c.demand() == {0: 2}  # both needed bucket 0

@@ -6,8 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.demand import DemandPolicy, new_coordinator_id
+from coordinator.demand import HALF_LIFE_S, DemandPolicy, decayed, new_coordinator_id
 from coordinator.merge import merge_newest_first, select_merged
+from coordinator.state import BucketState
 from coordinator.stats import WaitRecorder
 from debl.model import MAX_TIME, Link, Origin
 from debl.store.memory import MemoryStore
@@ -111,6 +112,22 @@ def test_demand_policy_debounces_and_heartbeats():
     assert not policy.due({}, 100.0)
 
 
+def test_demand_counts_waiting_queries_and_decays_the_ones_that_stopped():
+    assert decayed(8.0, 0.0) == 8.0 and decayed(8.0, HALF_LIFE_S) == 4.0
+    assert decayed(8.0, 3 * HALF_LIFE_S) == 1.0 and decayed(1.0, -5.0) == 1.0
+    b = BucketState(3, 0, 9, "pending")
+    assert b.demand(0.0) == 0
+    b.waiting = 2  # two queries waiting on it now
+    for t in (0.0, 0.0, 0.0, 0.0):  # four answered raw at t=0
+        b.stopped_waiting(t)
+    assert b.demand(0.0) == 6
+    assert b.demand(HALF_LIFE_S) == 4  # the four weigh two after one half-life
+    b.waiting = 0
+    b.stopped_waiting(2 * HALF_LIFE_S)  # the old four weigh one now; the new one, one
+    assert b.demand(2 * HALF_LIFE_S) == 2
+    assert b.demand(20 * HALF_LIFE_S) == 0  # old demand fades out
+
+
 def test_coordinator_ids_are_unique_and_fit_the_column():
     ids = {new_coordinator_id() for _ in range(50)}
     assert len(ids) == 50
@@ -125,11 +142,15 @@ def test_wait_recorder_counts_and_percentiles():
     for w in (1.0, 2.0, 3.0, 4.0):
         rec.record("buffered", w)
     rec.record("timeouts", 9.0)
+    rec.record("raw", 0.5)
     s = rec.snapshot()
-    assert (s.answered, s.immediate, s.buffered, s.timeouts) == (7, 3, 4, 1)
+    assert (s.answered, s.immediate, s.buffered, s.raw, s.timeouts) == (8, 3, 4, 1, 1)
+    assert rec.answered() == {"immediate": 3, "buffered": 4, "waited_uptime": 0, "raw": 1,
+                              "partial": 0, "timeouts": 1}
+    assert s.raw_share == 1 / 8
     assert s.mean_wait_s == 2.5 and s.max_wait_s == 4.0
     assert 3.0 < s.p95_wait_s <= 4.0
-    assert abs(s.immediate_share - 3 / 7) < 1e-9
+    assert abs(s.immediate_share - 3 / 8) < 1e-9
     rec.reset()
     assert rec.snapshot().answered == 0
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from debl.bucket_file import parse_tail
+from debl.buckets import BucketMap
 from debl.model import ParseError, parse_line
 
 U63 = (1 << 63) - 1
@@ -26,11 +28,13 @@ bad_field = {3: st.sampled_from([b"2", b"", b"01", b"1 ", b"-0"]),
 
 @st.composite
 def lines(draw) -> bytes:
-    """A valid line, then at most one defect: a bad field, a field dropped or added, a CR."""
+    """A valid line, then at most one defect: a bad field, a field dropped or added, a CR. The
+    line comes without its newline: a CR at its end is the CR of a CRLF line end (valid), a
+    second one is not."""
     fields = [draw(valid_number), draw(valid_number), draw(valid_number),
               draw(st.sampled_from([b"0", b"1"])), draw(valid_data), draw(valid_number),
               draw(valid_number)]
-    defect = draw(st.sampled_from(["none", "none", "field", "drop", "add", "cr"]))
+    defect = draw(st.sampled_from(["none", "none", "field", "drop", "add", "crlf", "cr2"]))
     if defect == "field":
         i = draw(st.integers(0, 6))
         fields[i] = draw(bad_field.get(i, bad_number))
@@ -39,7 +43,7 @@ def lines(draw) -> bytes:
     elif defect == "add":
         fields.append(draw(valid_number))
     line = b"\t".join(fields)
-    return line + b"\r" if defect == "cr" else line
+    return line + {"crlf": b"\r", "cr2": b"\r\r"}.get(defect, b"")
 
 
 def _python_id1(line: bytes) -> int:
@@ -60,3 +64,51 @@ def test_a_known_line_and_its_defect(spark):
     good = b"\t".join([b"12", b"123456789", b"13", b"1", b"some data", b"1700000000000", b"0"])
     assert spark.sparkContext._jvm.debl.jobs.DistCh.lineId1(bytearray(good)) == 12
     assert spark.sparkContext._jvm.debl.jobs.DistCh.lineId1(bytearray(good + b"\tx")) == -1
+    assert spark.sparkContext._jvm.debl.jobs.DistCh.lineId1(bytearray(good + b"\r")) == 12
+    assert spark.sparkContext._jvm.debl.jobs.DistCh.lineId1(bytearray(good + b"\r\r")) == -1
+
+
+def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
+                    slices: str = "0\t0") -> tuple[list[str], dict[str, bytes]]:
+    """DistCh.bucket over *chunk* as one file of one segment, on the local file system: the
+    report's lines (paths cut to their file name) and the bucket files' bytes."""
+    (tmp_path / name).write_bytes(chunk)
+    sc = spark.sparkContext
+    sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", max_line)
+    lines = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+    out = tmp_path / f"{name}.buckets"
+    report = sc._jvm.debl.jobs.DistCh.bucket(
+        sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0",
+        BucketMap.fixed(1000).to_json(),
+        f"file://{out}", 0)
+    files = {}
+    for p in out.rglob("chunk-*"):
+        if not p.name.endswith("_COPYING_") and not p.name.startswith("."):
+            whole = p.read_bytes()  # the data part: its index footer is checked elsewhere
+            files[str(p.relative_to(out))] = whole[:parse_tail(str(p), len(whole), whole)
+                                                   .data_length]
+    return sorted(r.rsplit("/", 1)[-1] for r in report.split("\n") if r), files
+
+
+def test_jvm_line_reader_reads_crlf_as_lf_and_passes_over_long_lines(spark, tmp_path):
+    good = [b"\t".join([b"%d" % (i * 397), b"123456789", b"%d" % i, b"1", b"d\x00\xff%d" % i,
+                        b"17000", b"%d" % i]) for i in range(1, 400)]
+    # Valid but for their length: leading zeros. One fits the reader's 4 MiB buffer, one does
+    # not; the last line has no newline.
+    fits, passes = b"0" * 5000 + good[0], b"0" * (5 << 20) + good[1]
+    lf = b"\n".join(good[:100] + [fits] + good[100:200] + [passes] + good[200:] + [passes])
+    crlf = lf.replace(b"\n", b"\r\n")
+    # The LF twin with the over-long lines short enough: what every other line must give.
+    twin_report, twin_files = _bucket_locally(spark, tmp_path, "twin", lf, 10 << 20)
+    for name, chunk in (("lf", lf), ("crlf", crlf)):
+        report, files = _bucket_locally(spark, tmp_path, name, chunk, 4096)
+        assert files.keys() == twin_files.keys()
+        for path, data in files.items():
+            expected = b"".join(l + b"\n" for l in twin_files[path].split(b"\n")[:-1]
+                                if not l.startswith(b"00000"))
+            assert data == expected, path
+        assert [r for r in report if r.startswith("L")] == [
+            f"L\t0\t0\t101\t{len(fits)}\t{fits[:1024].hex()}",
+            f"L\t0\t0\t202\t{len(passes)}\t{passes[:1024].hex()}",
+            f"L\t0\t0\t402\t{len(passes)}\t{passes[:1024].hex()}"]
+        assert [r for r in report if r.startswith("F")] == ["F\t0\t0\t399\t3"]

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from debl import bucket_file
 from debl.errors import ServiceError
 from debl.model import CHECKSUM_MOD, MAX_DATA, MAX_TIME, Link, Origin, merge_rank, row_checksum
 from debl.store.hbase_layout import (CELL_TS, FAMILY, QUALIFIER, cell_value, decode, id1_boundary,
@@ -170,7 +171,7 @@ def write_bucket_files(directory: Path, rows: list[tuple[Link, Origin]], files: 
     directory.mkdir(parents=True, exist_ok=True)
     for n in range(files):
         part = rows[n::files]
-        (directory / f"chunk-00000.{n}").write_bytes(b"".join(
+        (directory / f"chunk-00000.{n}").write_bytes(bucket_file.encode(
             b"%s\t%d\t%d\n" % (link.to_line()[:-1], o.file_seq, o.line_no) for link, o in part))
     return (directory / "chunk-00000").as_uri()
 
@@ -199,7 +200,8 @@ def test_bucket_hfiles_equal_the_reference_merge(spark, tmp_path):
     high = [r for r in rows if r[0].id1 >= 50]
     prefixes = [[write_bucket_files(tmp_path / "b0", low, 2)],
                 [write_bucket_files(tmp_path / "b1", high, 3)]]
-    (tmp_path / "b0" / "chunk-00001.0").write_bytes(Link(1, 1, 1, 1, b"x", 1, 1).to_line())
+    (tmp_path / "b0" / "chunk-00001.0").write_bytes(
+        bucket_file.encode([b"1\t1\t1\t1\tx\t1\t1\t0\t1\n"]))
     (tmp_path / "b1" / "chunk-00000.1._COPYING_").write_bytes(b"half a line")
     out = (tmp_path / "hfiles").as_uri()
 
@@ -225,9 +227,28 @@ def test_bucket_hfiles_equal_the_reference_merge(spark, tmp_path):
 def test_a_line_that_is_not_a_bucket_line_fails_naming_file_and_line(spark, tmp_path):
     bucket = tmp_path / "b"
     bucket.mkdir()
-    (bucket / "chunk-00000.0").write_bytes(b"1\t2\t3\t1\tdata\t4\t5\t0\t1\n"
-                                           b"1\t2\tx\t1\tdata\t4\t5\t0\t2\n")
+    (bucket / "chunk-00000.0").write_bytes(bucket_file.encode(
+        [b"1\t2\t3\t1\tdata\t4\t5\t0\t1\n", b"1\t2\tx\t1\tdata\t4\t5\t0\t2\n"]))
     with pytest.raises(ServiceError, match=r"chunk-00000\.0 line 2 is not a bucket line"):
+        write_bucket_hfiles(spark, [[(bucket / "chunk-00000").as_uri()]],
+                            (tmp_path / "out").as_uri(), "linktable")
+
+
+@pytest.mark.parametrize("damage", ["no index", "index cut", "index changed"])
+def test_a_bucket_file_without_its_valid_index_fails_naming_the_file(spark, tmp_path, damage):
+    """gen_HF reads only a bucket file's data part, and only behind a valid index: a file
+    without one (an older dist_ch's, or damaged) fails the task, never reads as rows."""
+    lines = [Link(1, 2, i, 1, b"d", 4, 5).to_line()[:-1] + b"\t0\t%d\n" % i for i in range(9)]
+    good = bucket_file.encode(lines)
+    data_length = len(b"".join(lines))
+    bad = {"no index": good[:data_length], "index cut": good[:-1],
+           "index changed": good[:data_length] + bytes([good[data_length] ^ 1])
+           + good[data_length + 1:]}[damage]
+    bucket = tmp_path / "b"
+    bucket.mkdir()
+    (bucket / "chunk-00000.0").write_bytes(bad)
+    with pytest.raises(ServiceError, match=r"chunk-00000\.0(: its bucket index does not match"
+                                           r"| has no bucket index)"):
         write_bucket_hfiles(spark, [[(bucket / "chunk-00000").as_uri()]],
                             (tmp_path / "out").as_uri(), "linktable")
 

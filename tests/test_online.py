@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 
 from coordinator import Coordinator
+from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.stack
 
 HOT_BYTES = 300_000
 WIDTH = 1500
+MAP = BucketMap.fixed(WIDTH)
 POLL = 0.2
 
 
@@ -35,7 +37,7 @@ def online(stack_config, spark, tmp_path_factory):
     """A loaded data set (up, nothing in HBase yet) in a namespace of its own."""
     config = replace(stack_config, mysql_database="debl_onlinetest", link_table="online_links",
                      hbase_table="online_links", hdfs_root="/debl-onlinetest",
-                     poll_interval=POLL, run_buckets=2)
+                     poll_interval=POLL, run_buckets=2, raw_after=None)  # buffering only
     directory = tmp_path_factory.mktemp("online")
     make_dataset(directory, max_id=12001, files=5, seed=9)
     hot = {f.name for f in split_files(LocalSource(directory).list(), hot_bytes=HOT_BYTES).hot}
@@ -60,8 +62,8 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
         buckets = [b.b_index for b in catalog.buckets()]
     hot_pair = buckets[-2:]  # not the lowest: fifo/lowest-first would never choose them first
     keys = [k for b in hot_pair for k in
-            [k for k in lists(reference) if k[0] // WIDTH == b][:20]]
-    assert {k[0] // WIDTH for k in keys} == set(hot_pair)
+            [k for k in lists(reference) if MAP.bucket_of(k[0]) == b][:20]]
+    assert {MAP.bucket_of(k[0]) for k in keys} == set(hot_pair)
 
     with Coordinator(config) as coordinator:
         answers: list = []
@@ -85,8 +87,7 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
             t.join(timeout=30)
         assert len(answers) == len(keys)
         with Catalog(config) as catalog:
-            ended = max(e for (e,) in catalog.execute(
-                "SELECT ended FROM debl_jobs WHERE b_index IN %s", (hot_pair,)))
+            ended = max(j.ended for j in catalog.jobs() if j.b_index in hot_pair)
         for key, got, answered_at in answers:
             assert got == reference.get_link_list(*key)
             # Released by the coordinator's next poll after `loaded`, not eventually: the bound

@@ -318,13 +318,73 @@ def test_mysql_reconnects_once_after_a_dropped_connection(stack_config) -> None:
     from debl.store.mysql import MySQLStore
 
     # No table needed: has_secondary_index() queries information_schema through the same path.
-    with MySQLStore(stack_config, table="conf_links_absent") as s:
+    # One pooled connection: the killed one is the one the next call gets.
+    with MySQLStore(stack_config, table="conf_links_absent", pool_size=1) as s:
         assert s.has_secondary_index() is False
-        victim = s._connection().thread_id()
+        victim = s._execute("SELECT CONNECTION_ID()")[0][0]
         with connect(stack_config) as admin, admin.cursor() as cur:
             cur.execute("KILL %s", (victim,))
         assert s.has_secondary_index() is False  # reconnected, answered
-        assert s._connection().thread_id() != victim
+        assert s._execute("SELECT CONNECTION_ID()")[0][0] != victim
+
+
+def test_connection_pool_lends_at_most_size_and_reuses_the_newest() -> None:
+    from debl.mysql import ConnectionPool
+
+    made: list[object] = []
+
+    def factory() -> object:
+        made.append(object())
+        return made[-1]
+
+    pool = ConnectionPool(factory, size=2, timeout=0.05)  # type: ignore[arg-type]
+    a, b = pool.get(), pool.get()
+    with pytest.raises(TimeoutError):
+        pool.get()  # both lent: the caller waits, then gets a clear error
+    pool.put(b)
+    assert pool.get() is b  # reused, not a new connection
+    pool.discard(a)  # a broken one frees its slot
+    assert pool.get() not in (a, b) and len(made) == 3
+
+
+@pytest.mark.stack
+def test_mysql_connections_stay_bounded_under_thread_per_request_callers(stack_config) -> None:
+    """Defect: MySQLStore kept one connection per calling thread for as long as the store
+    lived, so callers that start a thread per request ran the server out of connections (error
+    1040). Now the store's connections come from a bounded pool, reused across threads."""
+    from debl.mysql import connect
+    from debl.store.mysql import MySQLStore
+
+    def server_connections(cur) -> int:
+        cur.execute("SHOW STATUS LIKE 'Threads_connected'")
+        return int(cur.fetchone()[1])
+
+    with connect(stack_config) as admin, admin.cursor() as cur, \
+            MySQLStore(stack_config, table=TABLE, pool_size=4) as s:
+        s.create_table()
+        before = server_connections(cur)
+        errors: list[str] = []
+        peak = before
+
+        def request() -> None:
+            try:
+                s.get_link_list(1, LT)
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        for _ in range(10):  # 10 waves of 30 short-lived threads: 300 requests
+            wave = [threading.Thread(target=request) for _ in range(30)]
+            for t in wave:
+                t.start()
+            peak = max(peak, server_connections(cur))
+            for t in wave:
+                t.join()
+            peak = max(peak, server_connections(cur))
+        assert errors == []
+        assert peak <= before + 4
+        assert server_connections(cur) <= before + 4
+    with connect(stack_config) as admin, admin.cursor() as cur:
+        assert server_connections(cur) <= before  # close() gave them all back to the server
 
 
 @pytest.mark.stack
@@ -332,16 +392,18 @@ def test_mysql_read_path_reconnects_once_after_a_dropped_connection(stack_config
     from debl.mysql import connect
     from debl.store.mysql import MySQLStore
 
-    with MySQLStore(stack_config, table="conf_links_reads") as s:
+    # Reads have their own pool (mysqlclient); with one connection in it, the killed one is
+    # the one the next read gets.
+    with MySQLStore(stack_config, table="conf_links_reads", pool_size=1) as s:
         s.reset()
         s.write_links([(Link(7, LT, 8, 1, b"x", 5, 0), Origin(1, 0, 0))])
         assert [l.id2 for l in s.get_link_list(7, LT)] == [8]
-        victim = s._reader().thread_id()  # reads have their own connection (mysqlclient)
+        victim = s._read(b"SELECT CONNECTION_ID()")[0][0]
         with connect(stack_config) as admin, admin.cursor() as cur:
             cur.execute("KILL %s", (victim,))
         assert [l.id2 for l in s.get_link_list(7, LT)] == [8]  # reconnected, answered
         assert [l.id2 for l in s.scan_newest_first(7, LT)] == [8]
-        assert s._reader().thread_id() != victim
+        assert s._read(b"SELECT CONNECTION_ID()")[0][0] != victim
         s.drop_table()
 
 

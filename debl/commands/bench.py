@@ -94,7 +94,7 @@ def _display_class():
 @click.command("bench")
 @click.option("--approaches", default=_ALL, show_default=True,
               help="Comma-separated, run in this order; also debl-fifo (debl with gen_HF in "
-                   "plain bucket order).")
+                   "plain bucket order) and debl-raw (debl with the raw route on).")
 @click.option("--size", help="Input size, e.g. 300MB or 1GiB (sets --max-id; approximate).")
 @click.option("--max-id", type=int, help="Generate ids [1, MAX_ID) (instead of --size).")
 @click.option("--files", type=int, default=10, show_default=True)

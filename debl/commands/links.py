@@ -22,6 +22,9 @@ def _how(answer) -> str:
         where = "MySQL alone (no cold bucket for this id1)"
     elif answer.route == "merged":
         where = f"MySQL and HBase merged (bucket {answer.bucket})"
+    elif answer.route == "raw":
+        where = (f"MySQL and the raw HDFS files of bucket {answer.bucket} merged (raw route: "
+                 "not loaded into HBase yet; the same answer)")
     else:
         where = (f"MySQL ONLY, INCOMPLETE: bucket {answer.bucket} is not loaded yet, its rows "
                  "are missing and some of these may be superseded")
@@ -50,7 +53,8 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     """Print the visible links of ID1 and LINK_TYPE, newest first, as DeBL answers them.
 
     Waits for the system to be up and for ID1's bucket to be loaded into HBase, as a query of
-    `debl query --target debl` would; --timeout bounds the wait.
+    `debl query --target debl` would, or with the raw route on (raw_after, in seconds) at most
+    that long before reading the bucket's files in HDFS; --timeout bounds the wait.
     """
     from coordinator import Coordinator
 

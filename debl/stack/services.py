@@ -24,11 +24,13 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+from tenacity import (Retrying, retry_if_exception_type, retry_if_not_exception_type,
+                      retry_if_result, stop_after_delay, wait_fixed)
 
 from debl.config import Config
 from debl.errors import StackError
@@ -110,20 +112,25 @@ class Service(ABC):
         return all(d.pid() is not None for d in self.daemons)
 
     def wait_healthy(self, timeout: float) -> str:
-        """Probe until it answers or timeout; a daemon that died fails at once with its log."""
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
+        """Probe every second until it answers or timeout; a daemon that died fails at once
+        with its log."""
+        def attempt() -> str:
             for daemon in self.daemons:
                 if daemon.exited():
                     raise daemon.failure("the process exited during start-up")
-            try:
-                return self.probe()
-            except Exception as exc:  # any failure of a probe means "not yet"
-                last = exc
-            time.sleep(1.0)
-        daemon = self.daemons[-1]
-        raise daemon.failure(f"did not answer within {timeout:.0f} s ({last})")
+            return self.probe()
+
+        # Any failure of a probe means "not yet"; a StackError (a daemon died) means "never".
+        retrying = Retrying(retry=retry_if_exception_type(Exception)
+                            & retry_if_not_exception_type(StackError),
+                            stop=stop_after_delay(timeout), wait=wait_fixed(1.0), reraise=True)
+        try:
+            return retrying(attempt)
+        except StackError:
+            raise
+        except Exception as exc:
+            raise self.daemons[-1].failure(
+                f"did not answer within {timeout:.0f} s ({exc})") from exc
 
     def stop(self) -> bool:
         stopped = False
@@ -217,13 +224,16 @@ class MariaDB(Service):
     def _wait_socket(self, daemon: Daemon, timeout: float = 60.0) -> None:
         """Until the server accepts connections on its socket (crash recovery can take a while
         after the socket file appears)."""
-        deadline = time.monotonic() + timeout
-        while not self._socket_accepts():
+        def accepts() -> bool:
             if daemon.exited():
                 raise daemon.failure("mariadbd exited during start-up")
-            if time.monotonic() > deadline:
-                raise daemon.failure(f"no socket after {timeout:.0f} s")
-            time.sleep(0.2)
+            return self._socket_accepts()
+
+        retrying = Retrying(retry=retry_if_result(lambda accepted: not accepted),
+                            stop=stop_after_delay(timeout), wait=wait_fixed(0.2),
+                            retry_error_callback=lambda _: False)
+        if not retrying(accepts):
+            raise daemon.failure(f"no socket after {timeout:.0f} s")
 
     def _socket_accepts(self) -> bool:
         with socket.socket(socket.AF_UNIX) as s:

@@ -10,11 +10,6 @@ more server CPU per LinkBench request (docs/STORES.md). While the index is absen
 ``drop_secondary_index`` and ``add_secondary_index`` of a bulk load) reads fall back to the
 plain statement.
 
-Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
-replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
-This is the simple write path (tests, small batches); the hot bulk load uses ``LOAD DATA`` and
-reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` from here.
-
 Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
 other statement through pymysql: the read path is what a query client runs thousands of times a
 second, and there the pure-Python driver's CPU per query (about 160-200 µs against 50, measured
@@ -22,11 +17,21 @@ in docs/STORES.md) is what limits a client process. A read is one text-protocol 
 arguments are integers, formatted with ``%d`` after ``operator.index`` (so nothing but an integer
 reaches the SQL text, and no escaping is needed).
 
+Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
+replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
+This is the simple write path (tests, small batches); the hot bulk load uses ``LOAD DATA`` and
+reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` from here.
+
 Pitfalls:
 
-- One store object is shared by many query threads. Each thread gets its own connections, one
-  per driver (``threading.local``); ``close()`` closes all of them. Connections of either driver
-  are not thread-safe.
+- One store object is shared by many query threads. Each call borrows a connection from a
+  bounded pool (``mysql_pool_size``, ``debl.mysql.ConnectionPool``; one pool per driver) and
+  gives it back,
+  so the server sees at most that many connections per store however many threads come and go
+  (a connection per thread, kept for the store's life, ran a thread-per-request caller into
+  error 1040). A call that finds every connection busy waits up to ``POOL_WAIT_S``, then fails
+  clearly. ``close()`` closes them all. pymysql connections are not thread-safe: a connection is
+  used by one call at a time.
 - Connections run in autocommit mode. Without it, InnoDB's repeatable-read snapshot taken by the
   first SELECT on a long-lived connection would hide every later write from that thread.
 - In ``ON DUPLICATE KEY UPDATE`` the assignments run left to right and each one sees the columns
@@ -34,11 +39,14 @@ Pitfalls:
   last, ``time`` very last (see ``_UPSERT``).
 - A dropped connection (server restart, idle timeout) is reopened once and the call retried;
   every call here is idempotent, writes included.
+- Raw drivers, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
+  0.77-0.96x the requests/s of raw pymysql on a held connection and 0.42-0.52x with a pooled
+  connection per call (docs/STORES.md section 3); mysqlclient reads cost a third of pymysql's
+  client CPU.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from operator import index
 from typing import Any, TypeVar
@@ -48,7 +56,7 @@ import pymysql
 
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.mysql import connect, connect_reader, describe
+from debl.mysql import ConnectionPool, connect, connect_reader, describe
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 
@@ -57,6 +65,7 @@ T = TypeVar("T")
 INDEX_NAME = "id1_type"
 _COLUMNS = "id1, link_type, id2, visibility, data, time, version"
 _SCAN_PAGE = 10000
+POOL_WAIT_S = 30.0  # a call waits this long for a free pooled connection
 
 # Client-side error codes of a connection that is gone: reconnect once and retry.
 _CONNECTION_LOST = {2006, 2013, 2014, 2045, 2055}
@@ -129,19 +138,21 @@ class _IndexMissing(Exception):
 class MySQLStore(LinkStore):
     """LinkStore on a MySQL/MariaDB link table (``config.link_table``, or *table*).
 
-    Thread-safe: each calling thread uses its own connection.
+    Thread-safe: each call borrows a connection from the store's bounded pool (*pool_size*, by
+    default ``config.mysql_pool_size``).
     """
 
-    def __init__(self, config: Config, table: str | None = None) -> None:
+    def __init__(self, config: Config, table: str | None = None,
+                 pool_size: int | None = None) -> None:
         if table is not None:
             config = config.replace(link_table=table)  # Config validates the identifier
         self.config = config
         self.table = config.link_table
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: list[pymysql.connections.Connection] = []
+        self.pool_size = pool_size or config.mysql_pool_size
+        self._pool = ConnectionPool(lambda: connect(self.config), self.pool_size, POOL_WAIT_S)
         self._upsert = _UPSERT.format(table=self.table)
-        self._readers: list[MySQLdb.Connection] = []
+        self._readers = ConnectionPool(lambda: connect_reader(self.config), self.pool_size,
+                                       POOL_WAIT_S)
         where = "WHERE id1 = %d AND link_type = %d "
         listing = ("AND visibility = 1 AND time BETWEEN %d AND %d "
                    "ORDER BY time DESC, id2 DESC LIMIT %d OFFSET %d")
@@ -157,88 +168,78 @@ class MySQLStore(LinkStore):
 
     # ------------------------------------------------------------------ connections
 
-    def _connection(self) -> pymysql.connections.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.config)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
+    def _borrow(self, pool: ConnectionPool) -> Any:
+        try:
+            return pool.get()
+        except TimeoutError:
+            raise ServiceError(
+                f"MySQL at {self.config.mysql_host}:{self.config.mysql_port}: all "
+                f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
+                " s; raise mysql_pool_size, or give the callers fewer threads") from None
 
-    def _discard(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            with self._lock:
-                if conn in self._connections:
-                    self._connections.remove(conn)
+    def _read(self, sql: bytes) -> tuple[tuple, ...]:
+        """Rows of one SELECT on a pooled reader (mysqlclient); reconnect and retry once if it
+        was lost. Raises _IndexMissing when the statement forces an index the table lacks."""
+        for attempt in (1, 2):
+            reader = self._borrow(self._readers)
             try:
-                conn.close()
-            except Exception:  # already broken: nothing to release
-                pass
+                reader.query(sql)
+                rows = reader.store_result().fetch_row(0)
+            except (MySQLdb.OperationalError, MySQLdb.InterfaceError) as exc:
+                code = exc.args[0] if exc.args else None
+                lost = isinstance(exc, MySQLdb.InterfaceError) or code in _CONNECTION_LOST
+                if lost:
+                    self._readers.discard(reader)  # a new connection next time
+                else:
+                    self._readers.put(reader)
+                if code == _NO_SUCH_INDEX:
+                    raise _IndexMissing() from exc
+                if not lost or attempt == 2:
+                    raise _service_error(self.config, exc, self.table) from exc
+                continue
+            except MySQLdb.MySQLError as exc:  # the server refused the statement: still usable
+                self._readers.put(reader)
+                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
+                    raise _service_error(self.config, exc, self.table) from exc
+                raise
+            except BaseException:  # interrupted mid-call: its state is unknown, not lent again
+                self._readers.discard(reader)
+                raise
+            self._readers.put(reader)
+            return rows
+        raise AssertionError("unreachable")
 
     def _run(self, work: Callable[[pymysql.connections.Connection], T]) -> T:
-        """Run *work* on this thread's connection; reconnect and retry once if it was lost."""
+        """Run *work* on a pooled connection; reconnect and retry once if it was lost."""
         for attempt in (1, 2):
+            conn = self._borrow(self._pool)
             try:
-                return work(self._connection())
+                result = work(conn)
             except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
                 lost = isinstance(exc, pymysql.err.InterfaceError) or (
                     exc.args and exc.args[0] in _CONNECTION_LOST)
-                if not lost:
+                if lost:
+                    self._pool.discard(conn)  # a new connection next time
+                else:
+                    self._pool.put(conn)
+                if not lost or attempt == 2:
                     raise _service_error(self.config, exc, self.table) from exc
-                self._discard()
-                if attempt == 2:
-                    raise _service_error(self.config, exc, self.table) from exc
+                continue
             except pymysql.err.ProgrammingError as exc:
+                self._pool.put(conn)
                 if exc.args and exc.args[0] == _UNKNOWN_TABLE:
                     raise _service_error(self.config, exc, self.table) from exc
                 raise
-        raise AssertionError("unreachable")
-
-    def _reader(self) -> MySQLdb.Connection:
-        reader = getattr(self._local, "reader", None)
-        if reader is None:
-            reader = connect_reader(self.config)
-            self._local.reader = reader
-            with self._lock:
-                self._readers.append(reader)
-        return reader
-
-    def _discard_reader(self) -> None:
-        reader = getattr(self._local, "reader", None)
-        self._local.reader = None
-        if reader is not None:
-            with self._lock:
-                if reader in self._readers:
-                    self._readers.remove(reader)
-            try:
-                reader.close()
-            except Exception:  # already broken: nothing to release
-                pass
-
-    def _read(self, sql: bytes) -> tuple[tuple, ...]:
-        """Rows of one SELECT on this thread's reader; reconnect and retry once if it was lost."""
-        for attempt in (1, 2):
-            reader = self._reader()
-            try:
-                reader.query(sql)
-                return reader.store_result().fetch_row(0)
-            except (MySQLdb.OperationalError, MySQLdb.InterfaceError) as exc:
-                lost = isinstance(exc, MySQLdb.InterfaceError) or (
-                    exc.args and exc.args[0] in _CONNECTION_LOST)
-                if exc.args and exc.args[0] == _NO_SUCH_INDEX:
-                    raise _IndexMissing() from exc
-                if not lost:
-                    raise _service_error(self.config, exc, self.table) from exc
-                self._discard_reader()
-                if attempt == 2:
-                    raise _service_error(self.config, exc, self.table) from exc
-            except MySQLdb.ProgrammingError as exc:
-                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
-                    raise _service_error(self.config, exc, self.table) from exc
+            except pymysql.err.MySQLError:  # the server refused the statement: still usable
+                self._pool.put(conn)
                 raise
+            except BaseException:
+                # Interrupted mid-call (a KeyboardInterrupt, a generator closed): its state on
+                # the connection is unknown, so it is not lent again.
+                self._pool.discard(conn)
+                raise
+            self._pool.put(conn)
+            return result
         raise AssertionError("unreachable")
 
     def _execute(self, sql: str, args: Any = None) -> list[tuple]:
@@ -249,16 +250,9 @@ class MySQLStore(LinkStore):
         return self._run(work)
 
     def close(self) -> None:
-        with self._lock:
-            connections, self._connections = self._connections, []
-            readers, self._readers = self._readers, []
-        for conn in [*connections, *readers]:
-            try:
-                conn.close()
-            except Exception:  # a broken connection has nothing left to release
-                pass
-        # Other threads' locals still point at closed connections: a new local drops them all.
-        self._local = threading.local()
+        """Close every idle connection; the store stays usable (a later call opens anew)."""
+        self._pool.close()
+        self._readers.close()
 
     # ------------------------------------------------------------------ schema
 

@@ -37,7 +37,8 @@ import scala.Tuple2;
  *
  * <p>The formats mirror the Python definitions, which stay the reference (tests compare the two):
  * a bucket line is {@code id1 TAB link_type TAB id2 TAB visibility TAB data TAB time TAB version
- * TAB file_seq TAB line_no} ({@code loaders/dist_ch.py}); the merge rule's rank is (time,
+ * TAB file_seq TAB line_no} ({@code loaders/dist_ch.py}), and a bucket file those lines then its
+ * index ({@link BucketFile}: only the data part is read as lines); the merge rule's rank is (time,
  * version, file_seq, line_no), greater wins ({@code debl/model.py merge_rank}, cold rows only);
  * the row key is {@code id1 | link_type | MAX_TIME - time | 2^64-1 - id2}, 8 bytes big-endian
  * each, and the value {@code visibility (1 byte) | version (8 bytes) | data}
@@ -221,11 +222,12 @@ public final class BucketHFiles {
     try (InputStream in = fs.open(file)) {
       IOUtils.readFully(in, buf, 0, buf.length);
     }
+    int data = BucketFile.dataLength(buf, file); // the lines; the index after them is not rows
     int lineNo = 0;
     int start = 0;
-    while (start < buf.length) {
+    while (start < data) {
       int end = start;
-      while (end < buf.length && buf[end] != '\n') {
+      while (end < data && buf[end] != '\n') {
         end++;
       }
       lineNo++;

@@ -1,0 +1,342 @@
+"""The catalog on the real MariaDB, in a database of its own (``debl_catalogtest``): the schema
+version check, the bucket index arithmetic, job states, demand, phases, chunks, named locks, and
+one Catalog shared by threads.
+
+The loads, gen_HF and coordinator tests use the catalog through the pipeline; these tests pin
+what the catalog itself promises, including what those never meet (an older or newer catalog, a
+bucket emptied by a re-run, a checksum sum past 2^64, a connection killed under the pool)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from debl.buckets import MAX_ID, BucketMap
+from debl.catalog import METADATA, SCHEMA_VERSION, BucketChunk, Catalog, LoadFile, engine_for
+from debl.cli import main
+from debl.errors import CatalogVersionError, GenHFLockHeld, ServiceError
+from debl.model import CHECKSUM_MOD
+from debl.mysql import connect
+from loaders.chunker import Chunk, Segment
+
+pytestmark = pytest.mark.stack
+
+# debl_loads as DeBL wrote it before the schema was versioned (its DDL, verbatim).
+_UNVERSIONED_LOADS = """CREATE TABLE debl_loads (
+    load_id VARCHAR(40) PRIMARY KEY, approach VARCHAR(32) NOT NULL,
+    source VARCHAR(1024) NOT NULL, state VARCHAR(16) NOT NULL,
+    bucket_width BIGINT NULL, chunk_size BIGINT NOT NULL, params TEXT NOT NULL,
+    started DOUBLE NOT NULL, uptime DOUBLE NULL, ended DOUBLE NULL,
+    hot_k_lo BIGINT NULL, hot_k_hi BIGINT NULL, hot_rows BIGINT NOT NULL DEFAULT 0,
+    summary TEXT NULL, error TEXT NULL) DEFAULT CHARSET=utf8mb4"""
+
+
+@pytest.fixture
+def config(stack_config):
+    """A database of the test's own, with no DeBL table in it."""
+    config = stack_config.replace(mysql_database="debl_catalogtest")
+    _sql(config, "DROP TABLE IF EXISTS debl_loads")  # an unversioned one has no metadata twin
+    METADATA.drop_all(engine_for(config))
+    return config
+
+
+def _sql(config, statement: str, args=None) -> list[tuple]:
+    """Raw SQL from outside DeBL, to set up states the catalog must cope with."""
+    conn = connect(config)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement, args)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _tables(config) -> set[str]:
+    return {name for (name,) in _sql(config, "SHOW TABLES LIKE 'debl\\_%%'")}
+
+
+# ---------------------------------------------------------------------------- the schema
+
+
+def test_a_fresh_database_gets_every_table_and_the_version(config):
+    with Catalog(config) as catalog:
+        assert catalog.load() is None
+    assert _tables(config) == set(METADATA.tables)
+    assert _sql(config, "SELECT version FROM debl_schema") == [(SCHEMA_VERSION,)]
+    Catalog(config)  # a second look finds it as it should be, and adds no version row
+    assert _sql(config, "SELECT version FROM debl_schema") == [(SCHEMA_VERSION,)]
+
+
+def test_a_missing_table_of_this_version_is_created_again(config):
+    Catalog(config)
+    _sql(config, "DROP TABLE debl_demand")
+    with Catalog(config) as catalog:
+        assert catalog.demand() == {}
+    assert _tables(config) == set(METADATA.tables)
+
+
+def test_a_catalog_from_before_versioning_is_refused_with_what_to_do(config):
+    _sql(config, _UNVERSIONED_LOADS)
+    with pytest.raises(CatalogVersionError) as err:
+        Catalog(config)
+    text = str(err.value)
+    assert "'debl_catalogtest'" in text and "older DeBL" in text
+    assert f"schema version 0; this DeBL reads version {SCHEMA_VERSION}" in text
+    assert "run `debl load` anew" in text and "drop the database" in text
+    assert _tables(config) == {"debl_loads"}  # refused, not touched
+
+
+def test_the_command_line_says_it_without_a_traceback(config):
+    _sql(config, _UNVERSIONED_LOADS)
+    result = CliRunner().invoke(main, ["status"], obj=config)
+    assert result.exit_code == 1
+    assert "older DeBL" in result.output and "Traceback" not in result.output
+    assert not isinstance(result.exception, CatalogVersionError)  # a click error, handled
+
+
+def test_a_new_load_replaces_an_older_catalog(config):
+    _sql(config, _UNVERSIONED_LOADS)
+    _sql(config, "INSERT INTO debl_loads (load_id, approach, source, state, chunk_size, params, "
+                 "started) VALUES ('old', 'debl', 'x', 'up', 1, '{}', 1)")
+    with Catalog(config, replace_older=True) as catalog:
+        assert catalog.load() is None  # the old catalog's loads are gone with it
+        catalog.begin_load("L1", "debl", "src", 1 << 20, {"hot_bytes": None})
+        assert catalog.load().params == {"hot_bytes": None}
+    assert _sql(config, "SELECT version FROM debl_schema") == [(SCHEMA_VERSION,)]
+
+
+def test_a_newer_catalog_is_refused_and_never_replaced(config):
+    Catalog(config).begin_load("L1", "debl", "src", 1, {})
+    _sql(config, "UPDATE debl_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    for replace_older in (False, True):
+        with pytest.raises(CatalogVersionError, match="newer DeBL .schema version "
+                                                      f"{SCHEMA_VERSION + 1}"):
+            Catalog(config, replace_older=replace_older)
+    assert _sql(config, "SELECT load_id FROM debl_loads") == [("L1",)]
+
+
+# ---------------------------------------------------------------------------- loads and files
+
+
+def test_loads_files_and_counts(config):
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 4096, {"max_bad": 3})
+        time.sleep(0.01)
+        catalog.begin_load("L2", "debl-cold", "src2", 8192, {})
+        catalog.update_load("L2", state="up", hot_rows=7,
+                            summary={"load_id": "L2", "phases": {"copy": 1.5}})
+        assert catalog.load().bucket_map is None  # not decided yet
+        catalog.set_bucket_map("L2", BucketMap.from_splits([10, MAX_ID]))
+        latest = catalog.load()
+        assert (latest.load_id, latest.state, latest.bucket_map, latest.hot_rows) == \
+            ("L2", "up", BucketMap.from_splits([10, MAX_ID]), 7)
+        assert latest.summary == {"load_id": "L2", "phases": {"copy": 1.5}}
+        assert catalog.load("L1").params == {"max_bad": 3} and catalog.load("L1").hot_rows == 0
+        assert catalog.load("nope") is None
+        with pytest.raises(ValueError, match="cannot set approach"):
+            catalog.update_load("L2", approach="fileCopy")
+
+        files = [LoadFile(0, "a.tsv", 10, 1.5, False), LoadFile(1, "b.tsv", 20, 2.5, True)]
+        catalog.add_files("L2", files)
+        assert catalog.files("L2") == files
+        catalog.set_file_counts("L2", "hot", {1: (5, 1)})
+        catalog.set_file_counts("L2", "chunk-00000", {0: (9, 0), 1: (2, 0)})
+        catalog.set_file_counts("L2", "chunk-00000", {0: (8, 1)})  # a re-run replaces its part
+        assert [(c.file_seq, c.part, c.rows, c.rejects) for c in catalog.file_counts("L2")] == \
+            [(0, "chunk-00000", 8, 1), (1, "hot", 5, 1)]
+
+
+def test_phases(config):
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.phase_start("L1", "copy", "00000")
+        catalog.phase_start("L1", "copy", "00001")
+        assert not catalog.phase_ended("L1", "copy")
+        catalog.phase_end("L1", "copy", "00000", bytes=100, rows=4)
+        catalog.drop_phase("L1", "copy", "00001")
+        catalog.record_phase("L1", "mysql_load", "all", 10.0, 12.5, 300, 9)
+        catalog.record_phase("L1", "mysql_load", "all", 11.0, 13.0, 301, 10)  # replaced
+        phases = {(p.phase, p.item): p for p in catalog.phases("L1")}
+        assert set(phases) == {("copy", "00000"), ("mysql_load", "all")}
+        copy = phases["copy", "00000"]
+        assert copy.ended >= copy.started and (copy.bytes, copy.rows) == (100, 4)
+        assert phases["mysql_load", "all"].started == 11.0
+        assert (phases["mysql_load", "all"].ended, phases["mysql_load", "all"].rows) == (13.0, 10)
+        assert catalog.phase_ended("L1", "copy") and not catalog.phase_ended("L1", "hot")
+        catalog.phase_start("L1", "copy", "00000")  # restarted: its end is gone
+        assert not catalog.phase_ended("L1", "copy")
+
+
+def test_chunks_round_trip_through_the_chunker(config):
+    """Names included that MySQL's utf8mb4 cannot hold as such (a byte the OS gave as a
+    surrogate): the layout is JSON text, escaped."""
+    chunk = Chunk(3, "/chunks/chunk-00003", 1234,
+                  (Segment(0, "a\tb.tsv", 100, 900, 5, 20, 0),
+                   Segment(1, "b-\udcff-not-utf-8.tsv", 0, 434, 1, 9, 20)),
+                  ((0, 0), (600, 14)))
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.record_chunk("L1", chunk.record("copied"))
+        catalog.record_chunk("L1", chunk.record("bucketed"))
+        (record,) = catalog.chunks("L1")
+    assert record.state == "bucketed"
+    assert Chunk.of(record) == chunk
+
+
+# ---------------------------------------------------------------------------- the bucket index
+
+
+def _part(b: int, chunk_no: int, rows: int, checksum: int) -> BucketChunk:
+    """Its rows' id1 span: b*100 + chunk_no .. b*100 + 50 + chunk_no."""
+    return BucketChunk(b, chunk_no, rows, rows * 10, checksum, f"/b/{b}/c{chunk_no}",
+                       b * 100 + chunk_no, b * 100 + 50 + chunk_no)
+
+
+def test_the_bucket_index_is_the_sum_of_its_chunks(config):
+    big = CHECKSUM_MOD - 5  # two of them sum past 2^64: the index keeps the sum mod 2^64
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        by_100 = BucketMap.fixed(100)
+        catalog.record_bucket_chunks("L1", 0, by_100, [_part(0, 0, 3, big), _part(2, 0, 1, 7)],
+                                     "/b")
+        catalog.record_bucket_chunks("L1", 1, by_100, [_part(0, 1, 2, big), _part(5, 1, 4, 1)],
+                                     "/b")
+        buckets = {b.b_index: b for b in catalog.buckets()}
+        assert set(buckets) == {0, 2, 5}
+        b0 = buckets[0]
+        assert (b0.k_lo, b0.k_hi, b0.rows, b0.bytes, b0.location, b0.state) == \
+            (0, 99, 5, 50, "/b/0", "pending")
+        assert b0.checksum == (2 * big) % CHECKSUM_MOD
+        assert (b0.c_lo, b0.c_hi) == (0, 51)  # the span over both chunks
+        assert (buckets[5].k_lo, buckets[5].k_hi) == (500, 599)
+        assert catalog.bucket_paths(0) == ["/b/0/c0", "/b/0/c1"]
+
+        # dist_ch of chunk 0 again, now without bucket 2: exactly chunk 0's share is replaced.
+        catalog.record_bucket_chunks("L1", 0, by_100, [_part(0, 0, 1, 11)], "/b")
+        buckets = {b.b_index: b for b in catalog.buckets()}
+        assert set(buckets) == {0, 5}
+        assert (buckets[0].rows, buckets[0].checksum) == (3, (big + 11) % CHECKSUM_MOD)
+        assert (buckets[0].c_lo, buckets[0].c_hi) == (0, 51)
+        assert catalog.job_states() == {0: "pending", 2: "pending", 5: "pending"}
+
+        catalog.begin_load("L2", "debl", "src", 1, {})  # a new dataset: the old one is gone
+        assert catalog.buckets() == [] and catalog.job_states() == {} and catalog.jobs() == []
+
+
+def test_job_states(config):
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.record_bucket_chunks("L1", 0, BucketMap.fixed(10),
+                                     [_part(b, 0, 1, 1) for b in range(3)], "/b")
+        t0 = time.time()
+        catalog.set_job_state([0, 1], "running", "R1")
+        catalog.set_job_state([1], "failed", "R1", error="HBase down")
+        catalog.set_job_state([1], "running", "R2")
+        catalog.set_job_state([], "loaded")  # nothing to do
+        catalog.set_job_state([0], "loaded", "R1")
+        catalog.record_loaded(0, 5, 2, CHECKSUM_MOD - 1)
+        with pytest.raises(ValueError, match="unknown job state 'done'"):
+            catalog.set_job_state([2], "done")
+        jobs = {j.b_index: j for j in catalog.jobs()}
+    assert catalog.job_states() == {0: "loaded", 1: "running", 2: "pending"}
+    j0, j1, j2 = jobs[0], jobs[1], jobs[2]
+    assert (j0.run_id, j0.attempts, j0.rows_loaded, j0.superseded, j0.checksum_loaded) == \
+        ("R1", 1, 5, 2, CHECKSUM_MOD - 1)
+    assert t0 <= j0.started <= j0.ended
+    assert (j1.run_id, j1.attempts, j1.error) == ("R2", 2, None)
+    assert (j2.state, j2.attempts, j2.started, j2.ended) == ("pending", 0, None, None)
+    assert [b.state for b in catalog.buckets()] == ["loaded", "running", "pending"]
+
+
+def test_demand_sums_recent_coordinators(config):
+    with Catalog(config) as catalog:
+        catalog.publish_demand("c1", {1: 2, 2: 1, 3: 0})
+        catalog.publish_demand("c2", {1: 5})
+        assert catalog.demand() == {1: 7, 2: 1}
+        catalog.publish_demand("c1", {2: 4})  # replaces c1's rows
+        assert catalog.demand() == {1: 5, 2: 4}
+        rows = catalog.published_demand()
+        assert [(r.coordinator, r.b_index, r.waiting) for r in rows] == [("c1", 2, 4),
+                                                                         ("c2", 1, 5)]
+        time.sleep(0.3)
+        catalog.publish_demand("c2", {1: 5})
+        assert catalog.demand(max_age=0.2) == {1: 5}  # c1 has not published lately
+        assert {r.coordinator for r in catalog.published_demand(max_age=0.2)} == {"c2"}
+        catalog.publish_demand("c2", {})
+        assert catalog.demand(max_age=0.2) == {}
+
+
+# ---------------------------------------------------------------------------- connections
+
+
+def test_one_catalog_serves_many_threads(config):
+    catalog = Catalog(config)
+    catalog.begin_load("L1", "debl", "src", 1, {})
+    errors: list[str] = []
+
+    def client(n: int) -> None:
+        try:
+            for i in range(20):
+                catalog.publish_demand(f"c{n}", {n: i + 1})
+                catalog.phase_start("L1", "copy", f"{n}-{i}")
+                assert catalog.load().load_id == "L1"
+        except Exception as exc:  # noqa: BLE001 -- reported below
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert catalog.demand() == {n: 20 for n in range(8)}
+    assert len(catalog.phases("L1")) == 8 * 20
+
+
+def test_a_killed_connection_is_replaced_by_the_pool(config):
+    catalog = Catalog(config)
+    catalog.engine.dispose()  # now the pool holds one connection after one call
+    assert catalog.load() is None
+    with catalog.engine.connect() as conn:  # that connection, to kill it
+        victim = conn.connection.dbapi_connection.thread_id()
+    _sql(config, "KILL %s", (victim,))
+    assert catalog.load() is None  # pre-ping noticed, a new connection answered
+
+
+def test_a_server_error_is_a_service_error(config):
+    catalog = Catalog(config)
+    _sql(config, "DROP TABLE debl_jobs")
+    with pytest.raises(ServiceError, match="debl_jobs' doesn't exist"):
+        catalog.jobs()
+
+
+def test_named_locks_and_gen_hf_refused_while_one_holds_it(config):
+    from loaders.baselines import open_gen_hf
+    from loaders.gen_hf import LOCK, GenHF
+
+    catalog = Catalog(config)
+    name = f"{LOCK}.{config.mysql_database}"
+    held = catalog.named_lock(name)
+    assert held is not None
+    try:
+        assert catalog.named_lock(name) is None
+        with pytest.raises(GenHFLockHeld, match="another gen_HF is running on this dataset"):
+            GenHF(config)
+        waits: list[str] = []
+        t0 = time.monotonic()
+        with pytest.raises(GenHFLockHeld):
+            open_gen_hf(config, "demand", waits.append, wait_s=0.0)
+        assert waits == [] and time.monotonic() - t0 < 5.0
+    finally:
+        held.release()
+    again = catalog.named_lock(name)
+    assert again is not None
+    again.release()
+
+
+def test_unreachable_mysql_is_a_service_error(stack_config):
+    with pytest.raises(ServiceError, match="is not reachable"):
+        Catalog(stack_config.replace(mysql_port=1, mysql_database="debl_catalogtest_nowhere"))

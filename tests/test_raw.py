@@ -1,0 +1,263 @@
+"""The raw route on the real stack: bucket files as the reference writes them, answers from the
+raw HDFS files equal to the in-memory reference (updates across chunks and files, hidden rows, a
+heavy id1 over many chunks and blocks, time ranges, offset and limit), a dist_ch temporary file
+never read, a vanished bucket file a clear error naming it, and raw answers equal to the answers
+after gen_HF has converted every bucket.
+
+The load lives in a namespace of its own (database, tables, HDFS root), as tests/test_online.py
+does. Tests run in file order: the conversion comes last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator import Coordinator
+from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
+from debl.catalog import Catalog
+from debl.commands.links import links as links_command
+from debl.commands.status import status as status_command
+from debl.errors import BucketFileError
+from debl.model import Link, Origin, ParseError, parse_line
+from debl.store.memory import MemoryStore
+from loaders.gen_hf import GenHF
+from loaders.load import LoadOptions, run_load
+from loaders.source import LocalSource
+from loaders.verify import verify_load
+from loaders.webhdfs import WebHDFS
+from tests.dataset import make_dataset
+
+pytestmark = pytest.mark.stack
+
+WIDTH = 3000
+LT = 123456789
+HEAVY = 4242  # bucket 1: thousands of links in three cold files, a few hot ones
+T0 = 1_700_000_000_000
+SAMPLE = 300
+
+
+def _heavy_files(directory: Path) -> None:
+    """Three cold files (older than every generated one) of the heavy id1, whose id2s overlap:
+    updates across files and chunks, hidden rows, ties on time and version left to the file and
+    line; and a hot file (newest) with a few rows of it."""
+    oldest = min(p.stat().st_mtime for p in directory.glob("links-*.tsv"))
+    newest = max(p.stat().st_mtime for p in directory.glob("links-*.tsv"))
+    rnd = random.Random(4)
+    for n in range(3):
+        lines = [Link(HEAVY, LT, id2, int(rnd.random() > 0.2), b"heavy %d %d" % (n, id2) * 3,
+                      T0 + rnd.randrange(50), rnd.randrange(3)).to_line()
+                 for id2 in rnd.sample(range(4000), 2500)]
+        path = directory / f"heavy-{n}.tsv"
+        path.write_bytes(b"".join(lines))
+        os.utime(path, (oldest - 3600 * (3 - n),) * 2)
+    hot = [Link(HEAVY, LT, id2, id2 % 2, b"hot", T0 + 25, 9).to_line() for id2 in range(0, 4000, 97)]
+    path = directory / "heavy-hot.tsv"
+    path.write_bytes(b"".join(hot))
+    os.utime(path, (newest + 3600,) * 2)
+
+
+def _reference(directory: Path, files: list[tuple[int, str, bool]]) -> MemoryStore:
+    store = MemoryStore()
+    rows = []
+    for seq, name, hot in files:
+        with open(directory / name, "rb") as f:
+            for line_no, line in enumerate(f, 1):
+                try:
+                    rows.append((parse_line(line), Origin(int(hot), seq, line_no)))
+                except ParseError:
+                    continue
+    store.write_links(rows)
+    return store
+
+
+@pytest.fixture(scope="module")
+def raw(stack_config, spark, tmp_path_factory):
+    """A load that is up, nothing in HBase: (config, reference, bucket files by bucket)."""
+    config = replace(stack_config, mysql_database="debl_rawtest", link_table="raw_links",
+                     hbase_table="raw_links", hdfs_root="/debl-rawtest", poll_interval=0.2,
+                     raw_after=0.0, raw_cache_bytes=1 << 20)
+    directory = tmp_path_factory.mktemp("raw")
+    make_dataset(directory, max_id=12001, files=5, seed=13)
+    _heavy_files(directory)
+    newest_generated = max(p.stat().st_mtime for p in directory.glob("links-*.tsv"))
+    summary = run_load(config, str(directory),
+                       LoadOptions(hot_since=newest_generated, chunk_size=384 * 1024,
+                                   bucket_width=WIDTH))
+    assert summary.chunks >= 4 and summary.buckets >= 4 and summary.hot_rows
+    with Catalog(config) as catalog:
+        files = [(f.file_seq, f.name, f.hot) for f in catalog.files(summary.load_id)]
+        prefixes = {b.b_index: catalog.bucket_paths(b.b_index) for b in catalog.buckets()}
+    assert [name for _, name, _ in files][:3] == ["heavy-0.tsv", "heavy-1.tsv", "heavy-2.tsv"]
+    fs = WebHDFS(config)
+    bucket_files = {}
+    for b, paths in prefixes.items():
+        directory_b = paths[0].rsplit("/", 1)[0]
+        listing = [s.path for s in fs.list(directory_b)]
+        bucket_files[b] = sorted(p for p in listing for prefix in paths
+                                 if is_bucket_file(p.rsplit("/", 1)[1], prefix.rsplit("/", 1)[1]))
+    return config, _reference(directory, files), bucket_files
+
+
+def _keys(reference: MemoryStore) -> list[tuple[int, int]]:
+    keys = sorted(reference.keys())
+    return sorted(random.Random(7).sample(keys, min(SAMPLE, len(keys))) + [(HEAVY, LT)])
+
+
+RAW_ANSWERS: dict = {}  # (key, kwargs) -> links: compared with the answers after conversion
+RANGES = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30}, {"min_time": T0 + 10, "max_time": T0 + 12},
+          {"offset": 3, "limit": 5}, {"offset": 2400, "limit": 10}, {"limit": 1},
+          {"min_time": 1766900000000}, {"max_time": 1767000000000, "offset": 1, "limit": 3})
+
+
+def test_bucket_files_are_exactly_what_the_reference_writer_writes(raw):
+    """dist_ch on the JVM sorts and indexes as debl.bucket_file.encode does: a file's lines in
+    input order (their origins ascending) encode to the file's very bytes."""
+    config, _, bucket_files = raw
+    fs = WebHDFS(config)
+    most_blocks = 0
+    for paths in bucket_files.values():
+        for path in paths:
+            content = fs.read(path)
+            index = parse_tail(path, len(content), content)
+            lines = [line + b"\n" for line in data_lines(content[:index.data_length])]
+            in_input_order = sorted(lines, key=lambda l: [int(x) for x in l.rsplit(b"\t", 2)[1:]])
+            assert content == encode(in_input_order), path
+            most_blocks = max(most_blocks, index.entries - 1)
+    assert most_blocks >= 3  # the heavy id1 spans blocks
+
+
+def test_raw_answers_equal_the_reference(raw):
+    config, reference, bucket_files = raw
+    with Coordinator(config) as c:
+        for key in _keys(reference):
+            answer = c.query(*key)
+            assert answer.links == reference.get_link_list(*key), key
+            assert answer.route == ("raw" if key[0] // WIDTH in bucket_files else "mysql")
+            RAW_ANSWERS[(key, ())] = answer.links
+        assert c.stats().raw >= SAMPLE // 2
+        assert c.waiting() == {} and set(c.demand()) == set(bucket_files)  # raw answers: demand
+
+
+def test_time_ranges_offsets_and_limits_on_the_heavy_id1_and_others(raw):
+    config, reference, _ = raw
+    keys = [(HEAVY, LT)] + _keys(reference)[::25]
+    with Coordinator(config) as c:
+        for key in keys:
+            for kw in RANGES:
+                got = c.get_link_list(*key, **kw)
+                assert got == reference.get_link_list(*key, **kw), (key, kw)
+                RAW_ANSWERS[(key, tuple(sorted(kw.items())))] = got
+    heavy = reference.get_link_list(HEAVY, LT)
+    assert len(heavy) > 3000 and any(l.data == b"hot" for l in heavy)
+
+
+def test_links_and_status_commands_show_the_raw_route(raw):
+    config, reference, _ = raw
+    out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), "--limit", "3"], obj=config)
+    assert out.exit_code == 0, out.output
+    assert "raw HDFS files of bucket 1" in out.output
+    assert out.output.count("\n") == 2 + 3
+    # Every coordinator so far published its counts (at the latest when it closed).
+    with Catalog(config) as catalog:
+        answered, coordinators = catalog.answers()
+    assert answered["raw"] > SAMPLE // 2 and coordinators >= 3
+    out = CliRunner().invoke(status_command, ["--json"], obj=config)
+    assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]
+    out = CliRunner().invoke(status_command, [], obj=config)
+    assert f"{answered['raw']:,} raw (bucket not loaded)" in out.output
+
+
+def test_a_dist_ch_temporary_file_is_never_read(raw):
+    """A killed dist_ch's ``._COPYING_`` file, beside the real ones and holding a valid bucket
+    file with other rows: neither the raw route, nor verify, reads it."""
+    config, reference, bucket_files = raw
+    fs = WebHDFS(config)
+    victim = bucket_files[1][0]
+    bogus = encode(Link(HEAVY, LT, 7, 1, b"BOGUS", 9 * T0, 99).to_line()[:-1] + b"\t0\t%d\n" % n
+                   for n in range(1, 3000))
+    fs.write(victim + "._COPYING_", bogus, overwrite=True)
+    try:
+        with Coordinator(config) as c:
+            for key in [(HEAVY, LT)] + [k for k in _keys(reference) if k[0] // WIDTH == 1]:
+                assert c.get_link_list(*key) == reference.get_link_list(*key), key
+        report = verify_load(config, source=False)
+        assert report.ok, report.failures
+    finally:
+        fs.delete(victim + "._COPYING_")
+
+
+def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
+    config, reference, bucket_files = raw
+    fs = WebHDFS(config)
+    victim = bucket_files[1][-1]
+    content = fs.read(victim)
+    index = parse_tail(victim, len(content), content)
+    first = parse_line(next(data_lines(content[:index.data_length])).rsplit(b"\t", 2)[0])
+    key = (first.id1, first.link_type)
+    prefix = victim.rsplit(".", 1)[0]
+    with Coordinator(config) as c:
+        # Opened before the file goes (its index is cached, its blocks are not): the read of
+        # the file names it.
+        assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
+        fs.rename(victim, victim + "-gone")
+        try:
+            with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
+                c.get_link_list(*key)
+        finally:
+            fs.rename(victim + "-gone", victim)
+    fs.rename(victim, victim + "-gone")
+    try:
+        # Opened after: the listing misses the file, the chunk's rows are short.
+        with Coordinator(config) as c:
+            with pytest.raises(BucketFileError, match=rf"bucket 1: (the files {prefix}\.<slice> "
+                                                      rf"hold \d+ rows, dist_ch wrote \d+|no file "
+                                                      rf"{prefix}\.<slice> in HDFS)"):
+                c.get_link_list(*key)
+        out = CliRunner().invoke(links_command, [str(key[0]), str(key[1])], obj=config)
+        assert out.exit_code == 1 and "Traceback" not in out.output
+        assert f"{prefix}.<slice>" in out.output and "debl verify" in out.output
+    finally:
+        fs.rename(victim + "-gone", victim)
+    with Coordinator(config) as c:  # back: right again
+        assert c.get_link_list(*key) == reference.get_link_list(*key)
+
+
+def test_ranged_reads_go_to_the_datanode_and_survive_it_failing(raw):
+    """read_range asks the last redirect's DataNode directly; a DataNode that fails (here: a
+    closed port) makes it ask the NameNode again, never fail the read."""
+    import socket
+
+    config, _, bucket_files = raw
+    path = bucket_files[0][0]
+    fs = WebHDFS(config)
+    whole = fs.read(path)
+    assert fs._datanode is not None  # learnt from the redirect
+    with socket.socket() as s:  # a port that nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    fs._datanode = ("127.0.0.1", closed, fs._datanode[2])
+    assert fs.read_range(path, 10, 100) == whole[10:110]
+    assert fs._datanode is not None and fs._datanode[1] != closed
+    assert fs.read_range(path, len(whole) - 5, 5) == whole[-5:]
+    with pytest.raises(Exception, match="FileNotFound"):
+        fs.read_range(path + "-nonexistent", 0, 5)
+
+
+def test_raw_answers_equal_the_answers_after_conversion(raw):
+    config, reference, _ = raw
+    assert len(RAW_ANSWERS) > SAMPLE
+    with GenHF(config) as gen_hf:
+        gen_hf.serve(until_complete=True)
+    with Coordinator(config) as c:
+        assert {b.j_stat for b in c.buckets()} == {"loaded"}
+        for (key, kw), links in RAW_ANSWERS.items():
+            answer = c.query(*key, **dict(kw))
+            assert answer.route in ("merged", "mysql")
+            assert answer.links == links, (key, kw)

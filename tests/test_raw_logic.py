@@ -1,0 +1,74 @@
+"""The raw reader's pure parts: the LRU cache under its byte budget, the run of one key's lines
+in sorted blocks, and the newest-first merge of per-file streams, against the in-memory
+reference store. The reader on real HDFS files: tests/test_raw.py."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.raw import BlockCache, _key_lines, _merge_newest_first
+from debl.bucket_file import data_lines, encode, parse_row, parse_tail
+from debl.model import Link, Origin
+from debl.store.memory import MemoryStore
+
+
+def test_cache_keeps_the_most_recently_used_within_its_budget():
+    cache = BlockCache(100)
+    for key in "abcd":
+        cache.put(key, key * 30, 30)  # d pushes a out: 4 x 30 > 100
+    assert cache.size == 90 and len(cache) == 3
+    assert cache.get("a") is None
+    assert cache.get("b") == "b" * 30  # b is now the most recent
+    cache.put("e", "e", 30)  # evicts c, the least recently used
+    assert cache.get("c") is None and cache.get("b") is not None and cache.get("e") == "e"
+    assert (cache.hits, cache.misses) == (3, 2)
+
+
+def test_cache_replaces_a_key_and_never_keeps_an_entry_over_its_budget():
+    cache = BlockCache(100)
+    cache.put("a", 1, 60)
+    cache.put("a", 2, 70)
+    assert cache.size == 70 and cache.get("a") == 2
+    cache.put("huge", 3, 101)
+    assert cache.get("huge") is None and cache.get("a") == 2 and cache.size == 70
+    cache.put("b", 4, 40)  # over the budget together: a goes
+    assert cache.size == 40 and cache.get("a") is None
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 2), st.integers(0, 9)), max_size=40),
+       st.integers(0, 3), st.integers(1, 2))
+def test_key_lines_are_exactly_the_keys_run(keys, id1, link_type):
+    lines = [Link(a, b, j, 1, b"%d" % c, c, 0).to_line()[:-1] + b"\t0\t%d\n" % j
+             for j, (a, b, c) in enumerate(keys)]
+    content = encode(lines, block=1)
+    index = parse_tail("/f.0", len(content), content)
+    data = content[:index.data_length]
+    expected = [l for l in data_lines(data) if parse_row(l)[0][:2] == (id1, link_type)]
+    assert _key_lines(data, b"%d\t%d\t" % (id1, link_type)) == expected
+    for i in index.blocks(id1, link_type):  # any whole blocks of the run give their part of it
+        block = data[index.offset(i):index.offset(i + 1)]
+        assert _key_lines(block, b"%d\t%d\t" % (id1, link_type)) == \
+            [l for l in data_lines(block) if parse_row(l)[0][:2] == (id1, link_type)]
+
+
+# Rows of one (id1, link_type) in a few files, with ties on time and version for the merge
+# rule's file and line tie-breakers.
+rows = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 1), st.integers(0, 4),
+                          st.integers(0, 2), st.integers(0, 2)), max_size=50)
+
+
+@given(rows)
+def test_merged_files_equal_the_reference_store_newest_first(spec):
+    per_file: dict[int, list[tuple[Link, Origin]]] = {}
+    everything = []
+    for line_no, (id2, vis, time, version, file_seq) in enumerate(spec, 1):
+        row = (Link(7, 1, id2, vis, b"f%d l%d" % (file_seq, line_no), time, version),
+               Origin(0, file_seq, line_no))
+        per_file.setdefault(file_seq, []).append(row)
+        everything.append(row)
+    # Each file's stream as the reader yields it: the sorted file's lines read backwards.
+    streams = [iter(sorted(rows, key=lambda r: r[0].time)[::-1]) for rows in per_file.values()]
+    reference = MemoryStore()
+    reference.write_links(everything)
+    assert list(_merge_newest_first(streams)) == list(reference.scan_newest_first(7, 1))

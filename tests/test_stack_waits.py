@@ -1,0 +1,86 @@
+"""How a service of the local stack waits for its daemons to answer (``Service.wait_healthy``),
+with real processes and a probe that the test scripts: retried while it fails, refused at once
+when the daemon has died, refused with the last probe error at the timeout."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from debl.config import Config
+from debl.errors import StackError
+from debl.stack.daemon import Daemon
+from debl.stack.services import Service
+
+
+class ScriptedService(Service):
+    """A service of one real process whose probe fails *failures* times, then answers."""
+
+    name = "Scripted"
+
+    def __init__(self, config: Config, failures: int):
+        super().__init__(config)
+        self.failures = failures
+        self.probes = 0
+        self.daemon = Daemon("scripted daemon", self.home)
+
+    @property
+    def daemons(self) -> list[Daemon]:
+        return [self.daemon]
+
+    @property
+    def address(self) -> str:
+        return "nowhere"
+
+    def start(self, seconds: float = 30.0) -> None:
+        # The command line names the home, as Daemon.start requires.
+        self.daemon.start([sys.executable, "-c", f"import time; time.sleep({seconds})",
+                           str(self.home)])
+
+    def probe(self) -> str:
+        self.probes += 1
+        if self.probes <= self.failures:
+            raise ConnectionError(f"refused (probe {self.probes})")
+        return "answers"
+
+
+@pytest.fixture
+def service(tmp_path):
+    services: list[ScriptedService] = []
+
+    def make(failures: int) -> ScriptedService:
+        s = ScriptedService(Config(state_dir=tmp_path), failures)
+        services.append(s)
+        return s
+
+    yield make
+    for s in services:
+        s.daemon.stop(timeout=5)
+
+
+def test_a_probe_that_fails_is_tried_again_until_it_answers(service):
+    s = service(failures=2)
+    s.start()
+    assert s.wait_healthy(timeout=30) == "answers"
+    assert s.probes == 3
+
+
+def test_a_daemon_that_died_fails_at_once_with_its_log(service):
+    s = service(failures=10**6)
+    s.start(seconds=0)
+    while not s.daemon.exited():
+        time.sleep(0.05)
+    with pytest.raises(StackError, match="exited during start-up") as err:
+        s.wait_healthy(timeout=600)
+    assert err.value.log == str(s.daemon.log_file)
+    assert s.probes == 0
+
+
+def test_a_probe_that_never_answers_fails_at_the_timeout_with_its_last_error(service):
+    s = service(failures=10**6)
+    s.start()
+    with pytest.raises(StackError, match=r"did not answer within 2 s \(refused \(probe \d+\)\)"):
+        s.wait_healthy(timeout=2)
+    assert s.probes >= 2
