@@ -524,33 +524,34 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
 
 def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                  service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
-    from debl.workload.client import ClientSpec, run_client
+    from debl.workload.client import ClientSpec, default_processes, run_client
     from debl.workload.requests import RequestSpec
-    from debl.workload.targets import open_target
+    from debl.workload.targets import target_source
 
     gen = spec.input
     client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
                                          link_types=gen.link_types, seed=spec.seed,
                                          recency_share=spec.recency_share),
-                             threads=spec.threads, total=spec.requests, duration=spec.duration)
+                             threads=spec.threads, total=spec.requests, duration=spec.duration,
+                             processes=default_processes(spec.threads, config.client_processes))
+    # Each client process opens its own target; a coordinator's counters are zeroed when the
+    # run starts (its first minute is the query phase's) and merged over the processes after.
+    if approach.target == "debl":
+        source = target_source(coordinator_config(config, approach.raw_route), "debl",
+                               default_timeout=spec.query_timeout)
+    else:
+        source = target_source(config, approach.target)
     if service is not None and not service.started:
         service.start()
     try:
         progress.phase(approach.name, "query")
+        result = run_client(source, client_spec, progress=lambda done, elapsed:
+                            progress.queried(done, spec.requests, elapsed))
+        waits = None
         if approach.target == "debl":
-            from coordinator import Coordinator
+            from coordinator.stats import WaitCounters
 
-            target = Coordinator(coordinator_config(config, approach.raw_route),
-                                 default_timeout=spec.query_timeout)
-            target.reset_stats()  # its first minute is the query phase's
-        else:
-            target = open_target(config, approach.target)
-        try:
-            result = run_client(target, client_spec, progress=lambda done, elapsed:
-                                progress.queried(done, spec.requests, elapsed))
-            waits = target.stats().to_dict() if approach.target == "debl" else None
-        finally:
-            target.close()
+            waits = WaitCounters.merge(list(result.target_reports)).stats().to_dict()
         gen_hf = None
         if service is not None:
             progress.phase(approach.name, "gen_HF to full availability")
