@@ -1,10 +1,11 @@
 """The coordinator: routes each get_link_list to MySQL, HBase or both, and buffers the queries
-whose data is still on its way (DESIGN section 6).
+whose data is still on its way (docs/DESIGN.md section 6).
 
-Routing, with ``b = id1 // bucket_width`` of the latest load:
+Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``debl.buckets``):
 
 - the system is not up (no load yet, or the latest load still running): wait for uptime;
-- no cold bucket ``b``: MySQL alone answers;
+- no cold row can have id1 (no bucket ``b`` in the index, or id1 outside the id1 span of its
+  cold rows, ``[c_lo, c_hi]``): MySQL alone answers, at once;
 - bucket ``b`` is ``loaded``: MySQL and HBase answer and the rows are merged
   (coordinator.merge): merge per key first, then filter;
 - otherwise (``pending``, ``queued``, ``running``, ``failed``): the query is buffered on ``b``
@@ -59,7 +60,7 @@ from coordinator.demand import DemandPolicy, new_coordinator_id
 from coordinator.merge import merge_newest_first, select_merged
 from coordinator.raw import RawBucket, RawReader
 from coordinator.state import BucketState, Dataset, LoadView, read_dataset, read_load
-from coordinator.stats import CoordinatorStats, WaitRecorder
+from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 log = logging.getLogger("debl.coordinator")
 
@@ -70,11 +71,11 @@ _JOIN_TIMEOUT_S = 10.0
 class Answer:
     """One get_link_list through the coordinator.
 
-    ``route``: ``mysql`` (no cold bucket for id1), ``merged`` (the bucket is loaded: MySQL and
+    ``route``: ``mysql`` (no cold row can have id1), ``merged`` (the bucket is loaded: MySQL and
     HBase), ``raw`` (the bucket is not loaded: MySQL and the bucket's files in HDFS),
     ``partial`` (the deadline passed first: MySQL only, ``complete`` False).
     ``waited_s``: time blocked waiting for uptime or for the bucket (0.0 if answered at once).
-    ``bucket``: the cold bucket of id1, None when there is none.
+    ``bucket``: the cold bucket of id1, None when no cold row can have id1.
     """
 
     links: list[Link]
@@ -90,13 +91,16 @@ class Answer:
 
 @dataclass(frozen=True)
 class BucketView:
-    """A copy of one bucket's state (``waiting``: this coordinator's buffered queries)."""
+    """A copy of one bucket's state (``waiting``: this coordinator's buffered queries;
+    ``[c_lo, c_hi]``: the id1 span of its cold rows)."""
 
     b_index: int
     k_lo: int
     k_hi: int
     j_stat: str
     waiting: int
+    c_lo: int
+    c_hi: int
 
 
 @dataclass(frozen=True)
@@ -344,7 +348,7 @@ class Coordinator:
         with self._cond:
             if self._dataset is None:
                 return []
-            return [BucketView(s.b_index, s.k_lo, s.k_hi, s.j_stat, s.waiting)
+            return [BucketView(s.b_index, s.k_lo, s.k_hi, s.j_stat, s.waiting, s.c_lo, s.c_hi)
                     for _, s in sorted(self._dataset.buckets.items())]
 
     def waiting(self) -> dict[int, int]:
@@ -367,6 +371,11 @@ class Coordinator:
     def stats(self) -> CoordinatorStats:
         """Counts of queries answered at once / after buffering, and buffered wait times."""
         return self._recorder.snapshot()
+
+    def wait_counters(self) -> WaitCounters:
+        """The raw counters behind ``stats()``, picklable and mergeable across coordinators
+        (``WaitCounters.merge``): what each process of a multi-process query client reports."""
+        return self._recorder.counters()
 
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""

@@ -1,9 +1,15 @@
-"""Per-bucket state as the coordinator sees it, read from the catalog (DESIGN section 6).
+"""Per-bucket state as the coordinator sees it, read from the catalog (docs/DESIGN.md section 6).
 
-A ``Dataset`` is what one load that is up offers to queries: the bucket width, the key range the
-MySQL (hot) table covers, and one ``BucketState`` per cold bucket: ``(b_index, k_range, j_stat,
-q_list)``. ``read_dataset`` builds it from the catalog; ``LoadView`` is the part of the latest
+A ``Dataset`` is what one load that is up offers to queries: its bucket map (``debl.buckets``),
+the key range the MySQL (hot) table covers, and one ``BucketState`` per cold bucket:
+``(b_index, k_range, j_stat, q_list)`` plus the real id1 span of the bucket's cold rows.
+``read_dataset`` builds it from the catalog; ``LoadView`` is the part of the latest
 ``debl_loads`` row that decides whether the system is up at all.
+
+Cold coverage: an id1 needs its bucket only if a cold row can have it, that is if it lies in its
+bucket's cold span ``[c_lo, c_hi]``; every other id1 (no bucket with rows, or outside the span:
+in a range dump, every id of the hot files) is answered by MySQL alone, at once, from the bucket
+index alone (docs/COORDINATOR.md).
 
 Pitfalls:
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadRecord
 from coordinator.demand import decayed
 
@@ -34,7 +41,7 @@ class LoadView:
 
     load_id: str
     state: str  # running / up / failed
-    bucket_width: int | None
+    bucket_map: BucketMap | None  # None: not decided yet (no cold file, or before the sample)
     hot_k_lo: int | None
     hot_k_hi: int | None
     hot_rows: int
@@ -44,25 +51,28 @@ class LoadView:
 
     @property
     def is_up(self) -> bool:
-        """Queries are answered. A load that is up with no bucket width had no cold file."""
+        """Queries are answered. A load that is up with no bucket map had no cold file."""
         return self.state == "up"
 
     @staticmethod
     def of(load: LoadRecord | None) -> "LoadView | None":
         if load is None:
             return None
-        return LoadView(load.load_id, load.state, load.bucket_width, load.hot_k_lo,
+        return LoadView(load.load_id, load.state, load.bucket_map, load.hot_k_lo,
                         load.hot_k_hi, load.hot_rows, load.started, load.uptime, load.error)
 
 
 @dataclass
 class BucketState:
-    """One cold bucket: ``k_range`` is ``[k_lo, k_hi]`` (both inclusive, as in the index)."""
+    """One cold bucket: ``k_range`` is ``[k_lo, k_hi]`` (both inclusive, as in the index);
+    its cold rows have id1s in ``[c_lo, c_hi]`` only."""
 
     b_index: int
     k_lo: int
     k_hi: int
     j_stat: str
+    c_lo: int
+    c_hi: int
     waiting: int = 0  # q_list: queries of this coordinator buffered on the bucket
     rows: int = 0  # cold rows, as the bucket index recorded them
     recent: float = 0.0  # decayed weight of queries that needed it and stopped waiting...
@@ -89,16 +99,16 @@ class Dataset:
     load: LoadView
     buckets: dict[int, BucketState] = field(default_factory=dict)
 
-    @property
-    def width(self) -> int | None:
-        return self.load.bucket_width
-
     def bucket_of(self, id1: int) -> BucketState | None:
-        """The cold bucket holding id1's cold rows, or None when no cold row has that id1's
-        range (then MySQL alone answers)."""
-        if not self.width:
+        """The cold bucket that may hold cold rows of id1, or None when no cold row can have
+        id1 (no bucket with rows there, or id1 outside its rows' span): then MySQL alone
+        answers."""
+        if self.load.bucket_map is None:
             return None
-        return self.buckets.get(id1 // self.width)
+        bucket = self.buckets.get(self.load.bucket_map.bucket_of(id1))
+        if bucket is None or not bucket.c_lo <= id1 <= bucket.c_hi:
+            return None
+        return bucket
 
     def in_hot_range(self, id1: int) -> bool:
         """Whether the MySQL table of this load may hold rows of id1."""
@@ -135,17 +145,15 @@ class Dataset:
     def id_range(self) -> tuple[int, int] | None:
         """(lowest id1, highest id1 + 1) of the data set, for a query client's default ids.
 
-        The hot range is exact and, since every daily LinkBench file spans the whole id range,
-        it is the data set's range: preferred when there are hot rows. Without them only the
-        buckets' key ranges are known, which may reach up to a bucket width past the real ids.
+        The union of the hot range and the buckets' cold spans, both exact bounds of real ids.
         """
         load = self.load
+        spans = [(s.c_lo, s.c_hi) for s in self.buckets.values()]
         if load.hot_rows and load.hot_k_lo is not None and load.hot_k_hi is not None:
-            return load.hot_k_lo, load.hot_k_hi + 1
-        if self.buckets:
-            return (min(s.k_lo for s in self.buckets.values()),
-                    max(s.k_hi for s in self.buckets.values()) + 1)
-        return None
+            spans.append((load.hot_k_lo, load.hot_k_hi))
+        if not spans:
+            return None
+        return min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1
 
 
 def read_load(catalog: Catalog) -> LoadView | None:
@@ -155,6 +163,7 @@ def read_load(catalog: Catalog) -> LoadView | None:
 
 def read_dataset(catalog: Catalog, load: LoadView) -> Dataset:
     """The bucket index and job states of *load*, which must be up."""
-    buckets = {b.b_index: BucketState(b.b_index, b.k_lo, b.k_hi, b.state, rows=b.rows)
+    buckets = {b.b_index: BucketState(b.b_index, b.k_lo, b.k_hi, b.state, b.c_lo, b.c_hi,
+                                      rows=b.rows)
                for b in catalog.buckets()}
     return Dataset(load, buckets)

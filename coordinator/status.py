@@ -1,11 +1,12 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
-The latest load (its state, uptime and per-phase timings), the buckets per job state, the demand
-summed over coordinators, the queries the coordinators answered per route (raw answers
-included), the gen_HF jobs running now, and full availability once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine and does not need a
-coordinator.
+The latest load (its state, uptime, bucket map and per-phase timings), the buckets per job state
+(and, asked for, every bucket), the demand summed over coordinators, the queries the coordinators
+answered per route (raw answers included), the gen_HF jobs running now, and full availability
+once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine
+and does not need a coordinator.
 
-Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; the DESIGN's
+Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; docs/DESIGN.md's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
 """
 
@@ -14,13 +15,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from debl.buckets import BucketMap
 from debl.catalog import STATES, Catalog, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dead coordinators
 
 
-def read_status(catalog: Catalog, top: int = 5) -> dict:
-    """The status of the latest load; ``{"load": None, ...}`` when there never was one."""
+def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
+    """The status of the latest load; ``{"load": None, ...}`` when there never was one.
+    With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
+    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state; and the
+    load's ``bucket_map`` its split points."""
     now = time.time()
     load = catalog.load()
     buckets = catalog.buckets()
@@ -47,6 +52,7 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
             "rows": sum(b.rows for b in buckets),
             "bytes": sum(b.bytes for b in buckets),
             "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
+            "largest_bytes": max((b.bytes for b in buckets), default=0),
         },
         "demand": {
             "total": sum(demand.values()),
@@ -61,6 +67,11 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
         "failed_jobs": failed,
         "full_availability": None,
     }
+    if every_bucket:
+        status["buckets"]["list"] = [
+            {"b_index": b.b_index, "k_lo": b.k_lo, "k_hi": b.k_hi, "c_lo": b.c_lo,
+             "c_hi": b.c_hi, "rows": b.rows, "bytes": b.bytes, "state": b.state}
+            for b in buckets]
     if load is None:
         return status
     started = load.started
@@ -69,7 +80,8 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
         "state": load.state, "started": started,
         "uptime": load.uptime,
         "uptime_s": None if load.uptime is None else load.uptime - started,
-        "age_s": now - started, "bucket_width": load.bucket_width,
+        "age_s": now - started,
+        "bucket_map": _map_summary(load.bucket_map, every_bucket),
         "chunk_size": load.chunk_size, "hot_rows": load.hot_rows,
         "hot_k_lo": load.hot_k_lo, "hot_k_hi": load.hot_k_hi,
         "error": load.error,
@@ -85,6 +97,19 @@ def read_status(catalog: Catalog, top: int = 5) -> dict:
         status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _map_summary(bucket_map: BucketMap | None, with_splits: bool) -> dict | None:
+    """The load's bucket map: its kind, the width or the number of buckets (None: not decided
+    yet), and with *with_splits* the split points."""
+    if bucket_map is None:
+        return None
+    if bucket_map.width:
+        return {"kind": "width", "width": bucket_map.width, "buckets": None}
+    summary = {"kind": "splits", "width": None, "buckets": bucket_map.count}
+    if with_splits:
+        summary["splits"] = list(bucket_map.splits)
+    return summary
 
 
 def _phases(rows: list[Phase], now: float) -> list[dict]:

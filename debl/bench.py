@@ -26,9 +26,10 @@ one cold), the paper's "2g mysql" of 10 GB.
 
 Scale: the configured chunk size and bucket target are sized for inputs of many GB. Unless the
 spec gives them, a bench cuts its input into about 16 chunks and each approach's cold bytes into
-``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``), so a small bench
-keeps the shape of a large load: copy and dist_ch pipelined, and enough buckets for the order of
-gen_HF to matter. The values used are in ``bench.json`` (``effective``).
+``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes / ``buckets``, and
+``bucket_target_covers_heaviest`` off, so that LinkBench's heaviest id does not merge them into
+fewer), so a small bench keeps the shape of a large load: copy and dist_ch pipelined, and enough
+buckets for the order of gen_HF to matter. The values used are in ``bench.json`` (``effective``).
 
 Times: every approach's clock starts when its load starts (``debl_loads.started``). "all served"
 is when the last of the requests completed; the query phase starts at uptime, so it includes the
@@ -88,7 +89,7 @@ _BYTES_PER_ID = 255
 GEN_HF_STARTS = ("uptime", "load")
 # The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
 DEFAULT_RECENCY_SHARE = 0.9
-DEFAULT_LAYOUT = "ranges"  # the paper's setting (DESIGN section 3)
+DEFAULT_LAYOUT = "ranges"  # the paper's setting (docs/DESIGN.md section 3)
 _HOT_APPROACHES = ("debl", "debl-fifo", "debl-raw")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
@@ -178,7 +179,7 @@ class BenchSpec:
         if self.gen_hf_start != "uptime":
             args += ["--gen-hf-start", self.gen_hf_start]
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
-        for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines"):
+        for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines", "ids"):
             if getattr(g, name) != defaults[name]:
                 raise ConfigError(f"{name} is not a `debl bench` option; "
                                   "use run_bench() for such inputs")
@@ -221,7 +222,7 @@ def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:
 
 def bucket_target_bytes(spec: BenchSpec, cold: int) -> int:
     """``bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets of
-    about equal bytes (the loader sizes buckets by this target, DESIGN section 4)."""
+    about equal bytes (the loader sizes buckets by this target, docs/DESIGN.md section 4)."""
     return max(1, -(-cold // spec.buckets))
 
 
@@ -488,8 +489,9 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
     approach = APPROACHES[name]
     progress.phase(name, "load")
     options, target_bytes = plan
-    if target_bytes is not None:
-        config = config.replace(bucket_target_bytes=target_bytes)
+    if target_bytes is not None:  # spec.buckets buckets, a giant id alone in the largest
+        config = config.replace(bucket_target_bytes=target_bytes,
+                                bucket_target_covers_heaviest=False)
     service = None
     if approach.gen_hf_order:
         service = GenHFProcess(config, approach.gen_hf_order,
@@ -522,33 +524,34 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
 
 def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                  service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
-    from debl.workload.client import ClientSpec, run_client
+    from debl.workload.client import ClientSpec, default_processes, run_client
     from debl.workload.requests import RequestSpec
-    from debl.workload.targets import open_target
+    from debl.workload.targets import target_source
 
     gen = spec.input
     client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
                                          link_types=gen.link_types, seed=spec.seed,
                                          recency_share=spec.recency_share),
-                             threads=spec.threads, total=spec.requests, duration=spec.duration)
+                             threads=spec.threads, total=spec.requests, duration=spec.duration,
+                             processes=default_processes(spec.threads, config.client_processes))
+    # Each client process opens its own target; a coordinator's counters are zeroed when the
+    # run starts (its first minute is the query phase's) and merged over the processes after.
+    if approach.target == "debl":
+        source = target_source(coordinator_config(config, approach.raw_route), "debl",
+                               default_timeout=spec.query_timeout)
+    else:
+        source = target_source(config, approach.target)
     if service is not None and not service.started:
         service.start()
     try:
         progress.phase(approach.name, "query")
+        result = run_client(source, client_spec, progress=lambda done, elapsed:
+                            progress.queried(done, spec.requests, elapsed))
+        waits = None
         if approach.target == "debl":
-            from coordinator import Coordinator
+            from coordinator.stats import WaitCounters
 
-            target = Coordinator(coordinator_config(config, approach.raw_route),
-                                 default_timeout=spec.query_timeout)
-            target.reset_stats()  # its first minute is the query phase's
-        else:
-            target = open_target(config, approach.target)
-        try:
-            result = run_client(target, client_spec, progress=lambda done, elapsed:
-                                progress.queried(done, spec.requests, elapsed))
-            waits = target.stats().to_dict() if approach.target == "debl" else None
-        finally:
-            target.close()
+            waits = WaitCounters.merge(list(result.target_reports)).stats().to_dict()
         gen_hf = None
         if service is not None:
             progress.phase(approach.name, "gen_HF to full availability")

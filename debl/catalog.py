@@ -4,13 +4,14 @@
 table                  one row per
 =====================  =============================================================
 debl_schema            (one row) the schema version of these tables
-debl_loads             load: approach, source, bucket width, state, uptime, summary
+debl_loads             load: approach, source, bucket map, state, uptime, summary
 debl_load_files        source file of a load: size, mtime, hot or cold
 debl_file_counts       (file, part): rows and rejects a part of the load took from it
 debl_chunks            cold chunk: bytes, path, file segments, copied / bucketed
 debl_phases            timed phase (copy of a chunk, one dist_ch, MySQL load, index...)
 debl_bucket_chunks     (bucket, chunk): what one dist_ch wrote into one bucket
-debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location)
+debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, location, and
+                       c_lo, c_hi: the real id1 span of its cold rows)
 debl_jobs              bucket: the job status (pending/queued/running/loaded/failed)
 debl_demand            (coordinator, bucket): queries that need the bucket (docs/COORDINATOR.md)
 debl_answers           (coordinator, route): queries it answered that way since uptime
@@ -51,6 +52,7 @@ Pitfalls:
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -64,13 +66,15 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from debl.buckets import BucketMap
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
 from debl.mysql import connect, describe
 
-# 2: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
-# a version-1 catalog's bucket files cannot be read: a new load replaces it.
-SCHEMA_VERSION = 2
+# 2: the bucket map replaces the bucket width; buckets keep their cold span.
+# 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
+# an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
+SCHEMA_VERSION = 3
 STATES = ("pending", "queued", "running", "loaded", "failed")
 _CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
 _ER_TABLE_EXISTS = 1050
@@ -78,6 +82,21 @@ _ER_TABLE_EXISTS = 1050
 METADATA = sa.MetaData()
 _UTF8 = {"mysql_charset": "utf8mb4"}
 _CHECKSUM = mysql.BIGINT(unsigned=True)
+
+
+class _JSONText(sa.types.TypeDecorator):
+    """A JSON value in a MEDIUMTEXT column, written and read by Python's json. Not MariaDB's JSON
+    type: its CHECK (JSON_VALID) refuses the escaped lone surrogates (``\\udcff``) that Python
+    writes for a file name that is not UTF-8 (tests/test_hostile_input.py loads one)."""
+
+    impl = mysql.MEDIUMTEXT
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else json.dumps(value)
+
+    def process_result_value(self, value: str | None, dialect: Any) -> Any:
+        return None if value is None else json.loads(value)
 
 
 def _key(name: str, type_: Any = sa.BigInteger) -> sa.Column:
@@ -98,16 +117,16 @@ loads_table = sa.Table(
     sa.Column("approach", sa.String(32), nullable=False),
     sa.Column("source", sa.String(1024), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("bucket_width", sa.BigInteger),
+    sa.Column("bucket_map", sa.JSON),  # BucketMap.to_dict(); NULL: not decided yet
     sa.Column("chunk_size", sa.BigInteger, nullable=False),
-    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("params", _JSONText, nullable=False),
     sa.Column("started", sa.Double, nullable=False),
     sa.Column("uptime", sa.Double),
     sa.Column("ended", sa.Double),
     sa.Column("hot_k_lo", sa.BigInteger),
     sa.Column("hot_k_hi", sa.BigInteger),
     sa.Column("hot_rows", sa.BigInteger, nullable=False, server_default="0"),
-    sa.Column("summary", sa.JSON),
+    sa.Column("summary", _JSONText),
     sa.Column("error", sa.Text), **_UTF8)
 
 files_table = sa.Table(
@@ -133,7 +152,7 @@ chunks_table = sa.Table(
     _key("chunk_no", sa.Integer),
     sa.Column("path", sa.String(512), nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("layout", sa.JSON, nullable=False),
+    sa.Column("layout", _JSONText, nullable=False),
     sa.Column("state", sa.String(16), nullable=False), **_UTF8)
 
 phases_table = sa.Table(
@@ -155,6 +174,8 @@ bucket_chunks_table = sa.Table(
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("checksum", _CHECKSUM, nullable=False),
     sa.Column("path", sa.String(512), nullable=False),
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of these rows
+    sa.Column("c_hi", sa.BigInteger, nullable=False),
     sa.Index("debl_bucket_chunks_by_chunk", "chunk_no"), **_UTF8)
 
 buckets_table = sa.Table(
@@ -166,7 +187,9 @@ buckets_table = sa.Table(
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("checksum", _CHECKSUM, nullable=False),
     sa.Column("location", sa.String(512), nullable=False),
-    sa.Column("load_id", sa.String(40), nullable=False), **_UTF8)
+    sa.Column("load_id", sa.String(40), nullable=False),
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of the bucket's cold rows
+    sa.Column("c_hi", sa.BigInteger, nullable=False), **_UTF8)
 
 jobs_table = sa.Table(
     "debl_jobs", METADATA,
@@ -201,8 +224,8 @@ DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, 
 RETIRED_TABLES: tuple[str, ...] = ()
 # The job states that stamp a time column when a bucket enters them (see set_job_state).
 _STAMPED = {"queued": "queued", "running": "started", "loaded": "ended", "failed": "ended"}
-_LOAD_UPDATES = frozenset({"state", "bucket_width", "uptime", "ended", "hot_k_lo", "hot_k_hi",
-                           "hot_rows", "summary", "error"})
+_LOAD_UPDATES = frozenset({"state", "uptime", "ended", "hot_k_lo", "hot_k_hi", "hot_rows",
+                           "summary", "error"})
 
 
 # ---------------------------------------------------------------------------- what it returns
@@ -216,7 +239,7 @@ class LoadRecord:
     approach: str
     source: str
     state: str  # running / up / failed
-    bucket_width: int | None  # None: not decided yet, or no cold file
+    bucket_map: BucketMap | None  # None: not decided yet, or no cold file
     chunk_size: int
     params: dict
     started: float
@@ -286,6 +309,8 @@ class Bucket:
     checksum: int
     location: str
     state: str
+    c_lo: int  # the lowest and highest id1 of the bucket's cold rows
+    c_hi: int
 
 
 @dataclass(frozen=True)
@@ -298,6 +323,8 @@ class BucketChunk:
     bytes: int
     checksum: int
     path: str
+    c_lo: int  # the lowest and highest id1 of these rows
+    c_hi: int
 
 
 @dataclass(frozen=True)
@@ -471,14 +498,22 @@ class Catalog:
                 started=time.time() if started is None else started))
 
     def update_load(self, load_id: str, **values: Any) -> None:
-        """Set some of a load's fields: ``state``, ``bucket_width``, ``uptime``, ``ended``,
-        ``hot_k_lo``, ``hot_k_hi``, ``hot_rows``, ``summary`` (a dict), ``error``."""
+        """Set some of a load's fields: ``state``, ``uptime``, ``ended``, ``hot_k_lo``,
+        ``hot_k_hi``, ``hot_rows``, ``summary`` (a dict), ``error`` (the bucket map:
+        ``set_bucket_map``)."""
         unknown = set(values) - _LOAD_UPDATES
         if unknown:
             raise ValueError(f"update_load cannot set {', '.join(sorted(unknown))}")
         t = loads_table
         with self._transaction() as conn:
             conn.execute(t.update().where(t.c.load_id == load_id).values(**values))
+
+    def set_bucket_map(self, load_id: str, bucket_map: BucketMap) -> None:
+        """Record the load's bucket map (decided once, before its first chunk is bucketed)."""
+        t = loads_table
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.load_id == load_id)
+                         .values(bucket_map=bucket_map.to_dict()))
 
     def load(self, load_id: str | None = None) -> LoadRecord | None:
         """A load (the latest one by start time, without an id); None if there is none."""
@@ -488,7 +523,11 @@ class Catalog:
             query = query.where(t.c.load_id == load_id)
         with self._transaction() as conn:
             row = conn.execute(query).mappings().first()
-        return None if row is None else LoadRecord(**row)
+        if row is None:
+            return None
+        stored = row["bucket_map"]
+        return LoadRecord(**{**row, "bucket_map": None if stored is None
+                             else BucketMap.from_dict(stored)})
 
     def add_files(self, load_id: str, files: Iterable[LoadFile]) -> None:
         rows = [{"load_id": load_id, **asdict(f)} for f in files]
@@ -593,11 +632,12 @@ class Catalog:
 
     # -- the bucket index
 
-    def record_bucket_chunks(self, load_id: str, chunk_no: int, width: int,
+    def record_bucket_chunks(self, load_id: str, chunk_no: int, bucket_map: BucketMap,
                              parts: list[BucketChunk], location: str) -> None:
-        """Replace a chunk's share of every bucket, recompute those buckets' index rows (a
-        bucket no chunk has rows of any more leaves the index) and give each bucket a job
-        status row (``pending`` if new); one transaction."""
+        """Replace a chunk's share of every bucket, recompute those buckets' index rows
+        (``k_lo``, ``k_hi`` from *bucket_map*; sums and the cold span over the chunks; a bucket
+        no chunk has rows of any more leaves the index) and give each bucket a job status row
+        (``pending`` if new); one transaction."""
         bc, index, jobs = bucket_chunks_table, buckets_table, jobs_table
         with self._transaction() as conn:
             touched = set(conn.execute(sa.select(bc.c.b_index).where(bc.c.chunk_no == chunk_no))
@@ -607,13 +647,14 @@ class Catalog:
             if parts:
                 conn.execute(bc.insert(), [
                     {"b_index": p.b_index, "chunk_no": chunk_no, "load_id": load_id,
-                     "rows": p.rows, "bytes": p.bytes, "checksum": p.checksum, "path": p.path}
-                    for p in parts])
+                     "rows": p.rows, "bytes": p.bytes, "checksum": p.checksum, "path": p.path,
+                     "c_lo": p.c_lo, "c_hi": p.c_hi} for p in parts])
             if not touched:
                 return
             sums = conn.execute(
                 sa.select(bc.c.b_index, sa.func.sum(bc.c.rows), sa.func.sum(bc.c.bytes),
-                          sa.func.sum(bc.c.checksum))
+                          sa.func.sum(bc.c.checksum), sa.func.min(bc.c.c_lo),
+                          sa.func.max(bc.c.c_hi))
                 .where(bc.c.b_index.in_(touched)).group_by(bc.c.b_index)).all()
             emptied = touched - {b for b, *_ in sums}
             if emptied:
@@ -624,10 +665,11 @@ class Catalog:
             conn.execute(
                 upsert.on_duplicate_key_update({c.name: upsert.inserted[c.name]
                                                 for c in index.columns if not c.primary_key}),
-                [{"b_index": b, "k_lo": b * width, "k_hi": (b + 1) * width - 1,
-                  "rows": int(rows), "bytes": int(size),
+                [{"b_index": b, "k_lo": bucket_map.range_of(b)[0],
+                  "k_hi": bucket_map.range_of(b)[1], "rows": int(rows), "bytes": int(size),
                   "checksum": int(checksum) % _CHECKSUM_MOD, "location": f"{location}/{b}",
-                  "load_id": load_id} for b, rows, size, checksum in sums])
+                  "load_id": load_id, "c_lo": int(c_lo), "c_hi": int(c_hi)}
+                 for b, rows, size, checksum, c_lo, c_hi in sums])
             conn.execute(mysql.insert(jobs).prefix_with("IGNORE"),
                          [{"b_index": b, "state": "pending"} for b, *_ in sums])
 
@@ -635,7 +677,8 @@ class Catalog:
         """The bucket index with each bucket's job state, by b_index."""
         b, j = buckets_table, jobs_table
         query = (sa.select(b.c.b_index, b.c.k_lo, b.c.k_hi, b.c.rows, b.c.bytes, b.c.checksum,
-                           b.c.location, sa.func.coalesce(j.c.state, "pending"))
+                           b.c.location, sa.func.coalesce(j.c.state, "pending"), b.c.c_lo,
+                           b.c.c_hi)
                  .select_from(b.outerjoin(j, j.c.b_index == b.c.b_index))
                  .order_by(b.c.b_index))
         with self._transaction() as conn:
@@ -651,7 +694,8 @@ class Catalog:
     def bucket_chunks(self, b_index: int) -> list[BucketChunk]:
         """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths)."""
         t = bucket_chunks_table
-        query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path)
+        query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path,
+                           t.c.c_lo, t.c.c_hi)
                  .where(t.c.b_index == b_index).order_by(t.c.chunk_no))
         with self._transaction() as conn:
             return [BucketChunk(*row) for row in conn.execute(query)]

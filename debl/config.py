@@ -54,8 +54,9 @@ class Config:
     mysql_database: str = "debl"
     mysql_engine: str = "InnoDB"
     link_table: str = "linktable"
-    # Connections per MySQLStore (the coordinator's and the query client's link reads), shared
-    # by all its threads: the server sees at most this many per store (HBaseStore pools 32).
+    # Connections per MySQLStore and driver (the link reads on mysqlclient, the rest on
+    # pymysql), shared by all its threads: the server sees at most this many per store and
+    # driver (HBaseStore pools 32).
     mysql_pool_size: int = 32
 
     # HDFS.
@@ -82,17 +83,29 @@ class Config:
 
     # Loading.
     chunk_size: int = 256 * MiB
-    bucket_width: int = 0  # 0: derived from the first chunk and bucket_target_bytes
+    # > 0: fixed-width buckets (b = id1 // bucket_width). 0: split points sampled from the cold
+    # files before the copy, for buckets of about bucket_target_bytes (loaders.sampling).
+    bucket_width: int = 0
     # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
     # order more finely, each run costing a Spark job and a bulk load (~2 s) more.
     bucket_target_bytes: int = 32 * MiB
+    # One bucket holds an id whole. True: the target is raised to the heaviest id's bytes, so
+    # buckets stay even (largest / mean near 1) when one id outweighs bucket_target_bytes, as
+    # LinkBench's rank-0 id (~64 MB) does. False: cold bytes / bucket_target_bytes buckets all
+    # the same, that id alone in the largest (debl bench --buckets N wants N buckets).
+    bucket_target_covers_heaviest: bool = True
+    # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket
+    # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. The
+    # defaults read 0.4% of the input.
+    sample_reads_per_bucket: int = 32
+    sample_bytes: int = 4096
     dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
     max_bad: int = -1  # -1: no limit
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
-    # 1 KiB (DESIGN section 8). Valid LinkBench lines are under 400 bytes.
+    # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
     max_line_bytes: int = 4 * MiB
 
     # Coordinator.
@@ -104,6 +117,11 @@ class Config:
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
+
+    # Query client (`debl query`, the bench's query phase): worker processes that share the
+    # client threads, each with its own connections. 0: one per core (at most one per thread);
+    # one Python process tops out at a few thousand requests/s (docs/BENCHMARKS.md).
+    client_processes: int = 0
 
     def __post_init__(self) -> None:
         for name in ("mysql_database", "link_table", "hbase_table"):
@@ -117,13 +135,18 @@ class Config:
         if self.mysql_engine not in _ENGINES:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
-                     "dist_ch_tasks", "max_line_bytes", "mysql_pool_size", "raw_cache_bytes"):
+                     "dist_ch_tasks", "max_line_bytes", "mysql_pool_size",
+                     "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.client_processes < 0:
+            raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
+                              f"not {self.client_processes}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
         if self.bucket_width < 0:
-            raise ConfigError(f"bucket_width must be 0 (derive) or positive, not {self.bucket_width}")
+            raise ConfigError(f"bucket_width must be 0 (sampled split points) or positive, "
+                              f"not {self.bucket_width}")
 
     @property
     def lib_dir(self) -> Path:
@@ -162,6 +185,12 @@ def _coerce(name: str, raw: Any, target: type | str) -> Any:
     try:
         if "Path" in kind:
             return Path(raw)
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return str(raw).lower() in ("1", "true", "yes", "on")
+            raise ValueError(raw)
         if "int" in kind and "None" not in kind:
             return int(raw)
         if "float" in kind:

@@ -1,4 +1,4 @@
-"""The approaches of the paper's comparison (DESIGN section 7): each one a load from the same
+"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the same
 source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
 
 =================  ==========================================================  ===============
@@ -80,7 +80,7 @@ class Approach:
     load: Callable[[Config, str, LoadOptions, str | None, LoadProgress], LoadSummary]
     target: str | None  # debl / mysql / hbase: the query target; None: no query phase
     gen_hf_order: str | None  # the order of the gen_HF that runs during the query phase
-    paper: str | None  # the paper's name for it (DESIGN section 11)
+    paper: str | None  # the paper's name for it (docs/DESIGN.md section 11)
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
@@ -287,21 +287,19 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     winners with batched client puts, one Thrift connection per partition, into a table
     pre-split at the bucket boundaries as gen_HF's is."""
     from debl.spark import spark_session
-    from debl.store.hbase_layout import id1_boundary
-    from loaders.hbase_bulk import create_table
+    from loaders.hbase_bulk import bucket_split_keys, create_table
     from loaders.hfile import merge_links
 
     spark = spark_session(config, "debl-batchPut")
     sc = spark.sparkContext
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "batch_put", "all")
-        width = catalog.load(load_id).bucket_width
+        bucket_map = catalog.load(load_id).bucket_map
         buckets = catalog.buckets()
         paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
                  for p in catalog.bucket_paths(b.b_index)]
-        create_table(spark, config, sorted({id1_boundary(b.b_index * width) for b in buckets} |
-                                           {id1_boundary((b.b_index + 1) * width)
-                                            for b in buckets}))
+        create_table(spark, config, bucket_split_keys(bucket_map, [b.b_index for b in buckets])
+                     if bucket_map else [])
         cells = 0
         if paths:
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")

@@ -2,20 +2,21 @@
 
 For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, validates each
 (exactly as ``debl.model.parse_line``), gives each good line its origin ``(file_seq, line_no)``
-from the chunk's segments, and writes, for every bucket ``b = id1 // width`` the slice touches,
-one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>`` (``debl.bucket_file``): that bucket's
-lines, each followed by two more fields, the origin (gen_HF needs it for the merge rule's last
-tie-breakers), sorted by (id1, link_type, time), with a sparse index of byte offsets and a Bloom
-filter of its keys as its footer, so that the raw route reads one id1's rows without the rest
-(docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows, bytes (of the lines, without
-the footer) and a checksum; the loader records them in the bucket index. Bad lines come back
-whole; the reason in the reject file is parse_line's own. A line over ``max_line_bytes`` is
+from the chunk's segments, and writes, for every bucket ``b`` the slice touches (``b`` from the
+load's bucket map, ``debl.buckets``), one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``
+(``debl.bucket_file``): that bucket's lines, each followed by two more fields, the origin (gen_HF
+needs it for the merge rule's last tie-breakers), sorted by (id1, link_type, time), with a sparse
+index of byte offsets and a Bloom filter of its keys as its footer, so that the raw route reads
+one id1's rows without the rest (docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows,
+bytes (of the lines, without the footer), a checksum and the lowest and highest id1 of its rows
+(the coordinator's cold coverage); the loader records them in the bucket index. Bad lines come
+back whole; the reason in the reject file is parse_line's own. A line over ``max_line_bytes`` is
 never held whole (the JVM reads past it): it comes back as its length and first bytes. A CRLF
 line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through py4j): in Python it bucketed
 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps the plan
-(slices, segments, bucket width) and turns the tasks' reports into results.
+(slices, segments, the bucket map) and turns the tasks' reports into results.
 
 Why one task per slice and no shuffle: a chunk is bucketed while the next one is copied, so
 dist_ch needs to keep up with the link, not the whole machine; a Spark shuffle (a sort, two
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from debl.buckets import BucketMap
 from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
@@ -54,7 +56,6 @@ class Reject:
 @dataclass(frozen=True)
 class DistResult:
     chunk_no: int
-    width: int
     parts: list[BucketChunk]
     rejects: list[Reject]
     per_file: dict[int, tuple[int, int]]  # file_seq -> (rows bucketed, rejects)
@@ -62,22 +63,6 @@ class DistResult:
     @property
     def rows(self) -> int:
         return sum(p.rows for p in self.parts)
-
-
-def derive_width(k_lo: int, k_hi: int, total_bytes: int, target_bytes: int,
-                 sorted_share: float | None = None) -> int:
-    """The bucket width that makes buckets of about *target_bytes* (DESIGN section 4).
-
-    The first chunk's key range [k_lo, k_hi] stands for the whole input's. One exception: when
-    the chunk's lines are in id1 order (daily dumps often are: ``debl generate`` writes each file
-    sorted) the chunk has seen only *sorted_share* of its file, so the file's range is estimated
-    as the seen range divided by that share.
-    """
-    span = k_hi - k_lo + 1
-    if sorted_share:
-        span = int(span / min(1.0, max(sorted_share, 1e-9)))
-    buckets = max(1, -(-total_bytes // target_bytes))
-    return max(1, -(-span // buckets))
 
 
 def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
@@ -91,7 +76,7 @@ def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
                     f"{line[:200]!r} (the JVM and Python validations disagree: please report)")
 
 
-def _chunk_result(chunk: Chunk, width: int, report: str, max_line_bytes: int) -> DistResult:
+def _chunk_result(chunk: Chunk, report: str, max_line_bytes: int) -> DistResult:
     """The JVM's report (debl.jobs.DistCh.bucket) as the chunk's result: per bucket, the sums
     over the slices' files (``<path>.<slice>``; the index row names ``<path>``); a line over
     *max_line_bytes* comes back as its length and first bytes only."""
@@ -102,12 +87,14 @@ def _chunk_result(chunk: Chunk, width: int, report: str, max_line_bytes: int) ->
         kind, _slice, *f = line.split("\t")
         if kind == "P":
             b, rows, size, checksum = int(f[0]), int(f[1]), int(f[2]), int(f[3])
+            c_lo, c_hi = int(f[5]), int(f[6])
             old = parts.get(b)
             if old is not None:
                 rows, size = rows + old.rows, size + old.bytes
                 checksum = (checksum + old.checksum) % CHECKSUM_MOD
+                c_lo, c_hi = min(c_lo, old.c_lo), max(c_hi, old.c_hi)
             parts[b] = BucketChunk(b, chunk.chunk_no, rows, size, checksum,
-                                   f[4].rsplit(".", 1)[0])
+                                   f[4].rsplit(".", 1)[0], c_lo, c_hi)
         elif kind == "R":
             rejects.append(_reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
         elif kind == "L":
@@ -117,38 +104,20 @@ def _chunk_result(chunk: Chunk, width: int, report: str, max_line_bytes: int) ->
         else:
             seq, n, bad = int(f[0]), int(f[1]), int(f[2])
             per_file[seq] = (per_file[seq][0] + n, per_file[seq][1] + bad)
-    return DistResult(chunk.chunk_no, width, [parts[b] for b in sorted(parts)], rejects,
-                      per_file)
+    return DistResult(chunk.chunk_no, [parts[b] for b in sorted(parts)], rejects, per_file)
 
 
-def bucket_chunk(spark, config: Config, chunk: Chunk, width: int, bucket_dir: str,
-                 total_bytes: int = 0, file_sizes: dict[int, int] | None = None) -> DistResult:
-    """Run dist_ch on one chunk, one Spark task per slice. With width 0 a first small job
-    derives the width from this chunk's key range and *total_bytes* (the cold input's size)."""
+def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
+                 bucket_dir: str) -> DistResult:
+    """Run dist_ch on one chunk, one Spark task per slice, bucketing by *bucket_map*."""
     sc = spark.sparkContext
     sc.setJobGroup(f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
     # The tasks' line reader takes the limit from the Hadoop settings they are given.
     sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", config.max_line_bytes)
-    jobs = sc._jvm.debl.jobs.DistCh
     uri = f"{config.hdfs_uri}{chunk.path}"
     slices = "\n".join(f"{offset}\t{line}" for offset, line in chunk.slices)
-    if not width:
-        ranges = []
-        for line in call_jvm("dist_ch's key range", jobs.keyRanges, sc._jsc, uri,
-                             slices).split("\n"):
-            f = line.split("\t")
-            if f[1] != "-":
-                ranges.append((int(f[1]), int(f[2]), f[3] == "1"))
-        first = chunk.segments[0]
-        # Slices in order and each ordered: the chunk is sorted only if they chain up too.
-        ordered = (len(chunk.segments) == 1 and all(r[2] for r in ranges)
-                   and all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])))
-        share = ((first.end - first.start) / file_sizes[first.file_seq]
-                 if ordered and file_sizes and file_sizes.get(first.file_seq) else None)
-        width = (derive_width(min(r[0] for r in ranges), max(r[1] for r in ranges), total_bytes,
-                              config.bucket_target_bytes, share) if ranges else 1)
     segments = "\n".join(f"{s.file_seq}\t{s.first_line}\t{s.lines}\t{s.chunk_line}"
                          for s in chunk.segments)
-    report = call_jvm("dist_ch", jobs.bucket, sc._jsc, uri, slices, segments, width,
-                      f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
-    return _chunk_result(chunk, width, report, config.max_line_bytes)
+    report = call_jvm("dist_ch", sc._jvm.debl.jobs.DistCh.bucket, sc._jsc, uri, slices, segments,
+                      bucket_map.to_json(), f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
+    return _chunk_result(chunk, report, config.max_line_bytes)

@@ -33,8 +33,7 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_af
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError, GenHFLockHeld, ServiceError
-from debl.store.hbase_layout import id1_boundary
-from loaders.hbase_bulk import bulk_load, create_table
+from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
 from loaders.webhdfs import WebHDFS
 
@@ -124,9 +123,8 @@ class GenHF:
         """Create the link table pre-split at every bucket boundary, once per load."""
         if self._table_for == load.load_id:
             return
-        width = load.bucket_width
-        splits = sorted({id1_boundary(b.b_index * width) for b in buckets} |
-                        {id1_boundary((b.b_index + 1) * width) for b in buckets})
+        splits = (bucket_split_keys(load.bucket_map, [b.b_index for b in buckets])
+                  if load.bucket_map else [])
         if create_table(self.spark, self.config, splits):
             self.report(f"created HBase table {self.config.hbase_table} with "
                         f"{len(splits) + 1} regions")

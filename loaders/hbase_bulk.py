@@ -20,11 +20,12 @@ Pitfalls:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from debl.buckets import BucketMap
 from debl.config import Config
 from debl.spark import call_jvm
-from debl.store.hbase_layout import FAMILY
+from debl.store.hbase_layout import FAMILY, id1_boundary
 
 
 def hbase_settings(config: Config) -> dict[str, str]:
@@ -45,10 +46,16 @@ def _bulk(spark):
     return spark.sparkContext._jvm.debl.jobs.BulkLoad
 
 
+def bucket_split_keys(bucket_map: BucketMap, buckets: Iterable[int]) -> list[bytes]:
+    """The region split keys where each of *buckets* starts and ends, so that a bucket's HFiles
+    land in its own regions."""
+    return [id1_boundary(x) for x in bucket_map.boundaries(buckets)]
+
+
 def create_table(spark, config: Config, split_keys: Sequence[bytes],
                  table: str | None = None) -> bool:
-    """Create the link table pre-split at ``split_keys`` (e.g. ``id1_boundary(b * w)`` for each
-    bucket boundary); False if it exists already (left unchanged)."""
+    """Create the link table pre-split at ``split_keys`` (``bucket_split_keys``); False if it
+    exists already (left unchanged)."""
     keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
     return bool(call_jvm("HBase table creation", spark.sparkContext._jvm.debl.jobs.Tables.createPresplit,
                          table or config.hbase_table, FAMILY.decode(), keys,

@@ -1,16 +1,20 @@
 """``debl load``: the offline phase, from a source to uptime.
 
 1. List the source, split the files into hot and cold (``loaders.split``).
-2. In parallel: the hot files go into MySQL (``loaders.mysql_bulk``, a thread); the cold files
+2. Decide the bucket map (``debl.buckets``): a fixed width if one is configured, else split
+   points from a sample of the cold files (``loaders.sampling``, beside the hot path, the first
+   chunk's copy and Spark's start: only dist_ch needs the map). It is recorded with the load
+   before the first chunk is bucketed, and a resumed load keeps it.
+3. In parallel: the hot files go into MySQL (``loaders.mysql_bulk``, a thread); the cold files
    are copied chunk by chunk into HDFS (``loaders.chunker``, a thread) while the main thread runs
    dist_ch (``loaders.dist_ch``) on each copied chunk, in one long-lived Spark application.
-3. When both paths are done the system is up: the load records its uptime and summary.
+4. When both paths are done the system is up: the load records its uptime and summary.
 
 Every phase's start and end goes to ``debl_phases`` under the load id, for the reports. A killed
 load is continued with ``resume=LOAD_ID``: chunks already bucketed are skipped, the copy restarts
 after the last of them, and the hot path is redone if it had not finished.
 
-Chunk size (DESIGN section 4: small enough that the last dist_ch is short, large enough that
+Chunk size (docs/DESIGN.md section 4: small enough that the last dist_ch is short, large enough that
 copying a chunk takes longer than bucketing it): the configured size (``--chunk-size``, else
 ``chunk_size`` but at most an eighth of the cold bytes, so a small input still pipelines) is the
 start. A dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so
@@ -29,11 +33,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
 from loaders.chunker import Chunk, ChunkCopier, Position
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
+from loaders.sampling import sample_bucket_map
 from loaders.source import Source, SourceFile, open_source
 from loaders.split import split_files
 from loaders.webhdfs import WebHDFS
@@ -44,7 +50,7 @@ class LoadOptions:
     hot_bytes: int | None = None
     hot_since: float | None = None
     chunk_size: int | None = None  # None: config.chunk_size
-    bucket_width: int | None = None  # None: config.bucket_width (0: derive)
+    bucket_width: int | None = None  # None: config.bucket_width (0: sampled split points)
     max_bad: int | None = None  # None: config.max_bad
     approach: str = "debl"
 
@@ -63,7 +69,7 @@ class LoadSummary:
     cold_rows: int = 0
     chunks: int = 0
     buckets: int = 0
-    bucket_width: int = 0
+    bucket_map: dict = field(default_factory=dict)  # BucketMap.to_dict(); empty: no cold file
     rejects: int = 0
     reject_file: str = ""
     phases: dict[str, float] = field(default_factory=dict)
@@ -120,7 +126,8 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     # A new load starts a new dataset: it may replace a catalog of an older DeBL.
     with Catalog(config, replace_older=not resume) as catalog:
         if resume:
-            load_id, files, hot_seqs, width, done_chunks, hot_done = _resume_state(catalog, resume)
+            load_id, files, hot_seqs, bucket_map, done_chunks, hot_done = _resume_state(catalog,
+                                                                                      resume)
             t_start = catalog.load(load_id).started
         else:
             load_id = new_load_id()
@@ -132,6 +139,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             files = list(enumerate(listed))
             hot_seqs = {seq for seq, f in files if f.name in hot_names}
             width = options.bucket_width if options.bucket_width is not None else config.bucket_width
+            bucket_map = BucketMap.fixed(width) if width else None
             done_chunks, hot_done = [], False
             # The load's clock (uptime_s, the bench's times) starts here, listing included.
             catalog.begin_load(load_id, options.approach, source.describe(), chunk_size,
@@ -142,8 +150,8 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             chunk_dir, bucket_dir = hdfs_paths(config, load_id)
             hdfs.delete(bucket_dir, recursive=True)
             hdfs.mkdirs(bucket_dir)
-            if width:
-                catalog.update_load(load_id, bucket_width=width)
+            if bucket_map is not None:
+                catalog.set_bucket_map(load_id, bucket_map)
             if not hot_seqs:  # a hot path replaces the link table; without one, it is emptied
                 _empty_link_table(config)
 
@@ -162,10 +170,10 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     if resume:  # the parts to redo start afresh
         rejects.keep(([HOT_PART] if hot_done else [])
                      + [chunk_part(c.chunk_no) for c in done_chunks])
-    # Beside the cold path (in this thread): the hot path, and the drop of the previous
-    # dataset's HBase table (gen_HF creates the new one pre-split; dropping takes seconds, so it
-    # does not delay the load).
-    background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="debl-load")
+    # Beside the cold path (in this thread): the hot path, the drop of the previous dataset's
+    # HBase table (gen_HF creates the new one pre-split; dropping takes seconds, so it does not
+    # delay the load) and the split-point sample (only dist_ch needs the map).
+    background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="debl-load")
     dropping = None if resume else background.submit(_drop_hbase_table, config)
     hot_path: Future | None = None
     try:
@@ -177,7 +185,9 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
                 summary.hot_rows = catalog.load(load_id).hot_rows
 
         if cold:
-            _cold_path(config, source, cold, rejects, max_bad, load_id, width, chunk_size,
+            decided = (background.submit(_sample, config, source, [f for _, f in cold], load_id,
+                                         progress) if bucket_map is None else _decided(bucket_map))
+            _cold_path(config, source, cold, rejects, max_bad, load_id, decided, chunk_size,
                        done_chunks, summary, progress,
                        stop=lambda: hot_path is not None and hot_path.done()
                        and hot_path.exception() is not None)
@@ -196,7 +206,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
             catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
         raise
     finally:
-        background.shutdown(wait=True)  # both threads have ended by now: returns at once
+        background.shutdown(wait=True)  # its threads have ended by now: returns at once
 
     t_up = time.time()
     summary.uptime_s = t_up - t_start
@@ -213,6 +223,24 @@ def phase_sums(phases: list[Phase]) -> dict[str, float]:
         if p.ended:
             sums[p.phase] = sums.get(p.phase, 0.0) + p.ended - p.started
     return sums
+
+
+def _decided(bucket_map: BucketMap) -> Future:
+    future: Future = Future()
+    future.set_result(bucket_map)
+    return future
+
+
+def _sample(config: Config, source: Source, cold: list[SourceFile], load_id: str,
+            progress: LoadProgress) -> BucketMap:
+    """Split points from a sample of the cold files, recorded with the load."""
+    with Catalog(config) as catalog:
+        catalog.phase_start(load_id, "sample", "all")
+        bucket_map = sample_bucket_map(config, source, cold)
+        catalog.set_bucket_map(load_id, bucket_map)
+        catalog.phase_end(load_id, "sample", "all", rows=bucket_map.count)
+    progress.message(f"bucket map: {bucket_map.describe()}")
+    return bucket_map
 
 
 def _drop_hbase_table(config: Config) -> None:
@@ -255,9 +283,9 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
 
 
 def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]],
-               rejects: RejectWriter, max_bad: int, load_id: str, width: int, chunk_size: int,
-               done_chunks: list[Chunk], summary: LoadSummary, progress: LoadProgress,
-               stop: Callable[[], bool]) -> None:
+               rejects: RejectWriter, max_bad: int, load_id: str, decided: Future,
+               chunk_size: int, done_chunks: list[Chunk], summary: LoadSummary,
+               progress: LoadProgress, stop: Callable[[], bool]) -> None:
     """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS."""
     from debl.spark import spark_session
     from loaders import dist_ch
@@ -311,19 +339,15 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
         copying = pool.submit(copy_all)
         try:
             spark = spark_session(config, "debl-dist_ch")  # starts while chunk 0 is copied
+            bucket_map = decided.result()  # raises what the sample raised
             while (item := copied.get()) is not None:
                 chunk, copy_seconds = item
                 catalog.phase_start(load_id, "dist_ch", f"{chunk.chunk_no:05d}")
                 t0 = time.time()
-                result = dist_ch.bucket_chunk(spark, config, chunk, width, bucket_dir,
-                                              summary.cold_bytes,
-                                              {seq: f.size for seq, f in cold})
-                if not width:  # derived from the first chunk; fixed for the whole load
-                    width = result.width
-                    catalog.update_load(load_id, bucket_width=width)
+                result = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, bucket_dir)
                 rejects.write_part(chunk_part(chunk.chunk_no),
                                    [(r.file, r.line_no, r.reason, r.line) for r in result.rejects])
-                catalog.record_bucket_chunks(load_id, chunk.chunk_no, width, result.parts,
+                catalog.record_bucket_chunks(load_id, chunk.chunk_no, bucket_map, result.parts,
                                              bucket_dir)
                 catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
                 catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
@@ -345,7 +369,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
     buckets = catalog.buckets()
     summary.buckets = len(buckets)
     summary.cold_rows = sum(b.rows for b in buckets)
-    summary.bucket_width = width
+    summary.bucket_map = bucket_map.to_dict()
 
 
 def _resume_state(catalog: Catalog, load_id: str):
@@ -364,4 +388,6 @@ def _resume_state(catalog: Catalog, load_id: str):
         done.append(Chunk.of(c))
     hot_done = catalog.phase_ended(load_id, "hot")
     catalog.update_load(load_id, state="running", error=None)
-    return load_id, files, hot_seqs, load.bucket_width or 0, done, hot_done
+    # The recorded map (None if the load was killed before it was decided: no chunk is bucketed
+    # then, and a new sample decides it).
+    return load_id, files, hot_seqs, load.bucket_map, done, hot_done

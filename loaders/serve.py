@@ -2,11 +2,14 @@
 
 It stands in for the paper's remote server behind a 100 Mbit/s link: every response shares one
 token bucket, so the cap holds for the sum of all concurrent transfers, as on a real link.
+A file request may carry one HTTP ``Range`` (``bytes=A-B``, ``bytes=A-``, ``bytes=-N``): the
+answer is 206 with those bytes, or 416 when the range starts past the end (RFC 9110).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -16,6 +19,26 @@ from pathlib import Path
 from loaders.source import LocalSource
 
 BLOCK = 64 * 1024
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None | str:
+    """The inclusive ``(first, last)`` byte of a ``Range`` header over a file of *size* bytes;
+    None to send the whole file (no header, an invalid one, or one this server does not serve:
+    several ranges, another unit), "unsatisfiable" for a range that starts past the end."""
+    m = _RANGE.match(header.strip()) if header else None
+    if m is None or m.groups() == ("", ""):
+        return None
+    first, last = m.groups()
+    if not first:  # the last N bytes
+        n = int(last)
+        return (max(0, size - n), size - 1) if n and size else "unsatisfiable"
+    start = int(first)
+    if last and int(last) < start:  # invalid: the header is ignored
+        return None
+    if start >= size:
+        return "unsatisfiable"
+    return start, min(int(last), size - 1) if last else size - 1
 
 
 class RateLimiter:
@@ -76,12 +99,27 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
             if not file.is_file() or name.startswith("."):
                 self._reply(404, b"not found\n", "text/plain")
                 return
-            self.send_response(200)
+            size = file.stat().st_size
+            wanted = byte_range(self.headers.get("Range"), size)
+            if wanted == "unsatisfiable":
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            first, last = wanted or (0, size - 1)
+            self.send_response(206 if wanted else 200)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(file.stat().st_size))
+            self.send_header("Accept-Ranges", "bytes")
+            if wanted:
+                self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+            self.send_header("Content-Length", str(last - first + 1))
             self.end_headers()
             with open(file, "rb") as f:
-                while block := f.read(BLOCK):
+                f.seek(first)
+                left = last - first + 1
+                while left > 0 and (block := f.read(min(BLOCK, left))):
+                    left -= len(block)
                     limiter.take(len(block))
                     try:
                         self.wfile.write(block)

@@ -4,7 +4,8 @@ A source lists its files (name, size, modification time) and opens one as a byte
 loader never downloads everything first. The HTTP protocol is the one ``debl source serve``
 speaks and any static web server can imitate: ``GET <url>/index.json`` returns
 ``[{"name": ..., "size": ..., "mtime": <unix seconds>}, ...]`` and ``GET <url>/files/<name>``
-returns the bytes.
+returns the bytes; with a ``Range: bytes=A-B`` header it answers 206 with bytes A..B only (the
+split-point sample reads a few slices of every file that way, docs/LOADING.md).
 
 Files are ordered oldest first (by mtime, then name); that order is the ``file_seq`` of the
 merge rule ("the later file wins").
@@ -41,6 +42,10 @@ class Source(ABC):
         """A readable binary stream of one file. Close it (use ``with``)."""
 
     @abstractmethod
+    def read_range(self, name: str, offset: int, length: int) -> bytes:
+        """Up to *length* bytes of one file from *offset* (fewer only at the end of the file)."""
+
+    @abstractmethod
     def describe(self) -> str: ...
 
 
@@ -68,6 +73,11 @@ class LocalSource(Source):
         except OSError as exc:
             raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
 
+    def read_range(self, name: str, offset: int, length: int) -> bytes:
+        with self.open(name) as f:
+            f.seek(offset)
+            return f.read(length)
+
     def describe(self) -> str:
         return str(self.path.absolute())
 
@@ -81,19 +91,23 @@ class HttpSource(Source):
         self._parsed = parsed
         self.timeout = timeout
 
-    def _get(self, path: str) -> http.client.HTTPResponse:
+    def _get(self, path: str, headers: dict[str, str] | None = None,
+             status: int = 200) -> http.client.HTTPResponse:
         p = self._parsed
         cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
         conn = cls(p.hostname, p.port, timeout=self.timeout)
         try:
-            conn.request("GET", f"{p.path}/{path}")
+            conn.request("GET", f"{p.path}/{path}", headers=headers or {})
             resp = conn.getresponse()
         except OSError as exc:
             conn.close()
             raise SourceError(f"source {self.url} is unreachable: {exc}") from exc
-        if resp.status != 200:
+        if resp.status != status:
             conn.close()
-            raise SourceError(f"source {self.url}/{path} answered HTTP {resp.status}")
+            hint = (" instead of 206: the server does not answer ranged reads, which choosing "
+                    "bucket split points needs (give `debl load --bucket-width W` instead)"
+                    if status == 206 and resp.status == 200 else "")
+            raise SourceError(f"source {self.url}/{path} answered HTTP {resp.status}{hint}")
         return resp
 
     def list(self) -> list[SourceFile]:
@@ -107,6 +121,18 @@ class HttpSource(Source):
 
     def open(self, name: str) -> BinaryIO:
         return self._get("files/" + urllib.parse.quote(name))  # type: ignore[return-value]
+
+    def read_range(self, name: str, offset: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        resp = self._get("files/" + urllib.parse.quote(name),
+                         {"Range": f"bytes={offset}-{offset + length - 1}"}, status=206)
+        try:
+            return resp.read()
+        except OSError as exc:
+            raise SourceError(f"source {self.url}: reading {name} failed: {exc}") from exc
+        finally:
+            resp.close()
 
     def describe(self) -> str:
         return self.url

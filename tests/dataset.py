@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from debl.buckets import BucketMap
 from debl.model import (CHECKSUM_MOD, Link, Origin, ParseError, line_body, line_checksum,
                         parse_line)
 from debl.store.memory import MemoryStore
@@ -50,18 +51,22 @@ def reference_store(directory: Path, hot_names: set[str], only: str = "all",
     return store
 
 
-def expected_buckets(directory: Path, cold_names: set[str], width: int,
+def expected_buckets(directory: Path, cold_names: set[str], bucket_map: BucketMap,
                      max_line_bytes: int | None = None) -> dict[int, tuple]:
-    """b_index -> (k_lo, k_hi, rows, checksum) computed from the cold files alone: the
-    checksum of each line as written (leading zeros and all; without its line end)."""
+    """b_index -> (k_lo, k_hi, rows, checksum, c_lo, c_hi) computed from the cold files alone:
+    the checksum of each line as written (leading zeros and all; without its line end), and
+    ``[c_lo, c_hi]`` the id1 span of the bucket's rows."""
     rows: dict[int, int] = defaultdict(int)
     sums: dict[int, int] = defaultdict(int)
+    ids: dict[int, list[int]] = defaultdict(list)
     for _, name, _, link, body in raw_rows(directory, max_line_bytes):
         if name in cold_names:
-            b = link.id1 // width
+            b = bucket_map.bucket_of(link.id1)
             rows[b] += 1
             sums[b] += line_checksum(body)
-    return {b: (b * width, (b + 1) * width - 1, rows[b], sums[b] % CHECKSUM_MOD) for b in rows}
+            ids[b].append(link.id1)
+    return {b: (*bucket_map.range_of(b), rows[b], sums[b] % CHECKSUM_MOD, min(ids[b]),
+                max(ids[b])) for b in rows}
 
 
 def all_rows(store) -> set[Link]:

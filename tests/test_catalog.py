@@ -14,6 +14,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from debl.buckets import MAX_ID, BucketMap
 from debl.catalog import METADATA, SCHEMA_VERSION, BucketChunk, Catalog, LoadFile, engine_for
 from debl.cli import main
 from debl.errors import CatalogVersionError, GenHFLockHeld, ServiceError
@@ -125,11 +126,13 @@ def test_loads_files_and_counts(config):
         catalog.begin_load("L1", "debl", "src", 4096, {"max_bad": 3})
         time.sleep(0.01)
         catalog.begin_load("L2", "debl-cold", "src2", 8192, {})
-        catalog.update_load("L2", state="up", bucket_width=100, hot_rows=7,
+        catalog.update_load("L2", state="up", hot_rows=7,
                             summary={"load_id": "L2", "phases": {"copy": 1.5}})
+        assert catalog.load().bucket_map is None  # not decided yet
+        catalog.set_bucket_map("L2", BucketMap.from_splits([10, MAX_ID]))
         latest = catalog.load()
-        assert (latest.load_id, latest.state, latest.bucket_width, latest.hot_rows) == \
-            ("L2", "up", 100, 7)
+        assert (latest.load_id, latest.state, latest.bucket_map, latest.hot_rows) == \
+            ("L2", "up", BucketMap.from_splits([10, MAX_ID]), 7)
         assert latest.summary == {"load_id": "L2", "phases": {"copy": 1.5}}
         assert catalog.load("L1").params == {"max_bad": 3} and catalog.load("L1").hot_rows == 0
         assert catalog.load("nope") is None
@@ -168,8 +171,11 @@ def test_phases(config):
 
 
 def test_chunks_round_trip_through_the_chunker(config):
+    """Names included that MySQL's utf8mb4 cannot hold as such (a byte the OS gave as a
+    surrogate): the layout is JSON text, escaped."""
     chunk = Chunk(3, "/chunks/chunk-00003", 1234,
-                  (Segment(0, "a.tsv", 100, 900, 5, 20, 0), Segment(1, "b.tsv", 0, 434, 1, 9, 20)),
+                  (Segment(0, "a\tb.tsv", 100, 900, 5, 20, 0),
+                   Segment(1, "b-\udcff-not-utf-8.tsv", 0, 434, 1, 9, 20)),
                   ((0, 0), (600, 14)))
     with Catalog(config) as catalog:
         catalog.begin_load("L1", "debl", "src", 1, {})
@@ -184,29 +190,36 @@ def test_chunks_round_trip_through_the_chunker(config):
 
 
 def _part(b: int, chunk_no: int, rows: int, checksum: int) -> BucketChunk:
-    return BucketChunk(b, chunk_no, rows, rows * 10, checksum, f"/b/{b}/c{chunk_no}")
+    """Its rows' id1 span: b*100 + chunk_no .. b*100 + 50 + chunk_no."""
+    return BucketChunk(b, chunk_no, rows, rows * 10, checksum, f"/b/{b}/c{chunk_no}",
+                       b * 100 + chunk_no, b * 100 + 50 + chunk_no)
 
 
 def test_the_bucket_index_is_the_sum_of_its_chunks(config):
     big = CHECKSUM_MOD - 5  # two of them sum past 2^64: the index keeps the sum mod 2^64
     with Catalog(config) as catalog:
         catalog.begin_load("L1", "debl", "src", 1, {})
-        catalog.record_bucket_chunks("L1", 0, 100, [_part(0, 0, 3, big), _part(2, 0, 1, 7)], "/b")
-        catalog.record_bucket_chunks("L1", 1, 100, [_part(0, 1, 2, big), _part(5, 1, 4, 1)], "/b")
+        by_100 = BucketMap.fixed(100)
+        catalog.record_bucket_chunks("L1", 0, by_100, [_part(0, 0, 3, big), _part(2, 0, 1, 7)],
+                                     "/b")
+        catalog.record_bucket_chunks("L1", 1, by_100, [_part(0, 1, 2, big), _part(5, 1, 4, 1)],
+                                     "/b")
         buckets = {b.b_index: b for b in catalog.buckets()}
         assert set(buckets) == {0, 2, 5}
         b0 = buckets[0]
         assert (b0.k_lo, b0.k_hi, b0.rows, b0.bytes, b0.location, b0.state) == \
             (0, 99, 5, 50, "/b/0", "pending")
         assert b0.checksum == (2 * big) % CHECKSUM_MOD
+        assert (b0.c_lo, b0.c_hi) == (0, 51)  # the span over both chunks
         assert (buckets[5].k_lo, buckets[5].k_hi) == (500, 599)
         assert catalog.bucket_paths(0) == ["/b/0/c0", "/b/0/c1"]
 
         # dist_ch of chunk 0 again, now without bucket 2: exactly chunk 0's share is replaced.
-        catalog.record_bucket_chunks("L1", 0, 100, [_part(0, 0, 1, 11)], "/b")
+        catalog.record_bucket_chunks("L1", 0, by_100, [_part(0, 0, 1, 11)], "/b")
         buckets = {b.b_index: b for b in catalog.buckets()}
         assert set(buckets) == {0, 5}
         assert (buckets[0].rows, buckets[0].checksum) == (3, (big + 11) % CHECKSUM_MOD)
+        assert (buckets[0].c_lo, buckets[0].c_hi) == (0, 51)
         assert catalog.job_states() == {0: "pending", 2: "pending", 5: "pending"}
 
         catalog.begin_load("L2", "debl", "src", 1, {})  # a new dataset: the old one is gone
@@ -216,7 +229,8 @@ def test_the_bucket_index_is_the_sum_of_its_chunks(config):
 def test_job_states(config):
     with Catalog(config) as catalog:
         catalog.begin_load("L1", "debl", "src", 1, {})
-        catalog.record_bucket_chunks("L1", 0, 10, [_part(b, 0, 1, 1) for b in range(3)], "/b")
+        catalog.record_bucket_chunks("L1", 0, BucketMap.fixed(10),
+                                     [_part(b, 0, 1, 1) for b in range(3)], "/b")
         t0 = time.time()
         catalog.set_job_state([0, 1], "running", "R1")
         catalog.set_job_state([1], "failed", "R1", error="HBase down")

@@ -95,3 +95,14 @@ def test_missing_password_names_the_file(tmp_path):
     config = Config(state_dir=tmp_path)
     with pytest.raises(ConfigError, match="debl stack up"):
         config.mysql_secret
+
+
+def test_booleans_from_toml_and_environment(tmp_path):
+    path = tmp_path / "debl.toml"
+    path.write_text("bucket_target_covers_heaviest = false\n")
+    assert load_config(path, env={}).bucket_target_covers_heaviest is False
+    for raw, value in (("true", True), ("0", False), ("No", False), ("1", True)):
+        config = load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": raw})
+        assert config.bucket_target_covers_heaviest is value
+    with pytest.raises(ConfigError, match="bucket_target_covers_heaviest='maybe'"):
+        load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": "maybe"})

@@ -15,6 +15,7 @@ import pytest
 
 import coordinator.coordinator as coordinator_module
 from coordinator import Coordinator
+from debl.buckets import BucketMap
 from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
@@ -52,8 +53,8 @@ class FakeCatalog:
 
     def buckets(self):
         self._maybe_fail()
-        width = self.world["load"]["bucket_width"]
-        return [Bucket(b, b * width, (b + 1) * width - 1, 1, 1, 0, "", state)
+        bucket_map = self.world["load"]["bucket_map"]
+        return [Bucket(b, *bucket_map.range_of(b), 1, 1, 0, "", state, *bucket_map.range_of(b))
                 for b, state in sorted(self.world["jobs"].items())]
 
     def job_states(self):
@@ -84,7 +85,7 @@ class FakeRawReader:
 
 def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
     return {"load_id": load_id, "approach": "debl", "source": "test", "state": state,
-            "bucket_width": width, "chunk_size": 1, "params": {}, "started": time.time(),
+            "bucket_map": BucketMap.fixed(width), "chunk_size": 1, "params": {}, "started": time.time(),
             "uptime": None, "ended": None, "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1,
             "summary": None, "error": "disk full\nmore" if state == "failed" else None}
 

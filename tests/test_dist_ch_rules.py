@@ -10,6 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from debl.bucket_file import parse_tail
+from debl.buckets import BucketMap
 from debl.model import ParseError, parse_line
 
 U63 = (1 << 63) - 1
@@ -66,19 +68,25 @@ def test_a_known_line_and_its_defect(spark):
     assert spark.sparkContext._jvm.debl.jobs.DistCh.lineId1(bytearray(good + b"\r\r")) == -1
 
 
+def _data_part(content: bytes) -> bytes:
+    """A bucket file's lines, without its index footer."""
+    return content[:parse_tail("bucket file", len(content), content).data_length]
+
+
 def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
                     slices: str = "0\t0") -> tuple[list[str], dict[str, bytes]]:
     """DistCh.bucket over *chunk* as one file of one segment, on the local file system: the
-    report's lines (paths cut to their file name) and the bucket files' bytes."""
+    report's lines (paths cut to their file name) and the bucket files' lines."""
     (tmp_path / name).write_bytes(chunk)
     sc = spark.sparkContext
     sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", max_line)
     lines = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
     out = tmp_path / f"{name}.buckets"
     report = sc._jvm.debl.jobs.DistCh.bucket(
-        sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0", 1000,
+        sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0",
+        BucketMap.fixed(1000).to_json(),
         f"file://{out}", 0)
-    files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("chunk-*")
+    files = {str(p.relative_to(out)): _data_part(p.read_bytes()) for p in out.rglob("chunk-*")
              if not p.name.endswith("_COPYING_") and not p.name.startswith(".")}
     return sorted(r.rsplit("/", 1)[-1] for r in report.split("\n") if r), files
 

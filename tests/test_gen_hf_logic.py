@@ -14,7 +14,7 @@ from loaders.gen_hf import GenHF, RunResult, pick_buckets
 
 
 def bucket(b: int, state: str = "pending", size: int = 100) -> Bucket:
-    return Bucket(b, b * 10, b * 10 + 9, 5, size, 0, f"/b/{b}", state)
+    return Bucket(b, b * 10, b * 10 + 9, 5, size, 0, f"/b/{b}", state, b * 10, b * 10 + 9)
 
 
 def chosen(*args, **kw) -> list[int]:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.mysql import connect
 from debl.model import Link
@@ -40,7 +41,8 @@ def dataset(tmp_path_factory):
 def snapshot(config) -> dict:
     """What a load leaves behind: bucket index, job rows, MySQL rows."""
     with Catalog(config) as catalog:
-        buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum) for b in catalog.buckets()}
+        buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
+                   for b in catalog.buckets()}
         jobs = catalog.job_states()
     conn = connect(config)
     try:
@@ -81,9 +83,10 @@ def test_mysql_holds_exactly_the_merged_hot_rows(dataset, loaded):
 def test_bucket_index_matches_buckets_computed_from_the_cold_files(dataset, loaded):
     directory, _, _, cold = dataset
     summary, state = loaded
-    assert state["buckets"] == expected_buckets(directory, cold, OPTIONS.bucket_width)
+    assert state["buckets"] == expected_buckets(directory, cold,
+                                                BucketMap.fixed(OPTIONS.bucket_width))
     assert set(state["jobs"].values()) == {"pending"}
-    assert summary.cold_rows == sum(rows for _, _, rows, _ in state["buckets"].values())
+    assert summary.cold_rows == sum(b[2] for b in state["buckets"].values())
 
 
 def test_rejects_are_exactly_the_bad_lines(stack_config, dataset, loaded):

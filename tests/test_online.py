@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 
 from coordinator import Coordinator
+from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.stack
 
 HOT_BYTES = 300_000
 WIDTH = 1500
+MAP = BucketMap.fixed(WIDTH)
 POLL = 0.2
 
 
@@ -60,8 +62,8 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
         buckets = [b.b_index for b in catalog.buckets()]
     hot_pair = buckets[-2:]  # not the lowest: fifo/lowest-first would never choose them first
     keys = [k for b in hot_pair for k in
-            [k for k in lists(reference) if k[0] // WIDTH == b][:20]]
-    assert {k[0] // WIDTH for k in keys} == set(hot_pair)
+            [k for k in lists(reference) if MAP.bucket_of(k[0]) == b][:20]]
+    assert {MAP.bucket_of(k[0]) for k in keys} == set(hot_pair)
 
     with Coordinator(config) as coordinator:
         answers: list = []

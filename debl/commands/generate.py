@@ -11,6 +11,7 @@ import click
 
 from debl.commands.common import friendly_errors
 from debl.workload.generator import GenerateSummary, generate as run_generate
+from debl.workload.idspace import ID_SPACES
 from debl.workload.spec import LAYOUTS, GenerateSpec
 
 
@@ -23,7 +24,8 @@ def _human(summary: GenerateSummary) -> str:
         f"  links (distinct keys): {summary.links:,}",
         f"  updates:               {summary.updates:,} ({summary.hidden:,} hidden)",
         f"  bad lines:             {len(summary.bad_lines):,}",
-        f"  ids:                   [{summary.spec.start_id}, {summary.spec.max_id})",
+        f"  ids:                   [{summary.spec.start_id}, {summary.spec.max_id})"
+        + ("" if summary.spec.ids == "dense" else f", placed as {summary.spec.ids}"),
         f"  layout:                {summary.spec.layout}"
         + (" (file k: one contiguous id1 range, newest ids in the newest files)"
            if summary.spec.layout == "ranges" else " (file k: period k's changes, all ids)"),
@@ -58,12 +60,16 @@ def _human(summary: GenerateSummary) -> str:
                    "its links, ids in creation order, mtime = newest line's time.")
 @click.option("--max-degree", type=int, default=None,
               help="Cap every out-degree (not LinkBench; for small test sets).")
+@click.option("--ids", type=click.Choice(ID_SPACES), default="dense", show_default=True,
+              help="dense: ids as numbered; clusters: moved into three clusters (from start-id, "
+                   "10^6 and 2^40), like real sparse ids.")
 @click.option("--overwrite", is_flag=True, help="Replace link files already in OUT.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @friendly_errors
 def generate(out: Path, max_id: int, files: int, days: int, seed: int, start_id: int,
              update_share: float, hidden_share: float, link_types: int, bad_lines: int,
-             layout: str, max_degree: int | None, overwrite: bool, as_json: bool) -> None:
+             layout: str, max_degree: int | None, ids: str, overwrite: bool,
+             as_json: bool) -> None:
     """Write LinkBench link files into OUT, one per period: a change log (mtime = end of the
     period) or, with --layout ranges, a dump by id1 range (mtime = newest line's time).
 
@@ -72,7 +78,7 @@ def generate(out: Path, max_id: int, files: int, days: int, seed: int, start_id:
     spec = GenerateSpec(max_id=max_id, files=files, days=days, seed=seed, start_id=start_id,
                         update_share=update_share, hidden_share=hidden_share,
                         link_types=link_types, bad_lines=bad_lines, max_degree=max_degree,
-                        layout=layout)
+                        layout=layout, ids=ids)
     err = sys.stderr
     with click.progressbar(length=spec.n_ids, label="generating", file=err,
                            show_pos=True) as bar:

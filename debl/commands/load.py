@@ -8,6 +8,7 @@ from datetime import datetime
 
 import click
 
+from debl.buckets import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.baselines import run_approach
 from loaders.load import LoadOptions, LoadProgress
@@ -58,11 +59,13 @@ def _time(value: str) -> float:
 @click.option("--hot-since", help="Files modified at or after this time are hot (ISO or unix).")
 @click.option("--no-hot", is_flag=True, help="Every file is cold (DeBL without MySQL).")
 @click.option("--chunk-size", help="Cold chunk size (default from config, 256MiB).")
-@click.option("--bucket-width", type=int, help="id1 range per bucket (default: derived).")
+@click.option("--bucket-width", type=click.IntRange(min=1),
+              help="Fixed-width buckets of this id1 range (default: split points sampled from "
+                   "the cold files, for buckets of about bucket_target_bytes).")
 @click.option("--max-bad", type=int, help="Fail once more than N lines are rejected.")
 @click.option("--approach", default="debl", show_default=True,
               help="debl, debl-cold, or a baseline: fileCopy, bulkLoad-mysql, bulkLoad-hbase, "
-                   "batchPut-hbase (DESIGN section 7).")
+                   "batchPut-hbase (docs/DESIGN.md section 7).")
 @click.option("--resume", "resume", metavar="LOAD_ID", help="Continue a killed load.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
@@ -91,7 +94,9 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     click.echo(f"\nload {s.load_id} is up after {s.uptime_s:.1f} s")
     click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in MySQL")
     click.echo(f"  cold: {s.cold_files} files, {s.cold_bytes / 1e6:.1f} MB, {s.cold_rows} rows in "
-               f"{s.buckets} buckets (width {s.bucket_width}) from {s.chunks} chunks")
+               f"{s.buckets} buckets from {s.chunks} chunks")
+    if s.bucket_map:
+        click.echo(f"  bucket map: {BucketMap.from_dict(s.bucket_map).describe()}")
     click.echo(f"  bad lines: {s.rejects}" + (f" (see {s.reject_file})" if s.rejects else ""))
     for phase, seconds in s.phases.items():
         click.echo(f"  {phase:12} {seconds:8.1f} s")

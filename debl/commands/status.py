@@ -34,7 +34,11 @@ def render(s: dict) -> str:
         out.append("  uptime     not yet: queries wait")
     hot = (f"{load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}"
            if load["hot_rows"] else "none")
-    out.append(f"  hot        MySQL {hot}; bucket width {load['bucket_width'] or '-'}")
+    out.append(f"  hot        MySQL {hot}")
+    bmap = load["bucket_map"]
+    out.append("  buckets    " + ("not decided yet" if bmap is None else
+                                  f"fixed width {bmap['width']}" if bmap["kind"] == "width" else
+                                  f"{bmap['buckets']} at sampled split points"))
     if s["phases"]:
         out.append("  phases     items   sum s  wall s        bytes")
         for p in s["phases"]:
@@ -45,6 +49,16 @@ def render(s: dict) -> str:
     states = ", ".join(f"{n} {state}" for state, n in b["by_state"].items() if n) or "none"
     out.append(f"buckets    {b['loaded']}/{b['total']} loaded ({states}); "
                f"{_mb(b['loaded_bytes'])} of {_mb(b['bytes'])}, {b['rows']:,} cold rows")
+    if b["total"]:
+        out.append(f"           largest {_mb(b['largest_bytes'])}, mean "
+                   f"{_mb(b['bytes'] // b['total'])}")
+    if "list" in b:
+        out.append(f"  {'bucket':>7} {'k_lo':>20} {'k_hi':>20} {'cold id1 span':>31} "
+                   f"{'rows':>11} {'bytes':>13}  state")
+        for e in b["list"]:
+            span = f"{e['c_lo']}..{e['c_hi']}"
+            out.append(f"  {e['b_index']:>7} {e['k_lo']:>20} {e['k_hi']:>20} {span:>31} "
+                       f"{e['rows']:>11,} {e['bytes']:>13,}  {e['state']}")
     fa = s["full_availability"]
     if fa:
         out.append(f"full availability {fa['seconds']:,.1f} s after the start "
@@ -80,13 +94,15 @@ def render(s: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
               help="How many buckets to list by demand.")
+@click.option("--buckets", "every_bucket", is_flag=True,
+              help="List every bucket: b_index, k_lo, k_hi, cold id1 span, rows, bytes, state.")
 @click.pass_context
 @friendly_errors
-def status(ctx: click.Context, as_json: bool, top: int) -> None:
+def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> None:
     """Uptime, buckets loaded / total, demand and running gen_HF jobs of the latest load."""
     from coordinator.status import read_status
     from debl.catalog import Catalog
 
     with Catalog(config_of(ctx)) as catalog:
-        report = read_status(catalog, top=top)
+        report = read_status(catalog, top=top, every_bucket=every_bucket)
     click.echo(json.dumps(report, indent=2) if as_json else render(report))

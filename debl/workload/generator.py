@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from debl.errors import ConfigError, SourceError
+from debl.workload import idspace
 from debl.workload.badlines import KINDS, BadLine, make_bad_line
 from debl.workload.lineformat import encode_links
 from debl.workload.spec import GenerateSpec
@@ -195,7 +196,7 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
     outputs = _Outputs(out, names)
     try:
         for chunk in range(ctx.chunks):
-            rec = synthesize(ctx, chunk)
+            rec = idspace.place(synthesize(ctx, chunk), spec)
             buf, ends = encode_links(rec.id1, rec.link_type, rec.id2, rec.visibility, rec.sizes,
                                      rec.data, rec.time, rec.version)
             line_bounds = np.concatenate(([0], np.cumsum(rec.file_counts)))

@@ -39,6 +39,7 @@ import numpy as np
 
 from debl.errors import ConfigError
 from debl.model import LINK_TYPES
+from debl.workload.idspace import ID_SPACES
 
 DAY_MS = 86_400_000
 REFERENCE_END_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -67,8 +68,12 @@ class GenerateSpec:
     # rank 0 the CDF's maximum, 961,963 links, whatever the number of ids -- a small data set
     # (tests, demos) is then dominated by that one id1. The cap keeps small sets small.
     max_degree: int | None = None
+    # Where the ids sit: "dense" ([start_id, max_id)) or "clusters" (debl.workload.idspace).
+    ids: str = "dense"
 
     def __post_init__(self) -> None:
+        if self.ids not in ID_SPACES:
+            raise ConfigError(f"--ids must be one of {', '.join(ID_SPACES)}, not {self.ids!r}")
         if self.start_id < 0:
             raise ConfigError(f"--start-id must be >= 0, not {self.start_id}")
         if self.max_id <= self.start_id:

@@ -29,7 +29,7 @@ import org.apache.spark.api.java.function.Function;
  * dist_ch's per-line work on the JVM: one Spark task per line-aligned slice of a chunk in HDFS
  * validates every line, gives it its origin, and writes one file per bucket it touches. Called
  * from Python ({@code loaders.dist_ch}) through py4j, which keeps the plan (slices, segments,
- * bucket width) and turns the results into bucket index rows and reject records.
+ * bucket map) and turns the results into bucket index rows and reject records.
  *
  * <p>Why on the JVM: in Python (split, validate, format, checksum per line) dist_ch bucketed
  * about 11-25 MB/s on 2 cores and was the slowest stage before uptime when the link is fast.
@@ -144,67 +144,35 @@ public final class DistCh {
   }
 
   /**
-   * Per slice, {@code <slice> TAB <min id1> TAB <max id1> TAB <1 if id1 never decreased, else
-   * 0>} over its valid lines, or {@code <slice> TAB -} when it has none: what the driver needs to
-   * derive the bucket width from the first chunk. {@code slices}: one {@code <byte offset> TAB
-   * <first chunk line>} line per slice.
-   */
-  public static String keyRanges(JavaSparkContext jsc, String chunkUri, String slices) {
-    HadoopSettings settings = new HadoopSettings(jsc.hadoopConfiguration());
-    long[][] plan = table(slices, 2);
-    List<Integer> indexes = indexes(plan.length);
-    return String.join("\n", jsc.parallelize(indexes, indexes.size())
-        .map((Function<Integer, String>) slice -> {
-          long lo = Long.MAX_VALUE;
-          long hi = -1;
-          long last = -1;
-          boolean ordered = true;
-          try (Lines lines = open(settings.configuration(), chunkUri, plan, slice)) {
-            while (lines.next()) {
-              long id1 = lines.tooLong ? -1 : id1Of(lines.buf, lines.start, lines.end);
-              if (id1 < 0) {
-                continue;
-              }
-              ordered &= id1 >= last;
-              last = id1;
-              lo = Math.min(lo, id1);
-              hi = Math.max(hi, id1);
-            }
-          }
-          return hi < 0 ? slice + "\t-" : slice + "\t" + lo + "\t" + hi + "\t" + (ordered ? 1 : 0);
-        })
-        .collect());
-  }
-
-  /**
    * Buckets one chunk: one task per slice writes the bucket file {@code
-   * <bucketDir>/<b>/chunk-<NNNNN>.<slice>} for every bucket {@code b = id1 / width} of its valid
-   * lines. {@code segments}: one {@code
-   * <file_seq> TAB <first line> TAB <lines> TAB <chunk line>} line per segment, in chunk order.
-   * Returns, per slice, lines of three kinds:
-   * {@code P <slice> <bucket> <rows> <bytes> <checksum, unsigned> <path>} per bucket file,
+   * <bucketDir>/<b>/chunk-<NNNNN>.<slice>} (sorted, with its index footer: {@link BucketFile})
+   * for every bucket {@code b} of its valid lines, {@code b} given by the bucket map
+   * ({@link BucketMap}, its JSON in {@code bucketMap}). {@code slices}: one {@code <byte offset>
+   * TAB <first chunk line>} line per slice. {@code segments}: one {@code <file_seq> TAB <first
+   * line> TAB <lines> TAB <chunk line>} line per segment, in chunk order.
+   * Returns, per slice, lines of four kinds:
+   * {@code P <slice> <bucket> <rows> <bytes> <checksum, unsigned> <path> <lowest id1> <highest
+   * id1>} per bucket file (the id1 span of its rows: the coordinator's cold coverage),
    * {@code R <slice> <file_seq> <line_no> <the line in hex>} per rejected line,
    * {@code L <slice> <file_seq> <line_no> <length> <its first bytes in hex>} per line over
    * {@value #MAX_LINE_KEY} bytes (see {@link Lines}),
    * {@code F <slice> <file_seq> <rows bucketed> <lines rejected>} per segment (TAB-separated).
    */
   public static String bucket(JavaSparkContext jsc, String chunkUri, String slices,
-      String segments, long width, String bucketDir, int chunkNo) {
-    if (width <= 0) {
-      throw new IllegalArgumentException("bucket width must be positive, not " + width);
-    }
+      String segments, String bucketMap, String bucketDir, int chunkNo) {
+    BucketMap map = BucketMap.fromJson(bucketMap); // checked once, on the driver
     HadoopSettings settings = new HadoopSettings(jsc.hadoopConfiguration());
     long[][] plan = table(slices, 2);
     long[][] segs = table(segments, 4);
     List<Integer> indexes = indexes(plan.length);
     return String.join("\n", jsc.parallelize(indexes, indexes.size())
         .map((Function<Integer, String>) slice -> bucketSlice(
-            settings.configuration(), chunkUri, plan, segs, slice, width, bucketDir, chunkNo))
+            settings.configuration(), chunkUri, plan, segs, slice, map, bucketDir, chunkNo))
         .collect());
   }
 
   private static String bucketSlice(Configuration conf, String chunkUri, long[][] plan,
-      long[][] segs, int slice, long width, String bucketDir, int chunkNo)
+      long[][] segs, int slice, BucketMap map, String bucketDir, int chunkNo)
       throws IOException, InterruptedException, ExecutionException {
     Map<Long, Output> buckets = new TreeMap<>();
     StringBuilder report = new StringBuilder();
@@ -237,7 +205,9 @@ public final class DistCh {
           continue;
         }
         perFile[seg][0]++;
-        Output out = buckets.computeIfAbsent(id1 / width, b -> new Output());
+        Output out = buckets.computeIfAbsent(map.bucketOf(id1), b -> new Output());
+        out.lo = Math.min(out.lo, id1);
+        out.hi = Math.max(out.hi, id1);
         // Valid, so both numbers parse: the line's sort key in the bucket file.
         out.startLine(id1, number(lines.buf, tabs[0] + 1, tabs[1]),
             number(lines.buf, tabs[4] + 1, tabs[5]));
@@ -260,7 +230,8 @@ public final class DistCh {
         written.add(pool.submit(() -> {
           writeAtomic(conf, path, out);
           return "P\t" + slice + "\t" + b + "\t" + out.rows + "\t" + out.size + "\t"
-              + Long.toUnsignedString(out.checksum) + "\t" + path.toUri().getPath() + "\n";
+              + Long.toUnsignedString(out.checksum) + "\t" + path.toUri().getPath() + "\t"
+              + out.lo + "\t" + out.hi + "\n";
         }));
       }
       for (Future<String> f : written) {
@@ -295,6 +266,8 @@ public final class DistCh {
     int[] starts = new int[1 << 10];
     long[] keys = new long[3 << 10]; // id1, link_type, time per line
     long checksum; // mod 2^64 by overflow
+    long lo = Long.MAX_VALUE; // the id1 span of the rows
+    long hi = -1;
 
     void startLine(long id1, long linkType, long time) {
       if (rows == starts.length) {

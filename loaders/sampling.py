@@ -1,0 +1,160 @@
+"""Split points by sampling: a load's bucket map, drawn from its cold files before the copy.
+
+The id space is cut so that buckets hold about ``bucket_target_bytes`` each, whatever the ids
+look like (dense, sparse, clustered) and however the input is laid out (a range dump: each file
+one contiguous id1 range; a change log: each file all ids), as TeraSort samples its input before
+it sorts (docs/LOADING.md, "Bucket boundaries"):
+
+1. **Reads.** Every cold file is cut into ``k`` equal strata, ``k`` from the file's share of
+   the cold bytes (``sample_reads_per_bucket`` per ``bucket_target_bytes``); one ranged read of
+   ``sample_bytes`` falls in each stratum, at a phase that differs from file to file (so that
+   files with the same id order, as in a change log, are not all read at the same ids). A file
+   smaller than one read is read whole. Reads run in a few threads: over HTTP each is a request.
+2. **Weights.** The complete lines of a read (the partial first and last lines are dropped; the
+   read starts one byte early to see whether its first line starts at its offset) are parsed with
+   ``debl.model.parse_line``; bad lines do not count. The read stands for its stratum's bytes,
+   shared among its lines by their length: each sampled id1 carries the bytes it stands for.
+3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
+   never cut, so one bucket holds the heaviest id whole; with ``bucket_target_covers_heaviest``
+   (the default) the target is at least that id's weight, so buckets stay about even
+   (LinkBench's heaviest id, 961,963 links, is about 64 MB of input). Over the id1s in order,
+   buckets are filled greedily up to a limit, an id heavier than the limit alone in its bucket;
+   the limit is the smallest (found by bisection) with which that many buckets hold everything:
+   no such cut has a heavier bucket of several ids, and a heavy id ends up in a bucket of its
+   own instead of doubling its neighbour.
+
+Pitfalls:
+
+- Within a sorted file a read's lines are neighbours: the file is resolved to its strata only.
+  Buckets are therefore about ``sample_reads_per_bucket`` strata wide per file; a stratum's error
+  is at most its own bytes.
+- The map is decided once, before the first chunk, and recorded with the load: a resumed load
+  uses the recorded map, never a new sample (its bucketed chunks were cut by the old one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from debl.buckets import BucketMap
+from debl.config import Config
+from debl.model import ParseError, parse_line
+from loaders.source import Source, SourceFile
+
+READ_THREADS = 8  # ranged reads in flight: each is a request (and a round trip) over HTTP
+_PHASE = (math.sqrt(5) - 1) / 2  # the golden ratio's fraction: file phases spread evenly
+
+
+@dataclass(frozen=True)
+class Read:
+    """One ranged read: bytes ``[offset, offset + length)`` of ``name``, standing for
+    ``stands_for`` bytes of the file; ``at_eof`` when it reaches the end of the file."""
+
+    name: str
+    offset: int
+    length: int
+    stands_for: float
+    at_eof: bool
+
+
+def plan_reads(files: Iterable[SourceFile], target_bytes: int, reads_per_bucket: int,
+               sample_bytes: int) -> list[Read]:
+    """The ranged reads of a sample of *files* (see the module's step 1)."""
+    reads = []
+    for seq, f in enumerate(files):
+        if f.size <= 0:
+            continue
+        k = max(1, math.ceil(reads_per_bucket * f.size / target_bytes))
+        if f.size <= sample_bytes or k * sample_bytes >= f.size:
+            reads.append(Read(f.name, 0, f.size, float(f.size), True))
+            continue
+        stratum = f.size / k
+        phase = ((seq + 1) * _PHASE) % 1.0
+        for i in range(k):
+            offset = min(int((i + phase) * stratum), f.size - sample_bytes)
+            reads.append(Read(f.name, offset, sample_bytes, stratum,
+                              offset + sample_bytes >= f.size))
+    return reads
+
+
+def weighted_ids(block: bytes, read: Read) -> list[tuple[int, float]]:
+    """``(id1, bytes it stands for)`` of each complete valid line of *block*, which holds the
+    read's bytes preceded by the byte before ``read.offset`` when the offset is not 0."""
+    if read.offset > 0:  # drop the line the read starts inside (none if the byte before is \n)
+        block = block[block.find(b"\n") + 1:] if b"\n" in block else b""
+    if not read.at_eof:  # drop the line the read ends inside
+        block = block[:block.rfind(b"\n") + 1]
+    found = []
+    for line in block.splitlines(keepends=True):
+        try:
+            found.append((parse_line(line).id1, len(line)))
+        except ParseError:
+            continue
+    total = sum(n for _, n in found)
+    return [(id1, read.stands_for * n / total) for id1, n in found]
+
+
+def split_points(weights: Iterable[tuple[int, float]], target_bytes: int,
+                 covers_heaviest: bool = True) -> list[int]:
+    """The split points (first id1 of every bucket but the first) that cut *weights*
+    (``(id1, bytes)``, an id1 may repeat) into buckets of about *target_bytes*, raised to the
+    heaviest id's weight with *covers_heaviest* (module step 3)."""
+    per_id: dict[int, float] = {}
+    for id1, w in weights:
+        per_id[id1] = per_id.get(id1, 0.0) + w
+    if not per_id:
+        return []
+    ids = np.array(sorted(per_id), dtype=np.int64)
+    sizes = np.array([per_id[i] for i in ids.tolist()], dtype=np.float64)
+    total, heaviest = float(sizes.sum()), float(sizes.max())
+    target = max(float(target_bytes), heaviest) if covers_heaviest else float(target_bytes)
+    buckets = math.ceil(total / target - 1e-9)
+    # The smallest limit whose greedy cut needs at most `buckets` buckets. Past total/buckets +
+    # heaviest every closed bucket outweighs total/buckets, so that limit always fits.
+    lo, hi = total / buckets, total / buckets + heaviest
+    best = _greedy(sizes, hi)
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        cut = _greedy(sizes, mid)
+        if len(cut) < buckets:
+            hi, best = mid, cut
+        else:
+            lo = mid
+    return ids[best].tolist()
+
+
+def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
+    """Indexes where a bucket starts when each bucket takes ids in order while it stays within
+    *limit* (an id heavier than the limit alone)."""
+    before = np.concatenate(([0.0], np.cumsum(sizes)))  # weight of the ids before index i
+    starts, i = [], 0
+    while True:
+        # The first id that would take the bucket from i past the limit starts the next one.
+        j = max(int(np.searchsorted(before, before[i] + limit * (1 + 1e-12), "right")) - 1,
+                i + 1)
+        if j >= len(sizes):
+            return starts
+        starts.append(j)
+        i = j
+
+
+def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
+                      target_bytes: int | None = None) -> BucketMap:
+    """The bucket map of a load whose cold files are *cold*: split points from a sample."""
+    target = target_bytes or config.bucket_target_bytes
+    reads = plan_reads(cold, target, config.sample_reads_per_bucket, config.sample_bytes)
+
+    def sample(read: Read) -> list[tuple[int, float]]:
+        before = 1 if read.offset > 0 else 0
+        block = source.read_range(read.name, read.offset - before, read.length + before)
+        return weighted_ids(block, read)
+
+    with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="sample") as pool:
+        weights = [w for found in pool.map(sample, reads) for w in found]
+    return BucketMap.from_splits(split_points(weights, target,
+                                              config.bucket_target_covers_heaviest))

@@ -1,0 +1,103 @@
+"""Ranged reads of a source: ``debl source serve`` answers HTTP ``Range`` with 206 (or 416), the
+HTTP source asks for it, the local source seeks; both read the same bytes. The split-point sample
+(loaders.sampling) reads the cold files this way."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+
+import pytest
+
+from debl.errors import SourceError
+from loaders.serve import byte_range, make_server
+from loaders.source import HttpSource, LocalSource
+
+BODY = bytes(range(256)) * 40  # 10,240 bytes
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("served")
+    (directory / "f.tsv").write_bytes(BODY)
+    (directory / "empty.tsv").write_bytes(b"")
+    server = make_server(directory, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield directory, server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def get(port: int, path: str, range_header: str | None = None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers={"Range": range_header} if range_header else {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), body
+
+
+@pytest.mark.parametrize("header, first, last", [
+    ("bytes=0-99", 0, 99), ("bytes=100-", 100, len(BODY) - 1), ("bytes=-10", len(BODY) - 10,
+                                                               len(BODY) - 1),
+    ("bytes=10000-999999", 10000, len(BODY) - 1), ("bytes=5-5", 5, 5)])
+def test_a_range_is_answered_with_206_and_exactly_its_bytes(served, header, first, last):
+    _, port = served
+    status, headers, body = get(port, "/files/f.tsv", header)
+    assert status == 206
+    assert body == BODY[first:last + 1]
+    assert headers["Content-Range"] == f"bytes {first}-{last}/{len(BODY)}"
+    assert int(headers["Content-Length"]) == last - first + 1
+
+
+def test_a_range_past_the_end_is_416_and_no_range_is_the_whole_file(served):
+    _, port = served
+    status, headers, body = get(port, "/files/f.tsv", f"bytes={len(BODY)}-")
+    assert (status, headers["Content-Range"], body) == (416, f"bytes */{len(BODY)}", b"")
+    assert get(port, "/files/empty.tsv", "bytes=0-")[0] == 416
+    status, headers, body = get(port, "/files/f.tsv")
+    assert (status, body, headers["Accept-Ranges"]) == (200, BODY, "bytes")
+    # Several ranges, another unit or an invalid range: the server sends the whole file.
+    for header in ("bytes=0-1,5-6", "items=0-1", "bytes=9-3"):
+        assert get(port, "/files/f.tsv", header)[:3:2] == (200, BODY)
+
+
+def test_byte_range_parsing():
+    assert byte_range(None, 10) is None
+    assert byte_range("bytes=-0", 10) == "unsatisfiable"
+    assert byte_range("bytes=-20", 10) == (0, 9)
+    assert byte_range("bytes=3-", 10) == (3, 9)
+
+
+def test_http_and_local_sources_read_the_same_ranges(served):
+    directory, port = served
+    http_source, local = HttpSource(f"http://127.0.0.1:{port}"), LocalSource(directory)
+    for offset, length in ((0, 1), (0, 100), (4000, 3000), (len(BODY) - 5, 100), (123, 0)):
+        expected = BODY[offset:offset + length]
+        assert http_source.read_range("f.tsv", offset, length) == expected
+        assert local.read_range("f.tsv", offset, length) == expected
+
+
+def test_a_server_without_ranges_is_a_clear_error(tmp_path):
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "f.tsv").write_bytes(BODY)
+
+    class NoRanges(SimpleHTTPRequestHandler):  # the standard library's server ignores Range
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(tmp_path), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NoRanges)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = HttpSource(f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(SourceError, match="does not answer ranged reads.*--bucket-width"):
+            source.read_range("f.tsv", 10, 10)
+    finally:
+        server.shutdown()
+        server.server_close()
