@@ -192,6 +192,13 @@ def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conver
                 ("mysql", True, 0.0, None), key
             assert answer.links == reference.get_link_list(*key)
         cold_key = next(k for k in sorted(reference.keys()) if k[0] < 6000)
+        # With the raw route (the default) a cold id1 is answered from the bucket's files...
+        raw = coordinator.query(*cold_key, timeout=0.3, partial=True)
+        assert (raw.route, raw.complete) == ("raw", True)
+        assert raw.links == reference.get_link_list(*cold_key)
+        assert raw.bucket == bucket_map.bucket_of(cold_key[0])
+    # ... and waits for its bucket with the paper's buffering.
+    with Coordinator(config.replace(raw_after=None)) as coordinator:
         waiting = coordinator.query(*cold_key, timeout=0.3, partial=True)
         assert (waiting.route, waiting.complete) == ("partial", False)
         assert waiting.bucket == bucket_map.bucket_of(cold_key[0])
