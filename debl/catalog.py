@@ -694,7 +694,8 @@ class Catalog:
     def bucket_chunks(self, b_index: int) -> list[BucketChunk]:
         """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths)."""
         t = bucket_chunks_table
-        query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path)
+        query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path,
+                           t.c.c_lo, t.c.c_hi)
                  .where(t.c.b_index == b_index).order_by(t.c.chunk_no))
         with self._transaction() as conn:
             return [BucketChunk(*row) for row in conn.execute(query)]

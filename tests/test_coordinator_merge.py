@@ -115,7 +115,7 @@ def test_demand_policy_debounces_and_heartbeats():
 def test_demand_counts_waiting_queries_and_decays_the_ones_that_stopped():
     assert decayed(8.0, 0.0) == 8.0 and decayed(8.0, HALF_LIFE_S) == 4.0
     assert decayed(8.0, 3 * HALF_LIFE_S) == 1.0 and decayed(1.0, -5.0) == 1.0
-    b = BucketState(3, 0, 9, "pending")
+    b = BucketState(3, 0, 9, "pending", 0, 9)
     assert b.demand(0.0) == 0
     b.waiting = 2  # two queries waiting on it now
     for t in (0.0, 0.0, 0.0, 0.0):  # four answered raw at t=0

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from coordinator import Coordinator
 from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
+from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
@@ -37,6 +38,7 @@ from tests.dataset import make_dataset
 pytestmark = pytest.mark.stack
 
 WIDTH = 3000
+MAP = BucketMap.fixed(WIDTH)
 LT = 123456789
 HEAVY = 4242  # bucket 1: thousands of links in three cold files, a few hot ones
 T0 = 1_700_000_000_000
@@ -139,7 +141,7 @@ def test_raw_answers_equal_the_reference(raw):
         for key in _keys(reference):
             answer = c.query(*key)
             assert answer.links == reference.get_link_list(*key), key
-            assert answer.route == ("raw" if key[0] // WIDTH in bucket_files else "mysql")
+            assert answer.route == ("raw" if MAP.bucket_of(key[0]) in bucket_files else "mysql")
             RAW_ANSWERS[(key, ())] = answer.links
         assert c.stats().raw >= SAMPLE // 2
         assert c.waiting() == {} and set(c.demand()) == set(bucket_files)  # raw answers: demand
@@ -185,7 +187,7 @@ def test_a_dist_ch_temporary_file_is_never_read(raw):
     fs.write(victim + "._COPYING_", bogus, overwrite=True)
     try:
         with Coordinator(config) as c:
-            for key in [(HEAVY, LT)] + [k for k in _keys(reference) if k[0] // WIDTH == 1]:
+            for key in [(HEAVY, LT)] + [k for k in _keys(reference) if MAP.bucket_of(k[0]) == 1]:
                 assert c.get_link_list(*key) == reference.get_link_list(*key), key
         report = verify_load(config, source=False)
         assert report.ok, report.failures
@@ -205,7 +207,7 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     with Coordinator(config) as c:
         # Opened before the file goes (its index is cached, its blocks are not): the read of
         # the file names it.
-        assert c.get_link_list(WIDTH, 0) == []  # no such link type: no block read
+        assert c.get_link_list(first.id1, 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
         try:
             with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
