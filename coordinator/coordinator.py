@@ -1,5 +1,5 @@
 """The coordinator: routes each get_link_list to MySQL, HBase or both, and buffers the queries
-whose data is still on its way (DESIGN section 6).
+whose data is still on its way (docs/DESIGN.md section 6).
 
 Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``debl.buckets``):
 
@@ -60,7 +60,7 @@ from coordinator.demand import DemandPolicy, new_coordinator_id
 from coordinator.merge import merge_newest_first, select_merged
 from coordinator.raw import RawBucket, RawReader
 from coordinator.state import BucketState, Dataset, LoadView, read_dataset, read_load
-from coordinator.stats import CoordinatorStats, WaitRecorder
+from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 log = logging.getLogger("debl.coordinator")
 
@@ -371,6 +371,11 @@ class Coordinator:
     def stats(self) -> CoordinatorStats:
         """Counts of queries answered at once / after buffering, and buffered wait times."""
         return self._recorder.snapshot()
+
+    def wait_counters(self) -> WaitCounters:
+        """The raw counters behind ``stats()``, picklable and mergeable across coordinators
+        (``WaitCounters.merge``): what each process of a multi-process query client reports."""
+        return self._recorder.counters()
 
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""

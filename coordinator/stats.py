@@ -73,6 +73,9 @@ class CoordinatorStats:
 
 
 
+OUTCOMES = ("immediate", "buffered", "waited_uptime", "raw", "partial", "timeouts")
+
+
 class WaitRecorder:
     """Thread-safe counters; ``record`` is called once per finished query."""
 
@@ -82,8 +85,7 @@ class WaitRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._counts = {"immediate": 0, "buffered": 0, "waited_uptime": 0, "raw": 0,
-                            "partial": 0, "timeouts": 0}
+            self._counts = dict.fromkeys(OUTCOMES, 0)
             self._waits = array("d")
             self._first = {"answered": 0, "immediate": 0}
             self._epoch = time.monotonic()
@@ -106,11 +108,39 @@ class WaitRecorder:
         with self._lock:
             return dict(self._counts)
 
-    def snapshot(self) -> CoordinatorStats:
+    def counters(self) -> "WaitCounters":
+        """The raw counters now, picklable: a query client with several processes (one
+        coordinator each) merges them into one set of statistics."""
         with self._lock:
-            counts = dict(self._counts)
-            waits = np.frombuffer(self._waits.tobytes(), dtype=np.float64)
-            first = dict(self._first)
+            return WaitCounters(dict(self._counts), self._waits.tobytes(),
+                                self._first["answered"], self._first["immediate"])
+
+    def snapshot(self) -> CoordinatorStats:
+        return self.counters().stats()
+
+
+@dataclass(frozen=True)
+class WaitCounters:
+    """One or more recorders' raw counters; ``merge`` adds them exactly (wait times are kept
+    whole, 8 bytes per buffered query), ``stats`` summarizes them."""
+
+    counts: dict[str, int]
+    waits: bytes  # float64 seconds, one per buffered query
+    first_answered: int = 0
+    first_immediate: int = 0
+
+    @classmethod
+    def merge(cls, parts: "list[WaitCounters]") -> "WaitCounters":
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for p in parts:
+            for k, n in p.counts.items():
+                counts[k] = counts.get(k, 0) + n
+        return cls(counts, b"".join(p.waits for p in parts),
+                   sum(p.first_answered for p in parts), sum(p.first_immediate for p in parts))
+
+    def stats(self) -> CoordinatorStats:
+        counts = {k: self.counts.get(k, 0) for k in OUTCOMES}
+        waits = np.frombuffer(self.waits, dtype=np.float64)
         answered = sum(n for k, n in counts.items() if k != "timeouts")
         if len(waits):
             mean, p50, p95, top = (float(waits.mean()), float(np.percentile(waits, 50)),
@@ -119,5 +149,5 @@ class WaitRecorder:
             mean = p50 = p95 = top = 0.0
         return CoordinatorStats(answered=answered, mean_wait_s=mean, p50_wait_s=p50,
                                 p95_wait_s=p95, max_wait_s=top,
-                                first_minute_answered=first["answered"],
-                                first_minute_immediate=first["immediate"], **counts)
+                                first_minute_answered=self.first_answered,
+                                first_minute_immediate=self.first_immediate, **counts)

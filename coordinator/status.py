@@ -6,7 +6,7 @@ answered per route (raw answers included), the gen_HF jobs running now, and full
 once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine
 and does not need a coordinator.
 
-Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; the DESIGN's
+Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; docs/DESIGN.md's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
 """
 

@@ -89,7 +89,7 @@ _BYTES_PER_ID = 255
 GEN_HF_STARTS = ("uptime", "load")
 # The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
 DEFAULT_RECENCY_SHARE = 0.9
-DEFAULT_LAYOUT = "ranges"  # the paper's setting (DESIGN section 3)
+DEFAULT_LAYOUT = "ranges"  # the paper's setting (docs/DESIGN.md section 3)
 _HOT_APPROACHES = ("debl", "debl-fifo", "debl-raw")
 _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
@@ -222,7 +222,7 @@ def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:
 
 def bucket_target_bytes(spec: BenchSpec, cold: int) -> int:
     """``bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets of
-    about equal bytes (the loader sizes buckets by this target, DESIGN section 4)."""
+    about equal bytes (the loader sizes buckets by this target, docs/DESIGN.md section 4)."""
     return max(1, -(-cold // spec.buckets))
 
 
@@ -524,33 +524,34 @@ def _run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: 
 
 def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                  service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
-    from debl.workload.client import ClientSpec, run_client
+    from debl.workload.client import ClientSpec, default_processes, run_client
     from debl.workload.requests import RequestSpec
-    from debl.workload.targets import open_target
+    from debl.workload.targets import target_source
 
     gen = spec.input
     client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
                                          link_types=gen.link_types, seed=spec.seed,
                                          recency_share=spec.recency_share),
-                             threads=spec.threads, total=spec.requests, duration=spec.duration)
+                             threads=spec.threads, total=spec.requests, duration=spec.duration,
+                             processes=default_processes(spec.threads, config.client_processes))
+    # Each client process opens its own target; a coordinator's counters are zeroed when the
+    # run starts (its first minute is the query phase's) and merged over the processes after.
+    if approach.target == "debl":
+        source = target_source(coordinator_config(config, approach.raw_route), "debl",
+                               default_timeout=spec.query_timeout)
+    else:
+        source = target_source(config, approach.target)
     if service is not None and not service.started:
         service.start()
     try:
         progress.phase(approach.name, "query")
+        result = run_client(source, client_spec, progress=lambda done, elapsed:
+                            progress.queried(done, spec.requests, elapsed))
+        waits = None
         if approach.target == "debl":
-            from coordinator import Coordinator
+            from coordinator.stats import WaitCounters
 
-            target = Coordinator(coordinator_config(config, approach.raw_route),
-                                 default_timeout=spec.query_timeout)
-            target.reset_stats()  # its first minute is the query phase's
-        else:
-            target = open_target(config, approach.target)
-        try:
-            result = run_client(target, client_spec, progress=lambda done, elapsed:
-                                progress.queried(done, spec.requests, elapsed))
-            waits = target.stats().to_dict() if approach.target == "debl" else None
-        finally:
-            target.close()
+            waits = WaitCounters.merge(list(result.target_reports)).stats().to_dict()
         gen_hf = None
         if service is not None:
             progress.phase(approach.name, "gen_HF to full availability")

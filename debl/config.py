@@ -54,8 +54,9 @@ class Config:
     mysql_database: str = "debl"
     mysql_engine: str = "InnoDB"
     link_table: str = "linktable"
-    # Connections per MySQLStore (the coordinator's and the query client's link reads), shared
-    # by all its threads: the server sees at most this many per store (HBaseStore pools 32).
+    # Connections per MySQLStore and driver (the link reads on mysqlclient, the rest on
+    # pymysql), shared by all its threads: the server sees at most this many per store and
+    # driver (HBaseStore pools 32).
     mysql_pool_size: int = 32
 
     # HDFS.
@@ -104,7 +105,7 @@ class Config:
     max_bad: int = -1  # -1: no limit
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
-    # 1 KiB (DESIGN section 8). Valid LinkBench lines are under 400 bytes.
+    # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
     max_line_bytes: int = 4 * MiB
 
     # Coordinator.
@@ -115,6 +116,11 @@ class Config:
     raw_after: float | None = 0.5
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
+
+    # Query client (`debl query`, the bench's query phase): worker processes that share the
+    # client threads, each with its own connections. 0: one per core (at most one per thread);
+    # one Python process tops out at a few thousand requests/s (docs/BENCHMARKS.md).
+    client_processes: int = 0
 
     def __post_init__(self) -> None:
         for name in ("mysql_database", "link_table", "hbase_table"):
@@ -132,6 +138,9 @@ class Config:
                      "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.client_processes < 0:
+            raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
+                              f"not {self.client_processes}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
         if self.bucket_width < 0:

@@ -1,5 +1,10 @@
 """Connections to MySQL (MariaDB): one function that every role uses, errors made readable.
 
+Two drivers: pymysql (pure Python) for everything, and mysqlclient (``MySQLdb``, libmariadb in
+C) for the link store's read path only (``connect_reader``), where the driver's CPU per query
+decides how many queries a client process can send: pymysql spends about 160-200 µs of CPU on
+a LinkBench ``get_link_list``, mysqlclient about 50 (docs/STORES.md has the measurement).
+
 Pitfalls:
 
 - ``LOAD DATA LOCAL INFILE`` needs ``local_infile=True`` on the client *and* the server
@@ -13,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import MySQLdb
 import pymysql
 
 from debl.config import Config
@@ -46,11 +52,23 @@ def connect(config: Config, *, local_infile: bool = False, autocommit: bool = Tr
         raise ServiceError(describe(exc, config)) from exc
 
 
-def describe(exc: pymysql.err.MySQLError, config: Config) -> str:
-    """A user's message for a pymysql error."""
+def connect_reader(config: Config) -> MySQLdb.Connection:
+    """A new mysqlclient connection for reads (autocommit: each statement sees the latest
+    commits), or a ServiceError that says what is wrong. The database must exist."""
+    try:
+        return MySQLdb.connect(
+            host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
+            password=config.mysql_secret, database=config.mysql_database, autocommit=True,
+            connect_timeout=10, read_timeout=3600, write_timeout=3600, charset="utf8mb4")
+    except MySQLdb.MySQLError as exc:
+        raise ServiceError(describe(exc, config)) from exc
+
+
+def describe(exc: pymysql.err.MySQLError | MySQLdb.MySQLError, config: Config) -> str:
+    """A user's message for a pymysql or mysqlclient error (both carry ``(code, message)``)."""
     code = exc.args[0] if exc.args else None
     where = f"MySQL at {config.mysql_host}:{config.mysql_port}"
-    if code in (2003, 2013):
+    if code in (2002, 2003, 2013):
         return f"{where} is not reachable ({exc.args[1]}); is the stack up? (`debl stack status`)"
     if code == 1045:
         return (f"{where} refused user {config.mysql_user!r}: wrong password "

@@ -7,7 +7,7 @@ Written next to the bench's results (``<state_dir>/bench/<bench_id>/``):
   all queries were served, full availability, the paper's uptime); latency percentiles per
   approach (and, for DeBL, the buffered queries' waits); the service from uptime (the paper's
   Figure 7.6 in numbers: requests served in the first 30 s after uptime, throughput once
-  everything is loaded, the longest stall, the last query); the ratios of DESIGN section 11
+  everything is loaded, the longest stall, the last query); the ratios of docs/DESIGN.md section 11
   beside the paper's;
 - ``throughput.png``: requests completed per second against the time since the load started,
   one line per approach, each approach's uptime marked by a dashed line of its colour (and full
@@ -26,7 +26,7 @@ Pitfalls:
   a phase that ends sooner has served all its requests.
 - Ratios need their reference approach in the same bench (fileCopy, bulkLoad-mysql, debl-fifo);
   without it the ratio is shown as "-". On one machine only ratios measured in one run compare
-  with the paper's (DESIGN section 11).
+  with the paper's (docs/DESIGN.md section 11).
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
                  "Paper (100M links, 10 GB over 100 Mbit/s, 5 region servers): fileCopy 893 s, "
                  "DeBL (no mysql) 952 s, DeBL (2g mysql) 1257 s, bulkLoad (HBase) 1978 s, "
                  "bulkLoad (MySQL) 2565 s; both DeBL variants served all 500,000 queries "
-                 "before bulkLoad (MySQL) was up. DESIGN section 11 quotes no figure for the "
+                 "before bulkLoad (MySQL) was up. docs/DESIGN.md section 11 quotes no figure for the "
                  "demand/fifo wait ratio.")
 
 
@@ -404,7 +404,7 @@ def write_report(directory: Path) -> Report:
     sections = [("Phase latencies (Table 1 analog)", table1(runs)),
                 ("Query latency", latency_table(runs)),
                 ("Service from uptime (Figure 7.6 in numbers)", service_table(runs)),
-                ("Ratios of DESIGN section 11", ratio_table(runs))]
+                ("Ratios of docs/DESIGN.md section 11", ratio_table(runs))]
     intro = experiment_lines(meta)
 
     md = [f"# DeBL bench {meta['bench_id']}", ""] + [f"- {line}" for line in intro] + [""]

@@ -1,4 +1,4 @@
-"""The approaches of the paper's comparison (DESIGN section 7): each one a load from the same
+"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the same
 source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
 
 =================  ==========================================================  ===============
@@ -80,7 +80,7 @@ class Approach:
     load: Callable[[Config, str, LoadOptions, str | None, LoadProgress], LoadSummary]
     target: str | None  # debl / mysql / hbase: the query target; None: no query phase
     gen_hf_order: str | None  # the order of the gen_HF that runs during the query phase
-    paper: str | None  # the paper's name for it (DESIGN section 11)
+    paper: str | None  # the paper's name for it (docs/DESIGN.md section 11)
     paper_uptime_s: float | None
     uses_spark: bool
     description: str

@@ -14,7 +14,7 @@ Every phase's start and end goes to ``debl_phases`` under the load id, for the r
 load is continued with ``resume=LOAD_ID``: chunks already bucketed are skipped, the copy restarts
 after the last of them, and the hot path is redone if it had not finished.
 
-Chunk size (DESIGN section 4: small enough that the last dist_ch is short, large enough that
+Chunk size (docs/DESIGN.md section 4: small enough that the last dist_ch is short, large enough that
 copying a chunk takes longer than bucketing it): the configured size (``--chunk-size``, else
 ``chunk_size`` but at most an eighth of the cold bytes, so a small input still pipelines) is the
 start. A dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so

@@ -1,4 +1,4 @@
-"""``debl verify``: the nothing-lost accounting of DESIGN section 8, checked from the data itself.
+"""``debl verify``: the nothing-lost accounting of docs/DESIGN.md section 8, checked from the data itself.
 
 Per source file: its lines, counted again from the source, equal the good lines that the load
 took from it (hot lines into MySQL, cold lines into buckets) plus its lines in the reject file.

@@ -6,7 +6,7 @@
 # files, and 90% of the queries' id1s follow recency (docs/WORKLOAD.md). From each approach's
 # uptime the same queries run against it (DeBL: its gen_HF converts the buckets meanwhile, those
 # the waiting queries need first). The report (phase table, latencies, service from uptime, the
-# ratios of DESIGN section 11, a throughput-over-time plot) is written at the end and its path
+# ratios of docs/DESIGN.md section 11, a throughput-over-time plot) is written at the end and its path
 # printed. About 2 minutes on 2 cores once set up.
 #
 # Knobs (environment): DEMO_SIZE (default 200MB), DEMO_RATE (source MB/s; default uncapped,

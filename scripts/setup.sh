@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up DeBL on a fresh Debian machine, idempotently:
-#   - Debian packages: MariaDB server and client; a JDK 17 and Maven only if missing;
+#   - Debian packages: MariaDB server and client; a JDK 17 and Maven only if missing; what pip
+#     needs to build mysqlclient (the link store's read path: libmariadb headers, pkg-config, gcc);
 #   - a virtualenv (.venv) with DeBL installed in editable mode, with the dev extra;
 #   - the HBase/Hadoop runtime (scripts/maven/stack/pom.xml) and the Spark-side HBase jars
 #     (scripts/maven/spark/pom.xml) resolved from Maven Central into ~/.m2 and copied to .debl/lib;
@@ -20,6 +21,10 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(maria
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
+pkg-config --exists libmariadb 2>/dev/null || need+=(libmariadb-dev pkg-config)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+py_include=$("${PYTHON:-python3}" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+[ -f "$py_include/Python.h" ] || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing Debian packages: ${need[*]}"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -1,4 +1,4 @@
-"""Hostile input on the real stack (DESIGN sections 3 and 8): every kind of bad line is rejected
+"""Hostile input on the real stack (docs/DESIGN.md sections 3 and 8): every kind of bad line is rejected
 with its exact reason and counted, every odd but valid byte round-trips through MySQL, HDFS and
 HBase, a CRLF file loads as its LF twin, an over-long line is rejected without being held in
 memory, and the answers equal the in-memory reference built from the LF twins.

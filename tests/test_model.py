@@ -1,4 +1,4 @@
-"""debl.model's parser on the input format's edge cases (DESIGN section 3): line ends, carriage
+"""debl.model's parser on the input format's edge cases (docs/DESIGN.md section 3): line ends, carriage
 returns, numbers at and past the 64-bit edge, leading zeros. Pure unit tests."""
 
 from __future__ import annotations

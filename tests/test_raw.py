@@ -207,7 +207,7 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     with Coordinator(config) as c:
         # Opened before the file goes (its index is cached, its blocks are not): the read of
         # the file names it.
-        assert c.get_link_list(first.id1, 0) == []  # no such link type: no block read
+        assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
         try:
             with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):

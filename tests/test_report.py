@@ -1,4 +1,4 @@
-"""The report's service figures (DESIGN section 11, the paper's Figure 7.6 in numbers), computed
+"""The report's service figures (docs/DESIGN.md section 11, the paper's Figure 7.6 in numbers), computed
 from synthetic per-second timelines: pure unit tests, no stack."""
 
 from __future__ import annotations

@@ -388,6 +388,47 @@ def test_mysql_connections_stay_bounded_under_thread_per_request_callers(stack_c
 
 
 @pytest.mark.stack
+def test_mysql_read_path_reconnects_once_after_a_dropped_connection(stack_config) -> None:
+    from debl.mysql import connect
+    from debl.store.mysql import MySQLStore
+
+    # Reads have their own pool (mysqlclient); with one connection in it, the killed one is
+    # the one the next read gets.
+    with MySQLStore(stack_config, table="conf_links_reads", pool_size=1) as s:
+        s.reset()
+        s.write_links([(Link(7, LT, 8, 1, b"x", 5, 0), Origin(1, 0, 0))])
+        assert [l.id2 for l in s.get_link_list(7, LT)] == [8]
+        victim = s._read(b"SELECT CONNECTION_ID()")[0][0]
+        with connect(stack_config) as admin, admin.cursor() as cur:
+            cur.execute("KILL %s", (victim,))
+        assert [l.id2 for l in s.get_link_list(7, LT)] == [8]  # reconnected, answered
+        assert [l.id2 for l in s.scan_newest_first(7, LT)] == [8]
+        assert s._read(b"SELECT CONNECTION_ID()")[0][0] != victim
+        s.drop_table()
+
+
+@pytest.mark.stack
+def test_mysql_reads_without_the_secondary_index(stack_config) -> None:
+    """Reads force id1_type; while a bulk load has dropped it they answer all the same."""
+    from debl.store.mysql import MySQLStore
+
+    rows = [(Link(7, LT, 8 + j, int(j % 3 != 0), b"x%d" % j, 5 + j % 4, 0), Origin(1, 0, j))
+            for j in range(12)]
+    reference = MemoryStore()
+    reference.write_links(rows)
+    with MySQLStore(stack_config, table="conf_links_noindex") as s:
+        s.reset()
+        s.write_links(rows)
+        want = reference.get_link_list(7, LT, offset=1, limit=5)
+        assert s.get_link_list(7, LT, offset=1, limit=5) == want and len(want) == 5
+        s.drop_secondary_index()
+        assert s.get_link_list(7, LT, offset=1, limit=5) == want
+        s.add_secondary_index()
+        assert s.get_link_list(7, LT, offset=1, limit=5) == want
+        s.drop_table()
+
+
+@pytest.mark.stack
 def test_hbase_reconnects_once_after_a_dropped_connection(stack_config) -> None:
     import socket
 

@@ -17,8 +17,8 @@ from debl.errors import ConfigError, ServiceError
 from debl.model import Link, Origin
 from debl.store.memory import MemoryStore
 from debl.workload import targets
-from debl.workload.client import ClientSpec, run_client, write_result
-from debl.workload.latency import LatencySummary, timeline
+from debl.workload.client import (ClientSpec, TargetSource, default_processes, run_client,
+                                  write_result)
 from debl.workload.requests import RequestSpec, RequestStream
 
 REQ = RequestSpec(max_id=2001, seed=4)
@@ -98,17 +98,6 @@ def test_requests_limit_wins_over_duration(store):
     assert result.completed == 50 and result.elapsed_s < 5
 
 
-def test_latency_summary_and_timeline_figures():
-    s = LatencySummary.of(np.arange(1, 101, dtype=float))
-    assert (s.count, s.p25, s.p50, s.p75, s.p95, s.p99, s.max, s.mean) == (
-        100, 25.0, 50.0, 75.0, 95.0, 99.0, 100.0, 50.5)
-    assert LatencySummary.of(np.empty(0)).count == 0
-    points = timeline(np.array([0.1, 0.5, 2.2]), np.array([1.0, 3.0, 5.0]),
-                      np.array([True, True, False]), seconds=4)
-    assert [(p.second, p.completed, p.errors, p.mean_ms) for p in points] == [
-        (0, 2, 0, 2.0), (1, 0, 0, 0.0), (2, 0, 1, 0.0), (3, 0, 0, 0.0)]
-
-
 def test_write_result_csv_and_json(store, tmp_path):
     result = run_client(store, ClientSpec(REQ, threads=2, total=200))
     with open(write_result(result, tmp_path / "t.csv")) as f:
@@ -121,10 +110,44 @@ def test_write_result_csv_and_json(store, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs", [dict(threads=0), dict(total=None), dict(rate=0.0),
-                                    dict(duration=-1.0)])
+                                    dict(duration=-1.0), dict(processes=0),
+                                    dict(threads=2, processes=3)])
 def test_client_spec_validation(kwargs):
     with pytest.raises(ConfigError):
         ClientSpec(REQ, **kwargs)
+
+
+def test_several_processes_need_a_target_source(store):
+    with pytest.raises(ConfigError, match="TargetSource"):
+        run_client(store, ClientSpec(REQ, threads=2, total=10, processes=2))
+
+
+def test_default_processes():
+    assert default_processes(8, 3) == 3
+    assert default_processes(2, 3) == 2  # never more than the threads
+    assert 1 <= default_processes(8) <= 8
+    assert default_processes(1) == 1
+    with pytest.raises(ConfigError):
+        default_processes(4, -1)
+
+
+def test_target_source_in_one_process_opens_starts_reports_and_closes(store):
+    events = []
+
+    class Counted:
+        def get_link_list(self, id1, link_type):
+            return store.get_link_list(id1, link_type)
+
+        def close(self):
+            events.append("close")
+
+    source = TargetSource(open=lambda: events.append("open") or Counted(),
+                          on_start=lambda t: events.append("start"),
+                          report=lambda t: events.append("report") or "counters")
+    result = run_client(source, ClientSpec(REQ, threads=2, total=100))
+    assert result.completed == 100 and result.target_reports == ("counters",)
+    assert events == ["open", "start", "report", "close"]
+    assert "target_reports" not in result.to_dict() and "counts" not in result.to_dict()
 
 
 def test_open_target_names_and_failures(monkeypatch):
@@ -158,24 +181,29 @@ def test_query_command(monkeypatch, store, tmp_path):
             pass
 
     monkeypatch.setattr("debl.commands.query.open_target", lambda config, name: Ranged())
+    monkeypatch.setattr("debl.commands.query.target_source",
+                        lambda config, name: TargetSource(open=Ranged))
     monkeypatch.setattr("debl.commands.query.config_of", lambda ctx: Config())
     out = tmp_path / "timeline.csv"
     result = CliRunner().invoke(main, ["query", "--threads", "2", "--requests", "300",
-                                       "--target", "mysql", "--out", str(out)])
+                                       "--processes", "1", "--target", "mysql", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "GET_LINKS_LIST count = 300" in result.stdout
+    assert "with 2 threads in 1 process " in result.stdout
     assert "ids [1, 2001)" in result.stdout
     assert out.exists()
-    result = CliRunner().invoke(main, ["query", "--requests", "50", "--max-id", "1001", "--json"])
+    result = CliRunner().invoke(main, ["query", "--requests", "50", "--max-id", "1001", "--json",
+                                       "--processes", "1"])
     doc = json.loads(result.stdout)
     assert doc["completed"] == 50 and doc["spec"]["requests"]["max_id"] == 1001
+    assert doc["spec"]["processes"] == 1
     assert doc["spec"]["requests"]["recency_share"] == 0.0  # LinkBench alone by default
     result = CliRunner().invoke(main, ["query", "--requests", "50", "--max-id", "1001",
-                                       "--recency-share", "0.9"])
+                                       "--processes", "1", "--recency-share", "0.9"])
     assert result.exit_code == 0, result.output
     assert "90% by recency" in result.stdout
     result = CliRunner().invoke(main, ["query", "--requests", "5", "--max-id", "1001",
-                                       "--recency-share", "2"])
+                                       "--processes", "1", "--recency-share", "2"])
     assert result.exit_code == 1 and "Error: --recency-share must be in [0, 1]" in result.output
     assert "Traceback" not in result.output
 

@@ -65,7 +65,7 @@ def _time(value: str) -> float:
 @click.option("--max-bad", type=int, help="Fail once more than N lines are rejected.")
 @click.option("--approach", default="debl", show_default=True,
               help="debl, debl-cold, or a baseline: fileCopy, bulkLoad-mysql, bulkLoad-hbase, "
-                   "batchPut-hbase (DESIGN section 7).")
+                   "batchPut-hbase (docs/DESIGN.md section 7).")
 @click.option("--resume", "resume", metavar="LOAD_ID", help="Continue a killed load.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context

@@ -10,9 +10,10 @@ import click
 
 from debl.commands.common import config_of, friendly_errors
 from debl.errors import ConfigError
-from debl.workload.client import ClientResult, ClientSpec, run_client, write_result
+from debl.workload.client import (ClientResult, ClientSpec, default_processes, run_client,
+                                  write_result)
 from debl.workload.requests import RequestSpec
-from debl.workload.targets import CLI_TARGETS, open_target, target_id_range
+from debl.workload.targets import CLI_TARGETS, open_target, target_id_range, target_source
 
 _DEFAULT_REQUESTS = 1000
 
@@ -21,10 +22,15 @@ def _human(result: ClientResult, target: str) -> str:
     spec = result.spec
     lines = [
         f"target {target}: {result.completed:,} requests ok, {result.errors:,} errors in "
-        f"{result.elapsed_s:.1f} s with {spec.threads} threads "
+        f"{result.elapsed_s:.1f} s with {spec.threads} threads in {spec.processes} "
+        f"process{'es' if spec.processes > 1 else ''} "
         f"({result.throughput:,.1f} requests/s"
         + (f", open loop at {spec.rate:g}/s" if spec.rate else ", closed loop") + ")",
         result.latency.line(),
+        f"client CPU {result.cpu_s:.1f} s over {spec.processes} "
+        f"process{'es' if spec.processes > 1 else ''}"
+        + (f" ({result.cpu_s / (result.completed + result.errors) * 1e6:,.0f} µs per request)"
+           if result.completed + result.errors else ""),
         f"links returned: {result.rows:,} ({result.empty:,} requests returned none); "
         f"ids [{spec.requests.start_id}, {spec.requests.max_id}), seed {spec.requests.seed}"
         + (f", {spec.requests.recency_share:.0%} by recency" if spec.requests.recency_share
@@ -39,8 +45,12 @@ def _human(result: ClientResult, target: str) -> str:
 @click.option("--requests", "total", type=int, default=None,
               help=f"Requests over all threads (default {_DEFAULT_REQUESTS} without --duration).")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--processes", type=int, default=None,
+              help="Worker processes sharing the threads, each with its own connections "
+                   "(default: client_processes, else one per core, at most --threads).")
 @click.option("--rate", type=float, default=None,
-              help="Open loop: requests per second over all threads (Poisson arrivals).")
+              help="Open loop: requests per second over all threads (Poisson arrivals); "
+                   "latency counts from each request's intended send time.")
 @click.option("--target", type=click.Choice(CLI_TARGETS), default="debl", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Save the run: *.csv the per-second timeline, else the whole result as JSON.")
@@ -58,44 +68,52 @@ def _human(result: ClientResult, target: str) -> str:
 @click.pass_context
 @friendly_errors
 def query(ctx: click.Context, threads: int, total: int | None, duration: float | None,
-          rate: float | None, target: str, out: Path | None, seed: int, max_id: int | None,
-          start_id: int | None, link_types: int, recency_share: float, as_json: bool) -> None:
+          processes: int | None, rate: float | None, target: str, out: Path | None, seed: int,
+          max_id: int | None, start_id: int | None, link_types: int, recency_share: float,
+          as_json: bool) -> None:
     """Send LinkBench get_link_list requests (Zipf(0.8) shuffled id1; with --recency-share, a
     share by Zipf(0.8) over recency) and report latency percentiles and per-second
     throughput."""
     if total is None and duration is None:
         total = _DEFAULT_REQUESTS
-    store = open_target(config_of(ctx), target)
-    stats = None
-    try:
-        if max_id is None and hasattr(store, "wait_until_up") and not store.is_up:
-            click.echo("waiting for uptime (the load is not up yet) ...", err=True)
-            store.wait_until_up(None)
-        if max_id is None:
+    config = config_of(ctx)
+    if max_id is None:
+        store = open_target(config, target)
+        try:
+            if hasattr(store, "wait_until_up") and not store.is_up:
+                click.echo("waiting for uptime (the load is not up yet) ...", err=True)
+                store.wait_until_up(None)
             reported = target_id_range(store)
-            if reported is None:
-                raise ConfigError(f"target {target!r} does not report its id range: pass "
-                                  "--max-id (the --max-id the data was generated with)")
-            start_id = reported[0] if start_id is None else start_id
-            max_id = reported[1]
-        requests = RequestSpec(max_id=max_id, start_id=1 if start_id is None else start_id,
-                               link_types=link_types, seed=seed, recency_share=recency_share)
-        spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
-                          rate=rate)
-        err = sys.stderr
-        by_count = total is not None
-        length = total if by_count else max(1, int(duration or 1))
-        with click.progressbar(length=length, label=f"querying {target}", file=err,
-                               show_pos=by_count) as bar:
-            def progress(done: int, elapsed: float) -> None:
-                now = done if by_count else min(length, int(elapsed))
-                bar.update(now - bar.pos)
+        finally:
+            store.close()
+        if reported is None:
+            raise ConfigError(f"target {target!r} does not report its id range: pass "
+                              "--max-id (the --max-id the data was generated with)")
+        start_id = reported[0] if start_id is None else start_id
+        max_id = reported[1]
+    requests = RequestSpec(max_id=max_id, start_id=1 if start_id is None else start_id,
+                           link_types=link_types, seed=seed, recency_share=recency_share)
+    spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
+                      rate=rate, processes=default_processes(
+                          threads, processes if processes is not None
+                          else config.client_processes))
+    err = sys.stderr
+    by_count = total is not None
+    length = total if by_count else max(1, int(duration or 1))
+    with click.progressbar(length=length, label=f"querying {target}", file=err,
+                           show_pos=by_count) as bar:
+        def progress(done: int, elapsed: float) -> None:
+            now = done if by_count else min(length, int(elapsed))
+            bar.update(now - bar.pos)
 
-            result = run_client(store, spec, progress=progress)
-        if hasattr(store, "stats"):  # the coordinator: how long buffered queries waited
-            stats = store.stats().to_dict()
-    finally:
-        store.close()
+        result = run_client(target_source(config, target), spec, progress=progress)
+    counters = [r for r in result.target_reports if r is not None]
+    stats = None
+    if counters:  # the coordinator's: how long buffered queries waited, over every process
+        # Imported here: the coordinator package pulls in the HBase client, which the other
+        # targets do not need.
+        from coordinator.stats import WaitCounters
+        stats = WaitCounters.merge(counters).stats().to_dict()
     if out is not None:
         write_result(result, out)
     if as_json:

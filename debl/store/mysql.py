@@ -3,7 +3,19 @@
 ``get_link_list`` is one range read on the secondary key ``id1_type (id1, link_type, visibility,
 time, id2, version, data)``: equality on the first three columns, a range on ``time``, and the
 order ``time DESC, id2 DESC`` come straight from the index, so ``LIMIT offset+limit`` stops the
-read early and no row is looked up in the primary key (the index covers every column).
+read early and no row is looked up in the primary key (the index covers every column). The read
+says ``FORCE INDEX (id1_type)``, as LinkBench's does: left to itself MariaDB 10.11 picks the
+primary key's ``(link_type, id1)`` prefix for short lists and sorts the rows, which cost 15-35%
+more server CPU per LinkBench request (docs/STORES.md). While the index is absent (between
+``drop_secondary_index`` and ``add_secondary_index`` of a bulk load) reads fall back to the
+plain statement.
+
+Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
+other statement through pymysql: the read path is what a query client runs thousands of times a
+second, and there the pure-Python driver's CPU per query (about 160-200 µs against 50, measured
+in docs/STORES.md) is what limits a client process. A read is one text-protocol round trip whose
+arguments are integers, formatted with ``%d`` after ``operator.index`` (so nothing but an integer
+reaches the SQL text, and no escaping is needed).
 
 Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
 replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
@@ -13,7 +25,8 @@ reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` 
 Pitfalls:
 
 - One store object is shared by many query threads. Each call borrows a connection from a
-  bounded pool (``mysql_pool_size``, ``debl.mysql.ConnectionPool``) and gives it back,
+  bounded pool (``mysql_pool_size``, ``debl.mysql.ConnectionPool``; one pool per driver) and
+  gives it back,
   so the server sees at most that many connections per store however many threads come and go
   (a connection per thread, kept for the store's life, ran a thread-per-request caller into
   error 1040). A call that finds every connection busy waits up to ``POOL_WAIT_S``, then fails
@@ -26,21 +39,24 @@ Pitfalls:
   last, ``time`` very last (see ``_UPSERT``).
 - A dropped connection (server restart, idle timeout) is reopened once and the call retried;
   every call here is idempotent, writes included.
-- Raw pymysql, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
-  0.77-0.96x the requests/s on a held connection and 0.42-0.52x with a pooled connection per
-  call (docs/STORES.md section 3).
+- Raw drivers, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
+  0.77-0.96x the requests/s of raw pymysql on a held connection and 0.42-0.52x with a pooled
+  connection per call (docs/STORES.md section 3); mysqlclient reads cost a third of pymysql's
+  client CPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from operator import index
 from typing import Any, TypeVar
 
+import MySQLdb
 import pymysql
 
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.mysql import ConnectionPool, connect, describe
+from debl.mysql import ConnectionPool, connect, connect_reader, describe
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 
@@ -54,6 +70,7 @@ POOL_WAIT_S = 30.0  # a call waits this long for a free pooled connection
 # Client-side error codes of a connection that is gone: reconnect once and retry.
 _CONNECTION_LOST = {2006, 2013, 2014, 2045, 2055}
 _UNKNOWN_TABLE = 1146
+_NO_SUCH_INDEX = 1176
 
 
 def link_table_ddl(table: str, engine: str = "InnoDB", with_secondary_index: bool = True) -> str:
@@ -107,10 +124,15 @@ def _service_error(config: Config, exc: BaseException, table: str | None = None)
         return ServiceError(f"MySQL at {config.mysql_host}:{config.mysql_port}: table "
                             f"{config.mysql_database}.{table} does not exist (create it with the "
                             "store's create_table() or reset(), or load data)")
-    text = describe(exc, config) if isinstance(exc, pymysql.err.MySQLError) else str(exc)
+    text = (describe(exc, config) if isinstance(exc, (pymysql.err.MySQLError, MySQLdb.MySQLError))
+            else str(exc))
     if "debl stack" not in text and (code is None or code in _CONNECTION_LOST):
         text += " (is the server up? see `debl stack status`)"
     return ServiceError(text)
+
+
+class _IndexMissing(Exception):
+    """The statement forced an index the table does not have (now)."""
 
 
 class MySQLStore(LinkStore):
@@ -129,19 +151,68 @@ class MySQLStore(LinkStore):
         self.pool_size = pool_size or config.mysql_pool_size
         self._pool = ConnectionPool(lambda: connect(self.config), self.pool_size, POOL_WAIT_S)
         self._upsert = _UPSERT.format(table=self.table)
+        self._readers = ConnectionPool(lambda: connect_reader(self.config), self.pool_size,
+                                       POOL_WAIT_S)
+        where = "WHERE id1 = %d AND link_type = %d "
+        listing = ("AND visibility = 1 AND time BETWEEN %d AND %d "
+                   "ORDER BY time DESC, id2 DESC LIMIT %d OFFSET %d")
+        self._list_sql = (f"SELECT {_COLUMNS} FROM `{self.table}` FORCE INDEX ({INDEX_NAME}) "
+                          + where + listing).encode()
+        self._list_sql_no_index = (f"SELECT {_COLUMNS} FROM `{self.table}` "
+                                   + where + listing).encode()
+        select = f"SELECT {_COLUMNS} FROM `{self.table}` " + where
+        order = f" ORDER BY time DESC, id2 DESC LIMIT {_SCAN_PAGE}"
+        self._scan_sql = (select + "AND time >= %d" + order).encode()
+        self._scan_next_sql = (select + "AND time >= %d AND (time < %d OR (time = %d AND id2 < %d))"
+                               + order).encode()
 
     # ------------------------------------------------------------------ connections
+
+    def _borrow(self, pool: ConnectionPool) -> Any:
+        try:
+            return pool.get()
+        except TimeoutError:
+            raise ServiceError(
+                f"MySQL at {self.config.mysql_host}:{self.config.mysql_port}: all "
+                f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
+                " s; raise mysql_pool_size, or give the callers fewer threads") from None
+
+    def _read(self, sql: bytes) -> tuple[tuple, ...]:
+        """Rows of one SELECT on a pooled reader (mysqlclient); reconnect and retry once if it
+        was lost. Raises _IndexMissing when the statement forces an index the table lacks."""
+        for attempt in (1, 2):
+            reader = self._borrow(self._readers)
+            try:
+                reader.query(sql)
+                rows = reader.store_result().fetch_row(0)
+            except (MySQLdb.OperationalError, MySQLdb.InterfaceError) as exc:
+                code = exc.args[0] if exc.args else None
+                lost = isinstance(exc, MySQLdb.InterfaceError) or code in _CONNECTION_LOST
+                if lost:
+                    self._readers.discard(reader)  # a new connection next time
+                else:
+                    self._readers.put(reader)
+                if code == _NO_SUCH_INDEX:
+                    raise _IndexMissing() from exc
+                if not lost or attempt == 2:
+                    raise _service_error(self.config, exc, self.table) from exc
+                continue
+            except MySQLdb.MySQLError as exc:  # the server refused the statement: still usable
+                self._readers.put(reader)
+                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
+                    raise _service_error(self.config, exc, self.table) from exc
+                raise
+            except BaseException:  # interrupted mid-call: its state is unknown, not lent again
+                self._readers.discard(reader)
+                raise
+            self._readers.put(reader)
+            return rows
+        raise AssertionError("unreachable")
 
     def _run(self, work: Callable[[pymysql.connections.Connection], T]) -> T:
         """Run *work* on a pooled connection; reconnect and retry once if it was lost."""
         for attempt in (1, 2):
-            try:
-                conn = self._pool.get()
-            except TimeoutError:
-                raise ServiceError(
-                    f"MySQL at {self.config.mysql_host}:{self.config.mysql_port}: all "
-                    f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
-                    " s; raise mysql_pool_size, or give the callers fewer threads") from None
+            conn = self._borrow(self._pool)
             try:
                 result = work(conn)
             except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
@@ -181,6 +252,7 @@ class MySQLStore(LinkStore):
     def close(self) -> None:
         """Close every idle connection; the store stays usable (a later call opens anew)."""
         self._pool.close()
+        self._readers.close()
 
     # ------------------------------------------------------------------ schema
 
@@ -214,28 +286,25 @@ class MySQLStore(LinkStore):
                       max_time: int = MAX_TIME, offset: int = 0,
                       limit: int = DEFAULT_LIMIT) -> list[Link]:
         check_query(id1, link_type, min_time, max_time, offset, limit)
-        rows = self._execute(
-            f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %s AND link_type = %s "
-            "AND visibility = 1 AND time BETWEEN %s AND %s "
-            "ORDER BY time DESC, id2 DESC LIMIT %s OFFSET %s",
-            (id1, link_type, max(min_time, 0), min(max_time, MAX_TIME), limit, offset))
-        return [_link(row) for row in rows]
+        args = (index(id1), index(link_type), max(index(min_time), 0),
+                min(index(max_time), MAX_TIME), index(limit), index(offset))
+        try:
+            rows = self._read(self._list_sql % args)
+        except _IndexMissing:  # a bulk load has dropped id1_type for now
+            rows = self._read(self._list_sql_no_index % args)
+        return list(map(Link._make, rows))
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         """Pages of 10,000 rows by keyset (time, id2), so no connection is held between pages
         and an abandoned iterator leaves nothing open."""
-        base = (f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 = %s AND link_type = %s "
-                "AND time >= %s")
-        order = f" ORDER BY time DESC, id2 DESC LIMIT {_SCAN_PAGE}"
-        rows = self._execute(base + order, (id1, link_type, max(min_time, 0)))
+        id1, link_type, min_time = index(id1), index(link_type), max(index(min_time), 0)
+        rows = self._read(self._scan_sql % (id1, link_type, min_time))
         while rows:
-            yield from (_link(row) for row in rows)
+            yield from map(Link._make, rows)
             if len(rows) < _SCAN_PAGE:
                 return
-            last = rows[-1]
-            rows = self._execute(
-                base + " AND (time < %s OR (time = %s AND id2 < %s))" + order,
-                (id1, link_type, max(min_time, 0), last[5], last[5], last[2]))
+            _, _, id2, _, _, time, _ = rows[-1]
+            rows = self._read(self._scan_next_sql % (id1, link_type, min_time, time, time, id2))
 
     def write_links(self, links: Iterable[tuple[Link, Origin]]) -> int:
         n, winners = merge_batch(links)
@@ -269,8 +338,3 @@ class MySQLStore(LinkStore):
         self.create_table()
         self._execute(f"TRUNCATE TABLE `{self.table}`")
 
-
-def _link(row: tuple) -> Link:
-    id1, link_type, id2, visibility, data, time, version = row
-    return Link(int(id1), int(link_type), int(id2), int(visibility), bytes(data), int(time),
-                int(version))

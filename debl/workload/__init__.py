@@ -11,8 +11,9 @@ One module per role:
 - ``badlines``: malformed lines for testing rejects;
 - ``generator``: the whole run, chunk by chunk into daily files (``generate``);
 - ``requests``: LinkBench's choice of ``(id1, link_type)`` for ``get_link_list``;
-- ``latency``: percentiles and the per-second timeline;
-- ``client``: the multi-threaded LinkBench-style client (``run_client``);
+- ``latency``: histograms that merge exactly, percentiles and the per-second timeline;
+- ``pacing``: the open-loop send schedule (Poisson instants per thread);
+- ``client``: the LinkBench-style client, threads over worker processes (``run_client``);
 - ``targets``: ``open_target(config, name)``, the store or coordinator the client queries.
 
 The library never imports click; ``debl.commands.generate`` and ``debl.commands.query`` do.

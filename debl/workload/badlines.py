@@ -1,6 +1,6 @@
-"""Malformed lines for testing the reject path (DESIGN section 8), one per kind in turn.
+"""Malformed lines for testing the reject path (docs/DESIGN.md section 8), one per kind in turn.
 
-Every kind breaks exactly one rule of the input format (DESIGN section 3) in a line that is
+Every kind breaks exactly one rule of the input format (docs/DESIGN.md section 3) in a line that is
 otherwise a plausible link, so a parser that checks only some rules lets some through. Each line
 is checked against ``debl.model.parse_line`` when it is made, and its reason is the parser's own
 message, so the generator's report and the loader's reject file say the same thing.

@@ -1,17 +1,83 @@
-"""Latency statistics as LinkBench reports them, and the per-second timeline for plots.
+"""Latency statistics as LinkBench reports them, kept in histograms that merge exactly.
 
-Percentiles are exact (computed from every sample, nearest-rank: the smallest sample with at
-least p% of the samples at or below it), where LinkBench reports histogram bucket bounds; the
-fields are LinkBench's: count, p25, p50, p75, p95, p99, max, mean, all in milliseconds.
+Every latency is an integer number of nanoseconds, counted in a log-linear bucket (HdrHistogram's
+layout): values below 2**11 ns (2 µs) have a bucket each, and above that every power of two is cut
+into 2**10 equal buckets, so a bucket is at most 1/1024 of its values wide. A histogram is sparse
+(only the buckets that hold a sample), so it stays a few kB whatever the run's length.
+
+Merging histograms adds the counts bucket by bucket; nothing is approximated by the merge, so
+the percentiles of merged histograms (the client's worker processes) are exactly those of the
+histogram of all the samples together. The approximation is the bucket, once: a reported
+percentile is the highest value of the bucket that holds the nearest-rank sample (the smallest
+sample with at least p% of the samples at or below it), so it is never below the true sample
+and above it by less than 1/1024 (0.1%) plus 1 ns. ``max`` and ``mean`` are exact (the histogram
+keeps the sum and the largest value). LinkBench reports wider bucket bounds (``p99 = [29,30]ms``).
+
+The fields are LinkBench's: count, p25, p50, p75, p95, p99, max, mean, in milliseconds.
+
+``RunCounts`` adds what the per-second timeline needs (completions, errors, latency sum and a
+histogram per second since the run's start) and merges the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 PERCENTILES = (25, 50, 75, 95, 99)
+
+SUB_BITS = 10  # 2**10 buckets per power of two: relative resolution 1/1024
+_SUB = 1 << SUB_BITS
+# Bucket indices stay below 2**16 for any int64 value, so (second, bucket) packs into one key.
+_KEY_BITS = 16
+_NS_PER_MS = 1e6
+
+
+def bucket_index(ns: np.ndarray) -> np.ndarray:
+    """The bucket of each value (int64 ns >= 0): monotone in the value.
+
+    A value with ``b`` significant bits is shifted right by ``max(0, b - 11)``: the index is
+    ``shift * 1024 + (ns >> shift)``, contiguous from one power of two to the next."""
+    ns = np.asarray(ns, dtype=np.int64)
+    # frexp's exponent of a positive value is its bit length (exact: ns < 2**53 in practice).
+    bits = np.frexp(ns.astype(np.float64))[1].astype(np.int64)
+    shift = np.maximum(bits - (SUB_BITS + 1), 0)
+    return shift * _SUB + (ns >> shift)
+
+
+def bucket_high(index: np.ndarray) -> np.ndarray:
+    """The highest value (ns) that falls into each bucket."""
+    index = np.asarray(index, dtype=np.int64)
+    shift = np.maximum(index // _SUB - 1, 0)
+    mantissa = index - shift * _SUB
+    return ((mantissa + 1) << shift) - 1
+
+
+def _add_counts(parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse counts ``(sorted unique keys, counts)`` added key by key."""
+    parts = [(k, c) for k, c in parts if len(k)]
+    if not parts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    keys = np.concatenate([k for k, _ in parts])
+    counts = np.concatenate([c for _, c in parts])
+    unique, inverse = np.unique(keys, return_inverse=True)
+    total = np.zeros(len(unique), dtype=np.int64)
+    np.add.at(total, inverse, counts)
+    return unique, total
+
+
+def _count_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    unique, counts = np.unique(np.asarray(keys, dtype=np.int64), return_counts=True)
+    return unique, counts.astype(np.int64)
+
+
+def _nearest_rank(keys: np.ndarray, counts: np.ndarray, q: float) -> int:
+    """The bucket key holding the nearest-rank q-th percentile sample."""
+    total = int(counts.sum())
+    rank = max(1, int(np.ceil(q / 100.0 * total)))
+    return int(keys[np.searchsorted(np.cumsum(counts), rank, side="left")])
 
 
 @dataclass(frozen=True)
@@ -29,11 +95,9 @@ class LatencySummary:
 
     @classmethod
     def of(cls, latencies_ms: np.ndarray) -> "LatencySummary":
-        x = np.sort(np.asarray(latencies_ms, dtype=np.float64))
-        if len(x) == 0:
-            return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        p = [_nearest_rank(x, q) for q in PERCENTILES]
-        return cls(len(x), *p, float(x[-1]), float(x.mean()))
+        """The summary of raw latencies in milliseconds (through a histogram, as the client)."""
+        ns = np.rint(np.asarray(latencies_ms, dtype=np.float64) * _NS_PER_MS).astype(np.int64)
+        return LatencyHistogram.of(ns).summary()
 
     def line(self, op: str = "GET_LINKS_LIST") -> str:
         """LinkBench-style: ``GET_LINKS_LIST count = 1000 p25 = 0.1ms ... mean = 0.2ms``."""
@@ -42,9 +106,43 @@ class LatencySummary:
                 f"max = {self.max:.3f}ms  mean = {self.mean:.3f}ms")
 
 
-def _nearest_rank(sorted_x: np.ndarray, q: float) -> float:
-    rank = max(1, int(np.ceil(q / 100.0 * len(sorted_x))))
-    return float(sorted_x[rank - 1])
+@dataclass(frozen=True, eq=False)
+class LatencyHistogram:
+    """Counts of latencies per bucket (sparse), with their exact sum and maximum. Picklable."""
+
+    keys: np.ndarray  # sorted bucket indices that hold a sample
+    counts: np.ndarray  # samples per bucket
+    total_ns: int = 0
+    max_ns: int = 0
+
+    @classmethod
+    def of(cls, latency_ns: np.ndarray) -> "LatencyHistogram":
+        ns = np.maximum(np.asarray(latency_ns, dtype=np.int64), 0)
+        keys, counts = _count_keys(bucket_index(ns))
+        return cls(keys, counts, int(ns.sum()), int(ns.max()) if len(ns) else 0)
+
+    @classmethod
+    def merge(cls, parts: Sequence["LatencyHistogram"]) -> "LatencyHistogram":
+        keys, counts = _add_counts((p.keys, p.counts) for p in parts)
+        return cls(keys, counts, sum(p.total_ns for p in parts),
+                   max((p.max_ns for p in parts), default=0))
+
+    @property
+    def count(self) -> int:
+        return int(self.counts.sum())
+
+    def percentile_ns(self, q: float) -> int:
+        """Nearest-rank percentile: the highest value of its bucket, at most the maximum."""
+        if not len(self.keys):
+            return 0
+        return min(int(bucket_high(_nearest_rank(self.keys, self.counts, q))), self.max_ns)
+
+    def summary(self) -> LatencySummary:
+        n = self.count
+        if n == 0:
+            return LatencySummary(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        p = [self.percentile_ns(q) / _NS_PER_MS for q in PERCENTILES]
+        return LatencySummary(n, *p, self.max_ns / _NS_PER_MS, self.total_ns / n / _NS_PER_MS)
 
 
 @dataclass(frozen=True)
@@ -58,26 +156,73 @@ class TimelinePoint:
     p95_ms: float
 
 
+def _dense_add(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    out = np.zeros(max((len(a) for a in arrays), default=0), dtype=np.int64)
+    for a in arrays:
+        out[:len(a)] += a
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class RunCounts:
+    """Everything the client reports about latencies, for a part of a run or the whole: the
+    histogram of successful requests, and per second since the start (by completion time)
+    the errors, the successes' latency sum and histogram. Parts merge exactly (``merge``)."""
+
+    latency: LatencyHistogram
+    second_keys: np.ndarray  # second << 16 | bucket, sorted
+    second_counts: np.ndarray
+    second_total_ns: np.ndarray  # per second, successes only
+    second_errors: np.ndarray  # per second
+
+    @classmethod
+    def of(cls, end_ns: np.ndarray, latency_ns: np.ndarray, ok: np.ndarray) -> "RunCounts":
+        """From raw samples: completion instants (ns since the start), latencies (ns), success."""
+        end_ns = np.asarray(end_ns, dtype=np.int64)
+        latency_ns = np.maximum(np.asarray(latency_ns, dtype=np.int64), 0)
+        ok = np.asarray(ok, dtype=bool)
+        second = np.maximum(end_ns, 0) // 1_000_000_000
+        n = int(second.max()) + 1 if len(second) else 0
+        good = latency_ns[ok]
+        keys, counts = _count_keys((second[ok] << _KEY_BITS) | bucket_index(good))
+        totals = np.bincount(second[ok], weights=good, minlength=n)
+        return cls(LatencyHistogram.of(good), keys, counts,
+                   np.rint(totals).astype(np.int64),
+                   np.bincount(second[~ok], minlength=n).astype(np.int64))
+
+    @classmethod
+    def merge(cls, parts: Sequence["RunCounts"]) -> "RunCounts":
+        keys, counts = _add_counts((p.second_keys, p.second_counts) for p in parts)
+        return cls(LatencyHistogram.merge([p.latency for p in parts]), keys, counts,
+                   _dense_add([p.second_total_ns for p in parts]),
+                   _dense_add([p.second_errors for p in parts]))
+
+    def timeline(self, seconds: int | None = None) -> tuple[TimelinePoint, ...]:
+        """One point per second from 0 to the last completion (or ``seconds``), empty seconds
+        included, so that a plot shows stalls (buffered queries waiting on a bucket) as zeros.
+        Latency figures cover successful requests only."""
+        sec = self.second_keys >> _KEY_BITS
+        buckets = self.second_keys & ((1 << _KEY_BITS) - 1)
+        last = int(sec.max()) + 1 if len(sec) else 0
+        n = max(last, len(self.second_errors), seconds or 0)
+        cuts = np.searchsorted(sec, np.arange(n + 1), side="left")
+        points = []
+        for s in range(n):
+            b, c = buckets[cuts[s]:cuts[s + 1]], self.second_counts[cuts[s]:cuts[s + 1]]
+            done = int(c.sum())
+            errors = int(self.second_errors[s]) if s < len(self.second_errors) else 0
+            total = int(self.second_total_ns[s]) if s < len(self.second_total_ns) else 0
+            p95 = int(bucket_high(_nearest_rank(b, c, 95))) if done else 0
+            points.append(TimelinePoint(second=s, completed=done, errors=errors,
+                                        mean_ms=total / done / _NS_PER_MS if done else 0.0,
+                                        p95_ms=p95 / _NS_PER_MS))
+        return tuple(points)
+
+
 def timeline(end_s: np.ndarray, latency_ms: np.ndarray, ok: np.ndarray,
              seconds: int | None = None) -> tuple[TimelinePoint, ...]:
-    """One point per second from 0 to the last completion (or ``seconds``), empty seconds
-    included, so that a plot shows stalls (buffered queries waiting on a bucket) as zeros.
-    Latency figures cover successful requests only."""
-    end_s = np.asarray(end_s, dtype=np.float64)
-    ok = np.asarray(ok, dtype=bool)
-    latency_ms = np.asarray(latency_ms, dtype=np.float64)
-    sec = np.floor(end_s).astype(np.int64) if len(end_s) else np.empty(0, np.int64)
-    last = int(sec.max()) + 1 if len(sec) else 0
-    n = max(last, seconds or 0)
-    points = []
-    order = np.argsort(sec, kind="stable")
-    sec_sorted = sec[order]
-    cuts = np.searchsorted(sec_sorted, np.arange(n + 1), side="left")
-    for s in range(n):
-        idx = order[cuts[s]:cuts[s + 1]]
-        good = latency_ms[idx[ok[idx]]]
-        points.append(TimelinePoint(
-            second=s, completed=int(len(good)), errors=int(len(idx) - len(good)),
-            mean_ms=float(good.mean()) if len(good) else 0.0,
-            p95_ms=_nearest_rank(np.sort(good), 95) if len(good) else 0.0))
-    return tuple(points)
+    """The per-second timeline of raw samples (completion seconds since the start, latencies
+    in ms), computed as the client does (``RunCounts``)."""
+    end_ns = np.floor(np.asarray(end_s, dtype=np.float64) * 1e9).astype(np.int64)
+    latency_ns = np.rint(np.asarray(latency_ms, dtype=np.float64) * _NS_PER_MS).astype(np.int64)
+    return RunCounts.of(end_ns, latency_ns, ok).timeline(seconds)

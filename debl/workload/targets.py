@@ -15,15 +15,21 @@ managers).
 A target may offer ``id_range() -> (start_id, max_id)`` (max exclusive): the id range of the data
 set it holds, which the client's request ids default to. ``target_id_range`` returns None when a
 target does not offer it.
+
+``target_source(config, name)`` is the same target for the client's worker processes: each opens
+its own. A target that offers ``reset_stats()`` and ``wait_counters()`` (the coordinator) has
+its counters zeroed at the run's start and reported at its end, one ``WaitCounters`` per process.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, ServiceError
+from debl.workload.client import TargetSource
 
 # name -> (module, class, what it is, for messages)
 _TARGETS = {
@@ -36,9 +42,10 @@ TARGETS = tuple(_TARGETS)
 CLI_TARGETS = ("debl", "mysql", "hbase")  # memory starts empty: useful to tests only
 
 
-def open_target(config: Config, name: str) -> Any:
-    """A connected target for ``get_link_list`` requests. Raises ConfigError for an unknown
-    name, ServiceError when the target's code or driver is missing or it cannot connect."""
+def open_target(config: Config, name: str, **options: Any) -> Any:
+    """A connected target for ``get_link_list`` requests; ``options`` go to its constructor
+    (e.g. ``default_timeout`` of the coordinator). Raises ConfigError for an unknown name,
+    ServiceError when the target's code or driver is missing or it cannot connect."""
     try:
         module_name, class_name, what = _TARGETS[name]
     except KeyError:
@@ -52,7 +59,7 @@ def open_target(config: Config, name: str) -> Any:
     if name == "memory":
         return cls()
     try:
-        return cls(config)
+        return cls(config, **options)
     except DeblError:
         raise
     except Exception as exc:  # a driver's own error: name the target, keep the cause
@@ -70,3 +77,23 @@ def target_id_range(target: Any) -> tuple[int, int] | None:
         return None
     start_id, max_id = result
     return int(start_id), int(max_id)
+
+
+def _reset_stats(target: Any) -> None:
+    reset = getattr(target, "reset_stats", None)
+    if reset is not None:
+        reset()
+
+
+def _wait_counters(target: Any) -> Any:
+    counters = getattr(target, "wait_counters", None)
+    return counters() if counters is not None else None
+
+
+def target_source(config: Config, name: str, **options: Any) -> TargetSource:
+    """The target ``name`` as the client's worker processes open it: ``open_target(config,
+    name, **options)`` in each. Raises ConfigError for an unknown name at once."""
+    if name not in _TARGETS:
+        raise ConfigError(f"unknown target {name!r}: choose one of {', '.join(TARGETS)}")
+    return TargetSource(open=functools.partial(open_target, config, name, **options),
+                        on_start=_reset_stats, report=_wait_counters)

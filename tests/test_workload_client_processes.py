@@ -1,0 +1,127 @@
+"""The client over several worker processes: same requests, exact counts, every answer right.
+
+Worker processes import what a ``TargetSource`` names, so the targets here are module-level.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+
+import pytest
+
+from debl.config import Config
+from debl.errors import ServiceError
+from debl.model import Link, Origin
+from debl.store.memory import MemoryStore
+from debl.workload.client import ClientSpec, TargetSource, run_client
+from debl.workload.pacing import PoissonSchedule
+from debl.workload.requests import RequestSpec
+
+REQ = RequestSpec(max_id=2001, seed=4)
+TABLE = "client_proc_links"
+
+
+def _links(max_id: int = 2001) -> list[tuple[Link, Origin]]:
+    """Links with a hidden row and an update per id1 that has any, so the merge rule matters."""
+    rows = []
+    for i in range(1, max_id):
+        for j in range(i % 5):
+            rows.append((Link(i, 123456789 + (i + j) % 2, i + j, 1, b"d%d" % j, 1000 + j, 0),
+                         Origin(1, 0, j)))
+        if i % 5 >= 2:  # a newer version of link j=0: hidden for odd i
+            rows.append((Link(i, 123456789 + i % 2, i, 0 if i % 2 else 1, b"new", 5000, 1),
+                         Origin(1, 1, 0)))
+    return rows
+
+
+def memory_store() -> MemoryStore:
+    store = MemoryStore()
+    store.write_links(_links())
+    return store
+
+
+def no_target() -> MemoryStore:
+    raise ServiceError("MySQL at 127.0.0.1:1 is not reachable (test)")
+
+
+class CheckedTarget:
+    """MySQL answers, each compared in the worker with the in-memory reference store."""
+
+    def __init__(self, config: Config) -> None:
+        from debl.store.mysql import MySQLStore
+
+        self.mysql = MySQLStore(config, table=TABLE)
+        self.reference = memory_store()
+        self.checked, self.wrong, self.lock = 0, [], threading.Lock()
+
+    def get_link_list(self, id1: int, link_type: int) -> list[Link]:
+        got = self.mysql.get_link_list(id1, link_type)
+        want = self.reference.get_link_list(id1, link_type)
+        with self.lock:  # the threads of one worker share this target
+            self.checked += 1
+            if got != want:
+                self.wrong.append((id1, link_type))
+        return got
+
+    def report(self) -> tuple[int, list]:
+        return self.checked, self.wrong
+
+    def close(self) -> None:
+        self.mysql.close()
+
+
+def test_processes_run_the_same_requests_as_one(tmp_path):
+    spec = ClientSpec(REQ, threads=3, total=2001)
+    one = run_client(memory_store(), spec)
+    two = run_client(TargetSource(open=memory_store),
+                     ClientSpec(REQ, threads=3, total=2001, processes=2))
+    assert two.completed == one.completed == 2001 and two.errors == 0
+    assert (two.rows, two.empty) == (one.rows, one.empty)
+    assert two.latency.count == 2001
+    assert sum(p.completed for p in two.timeline) == 2001
+    assert two.spec.processes == 2 and len(two.target_reports) == 2
+    assert two.cpu_s > 0 and one.cpu_s > 0  # the workers' CPU, summed
+
+
+def test_duration_bounds_every_process():
+    rate, threads = 300.0, 2
+    result = run_client(TargetSource(open=memory_store),
+                        ClientSpec(REQ, threads=threads, total=None, duration=1.0, rate=rate,
+                                   processes=2))
+    # No request is sent at or after the deadline: at most the scheduled instants before it.
+    scheduled = sum(sum(1 for _ in itertools.takewhile(
+        lambda t: t < 1e9, PoissonSchedule(rate / threads, REQ.seed, thread)))
+        for thread in range(threads))
+    assert 0 < result.completed <= scheduled and result.errors == 0
+
+
+def test_a_worker_that_cannot_open_its_target_fails_the_run():
+    with pytest.raises(ServiceError, match="not reachable"):
+        run_client(TargetSource(open=no_target), ClientSpec(REQ, threads=2, total=10,
+                                                            processes=2))
+
+
+@pytest.mark.stack
+def test_two_processes_against_mysql_answer_exactly_the_reference(stack_config):
+    from debl.store.mysql import MySQLStore
+
+    with MySQLStore(stack_config, table=TABLE) as store:
+        store.reset()
+        store.write_links(_links())
+    try:
+        source = TargetSource(open=functools.partial(CheckedTarget, stack_config),
+                              report=CheckedTarget.report)
+        total = 3001
+        result = run_client(source, ClientSpec(REQ, threads=4, total=total, processes=2))
+        assert result.errors == 0, result.error_samples
+        assert result.completed == total and result.latency.count == total
+        assert [wrong for _, wrong in result.target_reports] == [[], []]
+        assert sum(checked for checked, _ in result.target_reports) == total
+        reference = run_client(memory_store(), ClientSpec(REQ, threads=4, total=total))
+        assert (result.rows, result.empty) == (reference.rows, reference.empty)
+        assert 0 < result.empty < total and result.rows > 0
+    finally:
+        with MySQLStore(stack_config, table=TABLE) as store:
+            store.drop_table()
