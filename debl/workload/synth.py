@@ -147,14 +147,22 @@ def synthesize(ctx: SynthContext, chunk: int) -> Records:
     return _synthesize_days(ctx, chunk)
 
 
-def _synthesize_days(ctx: SynthContext, chunk: int) -> Records:
-    spec = ctx.spec
-    rng = np.random.default_rng([spec.seed, chunk])
+def _chunk_links(ctx: SynthContext, chunk: int):
+    """The chunk's random stream and its first versions: (rng, m links, id1 and j, the link's
+    index among its id1's links, per link). Both layouts draw from the stream after this, so
+    one spec's output stays the same byte for byte."""
+    rng = np.random.default_rng([ctx.spec.seed, chunk])
     lo, hi = ctx.chunk_ids(chunk)
     degree = ctx.degrees(lo, hi)
     m = int(degree.sum())
     id1 = np.repeat(np.arange(lo, hi, dtype=np.int64), degree)
     j = np.arange(m, dtype=np.int64) - np.repeat(np.cumsum(degree) - degree, degree)
+    return rng, m, id1, j
+
+
+def _synthesize_days(ctx: SynthContext, chunk: int) -> Records:
+    spec = ctx.spec
+    rng, m, id1, j = _chunk_links(ctx, chunk)
     time = rng.integers(ctx.bounds[0], ctx.bounds[-1], m, dtype=np.int64)
     period = np.searchsorted(ctx.bounds, time, side="right") - 1
     sizes = _data_sizes(rng, m)
@@ -190,12 +198,7 @@ def _synthesize_days(ctx: SynthContext, chunk: int) -> Records:
 
 def _synthesize_ranges(ctx: SynthContext, chunk: int) -> Records:
     spec = ctx.spec
-    rng = np.random.default_rng([spec.seed, chunk])
-    lo, hi = ctx.chunk_ids(chunk)
-    degree = ctx.degrees(lo, hi)
-    m = int(degree.sum())
-    id1 = np.repeat(np.arange(lo, hi, dtype=np.int64), degree)
-    j = np.arange(m, dtype=np.int64) - np.repeat(np.cumsum(degree) - degree, degree)
+    rng, m, id1, j = _chunk_links(ctx, chunk)
     ids = ctx.id_bounds
     file_of_link = np.searchsorted(ids, id1, side="right") - 1
     # The node's creation: its place among its file's ids, mapped onto its file's period (float
