@@ -533,8 +533,12 @@ class SparkCluster(Service):
 
     def _env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+        # The daemons only schedule and the launcher only prints a command line: the C1 JIT and
+        # the serial GC take half the CPU to start them (measured: 3 s against 7 s for a master).
+        quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         env.update(SPARK_HOME=str(self.spark_home()), SPARK_CONF_DIR=str(self.conf_dir),
                    SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=self.config.spark_daemon_memory,
+                   SPARK_DAEMON_JAVA_OPTS=quick, SPARK_LAUNCHER_OPTS=quick,
                    SPARK_LOG_DIR=str(self.home / "logs"), **extra)
         return env
 
