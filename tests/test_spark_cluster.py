@@ -110,7 +110,7 @@ def spark_processes(home: Path) -> list[tuple[int, str]]:
             cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
-        if str(home) in cmdline or cwd.startswith(str(home)):
+        if f"{home}/" in cmdline or f"{cwd}/".startswith(f"{home}/"):
             found.append((int(proc.name), cmdline))
     return found
 

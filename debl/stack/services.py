@@ -497,12 +497,19 @@ class SparkCluster(Service):
 
     Executors are the workers' children, started per application and ended with it (or with
     their worker: a worker stopping kills its executors); they and their Python workers run in
-    ``work-<i>/`` and ``local-<i>/``, so no process of the cluster lives outside ``.debl/spark``.
+    ``work-<i>/`` and ``local-<i>/``, so no process of the cluster lives outside
+    ``.debl/spark-standalone``.
     Workers beyond ``spark_workers`` (left by an earlier, larger configuration) are stopped by
     ``start`` and ``stop``.
     """
 
     name = "Spark"
+
+    @property
+    def slug(self) -> str:
+        # Not ".debl/spark": Daemon.pid recognises a daemon by its home in the command line,
+        # and every local[N] driver's names ".debl/spark-tmp" (its spark.local.dir).
+        return "spark-standalone"
 
     @property
     def daemons(self) -> list[Daemon]:
