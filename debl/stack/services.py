@@ -497,8 +497,7 @@ class SparkCluster(Service):
 
     Executors are the workers' children, started per application and ended with it (or with
     their worker: a worker stopping kills its executors); they and their Python workers run in
-    ``work-<i>/`` and ``local-<i>/``, so no process of the cluster lives outside
-    ``.debl/spark-standalone``.
+    ``work-<i>/`` and ``local-<i>/``, so no process of the cluster lives outside its home.
     Workers beyond ``spark_workers`` (left by an earlier, larger configuration) are stopped by
     ``start`` and ``stop``.
     """
