@@ -2,7 +2,7 @@
 # Build .debl/lib/debl-jobs.jar: DeBL's JVM side for Spark (dist_ch's and gen_HF's per-row
 # tasks, pre-split table creation, the bulk-load entry point).
 #
-# Compiles scripts/java/src/main/java against PySpark's jars and .debl/lib/spark/*.jar (the
+# Compiles loaders/jvm/src/main/java against PySpark's jars and .debl/lib/spark/*.jar (the
 # Maven-resolved hbase-shaded-mapreduce; run scripts/setup.sh first). Idempotent: does nothing
 # when the jar is newer than every source and this script; --force rebuilds.
 #
@@ -12,7 +12,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 state="${DEBL_STATE_DIR:-$root/.debl}"
-src="$root/scripts/java/src/main/java"
+src="$root/loaders/jvm/src/main/java"
 jar="$state/lib/debl-jobs.jar"
 python="${PYTHON:-python3}"
 

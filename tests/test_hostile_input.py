@@ -306,7 +306,7 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
 
 def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_path):
     from loaders.chunker import ChunkCopier
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     config = replace(stack_config, hdfs_root="/debl-hostiletest")
     lines = b"1\t2\t3\t1\tx\t5\t6\n" * 1000
