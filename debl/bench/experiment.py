@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from debl.bench.approach import run_one
+from debl.bench.approach import reset_stores, run_one
 from debl.bench.inputs import effective_chunk_size, ensure_input, load_options
 from debl.bench.results import (BENCH_FILE, BenchProgress, BenchResult, bench_root,
                                 code_version, machine, new_bench_id, write_json)
