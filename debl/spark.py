@@ -52,6 +52,8 @@ def driver_memory_bytes(config: Config) -> int:
 
 def spark_session(config: Config, app_name: str = "debl"):
     """Start (or reuse) the SparkSession for DeBL's jobs."""
+    # lazy import: pyspark would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports")
     from pyspark.sql import SparkSession
 
     # Executors must run the same Python as the driver (a venv or pyenv interpreter).

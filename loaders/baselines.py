@@ -60,6 +60,11 @@ from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
 from debl.model import Link
+from debl.spark import spark_session
+from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
+from loaders.gen_hf import GenHF
+from loaders.hbase_bulk import bucket_split_keys, create_table
+from loaders.hfile import merge_links
 from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
                           run_load)
 from loaders.source import open_source
@@ -247,8 +252,6 @@ def open_gen_hf(config: Config, order: str, report: Callable[[str], None],
                 wait_s: float = GEN_HF_LOCK_WAIT_S):
     """A GenHF service; while another gen_HF holds the lock (GenHFLockHeld), try again every
     GEN_HF_LOCK_POLL_S seconds, raising GenHFLockHeld after *wait_s*."""
-    from loaders.gen_hf import GenHF
-
     retrying = Retrying(retry=retry_if_exception_type(GenHFLockHeld),
                         stop=stop_after_delay(wait_s), wait=wait_fixed(GEN_HF_LOCK_POLL_S),
                         before_sleep=lambda _: report("another gen_HF holds the lock; waiting"),
@@ -286,10 +289,6 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     """Merge every bucket's rows by the merge rule in Spark (one shuffle), then write the
     winners with batched client puts, one Thrift connection per partition, into a table
     pre-split at the bucket boundaries as gen_HF's is."""
-    from debl.spark import spark_session
-    from loaders.hbase_bulk import bucket_split_keys, create_table
-    from loaders.hfile import merge_links
-
     spark = spark_session(config, "debl-batchPut")
     sc = spark.sparkContext
     with Catalog(config) as catalog:
@@ -319,9 +318,9 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
 
 def _put_partition(config: Config, links: Iterator[Link]) -> Iterator[int]:
     """Spark task: batched puts of merged links through one Thrift connection."""
+    # lazy import: happybase would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports"); only this Spark task needs it
     import happybase
-
-    from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 
     conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port,
                                 timeout=300_000)

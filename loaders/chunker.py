@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from debl.catalog import ChunkRecord
+from debl.webhdfs import WebHDFS
 from loaders.source import Source, SourceFile
-from loaders.webhdfs import WebHDFS
 
 BLOCK = 1 << 20
 

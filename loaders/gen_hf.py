@@ -33,9 +33,10 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_af
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError, GenHFLockHeld, ServiceError
+from debl.spark import driver_memory_bytes, spark_session
+from debl.webhdfs import WebHDFS
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
-from loaders.webhdfs import WebHDFS
 
 ORDERS = ("demand", "fifo")
 LOCK = "debl_gen_hf"
@@ -98,8 +99,6 @@ class GenHF:
         if self._lock is None:
             raise GenHFLockHeld(f"another gen_HF is running on this dataset (MySQL lock {lock} "
                                 "is held); it stops by itself once every bucket is loaded")
-        from debl.spark import spark_session
-
         try:
             self.spark = spark_session(config, "debl-gen_HF")
         except BaseException:
@@ -170,8 +169,6 @@ class GenHF:
     def _check_sizes(self, chosen: list[Bucket]) -> None:
         """Refuse a bucket too large to merge in memory, before a task runs out of heap and
         takes the driver down with it."""
-        from debl.spark import driver_memory_bytes
-
         limit = driver_memory_bytes(self.config) // HEAP_PER_BUCKET
         for b in chosen:
             if b.bytes > limit:

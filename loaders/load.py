@@ -37,12 +37,16 @@ from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
+from debl.spark import spark_session
+from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
+from loaders import dist_ch
 from loaders.chunker import Chunk, ChunkCopier, Position
+from loaders.mysql_bulk import load_hot
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
 from loaders.sampling import sample_bucket_map
 from loaders.source import Source, SourceFile, open_source
 from loaders.split import split_files
-from loaders.webhdfs import WebHDFS
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,8 @@ def _sample(config: Config, source: Source, cold: list[SourceFile], load_id: str
 
 
 def _drop_hbase_table(config: Config) -> None:
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from debl.store.hbase import HBaseStore
 
     with HBaseStore(config) as hbase:
@@ -254,8 +260,6 @@ def _drop_hbase_table(config: Config) -> None:
 def _empty_link_table(config: Config) -> None:
     """The previous dataset's hot rows go: a load replaces the whole dataset, and verify and
     the coordinator take the MySQL link table to hold exactly this load's hot rows."""
-    from debl.store.mysql import MySQLStore
-
     with MySQLStore(config) as mysql:
         mysql.reset()
 
@@ -263,8 +267,6 @@ def _empty_link_table(config: Config) -> None:
 def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
               rejects: RejectWriter, max_bad: int, load_id: str, summary: LoadSummary,
               progress: LoadProgress) -> None:
-    from loaders.mysql_bulk import load_hot
-
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "hot", "all")
         with rejects.open_part(HOT_PART) as part:
@@ -287,9 +289,6 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                chunk_size: int, done_chunks: list[Chunk], summary: LoadSummary,
                progress: LoadProgress, stop: Callable[[], bool]) -> None:
     """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS."""
-    from debl.spark import spark_session
-    from loaders import dist_ch
-
     chunk_dir, bucket_dir = hdfs_paths(config, load_id)
     start = Position.after(done_chunks[-1], cold) if done_chunks else Position()
     first = done_chunks[-1].chunk_no + 1 if done_chunks else 0

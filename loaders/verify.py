@@ -21,10 +21,10 @@ from debl.config import Config
 from debl.errors import LoadStateError
 from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
 from loaders.load import reject_path
 from loaders.rejects import read_rejects, unescape_name
 from loaders.source import open_source
-from loaders.webhdfs import WebHDFS
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,8 @@ def _bucket_file_sum(fs: WebHDFS, path: str, length: int) -> tuple[int, int]:
 
 
 def _hbase_sum(config: Config, k_lo: int, k_hi: int) -> tuple[int, int]:
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from debl.store.hbase import HBaseStore
 
     with HBaseStore(config) as store:

@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import pymysql
 from tenacity import (Retrying, retry_if_exception_type, retry_if_not_exception_type,
                       retry_if_result, stop_after_delay, wait_fixed)
 
 from debl.config import Config
 from debl.errors import StackError
 from debl.stack.daemon import Daemon
+from debl.webhdfs import WebHDFS
 
 JDK17_FLAGS = [
     "-XX:+UseG1GC",
@@ -274,8 +276,6 @@ class MariaDB(Service):
                              result.stderr.replace(quoted, "***")[-2000:])
 
     def probe(self) -> str:
-        import pymysql
-
         conn = pymysql.connect(host=self.config.mysql_host, port=self.config.mysql_port,
                                user=self.config.mysql_user, password=self.config.mysql_secret,
                                database=self.config.mysql_database, connect_timeout=3)
@@ -399,8 +399,6 @@ class HDFS(JvmService):
 
     def probe(self) -> str:
         """Write a small file through WebHDFS, read it back, delete it."""
-        from loaders.webhdfs import WebHDFS
-
         fs = WebHDFS(self.config)
         path = "/tmp/debl-probe"
         payload = secrets.token_bytes(64)
@@ -474,6 +472,8 @@ class HBase(JvmService):
                                         heap="256m"))
 
     def probe(self) -> str:
+        # lazy import: happybase would cost every `debl` command's start-up
+        # (docs/ARCHITECTURE.md, "Lazy imports")
         import happybase
 
         conn = happybase.Connection(self.config.hbase_thrift_host, self.config.hbase_thrift_port,
