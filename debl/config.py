@@ -77,9 +77,33 @@ class Config:
     hbase_table: str = "linktable"
     hbase_heap: str = "1g"
 
-    # Spark.
+    # Spark. The master of DeBL's applications when spark_workers is 0: local[N] runs the tasks
+    # in the driver's JVM; spark://, yarn and k8s:// run them on a cluster (docs/RUNTIME.md,
+    # "Spark on a cluster").
     spark_master: str = "local[2]"
     spark_driver_memory: str = "2g"
+    # Each executor's heap and cores on a cluster (spark.executor.memory, .cores; local[N] has
+    # no executors). Its tasks share the heap: gen_HF refuses buckets over a quarter of it per
+    # core (docs/ONLINE.md).
+    spark_executor_memory: str = "1g"
+    spark_executor_cores: int = 1
+    # Cores one application may hold on a cluster (spark.cores.max). 0: half the executors the
+    # stack's own cluster has room for when spark_workers > 0, no cap on another master. A bench
+    # (or a load) and its gen_HF are two applications running at once, and an application
+    # keeps its executors until it ends: one allowed everything would starve the other.
+    spark_cores_max: int = 0
+    # > 0: `debl stack up` also starts a Spark standalone master and this many workers on
+    # 127.0.0.1 from the installed pyspark, and DeBL's applications run there
+    # (spark://127.0.0.1:spark_master_port; spark_master must then stay local[...], unused).
+    # 0: no cluster; spark_master as set.
+    spark_workers: int = 0
+    spark_worker_cores: int = 1  # cores each worker offers its executors
+    spark_worker_memory: str = "1g"  # memory each worker offers (executors of spark_executor_memory)
+    spark_daemon_memory: str = "256m"  # heap of the master and of each worker daemon itself
+    spark_master_port: int = 7077
+    spark_master_webui_port: int = 8080  # the stack's health probe reads /json here
+    spark_worker_port: int = 7078  # worker i (1..N) listens on spark_worker_port + i - 1
+    spark_worker_webui_port: int = 8081  # worker i's web UI: spark_worker_webui_port + i - 1
 
     # Loading.
     chunk_size: int = 256 * MiB
@@ -144,9 +168,66 @@ class Config:
                               f"not {self.client_processes}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
+        self._check_spark()
         if self.bucket_width < 0:
             raise ConfigError(f"bucket_width must be 0 (sampled split points) or positive, "
                               f"not {self.bucket_width}")
+
+    def _check_spark(self) -> None:
+        for name in ("spark_driver_memory", "spark_executor_memory", "spark_worker_memory",
+                     "spark_daemon_memory"):
+            jvm_bytes(name, getattr(self, name))
+        if self.spark_executor_cores <= 0:
+            raise ConfigError(f"spark_executor_cores must be positive, not "
+                              f"{self.spark_executor_cores}")
+        if self.spark_workers < 0 or self.spark_cores_max < 0:
+            raise ConfigError("spark_workers and spark_cores_max must be 0 or positive, not "
+                              f"{self.spark_workers} and {self.spark_cores_max}")
+        if self.spark_workers == 0:
+            return
+        if self.spark_worker_cores < self.spark_executor_cores:
+            raise ConfigError(f"spark_worker_cores ({self.spark_worker_cores}) must be at least "
+                              f"spark_executor_cores ({self.spark_executor_cores})")
+        if not self.spark_master.startswith("local"):
+            raise ConfigError(
+                f"spark_workers={self.spark_workers} runs DeBL on the stack's own Spark cluster, "
+                f"but spark_master={self.spark_master!r} names another: set spark_workers = 0 to "
+                "use that master, or leave spark_master at its default")
+        if self.spark_executor_slots < 2:
+            raise ConfigError(
+                f"the stack's Spark cluster ({self.spark_workers} worker(s) of "
+                f"{self.spark_worker_cores} core(s) and {self.spark_worker_memory}) has room for "
+                f"{self.spark_executor_slots} executor(s) of {self.spark_executor_cores} core(s) and "
+                f"{self.spark_executor_memory}: it needs "
+                "two, one for a load's (or bench's) application and one for gen_HF's. Add "
+                "workers, cores or spark_worker_memory, or lower spark_executor_memory")
+
+    @property
+    def spark_executor_slots(self) -> int:
+        """Executors (of spark_executor_cores and _memory) the stack's cluster has room for (0
+        when spark_workers is 0)."""
+        per_worker = min(self.spark_worker_cores // self.spark_executor_cores,
+                         jvm_bytes("spark_worker_memory", self.spark_worker_memory)
+                         // jvm_bytes("spark_executor_memory", self.spark_executor_memory))
+        return self.spark_workers * per_worker
+
+    @property
+    def spark_url(self) -> str:
+        """The master DeBL's applications use: the stack's own cluster when spark_workers > 0,
+        else spark_master."""
+        if self.spark_workers > 0:
+            return f"spark://127.0.0.1:{self.spark_master_port}"
+        return self.spark_master
+
+    @property
+    def spark_app_cores(self) -> int | None:
+        """spark.cores.max for each application, or None (no cap): spark_cores_max, or by
+        default half the executors of the stack's cluster (see spark_cores_max)."""
+        if self.spark_cores_max > 0:
+            return self.spark_cores_max
+        if self.spark_workers > 0:
+            return max(1, self.spark_executor_slots // 2) * self.spark_executor_cores
+        return None
 
     @property
     def lib_dir(self) -> Path:
@@ -176,6 +257,19 @@ class Config:
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
+
+
+_JVM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def jvm_bytes(name: str, text: str) -> int:
+    """A JVM memory size (``2g``, ``512m``, ``1t``, or a plain number of MiB, as Spark reads
+    ``spark.*.memory``) in bytes; ConfigError naming the setting *name* for anything else."""
+    value = str(text).strip().lower().removesuffix("b")
+    digits = value[:-1] if value[-1:] in _JVM_UNITS else value
+    if not digits.isdigit() or int(digits) == 0:
+        raise ConfigError(f"{name} {text!r} is not a JVM memory size (e.g. 2g, 512m)")
+    return int(digits) * _JVM_UNITS.get(value[-1:], 1 << 20)
 
 
 def _coerce(name: str, raw: Any, target: type | str) -> Any:

@@ -33,7 +33,7 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_af
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError, GenHFLockHeld, ServiceError
-from debl.spark import driver_memory_bytes, spark_session
+from debl.spark import spark_session, task_heap
 from debl.webhdfs import WebHDFS
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
@@ -43,8 +43,9 @@ LOCK = "debl_gen_hf"
 RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
 MAX_PAUSE_S = 60.0
 # A bucket is merged in a task's memory, about 3x its bytes (the file, one object per row, the
-# sort), and local[2] runs two tasks in the driver's heap: keep a bucket under an eighth of it.
-HEAP_PER_BUCKET = 8
+# sort), and the tasks of one JVM share its heap (local[2]: two in the driver's; on a cluster
+# spark_executor_cores in an executor's): keep a bucket under a quarter of a task's share.
+HEAP_PER_BUCKET = 4
 
 
 @dataclass(frozen=True)
@@ -169,16 +170,18 @@ class GenHF:
     def _check_sizes(self, chosen: list[Bucket]) -> None:
         """Refuse a bucket too large to merge in memory, before a task runs out of heap and
         takes the driver down with it."""
-        limit = driver_memory_bytes(self.config) // HEAP_PER_BUCKET
+        heap = task_heap(self.config)
+        limit = heap.heap_bytes // (HEAP_PER_BUCKET * heap.tasks)
+        value = getattr(self.config, heap.setting)
         for b in chosen:
             if b.bytes > limit:
                 raise DeblError(
                     f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
-                    f"memory, at most {limit / 1e6:.0f} MB with spark_driver_memory "
-                    f"{self.config.spark_driver_memory}. Raise spark_driver_memory (DEBL_SPARK_"
-                    "DRIVER_MEMORY) to at least "
-                    f"{-(-b.bytes * HEAP_PER_BUCKET // (1 << 30))}g, or load again with smaller "
-                    "buckets (bucket_target_bytes, or debl load --bucket-width)")
+                    f"memory, at most {limit / 1e6:.0f} MB with {heap.setting} {value} shared by "
+                    f"{heap.tasks} task(s). Raise {heap.setting} (DEBL_{heap.setting.upper()}) "
+                    "to at least "
+                    f"{-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g, or load again "
+                    "with smaller buckets (bucket_target_bytes, or debl load --bucket-width)")
 
     def _convert(self, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one
