@@ -529,6 +529,8 @@ class SparkCluster(Service):
 
     def spark_home(self) -> Path:
         try:
+            # lazy import: pyspark would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+            # "Lazy imports"); only the cluster's start needs its install path
             import pyspark
         except ImportError:
             raise StackError(self.name, "pyspark is not installed: run scripts/setup.sh") from None
