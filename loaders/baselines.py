@@ -62,7 +62,7 @@ from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
 from debl.model import Link
 from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
                           run_load)
-from loaders.source import open_source
+from loaders.source import SourceFile, open_source
 
 DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 COPY_BLOCK = 1 << 20
@@ -219,7 +219,7 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
             for seq, f in enumerate(files):
                 item = f"{seq:05d}"
                 catalog.phase_start(load_id, "copy", item)
-                copied = _copy_file(source, f.name, dest / f.name, progress)
+                copied = _copy_file(source, f, dest / f.name, progress)
                 os.utime(dest / f.name, (f.mtime, f.mtime))
                 catalog.phase_end(load_id, "copy", item, bytes=copied)
                 summary.chunks += 1
@@ -230,9 +230,9 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     return _finish(config, summary)
 
 
-def _copy_file(source, name: str, path: Path, progress: LoadProgress) -> int:
+def _copy_file(source, file: SourceFile, path: Path, progress: LoadProgress) -> int:
     n = 0
-    with source.open(name) as stream, open(path, "wb") as out:
+    with source.open(file.name, listed=file) as stream, open(path, "wb") as out:
         while block := stream.read(COPY_BLOCK):
             out.write(block)
             n += len(block)

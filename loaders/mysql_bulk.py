@@ -150,7 +150,7 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                 f"{line_no}: {exc}); see {rejects.path}")
 
     try:
-        with source.open(file.name) as stream:
+        with source.open(file.name, listed=file) as stream:
             line_no = 0
             tail = b""
             while True:
