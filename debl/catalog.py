@@ -902,17 +902,23 @@ class Catalog:
     def named_lock(self, name: str) -> NamedLock | None:
         """Take the MySQL named lock *name* now, or None if another session holds it. Named
         locks are server-wide: put the database's name in *name* to keep datasets apart."""
-        try:
-            conn = self.engine.connect()
-            conn.detach()  # its session will hold the lock: it must never serve anyone else
-            got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
-            conn.commit()
-        except DBAPIError as exc:
-            raise ServiceError(describe(exc.orig, self.config)) from exc
-        if got != 1:
-            conn.close()
-            return None
-        return NamedLock(name, conn)
+        return named_lock(self.config, name)
+
+
+def named_lock(config: Config, name: str) -> NamedLock | None:
+    """``Catalog.named_lock`` without a Catalog: it needs no table, so a load can take its lock
+    before it looks at (or replaces) the catalog's schema."""
+    try:
+        conn = engine_for(config).connect()
+        conn.detach()  # its session will hold the lock: it must never serve anyone else
+        got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
+        conn.commit()
+    except DBAPIError as exc:
+        raise ServiceError(describe(exc.orig, config)) from exc
+    if got != 1:
+        conn.close()
+        return None
+    return NamedLock(name, conn)
 
 
 def _schema_version(conn: Connection) -> int | None:

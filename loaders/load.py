@@ -50,7 +50,7 @@ from debl.buckets import BucketMap
 from contextlib import contextmanager
 from collections.abc import Iterator
 
-from debl.catalog import Catalog, LoadFile, Phase
+from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
 from loaders.chunker import Chunk, ChunkCopier, Position
@@ -137,8 +137,7 @@ def load_lock(config: Config) -> Iterator[None]:
     """Hold the dataset's load lock (one ``debl load`` per MySQL database at a time), or raise
     LoadStateError if another load holds it."""
     name = f"{LOAD_LOCK}.{config.mysql_database}"  # named locks are server-wide
-    with Catalog(config) as catalog:
-        lock = catalog.named_lock(name)
+    lock = named_lock(config, name)
     if lock is None:
         raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
                              f"{config.mysql_database!r}, lock {name}): wait for it to end (`debl "

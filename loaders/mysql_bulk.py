@@ -114,6 +114,7 @@ def _load_file(cur, staging: str, source: Source, seq: int, file: SourceFile,
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hot-feed-{seq}") as pool:
             feeding = pool.submit(_feed, fifo, source, seq, file, rejects, max_bad, max_line,
                                   result, progress)
+            cur.connection.allow(str(fifo))  # the only file this statement may send
             try:
                 cur.execute(
                     f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "

@@ -7,7 +7,8 @@ demand:
   None: every one);
 - ``lie(name, size)``: index.json gives *size* for *name*;
 - ``mutate(name, at, change)``: once a transfer of *name* has sent the bytes before *at*,
-  ``change(path)`` runs (it rewrites the file), then the transfer goes on.
+  ``change(path)`` runs (it rewrites the file), then the transfer goes on;
+- ``hold(name)``: whole-file transfers of *name* wait until the returned event is set.
 
 ``ranges`` records every ``Range`` header asked, per file.
 """
@@ -31,6 +32,7 @@ class HostileSource:
         self.drops: dict[str, list] = {}
         self.lies: dict[str, int] = {}
         self.mutations: dict[str, tuple[int, Callable[[Path], None]]] = {}
+        self.gates: dict[str, threading.Event] = {}
         self.ranges: dict[str, list[str | None]] = defaultdict(list)
         self.lock = threading.Lock()
         source = self
@@ -63,6 +65,9 @@ class HostileSource:
                 header = self.headers.get("Range")
                 with source.lock:
                     source.ranges[name].append(header)
+                gate = source.gates.get(name)
+                if gate is not None and header is None:
+                    gate.wait(300)
                 first, last, status = 0, len(data) - 1, 200
                 if header:
                     m = re.match(r"^bytes=(\d+)-(\d*)$", header)
@@ -116,6 +121,10 @@ class HostileSource:
     def drop(self, name: str, at: int, times: int | None = 1) -> None:
         self.drops[name] = [at, times]
 
+    def hold(self, name: str) -> threading.Event:
+        self.gates[name] = threading.Event()
+        return self.gates[name]
+
     def lie(self, name: str, size: int) -> None:
         self.lies[name] = size
 
@@ -127,6 +136,8 @@ class HostileSource:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for gate in self.gates.values():
+            gate.set()
         self.server.shutdown()
         self.server.server_close()
 
