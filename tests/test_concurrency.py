@@ -150,8 +150,10 @@ def test_a_kill_between_the_hot_phase_end_and_its_key_range_loses_no_mysql_row(s
             with blocker.cursor() as cur:
                 cur.execute("SELECT * FROM debl_loads WHERE load_id = %s FOR UPDATE", (load_id,))
             gate.set()
-            _until(lambda: _sql(stack_config, "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                                              " WHERE trx_state = 'LOCK WAIT'")[0][0],
+            # DeBL's own sessions are visible to its user without the PROCESS privilege.
+            _until(lambda: _sql(stack_config, "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+                                              " WHERE COMMAND = 'Query' AND INFO LIKE "
+                                              "'UPDATE debl_loads%%'")[0][0],
                    "the load waiting to record its hot key range")
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -176,46 +178,65 @@ def test_a_new_load_under_a_running_coordinator_never_gets_empty_answers(stack_c
                                                                         tmp_path):
     """A coordinator serves load L1 and answers queries all along while L2 (the same data)
     loads: every answer it gives equals the reference; none comes from stores the new load is
-    emptying. Its poll interval is long (3 s), so that a load that did not wait for it would
-    empty MySQL and the bucket files under it for seconds."""
-    make_dataset(tmp_path, max_id=3001, files=4, bad_lines=0)
-    options = LoadOptions(hot_bytes=150_000, bucket_width=500)
-    first = run_load(stack_config, str(tmp_path), options)
-    hot = {f.name for f in _hot_files(stack_config, first.load_id)}
-    reference = reference_store(tmp_path, hot)
-    keys = sorted(reference.keys())
+    emptying. Its poll interval is long (3 s), and L2's hot path is held by the source right
+    after it recreated the link table empty: a load that did not wait for the coordinator would
+    have it answer empty lists from that table."""
+    hot = hot_file(tmp_path, 1500)  # ids 1..1500: MySQL alone answers them
+    (tmp_path / "cold.tsv").write_bytes(b"".join(
+        b"%d\t%d\t%d\t1\tcold-%d\t%d\t1\n" % (i, LT, i, i, 1_600_000_000 + i)
+        for i in range(1501, 3001)))
+    os.utime(tmp_path / "cold.tsv", (1, 1_600_000_000))  # older: the cold file
+    options = LoadOptions(hot_bytes=hot.stat().st_size, bucket_width=500)
+    reference = reference_store(tmp_path, {"hot.tsv"})
+    keys = [k for k in sorted(reference.keys()) if k[0] <= 1500]
     wrong, errors, answered = [], [], []
     stop = threading.Event()
-    with Coordinator(stack_config.replace(poll_interval=3.0)) as c:
-        def ask() -> None:
-            i = 0
-            while not stop.is_set():
-                key = keys[i % len(keys)]
-                i += 1
-                try:
-                    got = c.query(*key, timeout=120)
-                except DeblError as exc:  # a clear error is allowed; a wrong answer is not
-                    errors.append(str(exc))
-                    continue
-                if got.links != reference.get_link_list(*key):
-                    wrong.append((key, got.route, len(got.links)))
-                answered.append((time.time(), c.load_id))
+    with HostileSource(tmp_path) as server:
+        first = run_load(stack_config, server.url, options)
+        with Coordinator(stack_config.replace(poll_interval=3.0)) as c:
+            def ask() -> None:
+                i = 0
+                while not stop.is_set():
+                    key = keys[i % len(keys)]
+                    i += 1
+                    serving = c.load_id
+                    try:
+                        got = c.query(*key, timeout=120)
+                    except DeblError as exc:  # a clear error is allowed; a wrong answer is not
+                        errors.append(str(exc))
+                        continue
+                    if got.links != reference.get_link_list(*key):
+                        wrong.append((key, got.route, len(got.links)))
+                    answered.append((time.time(), serving))
 
-        asker = threading.Thread(target=ask, daemon=True)
-        asker.start()
-        _until(lambda: len(answered) > 20, "answers from the first load")
-        second = run_load(stack_config, str(tmp_path), options)
-        _until(lambda: c.load_id == second.load_id, "the coordinator serving the second load")
-        _until(lambda: sum(1 for _, served in answered if served == second.load_id) > 20,
-               "answers from the second load")
-        stop.set()
-        asker.join(150)
+            asker = threading.Thread(target=ask, daemon=True)
+            asker.start()
+            _until(lambda: len(answered) > 20, "answers from the first load")
+            gate = server.hold("hot.tsv")
+            loading: dict = {}
+            loader = threading.Thread(target=lambda: loading.update(
+                summary=run_load(stack_config, server.url, options)), daemon=True)
+            loader.start()
+            second = _until(lambda: _new_running_load(stack_config, first.load_id),
+                            "the second load")
+            _until(lambda: not c.is_up, "the coordinator leaving the first load")
+            _until(lambda: _phase_started(stack_config, second, "hot"), "the hot path")
+            time.sleep(1.0)  # the hot path held: its table recreated empty, nothing loaded
+            gate.set()
+            loader.join(300)
+            assert loading["summary"].load_id == second
+            _until(lambda: c.load_id == second, "the coordinator serving the second load")
+            _until(lambda: sum(1 for _, served in answered if served == second) > 20,
+                   "answers from the second load")
+            stop.set()
+            asker.join(150)
     assert wrong == []
-    started = _latest(stack_config).started
+    with Catalog(stack_config) as catalog:
+        started = catalog.load(second).started
     # Queries were answered from the first load after the second one began (the window).
     assert any(t >= started and served == first.load_id for t, served in answered)
 
 
-def _hot_files(config, load_id: str):
+def _phase_started(config, load_id: str, phase: str) -> bool:
     with Catalog(config) as catalog:
-        return [f for f in catalog.files(load_id) if f.hot]
+        return any(p.phase == phase for p in catalog.phases(load_id))

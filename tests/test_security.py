@@ -274,9 +274,12 @@ def test_a_password_in_the_source_url_is_never_stored(stack_config, spark, tmp_p
     from tests.hostile_http import HostileSource
 
     (tmp_path / "a.tsv").write_bytes(b"1\t1\t1\t1\tx\t1\t1\n2\t1\t1\t1\ty\t1\t1\n")
+    from loaders.verify import verify_load
+
     with HostileSource(tmp_path) as server:
         url = server.url.replace("http://", "http://alice:Pa55-in-the-URL@")
         summary = run_load(stack_config, url, LoadOptions(hot_bytes=1 << 30))
+        assert verify_load(stack_config, source_spec=url).ok  # the URL given again
     assert summary.source == server.url.replace("http://", "http://alice@")
     with Catalog(stack_config) as catalog:
         load = catalog.load(summary.load_id)
