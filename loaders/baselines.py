@@ -60,8 +60,8 @@ from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
 from debl.model import Link
-from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
-                          run_load)
+from loaders.load import (LoadOptions, LoadProgress, LoadSummary, load_lock, new_load_id,
+                          phase_sums, run_load)
 from loaders.source import SourceFile, open_source
 
 DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
@@ -198,7 +198,13 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     _no_hot_options(options, "nothing is loaded, files are only copied")
     if resume:
         raise LoadStateError("a fileCopy cannot be resumed: start it again")
-    source = open_source(source_spec)
+    with load_lock(config):  # it replaces the dataset's catalog rows as a load does
+        return _copy_files(config, source_spec, options, progress)
+
+
+def _copy_files(config: Config, source_spec: str, options: LoadOptions,
+                progress: LoadProgress) -> LoadSummary:
+    source = open_source(source_spec, retries=config.source_retries)
     files = source.list()
     if not files:
         raise DeblError(f"source {source.describe()} holds no files")

@@ -41,15 +41,13 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from debl.buckets import BucketMap
-from contextlib import contextmanager
-from collections.abc import Iterator
-
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
