@@ -65,9 +65,9 @@ from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, create_table
 from loaders.hfile import merge_links
-from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
-                          run_load)
-from loaders.source import open_source
+from loaders.load import (LoadOptions, LoadProgress, LoadSummary, load_lock, new_load_id,
+                          phase_sums, run_load)
+from loaders.source import SourceFile, open_source
 
 DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 COPY_BLOCK = 1 << 20
@@ -203,7 +203,13 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     _no_hot_options(options, "nothing is loaded, files are only copied")
     if resume:
         raise LoadStateError("a fileCopy cannot be resumed: start it again")
-    source = open_source(source_spec)
+    with load_lock(config):  # it replaces the dataset's catalog rows as a load does
+        return _copy_files(config, source_spec, options, progress)
+
+
+def _copy_files(config: Config, source_spec: str, options: LoadOptions,
+                progress: LoadProgress) -> LoadSummary:
+    source = open_source(source_spec, retries=config.source_retries)
     files = source.list()
     if not files:
         raise DeblError(f"source {source.describe()} holds no files")
@@ -224,7 +230,7 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
             for seq, f in enumerate(files):
                 item = f"{seq:05d}"
                 catalog.phase_start(load_id, "copy", item)
-                copied = _copy_file(source, f.name, dest / f.name, progress)
+                copied = _copy_file(source, f, dest / f.name, progress)
                 os.utime(dest / f.name, (f.mtime, f.mtime))
                 catalog.phase_end(load_id, "copy", item, bytes=copied)
                 summary.chunks += 1
@@ -235,9 +241,9 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     return _finish(config, summary)
 
 
-def _copy_file(source, name: str, path: Path, progress: LoadProgress) -> int:
+def _copy_file(source, file: SourceFile, path: Path, progress: LoadProgress) -> int:
     n = 0
-    with source.open(name) as stream, open(path, "wb") as out:
+    with source.open(file.name, listed=file) as stream, open(path, "wb") as out:
         while block := stream.read(COPY_BLOCK):
             out.write(block)
             n += len(block)

@@ -468,10 +468,15 @@ class HBase(JvmService):
                                         heap=self.config.hbase_heap))
         if thrift.pid() is None:
             _require_free(thrift, self.config.hbase_thrift_port)
-            thrift.start(self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
-                                        "-b", self.config.hbase_thrift_host,
-                                        "-p", str(self.config.hbase_thrift_port), "start",
-                                        heap="256m"))
+            thrift.start(self.thrift_argv())
+
+    def thrift_argv(self) -> list[str]:
+        """The Thrift server's command line. It listens on ``hbase_thrift_bind`` (loopback by
+        default), never on ``hbase_thrift_host``: that is where clients reach a Thrift server,
+        and Thrift1 has no authentication."""
+        return self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
+                              "-b", self.config.hbase_thrift_bind,
+                              "-p", str(self.config.hbase_thrift_port), "start", heap="256m")
 
     def probe(self) -> str:
         # lazy import: happybase would cost every `debl` command's start-up
