@@ -36,6 +36,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # CREATE USER / GRANT statements, which cannot take it as a bound parameter.
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
 _ENGINES = ("InnoDB", "MyISAM", "Aria")
+_NAME_ROOM = {"mysql_database": 64 - len("debl_gen_hf."), "link_table": 64 - len("_staging")}
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,12 @@ class Config:
     hdfs_datanode_ipc_port: int = 9867
 
     # HBase and its Thrift1 server.
-    hbase_thrift_host: str = "127.0.0.1"
+    hbase_thrift_host: str = "127.0.0.1"  # where DeBL reaches Thrift
     hbase_thrift_port: int = 9090
+    # Where the local stack's Thrift server listens: loopback unless set. Not hbase_thrift_host:
+    # Thrift1 has no authentication, so naming a remote host to reach must never open the
+    # local server to the network.
+    hbase_thrift_bind: str = "127.0.0.1"
     hbase_zookeeper_quorum: str = "127.0.0.1"
     hbase_zookeeper_port: int = 2181
     hbase_master_port: int = 16000
@@ -131,6 +136,13 @@ class Config:
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
     # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
     max_line_bytes: int = 4 * MiB
+    # An HTTP transfer that ends early is resumed with Range from the first byte not received;
+    # after this many resumes in a row that bring no byte, the load fails naming the file and
+    # the offset (loaders.source).
+    source_retries: int = 5
+    # A new load waits at most this long for running coordinators to leave the old dataset
+    # before it empties the old stores (docs/RELIABILITY.md, "Concurrency").
+    coordinator_ack_timeout: float = 60.0
 
     # Coordinator.
     poll_interval: float = 0.5
@@ -141,6 +153,9 @@ class Config:
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
+    # A query through the coordinator that gives no timeout of its own waits at most this many
+    # seconds for uptime or its bucket, then gets QueryTimeout: never forever.
+    query_timeout: float = 600.0
 
     # Query client (`debl query`, the bench's query phase): worker processes that share the
     # client threads, each with its own connections. 0: one per core (at most one per thread);
@@ -153,6 +168,12 @@ class Config:
             if not _IDENTIFIER.match(value):
                 raise ConfigError(f"{name}={value!r} is not a plain SQL identifier "
                                   "(letters, digits, underscore; not starting with a digit)")
+            # Names built from these must stay within MySQL's 64 characters: the hot path's
+            # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_load.<db>`.
+            longest = _NAME_ROOM.get(name, 64)
+            if len(value) > longest:
+                raise ConfigError(f"{name}={value!r} is longer than {longest} characters (DeBL "
+                                  "derives longer names from it)")
         if not _USER_NAME.match(self.mysql_user):
             raise ConfigError(f"mysql_user={self.mysql_user!r} is not a plain MySQL user name "
                               "(letters, digits, underscore, dot, hyphen; at most 80)")
@@ -160,9 +181,13 @@ class Config:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
                      "dist_ch_tasks", "max_line_bytes", "mysql_pool_size",
-                     "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes"):
+                     "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes",
+                     "query_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("source_retries", "coordinator_ack_timeout"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
         if self.client_processes < 0:
             raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
                               f"not {self.client_processes}")

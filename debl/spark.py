@@ -74,6 +74,8 @@ def task_heap(config: Config) -> TaskHeap:
 
 def spark_session(config: Config, app_name: str = "debl"):
     """Start (or reuse) the SparkSession for DeBL's jobs."""
+    # lazy import: pyspark would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports")
     from pyspark.sql import SparkSession
 
     # Executors must run the same Python as the driver (a venv or pyenv interpreter); on the

@@ -63,7 +63,7 @@ def test_password_file_is_private(stack_config):
 
 
 def test_hdfs_write_and_read_through_webhdfs(stack_config):
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     fs = WebHDFS(stack_config)
     path = f"/tmp/test-{secrets.token_hex(4)}/blob"
@@ -96,7 +96,7 @@ def test_hbase_table_through_thrift(stack_config):
 
 
 def test_spark_reads_and_writes_hdfs(stack_config, spark):
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     fs = WebHDFS(stack_config)
     base = f"/tmp/spark-{secrets.token_hex(4)}"

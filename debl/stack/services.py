@@ -31,12 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import pymysql
 from tenacity import (Retrying, retry_if_exception_type, retry_if_not_exception_type,
                       retry_if_result, stop_after_delay, wait_fixed)
 
 from debl.config import Config
 from debl.errors import StackError
 from debl.stack.daemon import Daemon
+from debl.webhdfs import WebHDFS
 
 JDK17_FLAGS = [
     "-XX:+UseG1GC",
@@ -276,8 +278,6 @@ class MariaDB(Service):
                              result.stderr.replace(quoted, "***")[-2000:])
 
     def probe(self) -> str:
-        import pymysql
-
         conn = pymysql.connect(host=self.config.mysql_host, port=self.config.mysql_port,
                                user=self.config.mysql_user, password=self.config.mysql_secret,
                                database=self.config.mysql_database, connect_timeout=3)
@@ -401,8 +401,6 @@ class HDFS(JvmService):
 
     def probe(self) -> str:
         """Write a small file through WebHDFS, read it back, delete it."""
-        from loaders.webhdfs import WebHDFS
-
         fs = WebHDFS(self.config)
         path = "/tmp/debl-probe"
         payload = secrets.token_bytes(64)
@@ -470,12 +468,19 @@ class HBase(JvmService):
                                         heap=self.config.hbase_heap))
         if thrift.pid() is None:
             _require_free(thrift, self.config.hbase_thrift_port)
-            thrift.start(self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
-                                        "-b", self.config.hbase_thrift_host,
-                                        "-p", str(self.config.hbase_thrift_port), "start",
-                                        heap="256m"))
+            thrift.start(self.thrift_argv())
+
+    def thrift_argv(self) -> list[str]:
+        """The Thrift server's command line. It listens on ``hbase_thrift_bind`` (loopback by
+        default), never on ``hbase_thrift_host``: that is where clients reach a Thrift server,
+        and Thrift1 has no authentication."""
+        return self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
+                              "-b", self.config.hbase_thrift_bind,
+                              "-p", str(self.config.hbase_thrift_port), "start", heap="256m")
 
     def probe(self) -> str:
+        # lazy import: happybase would cost every `debl` command's start-up
+        # (docs/ARCHITECTURE.md, "Lazy imports")
         import happybase
 
         conn = happybase.Connection(self.config.hbase_thrift_host, self.config.hbase_thrift_port,
@@ -528,6 +533,8 @@ class SparkCluster(Service):
 
     def spark_home(self) -> Path:
         try:
+            # lazy import: pyspark would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+            # "Lazy imports"); only the cluster's start needs its install path
             import pyspark
         except ImportError:
             raise StackError(self.name, "pyspark is not installed: run scripts/setup.sh") from None
