@@ -23,8 +23,10 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import time
 import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -613,6 +615,43 @@ class SparkCluster(Service):
         if state.get("status") != "ALIVE":
             raise RuntimeError(f"master is {state.get('status')}")
         return state
+
+    def stop(self) -> bool:
+        """Stop the workers and the master, then every process still working in the cluster's
+        home: a worker ends its executors as it stops, but asynchronously, and a worker killed
+        after its grace period leaves them orphaned. Returns once none is left."""
+        stopped = super().stop()
+        for attempt in range(2):
+            left = self._processes()
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL if attempt else signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + (30.0 if attempt == 0 else 10.0)
+            while time.monotonic() < deadline and self._processes():
+                time.sleep(0.2)
+            stopped = True
+        return stopped
+
+    def _processes(self) -> list[int]:
+        """Processes whose command line or working directory is under the cluster's home
+        (executors and their Python workers run in work-<i>/ and local-<i>/)."""
+        home, found = f"{self.home}/", []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                    errors="replace")
+                cwd = os.readlink(proc / "cwd")
+            except OSError:
+                continue
+            if home in cmdline or f"{cwd}/".startswith(home):
+                found.append(int(proc.name))
+        return found
 
     def probe(self) -> str:
         """The master's own account (/json on its web UI): ALIVE, with every worker of the
