@@ -795,6 +795,18 @@ class Catalog:
                 sa.select(sa.func.count(sa.distinct(t.c.coordinator)))).scalar()
         return by_route, int(coordinators or 0)
 
+    # -- sessions
+
+    def running_statements(self) -> list[str]:
+        """The first 64 characters of each statement that another session of this MySQL user
+        runs now in this database (a fault campaign records them as the point a kill hit: the
+        hot path's ``LOAD DATA``, its merge, its index build)."""
+        query = sa.text("SELECT LEFT(info, 64) FROM information_schema.processlist "
+                        "WHERE db = DATABASE() AND id <> CONNECTION_ID() AND info IS NOT NULL "
+                        "AND command <> 'Sleep'")
+        with self._transaction() as conn:
+            return [row[0] for row in conn.execute(query)]
+
     # -- locks
 
     def named_lock(self, name: str) -> NamedLock | None:

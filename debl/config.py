@@ -108,6 +108,13 @@ class Config:
     # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
     max_line_bytes: int = 4 * MiB
 
+    # The longest DeBL waits on a service that does not answer (a MySQL statement of the
+    # query path or the catalog, a WebHDFS request, a Thrift call, the HBase client of the
+    # JVM jobs), in seconds: past it the command fails with a message naming the service.
+    # The hot path's LOAD DATA, merge and index build may run longer and are not bounded by it
+    # (a server that dies still ends them at once: its socket closes). docs/RELIABILITY.md.
+    service_timeout: float = 60.0
+
     # Coordinator.
     poll_interval: float = 0.5
     # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this
@@ -142,6 +149,9 @@ class Config:
         if self.client_processes < 0:
             raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
                               f"not {self.client_processes}")
+        if not self.service_timeout > 0:
+            raise ConfigError(f"service_timeout must be positive seconds, not "
+                              f"{self.service_timeout}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
         if self.bucket_width < 0:

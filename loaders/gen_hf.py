@@ -153,7 +153,7 @@ class GenHF:
         self.catalog.set_job_state(ids, "running", run_id)
         t0 = time.time()
         try:
-            rows, cells, per_bucket, phases = self._convert(run_id, chosen)
+            rows, cells, per_bucket, phases = self._convert(load.load_id, run_id, chosen)
         except BaseException as exc:
             self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000])
             raise
@@ -183,18 +183,22 @@ class GenHF:
                     f"{-(-b.bytes * HEAP_PER_BUCKET // (1 << 30))}g, or load again with smaller "
                     "buckets (bucket_target_bytes, or debl load --bucket-width)")
 
-    def _convert(self, run_id: str, chosen: list[Bucket]):
+    def _convert(self, load_id: str, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one
-        bulk load."""
+        bulk load. Both steps are recorded in ``debl_phases`` under the load, item the run id
+        (``debl status`` shows them; a kill leaves the step it hit open)."""
         config = self.config
         self.spark.sparkContext.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
+        self.catalog.phase_start(load_id, "hfiles", run_id)
         out = f"{config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
         written = write_bucket_hfiles(
             self.spark, [[f"{config.hdfs_uri}{p}" for p in self.catalog.bucket_paths(b.b_index)]
                          for b in chosen], f"{config.hdfs_uri}{out}", config.hbase_table)
         phases["hfiles"] = time.time() - t
+        self.catalog.phase_end(load_id, "hfiles", run_id, bytes=sum(b.bytes for b in chosen),
+                               rows=sum(w.rows for w in written))
         for b, w in zip(chosen, written):
             if w.rows != b.rows:  # before the bulk load: nothing of it becomes visible
                 raise DeblError(f"bucket {b.b_index}: {w.rows} rows in its HDFS files, the bucket "
@@ -202,9 +206,11 @@ class GenHF:
                                 "them (see debl verify); reload the input")
         t = time.time()
         cells = sum(w.winners for w in written)
+        self.catalog.phase_start(load_id, "bulkload", run_id)
         if cells:
             bulk_load(self.spark, config, f"{config.hdfs_uri}{out}")
         phases["bulkload"] = time.time() - t
+        self.catalog.phase_end(load_id, "bulkload", run_id, rows=cells)
         WebHDFS(config).delete(out, recursive=True)
         per_bucket = {b.b_index: (w.winners, w.checksum) for b, w in zip(chosen, written)}
         return sum(w.rows for w in written), cells, per_bucket, phases

@@ -83,6 +83,12 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
         with GenHF(config) as gen_hf:
             first = gen_hf.run_once()
         assert sorted(first.buckets) == sorted(hot_pair)
+        with Catalog(config) as catalog:  # the run's two steps, recorded under the load
+            steps = {(p.phase, p.item): p for p in catalog.phases(catalog.load().load_id)}
+        for step in ("hfiles", "bulkload"):
+            assert steps[step, first.run_id].ended is not None
+        assert steps["hfiles", first.run_id].ended <= steps["bulkload", first.run_id].started
+        assert steps["bulkload", first.run_id].rows == first.cells
         for t in threads:
             t.join(timeout=30)
         assert len(answers) == len(keys)

@@ -1,0 +1,128 @@
+"""The fault campaign (docs/RELIABILITY.md, "Kill campaign" and "Services dying mid-phase"):
+its process handling (pure), one service stopped and started on the real stack, and a CI-sized
+campaign whose every trial must be clean.
+
+The campaign test's size is a parameter: ``DEBL_FAULTS_TRIALS`` trials (default 1) of each
+target in ``DEBL_FAULTS_TARGETS`` (default ``load,gen-hf,coordinator``; ``kills``, ``outages``
+and ``all`` stand for groups, as in ``scripts/faults.py``). On the 2-core machine a trial of a
+load or gen_HF costs a Spark start and a rerun: the default is what fits in about four minutes
+on a quiet machine; ``--trials 20`` of every target is the full campaign
+(``python scripts/faults.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from debl.faults import procs
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _spawn_tree() -> subprocess.Popen:
+    """A parent (sh, in a session of its own) with a child that ignores its parent's death."""
+    return subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"], start_new_session=True)
+
+
+def test_tree_lists_the_descendants_and_survivors_finds_the_orphan():
+    parent = _spawn_tree()
+    try:
+        deadline = time.monotonic() + 10
+        tree = procs.tree(parent.pid)
+        while len(tree) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            tree = procs.tree(parent.pid)
+        assert tree[0].pid == parent.pid
+        assert len(tree) == 3 and all("sleep 60" in p.cmdline for p in tree[1:])
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        left = procs.survivors(tree, grace=0.5)
+        assert {p.pid for p in left} == {p.pid for p in tree[1:]}  # the children outlive it
+        procs.kill(left)
+        assert procs.survivors(left, grace=5.0) == []
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+
+def test_a_reused_pid_is_not_the_same_process():
+    me = procs.tree(os.getpid())[0]
+    assert me.alive()
+    assert not procs.Proc(me.pid, me.ppid, me.start + 1, me.cmdline).alive()
+
+
+def test_clear_failure_wants_a_message_and_no_traceback():
+    def outcome(text: str, hung: bool = False) -> procs.Outcome:
+        return procs.Outcome(["load"], None if hung else 1, 1.0, text, hung)
+
+    assert procs.clear_failure(outcome("Error: MySQL at 127.0.0.1:3316 is not reachable"))
+    assert not procs.clear_failure(outcome("Traceback (most recent call last):\n  ...\n"
+                                           "Error: x"))
+    assert not procs.clear_failure(outcome("Killed"))
+    assert not procs.clear_failure(outcome("Error: x", hung=True))
+
+
+def test_commands_get_the_config_through_the_environment_never_argv(tmp_path):
+    from debl.config import Config
+
+    config = Config(mysql_password="s3cret", mysql_database="debl_x", state_dir=tmp_path)
+    env = procs.config_env(config, DEBL_RAW_AFTER="off")
+    assert env["DEBL_MYSQL_DATABASE"] == "debl_x" and env["DEBL_RAW_AFTER"] == "off"
+    assert env["DEBL_MYSQL_PASSWORD"] == "s3cret"
+    running = procs.start(["stack", "--help"], env, tmp_path / "help.log")
+    outcome = running.wait(120)
+    assert outcome.ok and "s3cret" not in " ".join(running.proc.args)
+
+
+# --------------------------------------------------------------------------- the real stack
+
+
+@pytest.mark.stack
+def test_stack_stop_and_start_one_daemon(stack_config):
+    """Thrift killed alone: the rest keeps running, status says so, start brings it back."""
+    from debl.stack.stack import stack_start, stack_status, stack_stop
+
+    assert stack_stop(stack_config, "thrift", crash=True)
+    health = {h.service: h for h in stack_status(stack_config)}
+    assert health["MariaDB"].healthy and health["HDFS"].healthy
+    assert not health["HBase"].healthy and health["HBase"].pids[1] is None
+    started = stack_start(stack_config, "thrift")
+    assert not started.already_up
+    assert all(h.healthy for h in stack_status(stack_config))
+
+
+@pytest.mark.stack
+def test_stack_stop_names_what_it_knows():
+    from debl.config import Config
+    from debl.errors import ConfigError
+    from debl.stack.stack import stack_stop
+
+    with pytest.raises(ConfigError, match="choose one of mariadb, hdfs, hbase, namenode, "
+                                          "datanode, hbase-master, thrift"):
+        stack_stop(Config(), "zookeeper")
+
+
+@pytest.mark.stack
+def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
+    from debl.faults.campaign import KILLS, markdown, run_campaign
+    from debl.faults.outages import OUTAGES
+
+    registry = {**KILLS, **OUTAGES}
+    groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
+    wanted = os.environ.get("DEBL_FAULTS_TARGETS", "load,gen-hf,coordinator")
+    names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
+    trials = int(os.environ.get("DEBL_FAULTS_TRIALS", "1"))
+    result, rows = run_campaign(stack_config, tmp_path / "campaign",
+                                [registry[n] for n in names], trials, seed=1,
+                                report=lambda text: print(text, file=sys.stderr), answers=100)
+    print(markdown(rows, 1, trials))
+    assert len(result.trials) == len(names) * trials
+    for trial in result.trials:
+        assert trial.clean, (trial.target, trial.landed, trial.problems, trial.examples)
