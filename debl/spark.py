@@ -16,13 +16,14 @@ Pitfalls:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
 from pathlib import Path
 
 from debl.config import Config
-from debl.errors import ConfigError, ServiceError
+from debl.errors import ConfigError, JvmGone, ServiceError
 
 
 def spark_jars(config: Config) -> list[Path]:
@@ -108,12 +109,52 @@ def _quiet(session) -> None:
 
 def call_jvm(what: str, fn, *args):
     """``fn(*args)`` through py4j; a Java exception becomes ServiceError("<what> failed: <the
-    innermost Java exception>"), without the Spark job-abort wrapping around a task's error."""
+    innermost Java exception>"), without the Spark job-abort wrapping around a task's error.
+
+    A JVM that is gone (killed, crashed) becomes JvmGone, which callers must not retry. Pass a
+    ``lambda`` for *fn* when the call names JVM classes (``sc._jvm.debl.jobs.X.m``): looking a
+    class up is itself a call into the JVM, and must fail the same way."""
     try:
         return fn(*args)
     except Exception as exc:  # py4j errors carry the Java exception in their text only
+        if _jvm_gone(exc):
+            raise JvmGone(f"{what} failed: the Spark driver JVM of this process is gone (killed "
+                          "or crashed); start the command again: what it left half done is "
+                          "redone") from exc
         lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
         causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
         cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
         cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
         raise ServiceError(f"{what} failed: {cause}") from exc
+
+
+def _jvm_gone(exc: BaseException) -> bool:
+    """Whether py4j lost its JVM rather than the JVM throwing: the gateway's process has ended,
+    or *exc* (or what it was raised from) is a closed or refused gateway connection. (py4j turns
+    a connection lost in a call into a plain Py4JError "An error occurred while calling ...":
+    the process is what tells.)"""
+    from py4j.protocol import Py4JNetworkError
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is not None:
+        return True
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (Py4JNetworkError, ConnectionError)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+class _LostGatewayTrace(logging.Filter):
+    """Drops py4j's "Exception while sending command." records: py4j logs a lost JVM
+    connection with its whole traceback on the root logger, which a user takes for a crash;
+    call_jvm reports the JVM's death itself (JvmGone)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.getMessage().startswith("Exception while sending command")
+                    and "py4j" in record.pathname)
+
+
+logging.getLogger().addFilter(_LostGatewayTrace())

@@ -27,12 +27,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt,
-                      wait_exponential)
+from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
+                      retry_if_not_exception_type, stop_after_attempt, wait_exponential)
 
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
-from debl.errors import DeblError, GenHFLockHeld, ServiceError
+from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
+from debl.spark import call_jvm
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
 from loaders.webhdfs import WebHDFS
@@ -188,7 +189,8 @@ class GenHF:
         bulk load. Both steps are recorded in ``debl_phases`` under the load, item the run id
         (``debl status`` shows them; a kill leaves the step it hit open)."""
         config = self.config
-        self.spark.sparkContext.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
+        call_jvm("gen_HF", self.spark.sparkContext.setJobGroup, f"gen_HF-{run_id}",
+                 f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
         self.catalog.phase_start(load_id, "hfiles", run_id)
@@ -223,10 +225,12 @@ class GenHF:
         A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
         buckets ``failed`` and is retried (through tenacity) after 2, 4, 8... times
         ``poll_interval``, at most a minute; the error is raised when the run fails again after
-        RETRIES retries. Any other error (a bucket whose files disagree with the index) is
-        raised at once: retrying cannot fix it."""
+        RETRIES retries. Any other error (a bucket whose files disagree with the index, a dead
+        Spark JVM: JvmGone) is raised at once: retrying cannot fix it."""
         retrying = Retrying(
-            retry=retry_if_exception_type(ServiceError), stop=stop_after_attempt(RETRIES + 1),
+            # A dead Spark JVM stays dead: no retry in this process can run a job.
+            retry=retry_if_exception_type(ServiceError) & retry_if_not_exception_type(JvmGone),
+            stop=stop_after_attempt(RETRIES + 1),
             wait=wait_exponential(multiplier=2 * self.config.poll_interval, max=MAX_PAUSE_S),
             before_sleep=self._report_retry, reraise=True)
         runs = 0

@@ -57,18 +57,19 @@ def create_table(spark, config: Config, split_keys: Sequence[bytes],
     """Create the link table pre-split at ``split_keys`` (``bucket_split_keys``); False if it
     exists already (left unchanged)."""
     keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
-    return bool(call_jvm("HBase table creation", spark.sparkContext._jvm.debl.jobs.Tables.createPresplit,
-                         table or config.hbase_table, FAMILY.decode(), keys,
-                         hbase_settings(config)))
+    return bool(call_jvm("HBase table creation",
+                         lambda: spark.sparkContext._jvm.debl.jobs.Tables.createPresplit(
+                             table or config.hbase_table, FAMILY.decode(), keys,
+                             hbase_settings(config))))
 
 
 def split_keys(spark, config: Config, table: str | None = None) -> list[bytes]:
     """The table's region start keys (without the first region's empty one)."""
-    return [bytes(k) for k in call_jvm("HBase region lookup", _bulk(spark).splitKeys,
-                                       table or config.hbase_table, hbase_settings(config))]
+    return [bytes(k) for k in call_jvm("HBase region lookup", lambda: _bulk(spark).splitKeys(
+        table or config.hbase_table, hbase_settings(config)))]
 
 
 def bulk_load(spark, config: Config, hfile_dir: str, table: str | None = None) -> int:
     """Load every HFile under ``hfile_dir`` into the table; returns the number of HFiles loaded."""
-    return int(call_jvm("HBase bulk load", _bulk(spark).load, table or config.hbase_table, hfile_dir,
-                        hbase_settings(config)))
+    return int(call_jvm("HBase bulk load", lambda: _bulk(spark).load(
+        table or config.hbase_table, hfile_dir, hbase_settings(config))))
