@@ -126,3 +126,79 @@ def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
     assert len(result.trials) == len(names) * trials
     for trial in result.trials:
         assert trial.clean, (trial.target, trial.landed, trial.problems, trial.examples)
+
+
+# --------------------------------------------------------------------------- hung services
+
+# A call to a hung service must end with an error, not wait: HANG_S is far above the timeout
+# it is given (2 s), so only a call that waits without bound (3600 s before service_timeout)
+# runs into it; no latency is asserted.
+HANG_S = 60.0
+
+
+def _frozen(daemon) -> "contextlib.AbstractContextManager":
+    """SIGSTOP a stack daemon for the block (a server that takes calls and never answers)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def frozen():
+        pid = daemon.pid()
+        assert pid, f"{daemon.name} is not running"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    return frozen()
+
+
+def _within(seconds: float, call):
+    """Run *call* in a thread; its exception (or result), or AssertionError if it is still
+    running after *seconds*."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    future = pool.submit(call)
+    try:
+        return future.exception(timeout=seconds) or future.result()
+    except concurrent.futures.TimeoutError:
+        raise AssertionError(f"still waiting after {seconds:.0f} s: a hang") from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "webhdfs"])
+def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, service):
+    from debl.errors import ServiceError
+    from debl.stack.services import HDFS, HBase, MariaDB
+
+    config = stack_config.replace(service_timeout=2.0)
+    if service.startswith("mysql"):
+        from debl.store.mysql import MySQLStore
+
+        store = MySQLStore(config, table="faults_hung")
+        store.create_table()
+        store.count() if service == "mysql" else store.get_link_list(1, 123456789)  # connected
+        call = store.count if service == "mysql" else lambda: store.get_link_list(1, 123456789)
+        daemon, words = MariaDB(config).daemons[0], "MySQL at"
+    elif service == "thrift":
+        from debl.store.hbase import HBaseStore
+
+        store = HBaseStore(config)
+        store.table_exists()  # connected
+        call, daemon, words = store.table_exists, HBase(config).daemons[1], "HBase Thrift at"
+    else:
+        from loaders.webhdfs import WebHDFS
+
+        store = None
+        call = lambda: WebHDFS(config).status("/")  # noqa: E731
+        daemon, words = HDFS(config).daemons[0], "HDFS at"
+    try:
+        with _frozen(daemon):
+            error = _within(HANG_S, call)
+    finally:
+        if store is not None:
+            store.close()
+    assert isinstance(error, ServiceError), error
+    assert words in str(error) and "debl stack status" in str(error)
