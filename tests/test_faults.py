@@ -202,3 +202,46 @@ def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, ser
             store.close()
     assert isinstance(error, ServiceError), error
     assert words in str(error) and "debl stack status" in str(error)
+
+
+_KILLED_BENCH = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from debl.bench import GenHFProcess
+from debl.config import load_config
+gen_hf = GenHFProcess(load_config(), "demand", Path({log!r}))
+gen_hf.start()
+print(gen_hf.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.stack
+def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
+    """The bench's gen-hf subprocess (and its Spark JVM) ends once the bench is killed with
+    kill -9; before, it ran on (holding the dataset's gen_HF lock) waiting for a load."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = procs.config_env(stack_config.replace(mysql_database="debl_faults_orphan",
+                                                poll_interval=0.2))
+    bench = subprocess.Popen([sys.executable, "-c", _KILLED_BENCH.format(
+        root=root, log=str(tmp_path / "gen-hf.log"))], env=env, stdout=subprocess.PIPE,
+        start_new_session=True)
+    try:
+        gen_hf = int(bench.stdout.readline())
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and procs.spark_jvm(procs.tree(gen_hf)) is None:
+            time.sleep(0.2)
+        tree = procs.tree(gen_hf)
+        assert procs.spark_jvm(tree) is not None, "gen-hf never started its JVM"
+        os.kill(bench.pid, signal.SIGKILL)
+        bench.wait()
+        left = procs.survivors(tree, grace=30.0)
+        procs.kill(left)
+        assert left == [], [p.describe() for p in left]
+    finally:
+        if bench.poll() is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+            bench.wait()
