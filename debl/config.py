@@ -115,6 +115,10 @@ class Config:
     # (a server that dies still ends them at once: its socket closes). docs/RELIABILITY.md.
     service_timeout: float = 60.0
 
+    # For fault campaigns only (docs/RELIABILITY.md): the name of a point in debl.faultpoints
+    # where the process kills itself. Empty: none.
+    fault_point: str = ""
+
     # Coordinator.
     poll_interval: float = 0.5
     # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this

@@ -33,6 +33,7 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
+from debl.faultpoints import reached
 from debl.spark import call_jvm
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
@@ -213,6 +214,7 @@ class GenHF:
             bulk_load(self.spark, config, f"{config.hdfs_uri}{out}")
         phases["bulkload"] = time.time() - t
         self.catalog.phase_end(load_id, "bulkload", run_id, rows=cells)
+        reached(config, "bulk-loaded")
         WebHDFS(config).delete(out, recursive=True)
         per_bucket = {b.b_index: (w.winners, w.checksum) for b, w in zip(chosen, written)}
         return sum(w.rows for w in written), cells, per_bucket, phases

@@ -37,6 +37,7 @@ from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
+from debl.faultpoints import reached
 from loaders.chunker import Chunk, ChunkCopier, Position
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
 from loaders.sampling import sample_bucket_map
@@ -272,6 +273,7 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
                 result = load_hot(config, source, hot, part, max_bad, progress=progress.hot)
             finally:  # before the phase counts as done; a failed one's rejects stay readable
                 part.commit()
+        reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:
             catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
         catalog.phase_end(load_id, "hot", "all", bytes=result.bytes, rows=result.rows)
@@ -345,10 +347,12 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 catalog.phase_start(load_id, "dist_ch", f"{chunk.chunk_no:05d}")
                 t0 = time.time()
                 result = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, bucket_dir)
+                reached(config, "dist_ch-done")
                 rejects.write_part(chunk_part(chunk.chunk_no),
                                    [(r.file, r.line_no, r.reason, r.line) for r in result.rejects])
                 catalog.record_bucket_chunks(load_id, chunk.chunk_no, bucket_map, result.parts,
                                              bucket_dir)
+                reached(config, "index-recorded")
                 catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
                 catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
                                   bytes=chunk.bytes, rows=result.rows)

@@ -266,9 +266,10 @@ class Campaign:
     # -- checks shared by every target
 
     def verify_and_compare(self, trial: Trial, hbase: bool, directory: Path | None = None,
-                           hot_bytes: int | None = -1) -> None:
-        """``debl verify``, then the stores and answers against the reference."""
-        outcome = self.run(["verify"], "verify", 300.0)
+                           hot_bytes: int | None = -1, source: bool = True) -> None:
+        """``debl verify`` (without re-reading the source if not *source*), then the stores
+        and answers against the reference."""
+        outcome = self.run(["verify"] + ([] if source else ["--no-source"]), "verify", 300.0)
         trial.steps.append(Step.of(outcome))
         trial.verify_ok = outcome.ok
         if not outcome.ok:
@@ -451,21 +452,26 @@ class LoadTarget(Target):
                                f"{outcome.output[-2000:]}")
         return window
 
-    def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
+    def strike(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window,
+               argv: list[str], probe: Callable[[], list[str]]) -> None:
+        """Start the command and kill it (or its JVM) at a moment uniform over its run."""
         lo, hi = (0.0, window.seconds) if self.victim == "main" else window.jvm
         at = rng.uniform(lo, hi)
-        before = getattr(camp.latest_load(), "load_id", None)
-        argv = camp.load_argv(self.hot)
         running = camp.start(argv, f"{self.name}-{trial.number}")
-        tree = _kill_at(camp, running, trial, at, self.victim,
-                        lambda: load_point(camp.config, before))
+        tree = _kill_at(camp, running, trial, at, self.victim, probe)
         outcome = running.wait(_timeout(window))
         if tree is not None:
             if self.victim == "jvm":  # the command itself must fail, clearly and promptly
                 trial.steps.append(Step.of(outcome))
                 if outcome.ok:
-                    trial.problems.append("the load succeeded although its Spark JVM was killed")
+                    trial.problems.append("the command succeeded although its Spark JVM was "
+                                          "killed")
             _orphans(trial, tree, running.pid if self.victim == "main" else None)
+
+    def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
+        before = getattr(camp.latest_load(), "load_id", None)
+        argv = camp.load_argv(self.hot)
+        self.strike(camp, trial, rng, window, argv, lambda: load_point(camp.config, before))
         # The recovery docs/LOADING.md gives: resume the load `debl status` names.
         load = camp.latest_load()
         if load is None or load.load_id == before:
@@ -480,7 +486,7 @@ class LoadTarget(Target):
         camp.verify_and_compare(trial, hbase=False, hot_bytes=camp.hot_bytes if self.hot else None)
 
 
-class GenHFTarget(Target):
+class GenHFTarget(LoadTarget):
     """``debl gen-hf --until-complete`` killed in a run, then started again."""
 
     argv = ["gen-hf", "--until-complete"]
@@ -502,24 +508,77 @@ class GenHFTarget(Target):
 
     def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
         camp.ensure_dataset()
-        lo, hi = (0.0, window.seconds) if self.victim == "main" else window.jvm
-        at = rng.uniform(lo, hi)
         since = time.time()
-        running = camp.start(self.argv, f"{self.name}-{trial.number}")
-        tree = _kill_at(camp, running, trial, at, self.victim,
-                        lambda: gen_hf_point(camp.config, since))
-        outcome = running.wait(_timeout(window))
-        if tree is not None:
-            if self.victim == "jvm":
-                trial.steps.append(Step.of(outcome))
-                if outcome.ok:
-                    trial.problems.append("gen-hf succeeded although its Spark JVM was killed")
-            _orphans(trial, tree, running.pid if self.victim == "main" else None)
+        self.strike(camp, trial, rng, window, self.argv, lambda: gen_hf_point(camp.config, since))
         step = camp.run(self.argv, f"{self.name}-{trial.number}-again", _timeout(window))
         trial.steps.append(Step.of(step))
         if not step.ok:
             trial.problems.append("the restarted gen-hf failed")
         camp.verify_and_compare(trial, hbase=True)
+
+
+# Aimed kills: the points a kill at a random moment rarely or never hits. ("watch", label):
+# killed as soon as the probe shows that label; ("hook", name): the command kills itself at
+# debl.faultpoints' point *name*. Trial i aims at point i modulo their number.
+LOAD_AIMS = [("watch", "hot: LOAD DATA"), ("watch", "hot: merge (INSERT ... SELECT)"),
+             ("hook", "hot-loaded"), ("watch", "copy"), ("watch", "dist_ch"),
+             ("hook", "dist_ch-done"), ("hook", "index-recorded")]
+GEN_HF_AIMS = [("watch", "HFile writing"), ("watch", "bulk load"), ("hook", "bulk-loaded")]
+
+
+class _Aimed:
+    """A LoadTarget or GenHFTarget whose kill is aimed at a point instead of a moment."""
+
+    aims: list[tuple[str, str]] = []
+
+    def strike(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window,
+               argv: list[str], probe: Callable[[], list[str]]) -> None:
+        from debl.faultpoints import POINTS
+
+        how, point = self.aims[trial.number % len(self.aims)]
+        extra = {"DEBL_FAULT_POINT": point} if how == "hook" else {}
+        running = camp.start(argv, f"{self.name}-{trial.number}", **extra)
+        seen: dict[tuple[int, int], procs.Proc] = {}  # every process of its tree, while it ran
+        deadline = time.monotonic() + _timeout(window)
+        while not running.done() and time.monotonic() < deadline:
+            for p in running.tree():
+                seen[(p.pid, p.start)] = p
+            if how == "watch" and point in probe():
+                tree = running.tree()
+                trial.landed = probe()
+                trial.kill_at_s = round(running.elapsed(), 2)
+                procs.kill(tree[:1])
+                trial.victim = tree[0].describe()
+                running.wait(60.0)
+                _orphans(trial, tree, running.pid)
+                return
+            time.sleep(0.01 if how == "watch" else 0.2)
+        outcome = running.wait(max(0.0, deadline - time.monotonic()))
+        if how == "hook" and outcome.returncode == -9:  # it killed itself at the point
+            trial.landed = [POINTS[point]]
+            trial.kill_at_s = round(outcome.seconds, 2)
+            trial.victim = f"itself at {point}"
+            _orphans(trial, list(seen.values()), running.pid)
+            return
+        trial.landed = [MISSED]
+        trial.problems.append(f"the aimed point {point!r} was never reached (the command "
+                              f"ended with {outcome.returncode})")
+
+
+class AimedLoadTarget(_Aimed, LoadTarget):
+    aims = LOAD_AIMS
+
+    def __init__(self, name: str):
+        super().__init__(name, hot=True, victim="main")
+        self.fault = "kill -9 debl load, aimed at a point"
+
+
+class AimedGenHFTarget(_Aimed, GenHFTarget):
+    aims = GEN_HF_AIMS
+
+    def __init__(self, name: str):
+        super().__init__(name, victim="main")
+        self.fault = "kill -9 debl gen-hf, aimed at a point"
 
 
 class CoordinatorTarget(Target):
@@ -627,7 +686,9 @@ class BenchTarget(Target):
         data = camp.input_dir.parent / "bench-input"
         bench_json = Path(_json_tail(again.output)["directory"]) / "bench.json"
         hot = json.loads(bench_json.read_text())["effective"]["hot_bytes"]["debl"]
-        camp.verify_and_compare(trial, hbase=True, directory=data, hot_bytes=hot)
+        # The bench served its input over HTTP while it ran: the source is gone now, the
+        # reference reads the directory itself.
+        camp.verify_and_compare(trial, hbase=True, directory=data, hot_bytes=hot, source=False)
 
 
 def _bench_point(camp: Campaign, before: str | None) -> list[str]:
@@ -650,8 +711,10 @@ KILLS: dict[str, Target] = {t.name: t for t in [
     LoadTarget("load", hot=True, victim="main"),
     LoadTarget("load-jvm", hot=True, victim="jvm"),
     LoadTarget("load-cold", hot=False, victim="main"),
+    AimedLoadTarget("load-aimed"),
     GenHFTarget("gen-hf", victim="main"),
     GenHFTarget("gen-hf-jvm", victim="jvm"),
+    AimedGenHFTarget("gen-hf-aimed"),
     CoordinatorTarget(),
     BenchTarget(),
 ]}
