@@ -8,17 +8,26 @@ Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``de
   cold rows, ``[c_lo, c_hi]``): MySQL alone answers, at once;
 - bucket ``b`` is ``loaded``: MySQL and HBase answer and the rows are merged
   (coordinator.merge): merge per key first, then filter;
-- otherwise (``pending``, ``queued``, ``running``, ``failed``): the query is buffered on ``b``
-  (its ``q_list``), the bucket's demand rises, and the query is answered as soon as the poller
-  sees ``b`` loaded, or, with the raw route on (``config.raw_after`` seconds, not "off"), once it
+- otherwise (``pending``, ``queued``, ``running``): the query is buffered on ``b`` (its
+  ``q_list``), the bucket's demand rises, and the query is answered as soon as the poller sees
+  ``b`` loaded, or, with the raw route on (``config.raw_after`` seconds, not "off"), once it
   has waited that long: then from the bucket's files in HDFS (coordinator.raw) merged with
   MySQL's rows, the answer it would get after the conversion (route ``raw``). Either way it
-  counts towards the bucket's demand (coordinator.demand), which steers gen_HF.
+  counts towards the bucket's demand (coordinator.demand), which steers gen_HF;
+- ``failed`` (gen_HF gave up on the bucket, or a run of it failed): the queries on it are
+  released at once, answered by the raw route when it is on, else with ServiceError naming the
+  bucket (a bucket gen_HF refuses never made its waiters wait forever again).
 
 A query may carry a deadline. Past it the caller gets QueryTimeout naming the bucket, its state
 and the time waited, or, if it asked for ``partial=True``, the MySQL-only answer marked
-incomplete. Without a deadline (and without the constructor's ``default_timeout``) a buffered
-query waits as long as its bucket takes: gen_HF always loads every bucket eventually.
+incomplete. A query without one gets the constructor's ``default_timeout``, else
+``config.query_timeout``: no query waits forever.
+
+A new load (docs/RELIABILITY.md, "Concurrency"): the poller sees the new load id in the catalog,
+stops answering from the old dataset (queries wait for the new uptime) and, once no query of
+the old dataset is still reading the stores, says so in its heartbeat (``debl_coordinators``);
+the load empties the old stores only after that, so no query is answered from half-emptied
+stores.
 
 Threads: one poller thread per coordinator reads the catalog every ``config.poll_interval``
 seconds and publishes this coordinator's demand and answer counts (``debl status`` sums them);
@@ -118,8 +127,8 @@ class Coordinator:
     ``Coordinator(config)`` connects to MySQL at once (ServiceError if it cannot) and reads the
     current state, so a coordinator built after uptime answers its first query without waiting.
     HBase is connected on first use. *coordinator_id* names this coordinator's demand rows
-    (default: host-pid-random). *default_timeout* (seconds) applies to queries that give neither
-    ``timeout`` nor ``deadline``.
+    (default: host-pid-random). *default_timeout* (seconds; default ``config.query_timeout``)
+    applies to queries that give neither ``timeout`` nor ``deadline``.
     """
 
     def __init__(self, config: Config, coordinator_id: str | None = None, *,
@@ -128,7 +137,7 @@ class Coordinator:
         self.coordinator_id = coordinator_id or new_coordinator_id()
         if len(self.coordinator_id) > 64:
             raise ValueError("coordinator_id must be at most 64 characters")
-        self.default_timeout = default_timeout
+        self.default_timeout = config.query_timeout if default_timeout is None else default_timeout
         self._cond = threading.Condition()
         self._load: LoadView | None = None
         self._dataset: Dataset | None = None
@@ -139,6 +148,7 @@ class Coordinator:
         self._polls = 0
         self._answers_published: dict[str, int] = {}
         self._answers_at = float("-inf")
+        self._fetching: dict[str, int] = {}  # load id -> queries reading its stores now
         self.last_poll_error: str | None = None
         self._mysql = MySQLStore(config)
         self._hbase = HBaseStore(config)
@@ -168,6 +178,7 @@ class Coordinator:
         self._wake.set()
         self._poller.join(_JOIN_TIMEOUT_S)
         try:
+            self._catalog.forget_coordinator(self.coordinator_id)
             self._catalog.publish_demand(self.coordinator_id, {})
             self._catalog.publish_answers(self.coordinator_id, self._recorder.answered())
         except Exception as exc:  # noqa: BLE001 -- the rows age out of Catalog.demand anyway
@@ -203,7 +214,14 @@ class Coordinator:
         started = time.monotonic()
         end = self._end(started, timeout, deadline)
         route = self._route(id1, link_type, started, end, partial)
-        links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
+        try:
+            links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
+        finally:
+            with self._cond:
+                load_id = route.dataset.load.load_id
+                self._fetching[load_id] -= 1
+                if not self._fetching[load_id]:
+                    del self._fetching[load_id]
         self._recorder.record(route.outcome, route.waited_s, started)
         return Answer(links, route.kind != "partial", route.waited_s, route.bucket, route.kind)
 
@@ -248,8 +266,18 @@ class Coordinator:
                     if bucket is None or bucket.loaded:
                         outcome = ("buffered" if waited_bucket else
                                    "waited_uptime" if waited_uptime else "immediate")
-                        return _Route("mysql" if bucket is None else "merged", dataset,
-                                      None if bucket is None else bucket.b_index, outcome, waited)
+                        return self._fetching_from(
+                            _Route("mysql" if bucket is None else "merged", dataset,
+                                   None if bucket is None else bucket.b_index, outcome, waited))
+                    if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
+                        if raw_after is not None:
+                            return self._fetching_from(_Route("raw", dataset, bucket.b_index,
+                                                              "raw", waited))
+                        raise ServiceError(
+                            f"get_link_list({id1}, {link_type}): gen_HF failed to load bucket "
+                            f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
+                            "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
+                            "the raw route on (raw_after) to answer from the bucket's files")
                     if registered is not bucket:  # first time here, or a new dataset
                         if registered is not None:
                             registered.waiting -= 1
@@ -259,11 +287,13 @@ class Coordinator:
                         if raw_after is not None and raw_at is None:
                             raw_at = now + raw_after  # from the moment it needs the bucket
                     if raw_at is not None and now >= raw_at:
-                        return _Route("raw", dataset, bucket.b_index, "raw", now - started)
+                        return self._fetching_from(_Route("raw", dataset, bucket.b_index, "raw",
+                                                          now - started))
                     if remaining == 0.0:
                         if partial:
-                            return _Route("partial", dataset, bucket.b_index, "partial",
-                                          now - started)
+                            return self._fetching_from(_Route("partial", dataset,
+                                                              bucket.b_index, "partial",
+                                                              now - started))
                         self._recorder.record("timeouts", now - started, started)
                         raise QueryTimeout(
                             f"get_link_list({id1}, {link_type}): bucket {bucket.b_index} "
@@ -280,6 +310,13 @@ class Coordinator:
                     if not registered.loaded:  # raw, deadline or closed: still its demand
                         registered.stopped_waiting(time.monotonic())
                     self._wake.set()
+
+    def _fetching_from(self, route: _Route) -> _Route:
+        """Count a query that is about to read the stores of its route's load (lock held);
+        ``query`` counts it out. The heartbeat acknowledges a new load only at zero."""
+        load_id = route.dataset.load.load_id
+        self._fetching[load_id] = self._fetching.get(load_id, 0) + 1
+        return route
 
     def _check_load_usable(self) -> None:
         load = self._load
@@ -384,9 +421,20 @@ class Coordinator:
     # ------------------------------------------------------------------ the poller
 
     def _poll(self) -> None:
-        """Read the latest load and the job states; swap or update the dataset."""
+        """Read the latest load and the job states; swap or update the dataset; then the
+        heartbeat."""
+        load = read_load(self._catalog)
+        self._take(load)
+        with self._cond:
+            # The latest load is acknowledged once no query reads another load's stores.
+            busy = any(n for load_id, n in self._fetching.items()
+                       if load is None or load_id != load.load_id)
+        self._catalog.heartbeat(self.coordinator_id, None if busy or load is None
+                                else load.load_id, max(self.config.poll_interval, 0.01))
+
+    def _take(self, load: LoadView | None) -> None:
+        """Serve *load*: swap the dataset for a new load, update the job states of the same."""
         catalog = self._catalog
-        load = read_load(catalog)
         with self._cond:
             current = self._dataset
         if load is None or not load.is_up:

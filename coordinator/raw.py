@@ -48,7 +48,7 @@ from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
 from debl.model import Link, Origin, merge_batch
-from loaders.webhdfs import WebHDFS
+from debl.webhdfs import WebHDFS
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
 # HDFS reads in flight per reader: a query's first read of each file (and a bucket's index

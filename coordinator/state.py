@@ -117,15 +117,16 @@ class Dataset:
                 and load.hot_k_lo <= id1 <= load.hot_k_hi)
 
     def apply_states(self, states: dict[int, str]) -> list[int]:
-        """Take new job states; returns the buckets that became ``loaded``."""
-        landed = []
+        """Take new job states; returns the buckets whose waiters must wake: those that became
+        ``loaded`` or ``failed``."""
+        woken = []
         for b, bucket in self.buckets.items():
             new = states.get(b, "pending")
             if new != bucket.j_stat:
-                if new == "loaded":
-                    landed.append(b)
+                if new in ("loaded", "failed"):
+                    woken.append(b)
                 bucket.j_stat = new
-        return landed
+        return woken
 
     def waiting(self) -> dict[int, int]:
         """Buffered queries per bucket not yet loaded."""

@@ -15,6 +15,8 @@ debl_buckets           bucket: the bucket index (k_lo, k_hi, rows, bytes, locati
 debl_jobs              bucket: the job status (pending/queued/running/loaded/failed)
 debl_demand            (coordinator, bucket): queries that need the bucket (docs/COORDINATOR.md)
 debl_answers           (coordinator, route): queries it answered that way since uptime
+debl_coordinators      running coordinator: the latest load it has seen with no query of an
+                       older one in flight, its heartbeat (a new load waits for them)
 =====================  =============================================================
 
 The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA``), created by
@@ -74,7 +76,8 @@ from debl.mysql import connect, describe
 # 2: the bucket map replaces the bucket width; buckets keep their cold span.
 # 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
 # an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
-SCHEMA_VERSION = 3
+# 4: debl_coordinators (a new load waits until running coordinators have seen it).
+SCHEMA_VERSION = 4
 STATES = ("pending", "queued", "running", "loaded", "failed")
 _CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
 _ER_TABLE_EXISTS = 1050
@@ -217,6 +220,13 @@ answers_table = sa.Table(
     sa.Column("coordinator", sa.String(64), primary_key=True),
     sa.Column("route", sa.String(16), primary_key=True),
     sa.Column("answered", sa.BigInteger, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+coordinators_table = sa.Table(
+    "debl_coordinators", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    sa.Column("load_id", sa.String(40)),  # NULL: none seen yet, or an older one still in use
+    sa.Column("interval_s", sa.Double, nullable=False),  # its poll interval: the heartbeat's
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
 DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table)
@@ -397,6 +407,19 @@ class NamedLock:
         self.name = name
         self._conn = conn
 
+    def held(self) -> bool:
+        """Whether this session still holds the lock. Also keeps the idle session alive: a
+        server that closed it (``wait_timeout``, a restart) released the lock with it."""
+        if self._conn.closed:
+            return False
+        try:
+            holder = self._conn.execute(sa.select(sa.func.is_used_lock(self.name))).scalar()
+            me = self._conn.execute(sa.select(sa.func.connection_id())).scalar()
+            self._conn.commit()
+        except DBAPIError:
+            return False
+        return holder is not None and holder == me
+
     def release(self) -> None:
         if not self._conn.closed:
             self._conn.close()  # detached from the pool: the session ends, and the lock
@@ -507,6 +530,25 @@ class Catalog:
         t = loads_table
         with self._transaction() as conn:
             conn.execute(t.update().where(t.c.load_id == load_id).values(**values))
+
+    def end_hot_phase(self, load_id: str, bytes: int, rows: int, k_lo: int | None,
+                      k_hi: int | None, counts: dict[int, tuple[int, int]]) -> None:
+        """The hot path is done: end its phase, record its per-file counts and the load's
+        ``hot_k_lo``, ``hot_k_hi``, ``hot_rows``, in one transaction. A resumed load skips the
+        hot path once its phase has ended, so the range that sends queries to MySQL must be
+        recorded with that end, never after it (a kill in between once hid MySQL's rows)."""
+        p, fc, loads = phases_table, file_counts_table, loads_table
+        with self._transaction() as conn:
+            conn.execute(p.update().where(p.c.load_id == load_id, p.c.phase == "hot",
+                                          p.c.item == "all")
+                         .values(ended=time.time(), bytes=bytes, rows=rows))
+            conn.execute(fc.delete().where(fc.c.load_id == load_id, fc.c.part == "hot"))
+            if counts:
+                conn.execute(fc.insert(), [{"load_id": load_id, "file_seq": seq, "part": "hot",
+                                            "rows": n, "rejects": bad}
+                                           for seq, (n, bad) in counts.items()])
+            conn.execute(loads.update().where(loads.c.load_id == load_id)
+                         .values(hot_k_lo=k_lo, hot_k_hi=k_hi, hot_rows=rows))
 
     def set_bucket_map(self, load_id: str, bucket_map: BucketMap) -> None:
         """Record the load's bucket map (decided once, before its first chunk is bucketed)."""
@@ -715,22 +757,55 @@ class Catalog:
                     conn.execute(sa.select(t).order_by(t.c.b_index)).mappings()]
 
     def set_job_state(self, buckets: Iterable[int], state: str, run_id: str | None = None,
-                      error: str | None = None) -> None:
-        """Move buckets to *state*. Entering ``queued``, ``running``, ``loaded`` or ``failed``
-        stamps the matching time; entering ``running`` counts an attempt."""
+                      error: str | None = None, *, of_run: str | None = None,
+                      of_load: str | None = None) -> list[int]:
+        """Move buckets to *state*; returns those moved. Entering ``queued``, ``running``,
+        ``loaded`` or ``failed`` stamps the matching time; entering ``running`` counts an
+        attempt. With *of_run*, only buckets that run *of_run* still holds (``running`` under
+        that run id) move; with *of_load*, only buckets of that load's bucket index: a new load
+        clears the job table, so a run that outlived its load never touches the new load's
+        buckets."""
         if state not in STATES:
             raise ValueError(f"unknown job state {state!r}: one of {', '.join(STATES)}")
         ids = list(buckets)
         if not ids:
-            return
+            return []
         t = jobs_table
         values: dict[str, Any] = {"state": state, "run_id": run_id, "error": error}
         if state in _STAMPED:
             values[_STAMPED[state]] = time.time()
         if state == "running":
             values["attempts"] = t.c.attempts + 1
+        where = [t.c.b_index.in_(ids)]
+        if of_run is not None:
+            where += [t.c.run_id == of_run, t.c.state == "running"]
+        if of_load is not None:
+            index = buckets_table
+            where.append(t.c.b_index.in_(sa.select(index.c.b_index)
+                                         .where(index.c.load_id == of_load)))
         with self._transaction() as conn:
-            conn.execute(t.update().where(t.c.b_index.in_(ids)).values(values))
+            moved = list(conn.execute(sa.select(t.c.b_index).where(*where).with_for_update())
+                         .scalars())
+            if moved:
+                conn.execute(t.update().where(t.c.b_index.in_(moved)).values(values))
+            return moved
+
+    def finish_run(self, run_id: str, loaded: dict[int, tuple[int, int, int]]) -> list[int]:
+        """Mark the buckets of run *run_id* ``loaded`` with their (rows, superseded, checksum),
+        in one transaction; returns the buckets marked. Only buckets the run still holds are
+        marked (see ``set_job_state``'s *of_run*): after a new load began, none."""
+        t = jobs_table
+        with self._transaction() as conn:
+            held = set(conn.execute(
+                sa.select(t.c.b_index).where(t.c.b_index.in_(list(loaded)), t.c.run_id == run_id,
+                                             t.c.state == "running").with_for_update()).scalars())
+            now = time.time()
+            for b in sorted(held):
+                rows, superseded, checksum = loaded[b]
+                conn.execute(t.update().where(t.c.b_index == b).values(
+                    state="loaded", ended=now, error=None, rows_loaded=rows,
+                    superseded=superseded, checksum_loaded=checksum))
+        return sorted(held)
 
     def record_loaded(self, b_index: int, rows: int, superseded: int, checksum: int) -> None:
         t = jobs_table
@@ -795,6 +870,33 @@ class Catalog:
                 sa.select(sa.func.count(sa.distinct(t.c.coordinator)))).scalar()
         return by_route, int(coordinators or 0)
 
+    # -- coordinators' heartbeats
+
+    def heartbeat(self, coordinator: str, load_id: str | None, interval_s: float) -> None:
+        """A running coordinator says it is alive and which load it has seen (None: none yet,
+        or a query of an older load is still in flight)."""
+        values = {"load_id": load_id, "interval_s": interval_s, "updated": time.time()}
+        statement = (mysql.insert(coordinators_table).values(coordinator=coordinator, **values)
+                     .on_duplicate_key_update(**values))
+        with self._transaction() as conn:
+            conn.execute(statement)
+
+    def forget_coordinator(self, coordinator: str) -> None:
+        t = coordinators_table
+        with self._transaction() as conn:
+            conn.execute(t.delete().where(t.c.coordinator == coordinator))
+
+    def coordinators_behind(self, load_id: str) -> list[str]:
+        """Live coordinators (a heartbeat within three of their poll intervals, and 2 s) that
+        have not yet seen *load_id* with nothing older in flight."""
+        t = coordinators_table
+        now = time.time()
+        with self._transaction() as conn:
+            rows = conn.execute(sa.select(t.c.coordinator, t.c.load_id, t.c.interval_s,
+                                          t.c.updated)).all()
+        return sorted(c for c, seen, interval, updated in rows
+                      if updated >= now - (3 * interval + 2.0) and seen != load_id)
+
     # -- sessions
 
     def running_statements(self) -> list[str]:
@@ -812,17 +914,23 @@ class Catalog:
     def named_lock(self, name: str) -> NamedLock | None:
         """Take the MySQL named lock *name* now, or None if another session holds it. Named
         locks are server-wide: put the database's name in *name* to keep datasets apart."""
-        try:
-            conn = self.engine.connect()
-            conn.detach()  # its session will hold the lock: it must never serve anyone else
-            got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
-            conn.commit()
-        except DBAPIError as exc:
-            raise ServiceError(describe(exc.orig, self.config)) from exc
-        if got != 1:
-            conn.close()
-            return None
-        return NamedLock(name, conn)
+        return named_lock(self.config, name)
+
+
+def named_lock(config: Config, name: str) -> NamedLock | None:
+    """``Catalog.named_lock`` without a Catalog: it needs no table, so a load can take its lock
+    before it looks at (or replaces) the catalog's schema."""
+    try:
+        conn = engine_for(config).connect()
+        conn.detach()  # its session will hold the lock: it must never serve anyone else
+        got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
+        conn.commit()
+    except DBAPIError as exc:
+        raise ServiceError(describe(exc.orig, config)) from exc
+    if got != 1:
+        conn.close()
+        return None
+    return NamedLock(name, conn)
 
 
 def _schema_version(conn: Connection) -> int | None:

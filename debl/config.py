@@ -36,6 +36,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # CREATE USER / GRANT statements, which cannot take it as a bound parameter.
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
 _ENGINES = ("InnoDB", "MyISAM", "Aria")
+_NAME_ROOM = {"mysql_database": 64 - len("debl_gen_hf."), "link_table": 64 - len("_staging")}
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,12 @@ class Config:
     hdfs_datanode_ipc_port: int = 9867
 
     # HBase and its Thrift1 server.
-    hbase_thrift_host: str = "127.0.0.1"
+    hbase_thrift_host: str = "127.0.0.1"  # where DeBL reaches Thrift
     hbase_thrift_port: int = 9090
+    # Where the local stack's Thrift server listens: loopback unless set. Not hbase_thrift_host:
+    # Thrift1 has no authentication, so naming a remote host to reach must never open the
+    # local server to the network.
+    hbase_thrift_bind: str = "127.0.0.1"
     hbase_zookeeper_quorum: str = "127.0.0.1"
     hbase_zookeeper_port: int = 2181
     hbase_master_port: int = 16000
@@ -77,9 +82,33 @@ class Config:
     hbase_table: str = "linktable"
     hbase_heap: str = "1g"
 
-    # Spark.
+    # Spark. The master of DeBL's applications when spark_workers is 0: local[N] runs the tasks
+    # in the driver's JVM; spark://, yarn and k8s:// run them on a cluster (docs/RUNTIME.md,
+    # "Spark on a cluster").
     spark_master: str = "local[2]"
     spark_driver_memory: str = "2g"
+    # Each executor's heap and cores on a cluster (spark.executor.memory, .cores; local[N] has
+    # no executors). Its tasks share the heap: gen_HF refuses buckets over a quarter of it per
+    # core (docs/ONLINE.md).
+    spark_executor_memory: str = "1g"
+    spark_executor_cores: int = 1
+    # Cores one application may hold on a cluster (spark.cores.max). 0: half the executors the
+    # stack's own cluster has room for when spark_workers > 0, no cap on another master. A bench
+    # (or a load) and its gen_HF are two applications running at once, and an application
+    # keeps its executors until it ends: one allowed everything would starve the other.
+    spark_cores_max: int = 0
+    # > 0: `debl stack up` also starts a Spark standalone master and this many workers on
+    # 127.0.0.1 from the installed pyspark, and DeBL's applications run there
+    # (spark://127.0.0.1:spark_master_port; spark_master must then stay local[...], unused).
+    # 0: no cluster; spark_master as set.
+    spark_workers: int = 0
+    spark_worker_cores: int = 1  # cores each worker offers its executors
+    spark_worker_memory: str = "1g"  # memory each worker offers (executors of spark_executor_memory)
+    spark_daemon_memory: str = "256m"  # heap of the master and of each worker daemon itself
+    spark_master_port: int = 7077
+    spark_master_webui_port: int = 8080  # the stack's health probe reads /json here
+    spark_worker_port: int = 7078  # worker i (1..N) listens on spark_worker_port + i - 1
+    spark_worker_webui_port: int = 8081  # worker i's web UI: spark_worker_webui_port + i - 1
 
     # Loading.
     chunk_size: int = 256 * MiB
@@ -107,6 +136,13 @@ class Config:
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
     # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
     max_line_bytes: int = 4 * MiB
+    # An HTTP transfer that ends early is resumed with Range from the first byte not received;
+    # after this many resumes in a row that bring no byte, the load fails naming the file and
+    # the offset (loaders.source).
+    source_retries: int = 5
+    # A new load waits at most this long for running coordinators to leave the old dataset
+    # before it empties the old stores (docs/RELIABILITY.md, "Concurrency").
+    coordinator_ack_timeout: float = 60.0
 
     # The longest DeBL waits on a service that does not answer (a MySQL statement of the
     # query path or the catalog, a WebHDFS request, a Thrift call, the HBase client of the
@@ -128,6 +164,9 @@ class Config:
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
+    # A query through the coordinator that gives no timeout of its own waits at most this many
+    # seconds for uptime or its bucket, then gets QueryTimeout: never forever.
+    query_timeout: float = 600.0
 
     # Query client (`debl query`, the bench's query phase): worker processes that share the
     # client threads, each with its own connections. 0: one per core (at most one per thread);
@@ -140,6 +179,12 @@ class Config:
             if not _IDENTIFIER.match(value):
                 raise ConfigError(f"{name}={value!r} is not a plain SQL identifier "
                                   "(letters, digits, underscore; not starting with a digit)")
+            # Names built from these must stay within MySQL's 64 characters: the hot path's
+            # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_load.<db>`.
+            longest = _NAME_ROOM.get(name, 64)
+            if len(value) > longest:
+                raise ConfigError(f"{name}={value!r} is longer than {longest} characters (DeBL "
+                                  "derives longer names from it)")
         if not _USER_NAME.match(self.mysql_user):
             raise ConfigError(f"mysql_user={self.mysql_user!r} is not a plain MySQL user name "
                               "(letters, digits, underscore, dot, hyphen; at most 80)")
@@ -147,9 +192,13 @@ class Config:
             raise ConfigError(f"mysql_engine={self.mysql_engine!r}: choose one of {', '.join(_ENGINES)}")
         for name in ("chunk_size", "bucket_target_bytes", "run_buckets", "run_bytes",
                      "dist_ch_tasks", "max_line_bytes", "mysql_pool_size",
-                     "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes"):
+                     "sample_reads_per_bucket", "sample_bytes", "raw_cache_bytes",
+                     "query_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("source_retries", "coordinator_ack_timeout"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
         if self.client_processes < 0:
             raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
                               f"not {self.client_processes}")
@@ -158,9 +207,66 @@ class Config:
                               f"{self.service_timeout}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
+        self._check_spark()
         if self.bucket_width < 0:
             raise ConfigError(f"bucket_width must be 0 (sampled split points) or positive, "
                               f"not {self.bucket_width}")
+
+    def _check_spark(self) -> None:
+        for name in ("spark_driver_memory", "spark_executor_memory", "spark_worker_memory",
+                     "spark_daemon_memory"):
+            jvm_bytes(name, getattr(self, name))
+        if self.spark_executor_cores <= 0:
+            raise ConfigError(f"spark_executor_cores must be positive, not "
+                              f"{self.spark_executor_cores}")
+        if self.spark_workers < 0 or self.spark_cores_max < 0:
+            raise ConfigError("spark_workers and spark_cores_max must be 0 or positive, not "
+                              f"{self.spark_workers} and {self.spark_cores_max}")
+        if self.spark_workers == 0:
+            return
+        if self.spark_worker_cores < self.spark_executor_cores:
+            raise ConfigError(f"spark_worker_cores ({self.spark_worker_cores}) must be at least "
+                              f"spark_executor_cores ({self.spark_executor_cores})")
+        if not self.spark_master.startswith("local"):
+            raise ConfigError(
+                f"spark_workers={self.spark_workers} runs DeBL on the stack's own Spark cluster, "
+                f"but spark_master={self.spark_master!r} names another: set spark_workers = 0 to "
+                "use that master, or leave spark_master at its default")
+        if self.spark_executor_slots < 2:
+            raise ConfigError(
+                f"the stack's Spark cluster ({self.spark_workers} worker(s) of "
+                f"{self.spark_worker_cores} core(s) and {self.spark_worker_memory}) has room for "
+                f"{self.spark_executor_slots} executor(s) of {self.spark_executor_cores} core(s) and "
+                f"{self.spark_executor_memory}: it needs "
+                "two, one for a load's (or bench's) application and one for gen_HF's. Add "
+                "workers, cores or spark_worker_memory, or lower spark_executor_memory")
+
+    @property
+    def spark_executor_slots(self) -> int:
+        """Executors (of spark_executor_cores and _memory) the stack's cluster has room for (0
+        when spark_workers is 0)."""
+        per_worker = min(self.spark_worker_cores // self.spark_executor_cores,
+                         jvm_bytes("spark_worker_memory", self.spark_worker_memory)
+                         // jvm_bytes("spark_executor_memory", self.spark_executor_memory))
+        return self.spark_workers * per_worker
+
+    @property
+    def spark_url(self) -> str:
+        """The master DeBL's applications use: the stack's own cluster when spark_workers > 0,
+        else spark_master."""
+        if self.spark_workers > 0:
+            return f"spark://127.0.0.1:{self.spark_master_port}"
+        return self.spark_master
+
+    @property
+    def spark_app_cores(self) -> int | None:
+        """spark.cores.max for each application, or None (no cap): spark_cores_max, or by
+        default half the executors of the stack's cluster (see spark_cores_max)."""
+        if self.spark_cores_max > 0:
+            return self.spark_cores_max
+        if self.spark_workers > 0:
+            return max(1, self.spark_executor_slots // 2) * self.spark_executor_cores
+        return None
 
     @property
     def lib_dir(self) -> Path:
@@ -190,6 +296,19 @@ class Config:
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
+
+
+_JVM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def jvm_bytes(name: str, text: str) -> int:
+    """A JVM memory size (``2g``, ``512m``, ``1t``, or a plain number of MiB, as Spark reads
+    ``spark.*.memory``) in bytes; ConfigError naming the setting *name* for anything else."""
+    value = str(text).strip().lower().removesuffix("b")
+    digits = value[:-1] if value[-1:] in _JVM_UNITS else value
+    if not digits.isdigit() or int(digits) == 0:
+        raise ConfigError(f"{name} {text!r} is not a JVM memory size (e.g. 2g, 512m)")
+    return int(digits) * _JVM_UNITS.get(value[-1:], 1 << 20)
 
 
 def _coerce(name: str, raw: Any, target: type | str) -> Any:

@@ -9,17 +9,24 @@ Pitfalls:
 
 - ``LOAD DATA LOCAL INFILE`` needs ``local_infile=True`` on the client *and* the server
   (``debl stack up`` starts MariaDB with ``--local-infile=1``).
+- With LOCAL INFILE on, the *server* names the file the client sends, in reply to any
+  statement: a hostile or hijacked server could ask for any file the client can read. Only the
+  hot path's connection has it on, and that connection sends only the files DeBL chose for the
+  statement at hand (``LocalFilesConnection.allow``); every other connection has it off, the
+  mysqlclient reader explicitly (libmariadb would otherwise send any file asked for).
 - Connections are not thread-safe: one per thread (or per Spark partition), never shared at
   once; ``ConnectionPool`` lends each to one caller at a time.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 
 import MySQLdb
 import pymysql
+from pymysql.protocol import LoadLocalPacketWrapper
 
 from debl.config import Config
 from debl.errors import ServiceError
@@ -30,9 +37,49 @@ from debl.errors import ServiceError
 BULK_READ_TIMEOUT_S = 3600
 
 
+class _ChosenFileResult(pymysql.connections.MySQLResult):
+    """A result that sends a LOCAL INFILE only if it is a file its connection allows."""
+
+    def _read_load_local_packet(self, first_packet) -> None:
+        conn = self.connection
+        asked = LoadLocalPacketWrapper(first_packet).filename
+        if asked not in conn.allowed_files:
+            conn.write_packet(b"")  # no data: the statement loads nothing
+            conn._read_packet()  # the server's answer to that (raises if it is an error)
+            raise ServiceError(f"MySQL at {conn.host}:{conn.port} asked for the local file "
+                               f"{asked.decode(errors='replace')!r}, which DeBL did not give it "
+                               "to load: refused (is this the server DeBL should talk to?)")
+        super()._read_load_local_packet(first_packet)
+
+
+class LocalFilesConnection(pymysql.connections.Connection):
+    """A pymysql connection with LOCAL INFILE on that sends only the files ``allow`` named
+    for the statement at hand (none by default)."""
+
+    allowed_files: frozenset[bytes] = frozenset()
+
+    def allow(self, *paths: str) -> None:
+        """Let the next statements send these files, and only these."""
+        self.allowed_files = frozenset(os.fsencode(p) for p in paths)
+
+    def _read_query_result(self, unbuffered: bool = False) -> int:
+        # pymysql 1.x's own method, with a result class that checks the file name.
+        self._result = None
+        result = _ChosenFileResult(self)
+        if unbuffered:
+            result.init_unbuffered_query()
+        else:
+            result.read()
+        self._result = result
+        if result.server_status is not None:
+            self.server_status = result.server_status
+        return result.affected_rows
+
+
 def connect(config: Config, *, local_infile: bool = False, autocommit: bool = True,
             database: bool = True, bulk: bool = False) -> pymysql.connections.Connection:
     """A new connection to the configured MySQL, or a ServiceError that says what is wrong.
+    With *local_infile*, a LocalFilesConnection: call ``allow(path)`` before its LOAD DATA.
 
     Every read and write on it fails after ``service_timeout`` seconds without an answer
     (a dead server fails it at once: its socket closes); with *bulk*, reads wait up to
@@ -43,7 +90,8 @@ def connect(config: Config, *, local_infile: bool = False, autocommit: bool = Tr
     timeout = config.service_timeout
 
     def attempt(db: str | None) -> pymysql.connections.Connection:
-        return pymysql.connect(
+        cls = LocalFilesConnection if local_infile else pymysql.connections.Connection
+        return cls(
             host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
             password=config.mysql_secret, database=db, local_infile=local_infile,
             autocommit=autocommit, connect_timeout=min(10.0, timeout),
@@ -74,7 +122,7 @@ def connect_reader(config: Config) -> MySQLdb.Connection:
             host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
             password=config.mysql_secret, database=config.mysql_database, autocommit=True,
             connect_timeout=min(10, timeout), read_timeout=timeout, write_timeout=timeout,
-            charset="utf8mb4")
+            charset="utf8mb4", local_infile=0)  # libmariadb's default sends any file a server asks for
     except MySQLdb.MySQLError as exc:
         raise ServiceError(describe(exc, config)) from exc
 

@@ -347,10 +347,12 @@ def experiment_lines(meta: dict) -> list[str]:
 def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
     """Two panels against seconds since the load started: requests completed per second, and
     the share of the query phase's requests served so far; a dashed line at each uptime."""
+    # lazy import: matplotlib would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports"); and the headless backend must be chosen before pyplot loads
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy import: as matplotlib above
 
     fig, (ax, cum) = plt.subplots(2, 1, figsize=(11, 8), dpi=110, sharex=True,
                                   gridspec_kw={"height_ratios": [3, 2]})

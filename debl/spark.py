@@ -1,17 +1,26 @@
 """The Spark session factory: one place that knows how DeBL's Spark applications are configured.
 
-The master comes from config (``local[2]`` by default; ``spark://...``, ``yarn`` or ``k8s://...``
-work unchanged). The jars that DeBL's jobs need on the JVM side — hbase-shaded-mapreduce and its
-few unrelocated dependencies (``lib/spark``), and DeBL's own JVM tasks (``lib/debl-jobs.jar``:
-dist_ch's and gen_HF's per-row work, table creation, bulk load) — go on the driver and executor
-classpaths; ``fs.defaultFS`` is the configured HDFS. ``call_jvm`` calls into those classes and
-turns a Java exception into a ServiceError that names its innermost cause.
+The master comes from config (``Config.spark_url``): ``local[2]`` by default, the stack's own
+standalone cluster (``spark://127.0.0.1:spark_master_port``) when ``spark_workers`` > 0, or any
+``spark://...``, ``yarn`` or ``k8s://...`` set as ``spark_master``. The jars that DeBL's jobs need
+on the JVM side — hbase-shaded-mapreduce and its few unrelocated dependencies (``lib/spark``),
+and DeBL's own JVM tasks (``lib/debl-jobs.jar``: dist_ch's and gen_HF's per-row work, table
+creation, bulk load) — go on the driver and executor classpaths; ``fs.defaultFS`` is the
+configured HDFS. ``call_jvm`` calls into those classes and turns a Java exception into a
+ServiceError that names its innermost cause.
 
 Pitfalls:
 
 - One JVM per Python process: ``getOrCreate`` returns the running session if there is one, with
   whatever jars it started with. DeBL's long-lived jobs (dist_ch, gen_HF) rely on that reuse.
 - Spark brings its own Hadoop client (3.3.4, shaded); no ``hadoop-*`` jar may be added.
+- On a cluster an application keeps its executors until it ends; ``spark.cores.max``
+  (``Config.spark_app_cores``) leaves room for the second application (gen_HF next to a load or
+  a bench), without which that one waits for executors forever (docs/RUNTIME.md).
+- The stack's own cluster shares this machine's files, so the executors take the jars from
+  ``spark.executor.extraClassPath``; ``spark.jars`` would also copy all 56 MB of them into every
+  executor's work directory, for every application. Any other master gets ``spark.jars``
+  (each executor fetches them from the driver), as its machines do not have these paths.
 """
 
 from __future__ import annotations
@@ -20,9 +29,10 @@ import logging
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from debl.config import Config
+from debl.config import Config, jvm_bytes
 from debl.errors import ConfigError, JvmGone, ServiceError
 
 
@@ -36,54 +46,86 @@ def spark_jars(config: Config) -> list[Path]:
     return [*jars, own]
 
 
-_JVM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
 def driver_memory_bytes(config: Config) -> int:
     """``spark_driver_memory`` in bytes, read as Spark reads it: ``2g``, ``512m``, ``1t``, or a
     plain number of MiB. ConfigError for anything else."""
-    text = config.spark_driver_memory.strip().lower().removesuffix("b")
-    unit = _JVM_UNITS.get(text[-1:], 1 << 20) if text else 0
-    digits = text[:-1] if text[-1:] in _JVM_UNITS else text
-    if not digits.isdigit() or int(digits) == 0:
-        raise ConfigError(f"spark_driver_memory {config.spark_driver_memory!r} is not a JVM "
-                          "memory size (e.g. 2g, 512m)")
-    return int(digits) * unit
+    return jvm_bytes("spark_driver_memory", config.spark_driver_memory)
+
+
+@dataclass(frozen=True)
+class TaskHeap:
+    """Where DeBL's Spark tasks run and how many share that heap: the driver's under local[N]
+    (N tasks), an executor's on a cluster (spark_executor_cores tasks)."""
+
+    setting: str  # the config key that sizes the heap
+    heap_bytes: int
+    tasks: int
+
+
+def task_heap(config: Config) -> TaskHeap:
+    master = config.spark_url
+    if master == "local" or master.startswith("local["):
+        threads = master[len("local["):-1].split(",")[0] if master != "local" else "1"
+        tasks = (os.cpu_count() or 1) if threads == "*" else int(threads)
+        return TaskHeap("spark_driver_memory", driver_memory_bytes(config), max(1, tasks))
+    return TaskHeap("spark_executor_memory",
+                    jvm_bytes("spark_executor_memory", config.spark_executor_memory),
+                    config.spark_executor_cores)
 
 
 def spark_session(config: Config, app_name: str = "debl"):
     """Start (or reuse) the SparkSession for DeBL's jobs."""
+    # lazy import: pyspark would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports")
     from pyspark.sql import SparkSession
 
-    # Executors must run the same Python as the driver (a venv or pyenv interpreter).
+    # Executors must run the same Python as the driver (a venv or pyenv interpreter); on the
+    # stack's cluster that interpreter has DeBL installed (editable), which is all that the
+    # Python side of a task (batchPut's partitions) imports.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if config.spark_master.startswith("local"):
+    master = config.spark_url
+    local = master.startswith("local")
+    loopback = local or config.spark_workers > 0  # every JVM of the application on this machine
+    if loopback:
         # Everything binds to loopback anyway; said here, Spark stops warning that the host name
         # resolves to it.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    classpath = os.pathsep.join(str(j) for j in spark_jars(config))
+    jars = spark_jars(config)
+    classpath = os.pathsep.join(str(j) for j in jars)
     builder = (
-        SparkSession.builder.master(config.spark_master)
+        SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.driver.memory", config.spark_driver_memory)
         .config("spark.driver.extraClassPath", classpath)
         .config("spark.executor.extraClassPath", classpath)
-        .config("spark.jars", ",".join(str(j) for j in spark_jars(config)))
         .config("spark.hadoop.fs.defaultFS", config.hdfs_uri)
         .config("spark.hadoop.dfs.client.use.datanode.hostname", "false")
         .config("spark.hadoop.dfs.replication", "1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # DeBL draws its own progress
         .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.local.dir", str(config.state_dir / "spark-tmp"))
     )
+    if local:
+        # A cluster's executors take their scratch directories from the cluster manager
+        # (SPARK_LOCAL_DIRS, which the stack's workers set); Spark warns if this is set too.
+        builder = builder.config("spark.local.dir", str(config.state_dir / "spark-tmp"))
+    if loopback:
+        # Executors on other machines must reach the driver at an address of this machine's
+        # that they can route to: Spark's default (the host name), not loopback.
+        builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1"))
+    if config.spark_workers == 0:
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    if not local:
+        builder = (builder.config("spark.executor.memory", config.spark_executor_memory)
+                   .config("spark.executor.cores", str(config.spark_executor_cores)))
+        if config.spark_app_cores is not None:
+            builder = builder.config("spark.cores.max", str(config.spark_app_cores))
     try:
         session = builder.getOrCreate()
     except Exception as exc:  # py4j and Java gateway errors carry no useful type
-        raise ServiceError(f"Spark could not start (master {config.spark_master}): {exc}") from exc
+        raise ServiceError(f"Spark could not start (master {master}): {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
     _quiet(session)
     return session
@@ -133,8 +175,9 @@ def _jvm_gone(exc: BaseException) -> bool:
     or *exc* (or what it was raised from) is a closed or refused gateway connection. (py4j turns
     a connection lost in a call into a plain Py4JError "An error occurred while calling ...":
     the process is what tells.)"""
+    # lazy import: as spark_session's; only a failed JVM call gets here
     from py4j.protocol import Py4JNetworkError
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # lazy import: as the line above
 
     proc = getattr(SparkContext._gateway, "proc", None)
     if proc is not None and proc.poll() is not None:

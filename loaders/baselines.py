@@ -60,9 +60,14 @@ from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
 from debl.model import Link
-from loaders.load import (LoadOptions, LoadProgress, LoadSummary, new_load_id, phase_sums,
-                          run_load)
-from loaders.source import open_source
+from debl.spark import spark_session
+from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
+from loaders.gen_hf import GenHF
+from loaders.hbase_bulk import bucket_split_keys, create_table
+from loaders.hfile import merge_links
+from loaders.load import (LoadOptions, LoadProgress, LoadSummary, load_lock, new_load_id,
+                          phase_sums, run_load)
+from loaders.source import SourceFile, open_source
 
 DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 COPY_BLOCK = 1 << 20
@@ -198,7 +203,13 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     _no_hot_options(options, "nothing is loaded, files are only copied")
     if resume:
         raise LoadStateError("a fileCopy cannot be resumed: start it again")
-    source = open_source(source_spec)
+    with load_lock(config):  # it replaces the dataset's catalog rows as a load does
+        return _copy_files(config, source_spec, options, progress)
+
+
+def _copy_files(config: Config, source_spec: str, options: LoadOptions,
+                progress: LoadProgress) -> LoadSummary:
+    source = open_source(source_spec, retries=config.source_retries)
     files = source.list()
     if not files:
         raise DeblError(f"source {source.describe()} holds no files")
@@ -219,7 +230,7 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
             for seq, f in enumerate(files):
                 item = f"{seq:05d}"
                 catalog.phase_start(load_id, "copy", item)
-                copied = _copy_file(source, f.name, dest / f.name, progress)
+                copied = _copy_file(source, f, dest / f.name, progress)
                 os.utime(dest / f.name, (f.mtime, f.mtime))
                 catalog.phase_end(load_id, "copy", item, bytes=copied)
                 summary.chunks += 1
@@ -230,9 +241,9 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
     return _finish(config, summary)
 
 
-def _copy_file(source, name: str, path: Path, progress: LoadProgress) -> int:
+def _copy_file(source, file: SourceFile, path: Path, progress: LoadProgress) -> int:
     n = 0
-    with source.open(name) as stream, open(path, "wb") as out:
+    with source.open(file.name, listed=file) as stream, open(path, "wb") as out:
         while block := stream.read(COPY_BLOCK):
             out.write(block)
             n += len(block)
@@ -247,8 +258,6 @@ def open_gen_hf(config: Config, order: str, report: Callable[[str], None],
                 wait_s: float = GEN_HF_LOCK_WAIT_S):
     """A GenHF service; while another gen_HF holds the lock (GenHFLockHeld), try again every
     GEN_HF_LOCK_POLL_S seconds, raising GenHFLockHeld after *wait_s*."""
-    from loaders.gen_hf import GenHF
-
     retrying = Retrying(retry=retry_if_exception_type(GenHFLockHeld),
                         stop=stop_after_delay(wait_s), wait=wait_fixed(GEN_HF_LOCK_POLL_S),
                         before_sleep=lambda _: report("another gen_HF holds the lock; waiting"),
@@ -286,10 +295,6 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     """Merge every bucket's rows by the merge rule in Spark (one shuffle), then write the
     winners with batched client puts, one Thrift connection per partition, into a table
     pre-split at the bucket boundaries as gen_HF's is."""
-    from debl.spark import spark_session
-    from loaders.hbase_bulk import bucket_split_keys, create_table
-    from loaders.hfile import merge_links
-
     spark = spark_session(config, "debl-batchPut")
     sc = spark.sparkContext
     with Catalog(config) as catalog:
@@ -319,9 +324,9 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
 
 def _put_partition(config: Config, links: Iterator[Link]) -> Iterator[int]:
     """Spark task: batched puts of merged links through one Thrift connection."""
+    # lazy import: happybase would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports"); only this Spark task needs it
     import happybase
-
-    from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 
     conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port,
                                 timeout=300_000)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from debl.catalog import ChunkRecord
+from debl.webhdfs import WebHDFS
 from loaders.source import Source, SourceFile
-from loaders.webhdfs import WebHDFS
 
 BLOCK = 1 << 20
 
@@ -166,9 +166,9 @@ class ChunkCopier:
         So memory stays within a few blocks whatever the lines (dist_ch rejects a line over
         ``max_line_bytes``), and no read copies more than two blocks."""
         if self._stream is None:
-            self._stream = self.source.open(file.name)
-            if self.pos.offset:
-                _skip(self._stream, self.pos.offset)
+            # Opened with its listing: a file shorter or longer than listed, or one that
+            # changes while it is copied, fails the load (loaders.source).
+            self._stream = self.source.open(file.name, self.pos.offset, listed=file)
         data = self._pending
         self._pending = b""
         while True:
@@ -202,17 +202,3 @@ def _extend(segments: list[Segment], seg: Segment) -> None:
                                prev.lines + seg.lines, prev.chunk_line)
     else:
         segments.append(seg)
-
-
-def _skip(stream, n: int) -> None:
-    """Position a fresh stream at byte n: seek where possible, else read and discard."""
-    try:
-        stream.seek(n)
-        return
-    except (AttributeError, OSError, ValueError):
-        pass
-    while n > 0:
-        got = stream.read(min(n, BLOCK))
-        if not got:
-            break
-        n -= len(got)

@@ -14,7 +14,11 @@ Pitfalls and guarantees:
   gen_HF redoes the ``running`` buckets; loading a bucket twice writes the same cells (same row
   keys, same timestamp, same values), so the table is the same.
 - One gen_HF per dataset: a MySQL named lock (``GET_LOCK``, named after the database) refuses
-  a second one.
+  a second one. The lock lives on an idle session: each run first checks that the session still
+  holds it (a server that closed the session released the lock), and stops if not.
+- A new ``debl load`` may begin while a run converts: it clears the job table. The run marks
+  buckets ``loaded`` (or ``failed``) only where its own run id still holds them ``running``
+  (``Catalog.finish_run``), so it never marks the new load's buckets (docs/RELIABILITY.md).
 - The HBase table is created pre-split at the bucket boundaries (one region per bucket) through
   the JVM admin API (``debl.jobs.Tables``); Thrift1 cannot pre-split.
 - Client puts never happen here (they are the ``batchPut`` baseline only).
@@ -34,18 +38,19 @@ from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
-from debl.spark import call_jvm
+from debl.spark import call_jvm, spark_session, task_heap
+from debl.webhdfs import WebHDFS
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
-from loaders.webhdfs import WebHDFS
 
 ORDERS = ("demand", "fifo")
 LOCK = "debl_gen_hf"
 RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
 MAX_PAUSE_S = 60.0
 # A bucket is merged in a task's memory, about 3x its bytes (the file, one object per row, the
-# sort), and local[2] runs two tasks in the driver's heap: keep a bucket under an eighth of it.
-HEAP_PER_BUCKET = 8
+# sort), and the tasks of one JVM share its heap (local[2]: two in the driver's; on a cluster
+# spark_executor_cores in an executor's): keep a bucket under a quarter of a task's share.
+HEAP_PER_BUCKET = 4
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,6 @@ class GenHF:
         if self._lock is None:
             raise GenHFLockHeld(f"another gen_HF is running on this dataset (MySQL lock {lock} "
                                 "is held); it stops by itself once every bucket is loaded")
-        from debl.spark import spark_session
-
         try:
             self.spark = spark_session(config, "debl-gen_HF")
         except BaseException:
@@ -148,42 +151,78 @@ class GenHF:
                               self.order)
         if not chosen:
             return None
-        self._check_sizes(chosen)
-        self.ensure_table(load, buckets)
+        self._keep_lock()
         run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
+        self._check_sizes(chosen, run_id)
+        self.ensure_table(load, buckets)
+        # Only buckets of this load: a new load may have begun since they were read.
+        moved = set(self.catalog.set_job_state([b.b_index for b in chosen], "running", run_id,
+                                               of_load=load.load_id))
+        chosen = [b for b in chosen if b.b_index in moved]
         ids = [b.b_index for b in chosen]
-        self.catalog.set_job_state(ids, "running", run_id)
+        if not chosen:
+            return None
         t0 = time.time()
         try:
             rows, cells, per_bucket, phases = self._convert(load.load_id, run_id, chosen)
         except BaseException as exc:
-            self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000])
+            # Only the buckets this run still holds: a new load may have replaced them.
+            self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000],
+                                       of_run=run_id)
+            latest = self.catalog.load()
+            if isinstance(exc, Exception) and (latest is None or latest.load_id != load.load_id):
+                self.report(f"run {run_id} ended: load {load.load_id} was replaced while it "
+                            f"ran ({exc})")
+                return None
             raise
+        loaded = {}
         for b in chosen:
             winners, checksum = per_bucket.get(b.b_index, (0, 0))
-            self.catalog.record_loaded(b.b_index, winners, b.rows - winners, checksum)
-        self.catalog.set_job_state(ids, "loaded", run_id)
+            loaded[b.b_index] = (winners, b.rows - winners, checksum)
+        marked = self.catalog.finish_run(run_id, loaded)
+        if len(marked) < len(ids):
+            self.report(f"run {run_id}: buckets {sorted(set(ids) - set(marked))} were replaced "
+                        "while they were converted (a new load began): not marked loaded")
         result = RunResult(run_id, tuple(ids), {b: demand.get(b, 0) for b in ids}, rows, cells,
                            time.time() - t0, phases)
         self.report(f"run {run_id}: buckets {ids} (demand {[demand.get(b, 0) for b in ids]}), "
                     f"{rows} rows -> {cells} cells in {result.seconds:.1f} s")
         return result
 
-    def _check_sizes(self, chosen: list[Bucket]) -> None:
-        """Refuse a bucket too large to merge in memory, before a task runs out of heap and
-        takes the driver down with it."""
-        from debl.spark import driver_memory_bytes
+    def _keep_lock(self) -> None:
+        """Make sure this gen_HF still holds the dataset's lock before a run: a server that
+        closed the lock's idle session (a restart, ``wait_timeout``) released it. Take it
+        again, or stop if another gen_HF took it meanwhile."""
+        if self._lock.held():
+            return
+        self._lock.release()
+        again = self.catalog.named_lock(self._lock.name)
+        if again is None:
+            raise GenHFLockHeld(f"gen_HF lost its MySQL lock {self._lock.name} (the server "
+                                "closed its session) and another gen_HF holds it now: this one "
+                                "stops")
+        self._lock = again
+        self.report(f"took the MySQL lock {self._lock.name} again (the server had closed its "
+                    "session)")
 
-        limit = driver_memory_bytes(self.config) // HEAP_PER_BUCKET
+    def _check_sizes(self, chosen: list[Bucket], run_id: str) -> None:
+        """Refuse a bucket too large to merge in memory, before a task runs out of heap and
+        takes the driver down with it. The bucket is marked ``failed`` with the reason, so that
+        coordinators release the queries buffered on it with that reason (no wait forever)."""
+        heap = task_heap(self.config)
+        limit = heap.heap_bytes // (HEAP_PER_BUCKET * heap.tasks)
+        value = getattr(self.config, heap.setting)
         for b in chosen:
             if b.bytes > limit:
-                raise DeblError(
+                error = DeblError(
                     f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
-                    f"memory, at most {limit / 1e6:.0f} MB with spark_driver_memory "
-                    f"{self.config.spark_driver_memory}. Raise spark_driver_memory (DEBL_SPARK_"
-                    "DRIVER_MEMORY) to at least "
-                    f"{-(-b.bytes * HEAP_PER_BUCKET // (1 << 30))}g, or load again with smaller "
-                    "buckets (bucket_target_bytes, or debl load --bucket-width)")
+                    f"memory, at most {limit / 1e6:.0f} MB with {heap.setting} {value} shared by "
+                    f"{heap.tasks} task(s). Raise {heap.setting} (DEBL_{heap.setting.upper()}) "
+                    "to at least "
+                    f"{-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g, or load again "
+                    "with smaller buckets (bucket_target_bytes, or debl load --bucket-width)")
+                self.catalog.set_job_state([b.b_index], "failed", run_id, error=str(error))
+                raise error
 
     def _convert(self, load_id: str, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one

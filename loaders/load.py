@@ -14,6 +14,19 @@ Every phase's start and end goes to ``debl_phases`` under the load id, for the r
 load is continued with ``resume=LOAD_ID``: chunks already bucketed are skipped, the copy restarts
 after the last of them, and the hot path is redone if it had not finished.
 
+Concurrency and resume (docs/RELIABILITY.md, "Concurrency"):
+
+- One load per dataset at a time: a load (new or resumed) holds the MySQL named lock
+  ``debl_load.<database>`` from start to end; a second one is refused with LoadStateError.
+- A new load replaces the dataset under running coordinators: once it is recorded (the
+  coordinators' next poll sees it and stops answering from the old one) it waits, at most
+  ``coordinator_ack_timeout`` seconds, until every live coordinator says it has seen it with no
+  query of the old dataset in flight, and only then empties the old stores.
+- A resume refuses a source whose files changed (size or mtime) since the load listed them, and
+  deletes the bucket files that chunks not yet recorded as bucketed may have left, before their
+  dist_ch runs again: a chunk redone after a resume may be cut differently, and its old slice
+  files must never be read beside the new ones.
+
 Chunk size (docs/DESIGN.md section 4: small enough that the last dist_ch is short, large enough that
 copying a chunk takes longer than bucketing it): the configured size (``--chunk-size``, else
 ``chunk_size`` but at most an eighth of the cold bytes, so a small input still pipelines) is the
@@ -28,22 +41,27 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from debl.buckets import BucketMap
-from debl.catalog import Catalog, LoadFile, Phase
+from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError
 from debl.faultpoints import reached
+from debl.spark import spark_session
+from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
+from loaders import dist_ch
 from loaders.chunker import Chunk, ChunkCopier, Position
+from loaders.mysql_bulk import load_hot
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
 from loaders.sampling import sample_bucket_map
-from loaders.source import Source, SourceFile, open_source
+from loaders.source import Source, SourceFile, changed_files, open_source
 from loaders.split import split_files
-from loaders.webhdfs import WebHDFS
 
 
 @dataclass(frozen=True)
@@ -114,11 +132,37 @@ def reject_path(config: Config, load_id: str) -> Path:
     return config.state_dir / "loads" / load_id / "rejects"
 
 
+LOAD_LOCK = "debl_load"
+
+
+@contextmanager
+def load_lock(config: Config) -> Iterator[None]:
+    """Hold the dataset's load lock (one ``debl load`` per MySQL database at a time), or raise
+    LoadStateError if another load holds it."""
+    name = f"{LOAD_LOCK}.{config.mysql_database}"  # named locks are server-wide
+    lock = named_lock(config, name)
+    if lock is None:
+        raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
+                             f"{config.mysql_database!r}, lock {name}): wait for it to end (`debl "
+                             "status`), or give this load another mysql_database")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
              resume: str | None = None, progress: LoadProgress = LoadProgress()) -> LoadSummary:
-    """Run (or resume) the offline phase; returns at uptime with the load's summary."""
+    """Run (or resume) the offline phase; returns at uptime with the load's summary. Raises
+    LoadStateError while another load of the dataset runs."""
+    with load_lock(config):
+        return _run_load(config, source_spec, options, resume, progress)
+
+
+def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
+              progress: LoadProgress) -> LoadSummary:
     t_start = time.time()
-    source = open_source(source_spec)
+    source = open_source(source_spec, retries=config.source_retries)
     max_bad = config.max_bad if options.max_bad is None else options.max_bad
     chunk_size = options.chunk_size or config.chunk_size
     explicit_chunk_size = options.chunk_size is not None
@@ -127,9 +171,11 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
     # A new load starts a new dataset: it may replace a catalog of an older DeBL.
     with Catalog(config, replace_older=not resume) as catalog:
         if resume:
+            _check_unchanged(catalog, source, resume)
             load_id, files, hot_seqs, bucket_map, done_chunks, hot_done = _resume_state(catalog,
                                                                                       resume)
             t_start = catalog.load(load_id).started
+            _drop_stale_bucket_files(hdfs, hdfs_paths(config, load_id)[1], len(done_chunks))
         else:
             load_id = new_load_id()
             listed = source.list()
@@ -148,6 +194,8 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
                                 "max_bad": max_bad}, started=t_start)
             catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                                  seq in hot_seqs) for seq, f in files])
+            # Nothing of the old dataset is destroyed while a coordinator may still read it.
+            _wait_for_coordinators(config, catalog, load_id, progress)
             chunk_dir, bucket_dir = hdfs_paths(config, load_id)
             hdfs.delete(bucket_dir, recursive=True)
             hdfs.mkdirs(bucket_dir)
@@ -245,6 +293,8 @@ def _sample(config: Config, source: Source, cold: list[SourceFile], load_id: str
 
 
 def _drop_hbase_table(config: Config) -> None:
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from debl.store.hbase import HBaseStore
 
     with HBaseStore(config) as hbase:
@@ -255,8 +305,6 @@ def _drop_hbase_table(config: Config) -> None:
 def _empty_link_table(config: Config) -> None:
     """The previous dataset's hot rows go: a load replaces the whole dataset, and verify and
     the coordinator take the MySQL link table to hold exactly this load's hot rows."""
-    from debl.store.mysql import MySQLStore
-
     with MySQLStore(config) as mysql:
         mysql.reset()
 
@@ -264,8 +312,6 @@ def _empty_link_table(config: Config) -> None:
 def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
               rejects: RejectWriter, max_bad: int, load_id: str, summary: LoadSummary,
               progress: LoadProgress) -> None:
-    from loaders.mysql_bulk import load_hot
-
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "hot", "all")
         with rejects.open_part(HOT_PART) as part:
@@ -276,10 +322,10 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
         reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:
             catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
-        catalog.phase_end(load_id, "hot", "all", bytes=result.bytes, rows=result.rows)
-        catalog.set_file_counts(load_id, "hot", result.per_file)
-        catalog.update_load(load_id, hot_k_lo=result.k_lo, hot_k_hi=result.k_hi,
-                            hot_rows=result.rows)
+        # One transaction: a resume skips the hot path once its phase has ended, so the key
+        # range that sends queries to MySQL is recorded with that end.
+        catalog.end_hot_phase(load_id, result.bytes, result.rows, result.k_lo, result.k_hi,
+                              result.per_file)
     summary.hot_rows = result.rows
     progress.message(f"hot path done: {result.rows} rows in MySQL")
 
@@ -289,9 +335,6 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                chunk_size: int, done_chunks: list[Chunk], summary: LoadSummary,
                progress: LoadProgress, stop: Callable[[], bool]) -> None:
     """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS."""
-    from debl.spark import spark_session
-    from loaders import dist_ch
-
     chunk_dir, bucket_dir = hdfs_paths(config, load_id)
     start = Position.after(done_chunks[-1], cold) if done_chunks else Position()
     first = done_chunks[-1].chunk_no + 1 if done_chunks else 0
@@ -374,6 +417,52 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
     summary.buckets = len(buckets)
     summary.cold_rows = sum(b.rows for b in buckets)
     summary.bucket_map = bucket_map.to_dict()
+
+
+def _wait_for_coordinators(config: Config, catalog: Catalog, load_id: str,
+                           progress: LoadProgress) -> None:
+    """Until every live coordinator has seen *load_id* with no query of the old dataset in
+    flight (it then waits for this load's uptime), at most ``coordinator_ack_timeout`` s."""
+    deadline = time.monotonic() + config.coordinator_ack_timeout
+    behind = catalog.coordinators_behind(load_id)
+    if behind:
+        progress.message(f"waiting for {len(behind)} running coordinator(s) to leave the old "
+                         "dataset")
+    while behind and time.monotonic() < deadline:
+        time.sleep(0.05)
+        behind = catalog.coordinators_behind(load_id)
+    if behind:
+        progress.message(f"coordinator(s) {', '.join(behind)} did not leave the old dataset "
+                         f"within {config.coordinator_ack_timeout:.0f} s "
+                         "(coordinator_ack_timeout): going on")
+
+
+def _check_unchanged(catalog: Catalog, source: Source, load_id: str) -> None:
+    """Refuse to resume from a source whose files changed since the load listed them: the
+    recorded byte offsets would be read in another file (a fragment can parse as a valid line
+    with another id1)."""
+    recorded = [SourceFile(unescape_name(f.name), f.size, f.mtime)
+                for f in catalog.files(load_id)]
+    changed = changed_files(source, recorded)
+    if changed:
+        shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more"
+                                          if len(changed) > 5 else "")
+        raise LoadStateError(f"load {load_id} cannot be resumed: its source changed since it "
+                             f"was listed ({shown}); start a new load (`debl load SOURCE`)")
+
+
+def _drop_stale_bucket_files(hdfs: WebHDFS, bucket_dir: str, first: int) -> None:
+    """Delete the bucket files of chunks numbered *first* and up (not recorded as bucketed:
+    they are redone, maybe cut differently) that a killed dist_ch may have left."""
+    if hdfs.status(bucket_dir) is None:
+        return
+    for directory in hdfs.list(bucket_dir):
+        if not directory.is_dir:
+            continue
+        for status in hdfs.list(directory.path):
+            name = status.path.rsplit("/", 1)[1]
+            if name.startswith("chunk-") and name[6:11].isdigit() and int(name[6:11]) >= first:
+                hdfs.delete(status.path)
 
 
 def _resume_state(catalog: Catalog, load_id: str):

@@ -114,6 +114,7 @@ def _load_file(cur, staging: str, source: Source, seq: int, file: SourceFile,
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hot-feed-{seq}") as pool:
             feeding = pool.submit(_feed, fifo, source, seq, file, rejects, max_bad, max_line,
                                   result, progress)
+            cur.connection.allow(str(fifo))  # the only file this statement may send
             try:
                 cur.execute(
                     f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
@@ -150,7 +151,7 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                 f"{line_no}: {exc}); see {rejects.path}")
 
     try:
-        with source.open(file.name) as stream:
+        with source.open(file.name, listed=file) as stream:
             line_no = 0
             tail = b""
             while True:

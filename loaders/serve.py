@@ -3,12 +3,22 @@
 It stands in for the paper's remote server behind a 100 Mbit/s link: every response shares one
 token bucket, so the cap holds for the sum of all concurrent transfers, as on a real link.
 A file request may carry one HTTP ``Range`` (``bytes=A-B``, ``bytes=A-``, ``bytes=-N``): the
-answer is 206 with those bytes, or 416 when the range starts past the end (RFC 9110).
+answer is 206 with those bytes, or 416 when the range starts past the end (RFC 9110). Every
+file answer carries ``Last-Modified``: the HTTP source compares it before and after a transfer.
+
+It never serves outside its directory (docs/RELIABILITY.md, "Security"): a file is a plain name
+in the directory (no ``/``, no leading dot, no NUL, whatever the percent-encoding), and its real
+path (symlinks resolved) must lie in the directory's real path; ``index.json`` lists only such
+files. At most *max_threads* requests are served at once (more connections wait in the listen
+queue), and a connection idle for *timeout* seconds is closed, so idle or slow clients cannot
+pile up threads.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import os
 import re
 import threading
 import time
@@ -65,25 +75,76 @@ class RateLimiter:
                 time.sleep(wait)
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per request, at most *max_threads* at once: the accept loop waits for a free
+    slot, so further connections queue in the kernel's listen backlog."""
+
+    daemon_threads = True
+
+    def __init__(self, address, handler, max_threads: int):
+        self._slots = threading.BoundedSemaphore(max_threads)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        self._slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _Files:
+    """The served directory: which request names are files in it, by the rules above."""
+
+    def __init__(self, directory: Path):
+        self.source = LocalSource(directory)
+        self.root = Path(os.path.realpath(directory))
+
+    def inside(self, name: str) -> Path | None:
+        """The file a request's name stands for, or None if it is not a served file."""
+        if not name or name.startswith(".") or "/" in name or "\0" in name:
+            return None
+        real = Path(os.path.realpath(self.root / name))
+        if self.root not in real.parents:
+            return None  # a symlink out of the directory
+        return real if real.is_file() else None
+
+    def listing(self) -> list[dict]:
+        return [f.__dict__ for f in self.source.list() if self.inside(f.name) is not None]
+
+
 def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
-                rate_mb_s: float | None = None) -> ThreadingHTTPServer:
+                rate_mb_s: float | None = None, max_threads: int = 16,
+                timeout: float = 60.0) -> ThreadingHTTPServer:
     """An HTTP server for *directory*; call ``serve_forever()`` (or run it in a thread)."""
-    source = LocalSource(directory)
+    files = _Files(directory)
     limiter = RateLimiter(rate_mb_s * 1e6 if rate_mb_s else None)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def setup(self) -> None:
+            self.timeout = timeout  # the socket's: an idle or stalled client lets go of its thread
+            super().setup()
+
         def log_message(self, format: str, *args: object) -> None:  # quiet by default
             pass
 
         def do_GET(self) -> None:
-            path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
+            path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path,
+                                        errors="surrogateescape")
             if path == "/index.json":
-                body = json.dumps([f.__dict__ for f in source.list()]).encode()
+                body = json.dumps(files.listing()).encode()
                 self._reply(200, body, "application/json")
-            elif path.startswith("/files/") and "/" not in path[7:] and path[7:]:
-                self._send_file(path[7:])
+            elif path.startswith("/files/") and (file := files.inside(path[7:])) is not None:
+                self._send_file(file)
             else:
                 self._reply(404, b"not found\n", "text/plain")
 
@@ -94,28 +155,33 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
             self.end_headers()
             self.wfile.write(body)
 
-        def _send_file(self, name: str) -> None:
-            file = source.path / name
-            if not file.is_file() or name.startswith("."):
+        def _send_file(self, file: Path) -> None:
+            try:
+                f = open(file, "rb")
+            except OSError:
                 self._reply(404, b"not found\n", "text/plain")
                 return
-            size = file.stat().st_size
-            wanted = byte_range(self.headers.get("Range"), size)
-            if wanted == "unsatisfiable":
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{size}")
-                self.send_header("Content-Length", "0")
+            with f:
+                st = os.fstat(f.fileno())
+                size = st.st_size
+                wanted = byte_range(self.headers.get("Range"), size)
+                if wanted == "unsatisfiable":
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{size}")
+                    self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime,
+                                                                             usegmt=True))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                first, last = wanted or (0, size - 1)
+                self.send_response(206 if wanted else 200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
+                if wanted:
+                    self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+                self.send_header("Content-Length", str(last - first + 1))
                 self.end_headers()
-                return
-            first, last = wanted or (0, size - 1)
-            self.send_response(206 if wanted else 200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Accept-Ranges", "bytes")
-            if wanted:
-                self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
-            self.send_header("Content-Length", str(last - first + 1))
-            self.end_headers()
-            with open(file, "rb") as f:
                 f.seek(first)
                 left = last - first + 1
                 while left > 0 and (block := f.read(min(BLOCK, left))):
@@ -126,6 +192,4 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
                     except (BrokenPipeError, ConnectionResetError):
                         return
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return _BoundedServer((host, port), Handler, max_threads)

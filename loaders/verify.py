@@ -21,10 +21,10 @@ from debl.config import Config
 from debl.errors import LoadStateError
 from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
 from loaders.load import reject_path
 from loaders.rejects import read_rejects, unescape_name
 from loaders.source import open_source
-from loaders.webhdfs import WebHDFS
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,10 @@ class VerifyReport:
 
 
 def verify_load(config: Config, load_id: str | None = None, *, source: bool = True,
-                progress=lambda what: None) -> VerifyReport:
-    """Verify the latest load (or *load_id*). ``source=False`` skips re-reading the source."""
+                source_spec: str | None = None, progress=lambda what: None) -> VerifyReport:
+    """Verify the latest load (or *load_id*). ``source=False`` skips re-reading the source;
+    *source_spec* reads it from there instead of the recorded one (which never holds a URL's
+    password)."""
     with Catalog(config) as catalog:
         load = catalog.load(load_id)
         if load is None:
@@ -80,7 +82,7 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
     for count in counts:
         good[count.file_seq] += count.rows
     if source:
-        src = open_source(load.source)
+        src = open_source(source_spec or load.source, retries=config.source_retries)
         for f in files:
             progress(f"source file {f.name}")
             with src.open(f.name) as stream:
@@ -138,6 +140,8 @@ def _bucket_file_sum(fs: WebHDFS, path: str, length: int) -> tuple[int, int]:
 
 
 def _hbase_sum(config: Config, k_lo: int, k_hi: int) -> tuple[int, int]:
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from debl.store.hbase import HBaseStore
 
     with HBaseStore(config) as store:

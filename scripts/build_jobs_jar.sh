@@ -1,43 +1,39 @@
 #!/usr/bin/env bash
-# Build .debl/lib/debl-jobs.jar: DeBL's JVM side for Spark (dist_ch's and gen_HF's per-row
-# tasks, pre-split table creation, the bulk-load entry point).
+# Build .debl/lib/debl-jobs.jar, DeBL's JVM tasks (dist_ch's and gen_HF's per-row work, pre-split
+# table creation, the bulk load), from loaders/jvm with Maven (loaders/jvm/pom.xml).
 #
-# Compiles scripts/java/src/main/java against PySpark's jars and .debl/lib/spark/*.jar (the
-# Maven-resolved hbase-shaded-mapreduce; run scripts/setup.sh first). Idempotent: does nothing
-# when the jar is newer than every source and this script; --force rebuilds.
+# A thin wrapper over `mvn -o -q package`: the jar is built in loaders/jvm/target and moved into
+# place under a temporary name first, so a running Spark JVM never sees a half-written jar.
+# Idempotent: does nothing when the pom and the sources are those of the last build (a stamp
+# next to the jar); --force rebuilds. Offline by default (rerun it after a Java change);
+# --online lets Maven fetch what ~/.m2 lacks (scripts/setup.sh on a fresh machine).
 #
-# Environment: PYTHON (the interpreter whose pyspark to compile against; default python3),
-# DEBL_STATE_DIR (default .debl, relative to the repository root).
+# Environment: DEBL_STATE_DIR (default .debl, relative to the repository root).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 state="${DEBL_STATE_DIR:-$root/.debl}"
-src="$root/scripts/java/src/main/java"
+jvm="$root/loaders/jvm"
 jar="$state/lib/debl-jobs.jar"
-python="${PYTHON:-python3}"
+stamp="$state/lib/.debl-jobs.stamp"
+offline=-o force=""
+for arg in "$@"; do
+  case "$arg" in
+    --online) offline="" ;;
+    --force) force=1 ;;
+    *) echo "usage: $0 [--online] [--force]" >&2; exit 2 ;;
+  esac
+done
 
-if [[ "${1:-}" != "--force" && -f "$jar" ]]; then
-  newer="$(find "$src" "${BASH_SOURCE[0]}" -newer "$jar" -type f | head -n 1)"
-  if [[ -z "$newer" ]]; then
-    echo "up to date: $jar"
-    exit 0
-  fi
+want="$(cd "$jvm" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)"
+if [[ -z "$force" && -f "$jar" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  echo "up to date: $jar"
+  exit 0
 fi
 
-spark_jars="$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
-if ! compgen -G "$state/lib/spark/*.jar" >/dev/null; then
-  echo "error: no jars in $state/lib/spark: run scripts/setup.sh first" >&2
-  exit 1
-fi
-
-build="$(mktemp -d)"
-trap 'rm -rf "$build"' EXIT
-mapfile -t sources < <(find "$src" -name '*.java' | sort)
-# -Xlint:none: the jars' manifests and annotations (findbugs, absent) only make noise.
-javac --release 17 -Xlint:none -nowarn \
-  -cp "$spark_jars/*:$state/lib/spark/*" -d "$build/classes" "${sources[@]}"
+mvn -q -B $offline -Dstyle.color=never -f "$jvm/pom.xml" package
 mkdir -p "$(dirname "$jar")"
-# Write to a temporary name and rename, so a concurrent reader never sees a half-written jar.
-jar --create --file "$build/debl-jobs.jar" -C "$build/classes" .
-mv -f "$build/debl-jobs.jar" "$jar"
+cp "$jvm/target/debl-jobs.jar" "$jar.tmp"
+mv -f "$jar.tmp" "$jar"
+echo "$want" > "$stamp"
 echo "built: $jar"

@@ -5,7 +5,8 @@
 #   - a virtualenv (.venv) with DeBL installed in editable mode, with the dev extra;
 #   - the HBase/Hadoop runtime (scripts/maven/stack/pom.xml) and the Spark-side HBase jars
 #     (scripts/maven/spark/pom.xml) resolved from Maven Central into ~/.m2 and copied to .debl/lib;
-#   - DeBL's own Java jar (dist_ch's and gen_HF's JVM tasks) built into .debl/lib/debl-jobs.jar.
+#   - DeBL's own JVM tasks (dist_ch's and gen_HF's per-row work, loaders/jvm) built by Maven
+#     (loaders/jvm/pom.xml, scripts/build_jobs_jar.sh) into .debl/lib/debl-jobs.jar.
 # A second run only checks stamps and finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +61,8 @@ for part in stack spark; do
   fi
 done
 
-# --- DeBL's Java helpers ---------------------------------------------------------------------
-PYTHON="$root/.venv/bin/python" bash scripts/build_jobs_jar.sh
+# --- DeBL's JVM tasks (loaders/jvm) ----------------------------------------------------------
+# Online: the first build fetches the few compile-time jars (provided scope) into ~/.m2.
+bash scripts/build_jobs_jar.sh --online
 
 log "ready: activate with 'source .venv/bin/activate', then 'debl stack up'"

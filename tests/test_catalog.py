@@ -340,3 +340,82 @@ def test_named_locks_and_gen_hf_refused_while_one_holds_it(config):
 def test_unreachable_mysql_is_a_service_error(stack_config):
     with pytest.raises(ServiceError, match="is not reachable"):
         Catalog(stack_config.replace(mysql_port=1, mysql_database="debl_catalogtest_nowhere"))
+
+
+# ---------------------------------------------------------------------------- issue 15
+
+
+def test_a_run_that_outlived_its_load_never_marks_the_new_loads_buckets(config):
+    """gen_HF's run R1 converts buckets of L1; a new load L2 begins meanwhile and records
+    buckets with the same numbers; R1 ends. Its marks must not touch L2's buckets."""
+    by_10 = BucketMap.fixed(10)
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.record_bucket_chunks("L1", 0, by_10, [_part(b, 0, 1, 1) for b in range(3)], "/b")
+        assert catalog.set_job_state([0, 1], "running", "R1", of_load="L1") == [0, 1]
+        catalog.begin_load("L2", "debl", "src", 1, {})  # the new load, while R1 converts
+        catalog.record_bucket_chunks("L2", 0, by_10, [_part(b, 0, 2, 2) for b in range(3)], "/b")
+        assert catalog.finish_run("R1", {0: (1, 0, 1), 1: (1, 0, 1)}) == []
+        assert catalog.set_job_state([0, 1], "failed", "R1", error="x", of_run="R1") == []
+        # A run that read L1's buckets before L2 began cannot take L2's either.
+        assert catalog.set_job_state([2], "running", "R2", of_load="L1") == []
+        assert catalog.job_states() == {0: "pending", 1: "pending", 2: "pending"}
+        # The runs of L2 itself work as before.
+        assert catalog.set_job_state([0, 2], "running", "R3", of_load="L2") == [0, 2]
+        assert catalog.finish_run("R3", {0: (2, 0, 2), 2: (1, 1, 2)}) == [0, 2]
+        jobs = {j.b_index: j for j in catalog.jobs()}
+    assert catalog.job_states() == {0: "loaded", 1: "pending", 2: "loaded"}
+    assert (jobs[2].rows_loaded, jobs[2].superseded, jobs[2].checksum_loaded) == (1, 1, 2)
+
+
+def test_begin_load_clears_and_records_in_one_transaction(config):
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.record_bucket_chunks("L1", 0, BucketMap.fixed(10), [_part(0, 0, 1, 1)], "/b")
+        # The insert fails (the id exists): the clearing must be undone with it.
+        with pytest.raises(ServiceError, match="Duplicate entry 'L1'"):
+            catalog.begin_load("L1", "debl", "src", 1, {})
+        assert [b.b_index for b in catalog.buckets()] == [0]
+        assert catalog.job_states() == {0: "pending"}
+
+
+def test_the_hot_phase_ends_with_its_key_range_in_one_transaction(config):
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.add_files("L1", [LoadFile(0, "a", 1, 1.0, True)])
+        catalog.phase_start("L1", "hot", "all")
+        with pytest.raises(ServiceError):  # a count of a file the load does not have a row
+            catalog.end_hot_phase("L1", 10, 4, 5, 9, {0: (4, 0), None: (1, 1)})
+        assert not catalog.phase_ended("L1", "hot")  # nothing of it happened
+        assert catalog.load("L1").hot_rows == 0
+        catalog.end_hot_phase("L1", 10, 4, 5, 9, {0: (4, 1)})
+        load = catalog.load("L1")
+        assert catalog.phase_ended("L1", "hot")
+        assert (load.hot_k_lo, load.hot_k_hi, load.hot_rows) == (5, 9, 4)
+        assert [(c.file_seq, c.part, c.rows, c.rejects) for c in catalog.file_counts("L1")] == \
+            [(0, "hot", 4, 1)]
+
+
+def test_coordinators_behind_a_load_are_the_live_ones_that_have_not_seen_it(config):
+    with Catalog(config) as catalog:
+        catalog.heartbeat("c1", "L1", 0.1)
+        catalog.heartbeat("c2", None, 0.1)  # busy with an older load
+        catalog.heartbeat("c3", "L2", 0.1)
+        assert catalog.coordinators_behind("L2") == ["c1", "c2"]
+        catalog.forget_coordinator("c1")
+        assert catalog.coordinators_behind("L2") == ["c2"]
+        _sql(config, "UPDATE debl_coordinators SET updated = updated - 3 WHERE coordinator='c2'")
+        assert catalog.coordinators_behind("L2") == []  # no heartbeat for 3 s: dead
+
+
+def test_a_named_lock_knows_when_its_session_is_gone(config):
+    catalog = Catalog(config)
+    lock = catalog.named_lock("debl_test_lock")
+    assert lock.held()
+    (session,) = _sql(config, "SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN "
+                              "(SELECT IS_USED_LOCK('debl_test_lock'))")[0]
+    _sql(config, f"KILL {session}")  # what wait_timeout or a restart does to an idle session
+    assert not lock.held()
+    again = catalog.named_lock("debl_test_lock")  # released with the session
+    assert again is not None and again.held()
+    again.release()

@@ -48,6 +48,11 @@ def test_toml_tables_and_env_override(tmp_path):
     ('[mysql]\nuser = "deb\\\\l"\n', "not a plain MySQL user name"),
     ('[mysql]\nuser = ""\n', "not a plain MySQL user name"),
     ('[mysql]\nuser = "%s"\n' % ("u" * 81), "not a plain MySQL user name"),
+    # Names DeBL derives from these must fit MySQL's 64 characters (a lock, a staging table).
+    ('[mysql]\ndatabase = "%s"\n' % ("d" * 53), "longer than 52 characters"),
+    ('link_table = "%s"\n' % ("t" * 57), "longer than 56 characters"),
+    ("query_timeout = 0\n", "query_timeout must be positive"),
+    ("[source]\nretries = -1\n", "source_retries must be 0 or more"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, text, message):
     path = tmp_path / "debl.toml"
@@ -106,3 +111,35 @@ def test_booleans_from_toml_and_environment(tmp_path):
         assert config.bucket_target_covers_heaviest is value
     with pytest.raises(ConfigError, match="bucket_target_covers_heaviest='maybe'"):
         load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": "maybe"})
+
+
+def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
+    path = tmp_path / "debl.toml"
+    path.write_text("[spark]\nworkers = 2\nmaster_port = 7177\n")
+    config = load_config(path, env={})
+    assert config.spark_url == "spark://127.0.0.1:7177"
+    assert config.spark_executor_slots == 2
+    assert config.spark_app_cores == 1  # half: a load's (or bench's) and gen_HF's at once
+    assert load_config(path, env={"DEBL_SPARK_CORES_MAX": "2"}).spark_app_cores == 2
+    four = load_config(path, env={"DEBL_SPARK_WORKER_CORES": "2",
+                                  "DEBL_SPARK_WORKER_MEMORY": "2g"})
+    assert (four.spark_executor_slots, four.spark_app_cores) == (4, 2)
+    # Without workers: spark_master as set, and no cap unless one is asked for.
+    assert Config().spark_url == Config().spark_master == "local[2]"
+    assert Config(spark_master="spark://h:7077").spark_app_cores is None
+    assert Config(spark_master="spark://h:7077", spark_cores_max=3).spark_app_cores == 3
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"spark_workers": 2, "spark_master": "spark://h:7077"}, "names another"),
+    ({"spark_workers": 1}, "room for 1 executor"),
+    ({"spark_workers": 2, "spark_executor_memory": "2g"}, "room for 0 executor"),
+    ({"spark_workers": 2, "spark_executor_cores": 2}, "spark_worker_cores \\(1\\) must be at least"),
+    ({"spark_workers": -1}, "must be 0 or positive"),
+    ({"spark_executor_memory": "lots"}, "spark_executor_memory 'lots' is not a JVM memory size"),
+    ({"spark_worker_memory": "1.5g"}, "not a JVM memory size"),
+    ({"spark_executor_cores": 0}, "spark_executor_cores must be positive"),
+])
+def test_a_spark_cluster_that_cannot_work_is_a_config_error(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        Config(**settings)

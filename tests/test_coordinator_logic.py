@@ -67,6 +67,12 @@ class FakeCatalog:
     def publish_answers(self, coordinator, answered):
         self.world.setdefault("answers", {})[coordinator] = dict(answered)
 
+    def heartbeat(self, coordinator, load_id, interval_s):
+        self.world.setdefault("heartbeats", {})[coordinator] = load_id
+
+    def forget_coordinator(self, coordinator):
+        self.world.setdefault("heartbeats", {}).pop(coordinator, None)
+
 
 class FakeRawReader:
     """The raw route's reader over the cold rows in memory (the real one: tests/test_raw.py)."""
@@ -99,7 +105,8 @@ def world(monkeypatch):
     cold.write_links([(Link(5, LT, 2, 1, b"cold", 20, 0), Origin(0, 0, 1)),
                       (Link(150, LT, 1, 1, b"cold newer", 30, 0), Origin(0, 0, 2))])
     monkeypatch.setattr(coordinator_module, "Catalog", lambda config: FakeCatalog(world))
-    monkeypatch.setattr(coordinator_module, "MySQLStore", lambda config: hot)
+    world["hot"] = hot
+    monkeypatch.setattr(coordinator_module, "MySQLStore", lambda config: world["hot"])
     monkeypatch.setattr(coordinator_module, "HBaseStore", lambda config: cold)
     world["raw"] = FakeRawReader(cold)
     monkeypatch.setattr(coordinator_module, "RawReader", lambda config, catalog: world["raw"])
@@ -256,3 +263,67 @@ def test_a_deadline_before_raw_after_still_times_out(world):
             c.query(5, LT, timeout=0.1)
         assert c.query(5, LT, timeout=0.1, partial=True).route == "partial"
         assert c.demand() == {0: 2}  # both needed bucket 0
+
+
+# ---------------------------------------------------------------------------- issue 15
+
+def test_a_failed_bucket_releases_its_waiters_with_a_clear_error(world, coord):
+    t, box = _in_thread(lambda: coord.query(5, LT, timeout=30))
+    assert _eventually(lambda: coord.waiting() == {0: 1})
+    world["jobs"][0] = "failed"  # gen_HF gave up on it (a bucket too large to merge, say)
+    t.join(5)
+    assert not t.is_alive(), "a query on a failed bucket waited on"
+    assert isinstance(box["error"], ServiceError)
+    assert "gen_HF failed to load bucket 0" in str(box["error"])
+    with pytest.raises(ServiceError, match="failed to load bucket 0"):  # and later ones at once
+        coord.query(5, LT, timeout=30)
+
+
+def test_a_failed_bucket_is_answered_by_the_raw_route_when_it_is_on(world):
+    world["jobs"][0] = "failed"
+    with Coordinator(Config(poll_interval=POLL, raw_after=30.0)) as c:
+        answer = c.query(5, LT, timeout=30)
+    assert answer.route == "raw" and [l.data for l in answer.links] == [b"cold", b"hot"]
+
+
+def test_a_query_without_a_timeout_gets_the_configured_one_not_forever(world):
+    with Coordinator(Config(poll_interval=POLL, raw_after=None, query_timeout=0.2)) as c:
+        t, box = _in_thread(lambda: c.query(5, LT))
+        t.join(10)
+        assert not t.is_alive(), "a query without a timeout waited on"
+        assert isinstance(box["error"], QueryTimeout)
+    assert Config().query_timeout > 0
+
+
+class _BlockingStore:
+    """The hot store, whose reads wait until the test lets them go."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store, self.go, self.reading = store, threading.Event(), threading.Event()
+
+    def get_link_list(self, *args):
+        self.reading.set()
+        self.go.wait(10)
+        return self.store.get_link_list(*args)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_heartbeat_acknowledges_a_new_load_only_when_no_old_query_reads(world):
+    blocking = _BlockingStore(world["hot"])
+    world["hot"] = blocking
+    with Coordinator(BUFFERING, "acking") as c:
+        assert _eventually(lambda: world.get("heartbeats", {}).get("acking") == "L1")
+        t, box = _in_thread(lambda: c.query(999, LT, timeout=5))  # MySQL alone; reads...
+        assert blocking.reading.wait(5)
+        world["load"] = _load("L2", state="running")  # a new load begins
+        assert _eventually(lambda: not c.is_up)
+        polls = c._polls
+        assert _eventually(lambda: c._polls >= polls + 2)
+        assert world["heartbeats"]["acking"] is None  # an L1 query still reads the stores
+        blocking.go.set()
+        t.join(5)
+        assert box["value"].route == "mysql"
+        assert _eventually(lambda: world["heartbeats"]["acking"] == "L2")
+    assert "acking" not in world["heartbeats"]  # close forgets it

@@ -1,8 +1,12 @@
 """dist_ch's line validation on the JVM (debl.jobs.DistCh.lineId1) accepts exactly the lines that
 debl.model.parse_line accepts, and finds the same id1: the Python parser is the reference, and
-the reject file's reasons come from it.
+the reject file's reasons come from it. dist_ch's task (DistCh.bucket) puts every valid line in
+the bucket ``debl.buckets.BucketMap`` gives its id1, rejects what parse_line rejects and passes
+over what is longer than max_line_bytes: checked on generated lines and on the one set of hostile
+lines the loads are tested with (tests/hostile_lines.py).
 
-Needs Spark's JVM with debl-jobs.jar (the ``spark`` fixture), not the stack.
+Needs Spark's JVM with debl-jobs.jar (the ``spark`` fixture; loaders/jvm, built by
+scripts/build_jobs_jar.sh).
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pytest
+
 from debl.bucket_file import parse_tail
 from debl.buckets import BucketMap
 from debl.model import ParseError, parse_line
-
-U63 = (1 << 63) - 1
+from tests.hostile_lines import LIMIT, U63, every_line
 
 valid_number = st.integers(0, U63).map(lambda n: b"%d" % n) | st.sampled_from([b"0" * 25 + b"7",
                                                                             b"%d" % U63])
@@ -74,9 +79,11 @@ def _data_part(content: bytes) -> bytes:
 
 
 def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
-                    slices: str = "0\t0") -> tuple[list[str], dict[str, bytes]]:
+                    slices: str = "0\t0", bucket_map: BucketMap = BucketMap.fixed(1000)
+                    ) -> tuple[list[str], dict[str, bytes]]:
     """DistCh.bucket over *chunk* as one file of one segment, on the local file system: the
-    report's lines (paths cut to their file name) and the bucket files' lines."""
+    report's lines (paths cut to their file name) and the bucket files' lines, by path
+    ``<bucket>/chunk-00000.<slice>``."""
     (tmp_path / name).write_bytes(chunk)
     sc = spark.sparkContext
     sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", max_line)
@@ -84,8 +91,7 @@ def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
     out = tmp_path / f"{name}.buckets"
     report = sc._jvm.debl.jobs.DistCh.bucket(
         sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0",
-        BucketMap.fixed(1000).to_json(),
-        f"file://{out}", 0)
+        bucket_map.to_json(), f"file://{out}", 0)
     files = {str(p.relative_to(out)): _data_part(p.read_bytes()) for p in out.rglob("chunk-*")
              if not p.name.endswith("_COPYING_") and not p.name.startswith(".")}
     return sorted(r.rsplit("/", 1)[-1] for r in report.split("\n") if r), files
@@ -113,3 +119,54 @@ def test_jvm_line_reader_reads_crlf_as_lf_and_passes_over_long_lines(spark, tmp_
             f"L\t0\t0\t202\t{len(passes)}\t{passes[:1024].hex()}",
             f"L\t0\t0\t402\t{len(passes)}\t{passes[:1024].hex()}"]
         assert [r for r in report if r.startswith("F")] == ["F\t0\t0\t399\t3"]
+
+
+# Valid lines around the bucket maps' boundaries, beside the hostile set.
+_EDGES = [b"%d\t123456789\t1\t1\tedge\t5\t0" % id1
+          for id1 in (0, 5, 6, 7, 8, 999, 1000, 1004, 1005, (1 << 40) - 1, 1 << 40, U63 - 1)]
+
+
+def test_jvm_validation_equals_parse_line_on_the_hostile_lines(spark):
+    jvm = spark.sparkContext._jvm.debl.jobs.DistCh
+    disagree = [(line[:80], end, jvm.lineId1(bytearray(line + end)), _python_id1(line + end))
+                for line in every_line() + _EDGES for end in (b"", b"\r")
+                if jvm.lineId1(bytearray(line + end)) != _python_id1(line + end)]
+    assert disagree == []
+
+
+@pytest.mark.parametrize("bucket_map", [BucketMap.fixed(1000),
+                                        BucketMap.from_splits([6, 8, 1005, 1 << 40, U63])],
+                         ids=["width", "splits"])
+def test_dist_ch_buckets_the_hostile_lines_where_the_bucket_map_says(spark, tmp_path,
+                                                                     bucket_map):
+    """Every line of the hostile set and the edges, LF and CRLF in turn, through the real task:
+    each line ends where the Python side says: in bucket ``bucket_of(id1)`` (its bytes
+    unchanged, the CR of a CRLF line end dropped), rejected, or passed over as too long."""
+    lines = every_line() + _EDGES
+    chunk = b"".join(line + (b"\r\n" if i % 2 else b"\n") for i, line in enumerate(lines))
+    expected = {}
+    for line_no, line in enumerate(lines, 1):
+        if len(line) > LIMIT:
+            expected[line_no] = "too long"
+            continue
+        try:
+            expected[line_no] = ("bucket", bucket_map.bucket_of(parse_line(line).id1), line)
+        except ParseError:
+            expected[line_no] = "rejected"
+    report, files = _bucket_locally(spark, tmp_path, "hostile", chunk, LIMIT,
+                                    bucket_map=bucket_map)
+    got = {}
+    for r in report:
+        kind, *fields = r.split("\t")
+        if kind == "R":
+            got[int(fields[2])] = "rejected"
+        elif kind == "L":
+            got[int(fields[2])] = "too long"
+    for path, data in files.items():
+        bucket = int(path.split("/")[0])
+        for row in data.split(b"\n")[:-1]:
+            body, file_seq, line_no = row.rsplit(b"\t", 2)
+            assert file_seq == b"0"
+            got[int(line_no)] = ("bucket", bucket, body)
+    assert got == expected
+    assert {e for e in expected.values() if isinstance(e, str)} == {"rejected", "too long"}

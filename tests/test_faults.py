@@ -189,7 +189,7 @@ def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, ser
         store.table_exists()  # connected
         call, daemon, words = store.table_exists, HBase(config).daemons[1], "HBase Thrift at"
     else:
-        from loaders.webhdfs import WebHDFS
+        from debl.webhdfs import WebHDFS
 
         store = None
         call = lambda: WebHDFS(config).status("/")  # noqa: E731
@@ -208,7 +208,7 @@ _KILLED_BENCH = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from debl.bench import GenHFProcess
+from debl.bench.gen_hf_process import GenHFProcess
 from debl.config import load_config
 gen_hf = GenHFProcess(load_config(), "demand", Path({log!r}))
 gen_hf.start()
@@ -223,9 +223,15 @@ def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
     kill -9; before, it ran on (holding the dataset's gen_HF lock) waiting for a load."""
     from pathlib import Path
 
+    import pymysql
+
     root = str(Path(__file__).resolve().parents[1])
-    env = procs.config_env(stack_config.replace(mysql_database="debl_faults_orphan",
-                                                poll_interval=0.2))
+    config = stack_config.replace(mysql_database="debl_faults_orphan", poll_interval=0.2)
+    conn = pymysql.connect(host=config.mysql_host, port=config.mysql_port,
+                           user=config.mysql_user, password=config.mysql_secret)
+    with conn, conn.cursor() as cur:  # no load: gen-hf waits for one, run after run
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+    env = procs.config_env(config)
     bench = subprocess.Popen([sys.executable, "-c", _KILLED_BENCH.format(
         root=root, log=str(tmp_path / "gen-hf.log"))], env=env, stdout=subprocess.PIPE,
         start_new_session=True)

@@ -110,10 +110,45 @@ def test_a_bad_driver_memory_is_refused(text):
         driver_memory_bytes(Config(spark_driver_memory=text))
 
 
+class _JobStates:
+    """The one catalog call _check_sizes makes, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def set_job_state(self, buckets, state, run_id=None, error=None, **where):
+        self.calls.append((list(buckets), state, run_id, error))
+        return list(buckets)
+
+
 def test_a_bucket_too_large_to_merge_in_memory_is_refused_before_any_run():
     service = _Service([])
     service.config = Config(spark_driver_memory="1g")
-    service._check_sizes([bucket(0, size=100_000_000)])  # under 1 GiB / 8
+    service.catalog = _JobStates()
+    service._check_sizes([bucket(0, size=100_000_000)], "R1")  # under 1 GiB / 8
+    assert service.catalog.calls == []
     with pytest.raises(DeblError, match=r"bucket 3 holds 200 MB.* at most 134 MB with "
-                                        r"spark_driver_memory 1g.* at least 2g"):
-        service._check_sizes([bucket(0), bucket(3, size=200_000_000)])
+                                        r"spark_driver_memory 1g.* at least 2g") as refused:
+        service._check_sizes([bucket(0), bucket(3, size=200_000_000)], "R2")
+    # Marked failed with the reason: the coordinators release its waiters with it.
+    assert service.catalog.calls == [([3], "failed", "R2", str(refused.value))]
+
+
+@pytest.mark.parametrize("config, limit_mb, setting", [
+    # local[2]: two tasks in the driver's heap.
+    (Config(spark_driver_memory="1g"), 134, "spark_driver_memory 1g shared by 2 task"),
+    (Config(spark_master="local[4]", spark_driver_memory="2g"), 134,
+     "spark_driver_memory 2g shared by 4 task"),
+    # On a cluster the tasks run in executors, whatever the driver has.
+    (Config(spark_workers=2, spark_executor_memory="512m", spark_worker_memory="512m",
+            spark_driver_memory="8g"), 134, "spark_executor_memory 512m shared by 1 task"),
+    (Config(spark_master="yarn", spark_executor_memory="4g", spark_executor_cores=2), 537,
+     "spark_executor_memory 4g shared by 2 task"),
+])
+def test_the_bucket_limit_follows_the_heap_the_tasks_run_in(config, limit_mb, setting):
+    service = _Service([])
+    service.config = config
+    service.catalog = _JobStates()
+    service._check_sizes([bucket(0, size=limit_mb * 1_000_000 - 2_000_000)], "R1")
+    with pytest.raises(DeblError, match=rf"at most {limit_mb} MB with {setting}"):
+        service._check_sizes([bucket(3, size=limit_mb * 1_000_000 + 2_000_000)], "R2")

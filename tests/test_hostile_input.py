@@ -33,45 +33,13 @@ from loaders.rejects import read_rejects
 from loaders.source import LocalSource
 from loaders.verify import verify_load
 from tests.dataset import all_rows, expected_buckets, reference_store
+from tests.hostile_lines import HOSTILE, LIMIT, LONG, LT, MAX_ID_LINE, ODD_BUT_VALID, U63
 
 pytestmark = pytest.mark.stack
 
-U63 = (1 << 63) - 1
-LT = 123456789
-LIMIT = 64 * 1024  # max_line_bytes of these tests
 WIDTH = 1000
 T0 = 1_700_000_000
 HOT_SINCE = T0 + 4 * 3600
-
-# An over-long line that would be valid but for its length (leading zeros), longer than the
-# hot path's and the copy's 1 MiB blocks.
-LONG = b"0" * (3 << 20) + b"7\t%d\t8\t1\tlong\t100\t1" % LT
-
-# (kind, line without its line end, reason in the reject file)
-HOSTILE = [
-    ("carriage return alone in data", b"5\t%d\t6\t1\tab\rcd\t100\t1" % LT,
-     "data holds a carriage return"),
-    ("id1 = 2^63", b"%d\t%d\t6\t1\tx\t100\t1" % (U63 + 1, LT),
-     "id1 is out of the 64-bit range: b'9223372036854775808'"),
-    ("id1 = -1", b"-1\t%d\t6\t1\tx\t100\t1" % LT, "id1 is negative: b'-1'"),
-    ("id1 = +5", b"+5\t%d\t6\t1\tx\t100\t1" % LT, "id1 is not an integer: b'+5'"),
-    ("id1 = ' 5'", b" 5\t%d\t6\t1\tx\t100\t1" % LT, "id1 is not an integer: b' 5'"),
-    ("a field missing", b"5\t%d\t6\t1\tx\t100" % LT, "expected 7 tab-separated fields, found 6"),
-    ("a field extra", b"5\t%d\t6\t1\tx\t100\t1\t1" % LT,
-     "expected 7 tab-separated fields, found 8"),
-    ("an empty line", b"", "expected 7 tab-separated fields, found 1"),
-    ("a line of 3 MiB, over max_line_bytes", LONG,
-     f"line is {len(LONG)} bytes, more than max_line_bytes={LIMIT}; the reject file keeps "
-     f"its first {REJECT_PREFIX}"),
-]
-# Valid lines that look hostile: they must load and round-trip exactly.
-ODD_BUT_VALID = [
-    b"7\t%d\t1009\t1\t\x00nul\x00\t200\t3" % LT,
-    b"7\t%d\t1010\t1\t\xff\xfe\x80 not utf-8 \xc3\x28\t200\t3" % LT,
-    b"0" * 5000 + b"7\t%d\t1011\t1\tleading zeros\t200\t3" % LT,
-]
-MAX_ID_LINE = b"%d\t%d\t1\t1\tthe largest id\t300\t1" % (U63, LT)
-
 
 def _valid_lines(rng: random.Random, n: int) -> list[bytes]:
     """Links over a small id space, with updates, hidden rows and data of every byte but tab,
@@ -306,7 +274,7 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
 
 def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_path):
     from loaders.chunker import ChunkCopier
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     config = replace(stack_config, hdfs_root="/debl-hostiletest")
     lines = b"1\t2\t3\t1\tx\t5\t6\n" * 1000

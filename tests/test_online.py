@@ -182,7 +182,7 @@ def test_gen_hf_refuses_a_bucket_whose_files_lost_rows(online):
     counts, before its bulk load, and the bucket is left `failed`; with the file back, the next
     run loads it and verify agrees."""
     config = online[0]
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     fs = WebHDFS(config)
     with Catalog(config) as catalog:

@@ -27,11 +27,11 @@ from debl.commands.status import status as status_command
 from debl.errors import BucketFileError
 from debl.model import Link, Origin, ParseError, parse_line
 from debl.store.memory import MemoryStore
+from debl.webhdfs import WebHDFS
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
 from loaders.source import LocalSource
 from loaders.verify import verify_load
-from loaders.webhdfs import WebHDFS
 from tests.dataset import make_dataset
 
 pytestmark = pytest.mark.stack

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.stack
 
 def test_status_reports_every_service_healthy(stack_config):
     health = {h.service: h for h in stack_status(stack_config)}
-    assert set(health) == {"MariaDB", "HDFS", "HBase"}
+    assert set(health) == {"MariaDB", "HDFS", "HBase"} | ({"Spark"} if stack_config.spark_workers
+                                                          else set())
     for h in health.values():
         assert h.healthy, h.detail
         assert all(pid for pid in h.pids)
@@ -22,7 +23,7 @@ def test_status_reports_every_service_healthy(stack_config):
 
 def test_up_is_a_noop_when_up(stack_config):
     results = stack_up(stack_config)
-    assert [r.already_up for r in results] == [True, True, True]
+    assert [r.already_up for r in results] == [True] * (4 if stack_config.spark_workers else 3)
 
 
 def test_mysql_round_trip(stack_config):
@@ -62,7 +63,7 @@ def test_password_file_is_private(stack_config):
 
 
 def test_hdfs_write_and_read_through_webhdfs(stack_config):
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     fs = WebHDFS(stack_config)
     path = f"/tmp/test-{secrets.token_hex(4)}/blob"
@@ -95,7 +96,7 @@ def test_hbase_table_through_thrift(stack_config):
 
 
 def test_spark_reads_and_writes_hdfs(stack_config, spark):
-    from loaders.webhdfs import WebHDFS
+    from debl.webhdfs import WebHDFS
 
     fs = WebHDFS(stack_config)
     base = f"/tmp/spark-{secrets.token_hex(4)}"

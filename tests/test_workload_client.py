@@ -154,9 +154,12 @@ def test_open_target_names_and_failures(monkeypatch):
     assert isinstance(targets.open_target(Config(), "memory"), MemoryStore)
     with pytest.raises(ConfigError, match="unknown target"):
         targets.open_target(Config(), "oracle")
-    monkeypatch.setitem(targets._TARGETS, "debl",
-                        ("debl_no_such_module", "Coordinator", "the DeBL coordinator"))
-    with pytest.raises(ServiceError, match="target 'debl' .* is not available"):
+
+    def missing_driver(config, **options):
+        raise ModuleNotFoundError("No module named 'happybase'")
+
+    monkeypatch.setitem(targets._TARGETS, "debl", (missing_driver, "the DeBL coordinator"))
+    with pytest.raises(ServiceError, match="target 'debl' .* is not available: .*happybase"):
         targets.open_target(Config(), "debl")
 
 

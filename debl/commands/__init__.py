@@ -1,23 +1,13 @@
-"""The ``debl`` subcommands, one module per command group."""
+"""The ``debl`` subcommands, one module per command group.
+
+The modules, not their commands, are imported by name here: ``debl.commands.query`` stays the
+module (tests patch names in it), ``debl.commands.query.query`` is the command.
+"""
 
 from __future__ import annotations
 
-import importlib
+from debl.commands import bench, gen_hf, generate, links, load, query, stack, status, verify
 
-# (module in debl.commands, attribute holding the click command)
-_COMMANDS = [
-    ("stack", "stack"),
-    ("generate", "generate"),
-    ("query", "query"),
-    ("load", "load"),
-    ("load", "source"),
-    ("verify", "verify"),
-    ("gen_hf", "gen_hf"),
-    ("links", "links"),
-    ("status", "status"),
-    ("bench", "bench"),
-    ("bench", "report"),
-]
-
-COMMANDS = [getattr(importlib.import_module(f"debl.commands.{module}"), attr)
-            for module, attr in _COMMANDS]
+# In the order of `debl --help`.
+COMMANDS = [stack.stack, generate.generate, query.query, load.load, load.source, verify.verify,
+            gen_hf.gen_hf, links.links, status.status, bench.bench, bench.report]

@@ -9,86 +9,83 @@ from pathlib import Path
 
 import click
 
+from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, ApproachRun, BenchProgress,
+                        BenchSpec, bench_root, find_bench, max_id_for_size, run_bench)
 from debl.commands.common import config_of, friendly_errors, parse_size
-from debl.bench import DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE
 from debl.config import Config
-from debl.workload.spec import LAYOUTS
+from debl.report import service_from_uptime, write_report
+from debl.workload.spec import LAYOUTS, GenerateSpec
 
 _ALL = "fileCopy,bulkLoad-mysql,bulkLoad-hbase,batchPut-hbase,debl-cold,debl"
 
 
-def _display_class():
-    from debl.bench import ApproachRun, BenchProgress
+class Display(BenchProgress):
+    """One status line on stderr (approach, phase, bytes or requests, time in phase),
+    rewritten in place on a terminal; elsewhere a line per phase and message."""
 
-    class Display(BenchProgress):
-        """One status line on stderr (approach, phase, bytes or requests, time in phase),
-        rewritten in place on a terminal; elsewhere a line per phase and message."""
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.head = ""
+        self.phase_name = ""
+        self.since = time.monotonic()
+        self.detail = ""
+        self.last_draw = 0.0
+        self.width = 0
 
-        def __init__(self) -> None:
-            self.tty = sys.stderr.isatty()
-            self.head = ""
-            self.phase_name = ""
-            self.since = time.monotonic()
-            self.detail = ""
-            self.last_draw = 0.0
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.tty or (not force and now - self.last_draw < 0.2):
+            return
+        self.last_draw = now
+        text = f"{self.head} {self.phase_name} {now - self.since:6.1f} s  {self.detail}"
+        pad = max(0, self.width - len(text))
+        click.echo("\r" + text + " " * pad, nl=False, err=True)
+        self.width = len(text)
+
+    def _line(self, text: str) -> None:
+        if self.tty and self.width:
+            click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
             self.width = 0
+        click.echo(text, err=True)
+        self._draw(force=True)
 
-        def _draw(self, force: bool = False) -> None:
-            now = time.monotonic()
-            if not self.tty or (not force and now - self.last_draw < 0.2):
-                return
-            self.last_draw = now
-            text = f"{self.head} {self.phase_name} {now - self.since:6.1f} s  {self.detail}"
-            pad = max(0, self.width - len(text))
-            click.echo("\r" + text + " " * pad, nl=False, err=True)
-            self.width = len(text)
+    def clear(self) -> None:
+        """Erase the status line (at the end, before the summary)."""
+        if self.tty and self.width:
+            click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
+        self.width, self.head, self.phase_name, self.detail = 0, "", "", ""
+        self.tty = False  # nothing is drawn any more
 
-        def _line(self, text: str) -> None:
-            if self.tty and self.width:
-                click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
-                self.width = 0
-            click.echo(text, err=True)
-            self._draw(force=True)
+    def message(self, text: str) -> None:
+        self._line(f"  {text}")
 
-        def clear(self) -> None:
-            """Erase the status line (at the end, before the summary)."""
-            if self.tty and self.width:
-                click.echo("\r" + " " * self.width + "\r", nl=False, err=True)
-            self.width, self.head, self.phase_name, self.detail = 0, "", "", ""
-            self.tty = False  # nothing is drawn any more
+    def approach(self, name: str, index: int, total: int) -> None:
+        self.head = f"[{index + 1}/{total}] {name}:"
+        self._line(f"== approach {index + 1} of {total}: {name}")
 
-        def message(self, text: str) -> None:
-            self._line(f"  {text}")
+    def phase(self, name: str, phase: str) -> None:
+        self.phase_name, self.detail, self.since = phase, "", time.monotonic()
+        if not self.tty:
+            click.echo(f"{self.head} {phase}", err=True)
+        self._draw(force=True)
 
-        def approach(self, name: str, index: int, total: int) -> None:
-            self.head = f"[{index + 1}/{total}] {name}:"
-            self._line(f"== approach {index + 1} of {total}: {name}")
+    def moved(self, nbytes: int, total: int) -> None:
+        self.detail = f"{nbytes / 1e6:,.1f} / {total / 1e6:,.1f} MB read from the source"
+        self._draw()
 
-        def phase(self, name: str, phase: str) -> None:
-            self.phase_name, self.detail, self.since = phase, "", time.monotonic()
-            if not self.tty:
-                click.echo(f"{self.head} {phase}", err=True)
-            self._draw(force=True)
+    def queried(self, done: int, total: int, elapsed: float) -> None:
+        self.detail = f"{done:,} / {total:,} requests"
+        self._draw()
 
-        def moved(self, nbytes: int, total: int) -> None:
-            self.detail = f"{nbytes / 1e6:,.1f} / {total / 1e6:,.1f} MB read from the source"
-            self._draw()
-
-        def queried(self, done: int, total: int, elapsed: float) -> None:
-            self.detail = f"{done:,} / {total:,} requests"
-            self._draw()
-
-        def finished(self, run: ApproachRun, config: Config) -> None:
-            text = f"{run.approach}: up after {run.uptime_s:.1f} s"
-            if run.all_served_s is not None:
-                q = run.query
-                text += (f"; {q['completed']:,} requests served by {run.all_served_s:.1f} s "
-                         f"({q['errors']:,} errors)")
-            if run.full_availability_s is not None and run.gen_hf:
-                text += f"; every bucket in HBase by {run.full_availability_s:.1f} s"
-            self._line(text)
-
-    return Display
+    def finished(self, run: ApproachRun, config: Config) -> None:
+        text = f"{run.approach}: up after {run.uptime_s:.1f} s"
+        if run.all_served_s is not None:
+            q = run.query
+            text += (f"; {q['completed']:,} requests served by {run.all_served_s:.1f} s "
+                     f"({q['errors']:,} errors)")
+        if run.full_availability_s is not None and run.gen_hf:
+            text += f"; every bucket in HBase by {run.full_availability_s:.1f} s"
+        self._line(text)
 
 
 @click.command("bench")
@@ -149,10 +146,6 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
     (DEBL_MYSQL_DATABASE, DEBL_HBASE_TABLE, DEBL_LINK_TABLE, DEBL_HDFS_ROOT): every approach
     empties the stores of its namespace first.
     """
-    from debl.bench import BenchSpec, bench_root, max_id_for_size, run_bench
-    from debl.report import service_from_uptime, write_report
-    from debl.workload.spec import GenerateSpec
-
     if (size is None) == (max_id is None):
         raise click.UsageError("give exactly one of --size and --max-id")
     config = config_of(ctx)
@@ -173,7 +166,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
                      query_timeout=query_timeout, gen_hf_start=gen_hf_start)
     click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
                f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
-    display = _display_class()()
+    display = Display()
     try:
         result = run_bench(config, spec, progress=display)
     finally:
@@ -207,8 +200,5 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
 def report(ctx, bench_id):
     """Write the report of BENCH (an id or a directory; default: the latest bench):
     report.md, report.html and throughput.png in the bench's directory."""
-    from debl.bench import find_bench
-    from debl.report import write_report
-
     written = write_report(find_bench(config_of(ctx), bench_id))
     click.echo(f"report: {written.markdown}\n        {written.html}\n        {written.plot}")

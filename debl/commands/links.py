@@ -56,6 +56,8 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     `debl query --target debl` would, or with the raw route on (raw_after, in seconds) at most
     that long before reading the bucket's files in HDFS; --timeout bounds the wait.
     """
+    # lazy import: the coordinator brings the HBase client, which would cost every `debl`
+    # command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from coordinator import Coordinator
 
     if partial and timeout is None:

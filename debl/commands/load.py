@@ -12,6 +12,7 @@ from debl.buckets import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.baselines import run_approach
 from loaders.load import LoadOptions, LoadProgress
+from loaders.serve import make_server
 
 
 class _Bars(LoadProgress):
@@ -114,8 +115,6 @@ def source() -> None:
               "(12.5 = 100 Mbit/s).")
 def serve(directory, port, rate):
     """Serve DIRECTORY on http://127.0.0.1:PORT (index.json, files/NAME) until Ctrl-C."""
-    from loaders.serve import make_server
-
     server = make_server(directory, port=port, rate_mb_s=rate)
     cap = f"capped at {rate} MB/s" if rate else "uncapped"
     click.echo(f"serving {directory} on http://127.0.0.1:{port} ({cap}); Ctrl-C stops")

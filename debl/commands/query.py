@@ -13,7 +13,8 @@ from debl.errors import ConfigError
 from debl.workload.client import (ClientResult, ClientSpec, default_processes, run_client,
                                   write_result)
 from debl.workload.requests import RequestSpec
-from debl.workload.targets import CLI_TARGETS, open_target, target_id_range, target_source
+from debl.workload.targets import (CLI_TARGETS, merged_reports, open_target, target_id_range,
+                                   target_source)
 
 _DEFAULT_REQUESTS = 1000
 
@@ -107,13 +108,8 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
             bar.update(now - bar.pos)
 
         result = run_client(target_source(config, target), spec, progress=progress)
-    counters = [r for r in result.target_reports if r is not None]
-    stats = None
-    if counters:  # the coordinator's: how long buffered queries waited, over every process
-        # Imported here: the coordinator package pulls in the HBase client, which the other
-        # targets do not need.
-        from coordinator.stats import WaitCounters
-        stats = WaitCounters.merge(counters).stats().to_dict()
+    # the coordinator's: how long buffered queries waited, over every process
+    stats = merged_reports(result.target_reports)
     if out is not None:
         write_result(result, out)
     if as_json:

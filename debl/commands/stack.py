@@ -12,7 +12,8 @@ from debl.stack.stack import stack_down, stack_start, stack_status, stack_stop, 
 
 @click.group()
 def stack() -> None:
-    """Start, stop and inspect the local stack (MariaDB, HDFS, HBase + Thrift) on 127.0.0.1."""
+    """Start, stop and inspect the local stack (MariaDB, HDFS, HBase + Thrift; with spark_workers
+    > 0 also a Spark standalone master and workers) on 127.0.0.1."""
 
 
 @stack.command()

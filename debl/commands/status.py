@@ -7,6 +7,7 @@ import time
 
 import click
 
+from debl.catalog import Catalog
 from debl.commands.common import config_of, friendly_errors
 
 
@@ -100,8 +101,9 @@ def render(s: dict) -> str:
 @friendly_errors
 def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> None:
     """Uptime, buckets loaded / total, demand and running gen_HF jobs of the latest load."""
+    # lazy import: the coordinator package brings the HBase client, which would cost every
+    # `debl` command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from coordinator.status import read_status
-    from debl.catalog import Catalog
 
     with Catalog(config_of(ctx)) as catalog:
         report = read_status(catalog, top=top, every_bucket=every_bucket)

@@ -13,13 +13,16 @@ from loaders.verify import verify_load
 @click.command()
 @click.argument("load_id", required=False)
 @click.option("--no-source", is_flag=True, help="Do not re-read the source files.")
+@click.option("--source", "source_spec", metavar="SOURCE",
+              help="Re-read the files from SOURCE, not the recorded one (a URL with its "
+                   "password: DeBL never stores it).")
 @click.option("--json", "as_json", is_flag=True, help="Print every check as JSON.")
 @click.pass_context
 @friendly_errors
-def verify(ctx, load_id, no_source, as_json):
+def verify(ctx, load_id, no_source, source_spec, as_json):
     """Check, per source file and per bucket, that every input line is in MySQL, in HBase (or
     in a bucket still waiting) or in the reject file. Exit 1 if any check fails."""
-    report = verify_load(config_of(ctx), load_id, source=not no_source)
+    report = verify_load(config_of(ctx), load_id, source=not no_source, source_spec=source_spec)
     if as_json:
         click.echo(json.dumps({"load_id": report.load_id, "ok": report.ok,
                                "checks": [{"what": c.what, "expected": str(c.expected),

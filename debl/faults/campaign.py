@@ -39,10 +39,16 @@ from pathlib import Path
 
 from debl.catalog import Catalog
 from debl.config import Config
+from debl.errors import CatalogVersionError
+from debl.faultpoints import POINTS
 from debl.faults import procs
 from debl.faults.checks import (Reference, all_loaded, check_answers, check_hbase, check_hdfs,
                                 check_mysql)
+from debl.store.hbase import HBaseStore
+from debl.webhdfs import WebHDFS
+from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
+from loaders.source import LocalSource
 
 MISSED = "after the command ended"  # the kill moment fell after the run: no kill
 MISS_RETRIES = 2  # a trial whose kill missed is run again (with the window re-measured)
@@ -169,9 +175,6 @@ class Campaign:
 
     def prepare(self) -> None:
         """Generate the input once (kept across campaigns) and size chunks and buckets to it."""
-        from debl.workload.generator import generate
-        from loaders.source import LocalSource
-
         marker = self.input_dir / ".faults-input.json"
         want = json.dumps(asdict(INPUT), sort_keys=True)
         if not marker.is_file() or marker.read_text() != want:
@@ -212,8 +215,13 @@ class Campaign:
         return argv + (["--hot-bytes", str(self.hot_bytes)] if hot else ["--no-hot"])
 
     def latest_load(self):
-        with Catalog(self.config) as catalog:
-            return catalog.load()
+        """The namespace's latest load; None also when its catalog is another DeBL version's
+        (the next load replaces it)."""
+        try:
+            with Catalog(self.config) as catalog:
+                return catalog.load()
+        except CatalogVersionError:
+            return None
 
     def ensure_dataset(self, timeout: float = 600.0, reset: bool = True) -> None:
         """An up load of the campaign's input with its hot files; with *reset*, nothing of it
@@ -232,8 +240,6 @@ class Campaign:
         """An up load whose lower buckets are loaded into HBase and whose upper ones are left
         to the raw route (marked pending again): a dataset gen_HF is half-way through, where a
         query may need MySQL, HBase or HDFS. Returns (loaded, raw) bucket counts."""
-        from debl.store.hbase import HBaseStore
-
         self.ensure_dataset(reset=False)
         with Catalog(self.config) as catalog:
             buckets = catalog.buckets()
@@ -253,9 +259,6 @@ class Campaign:
     def reset_conversion(self) -> None:
         """Undo gen_HF's work on the current load (every bucket pending, the HBase table and
         HFile directories gone): the state right after a load, without loading again."""
-        from debl.store.hbase import HBaseStore
-        from loaders.webhdfs import WebHDFS
-
         with Catalog(self.config) as catalog:
             catalog.set_job_state([b.b_index for b in catalog.buckets()], "pending")
         with HBaseStore(self.config) as hbase:
@@ -533,8 +536,6 @@ class _Aimed:
 
     def strike(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window,
                argv: list[str], probe: Callable[[], list[str]]) -> None:
-        from debl.faultpoints import POINTS
-
         how, point = self.aims[trial.number % len(self.aims)]
         extra = {"DEBL_FAULT_POINT": point} if how == "hook" else {}
         running = camp.start(argv, f"{self.name}-{trial.number}", **extra)

@@ -30,16 +30,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator import Coordinator
 from debl.bucket_file import data_lines, is_bucket_file, parse_tail
 from debl.buckets import MAX_ID
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import DeblError
 from debl.model import Link, Origin, ParseError, line_body, parse_line
+from debl.store.hbase import HBaseStore
 from debl.store.memory import MemoryStore
+from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
 from loaders.source import LocalSource
 from loaders.split import split_files
-from loaders.webhdfs import WebHDFS
 
 
 @dataclass
@@ -122,15 +125,11 @@ def compare_rows(name: str, found: list[Link], want: dict[tuple[int, int, int], 
 
 
 def check_mysql(config: Config, ref: Reference) -> StoreCheck:
-    from debl.store.mysql import MySQLStore
-
     with MySQLStore(config) as mysql:
         return compare_rows("MySQL", list(mysql.scan_id1_range(0, MAX_ID)), _rows(ref.hot_store))
 
 
 def check_hbase(config: Config, ref: Reference) -> StoreCheck:
-    from debl.store.hbase import HBaseStore
-
     with HBaseStore(config) as hbase:
         return compare_rows("HBase", list(hbase.scan_id1_range(0, MAX_ID)), _rows(ref.cold_store))
 
@@ -225,8 +224,6 @@ def check_answers(config: Config, ref: Reference, sample: int, seed: int,
     """``get_link_list`` through a coordinator (raw route at once for buckets not loaded, so
     nothing waits on gen_HF) for *sample* keys of the input (all when fewer), against the
     reference."""
-    from coordinator import Coordinator
-
     keys = sorted(ref.all_store.keys())
     if len(keys) > sample:
         keys = random.Random(seed).sample(keys, sample)

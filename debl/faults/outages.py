@@ -20,11 +20,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from debl.catalog import Catalog
+from coordinator import Coordinator
 from debl.errors import DeblError
 from debl.faults import procs
 from debl.faults.campaign import (MISSED, Campaign, GenHFTarget, LoadTarget, Step, Target,
                                   Trial, Window, gen_hf_point, load_point)
+from debl.stack.stack import stack_stop
 
 # (daemon that dies, words a message about it must hold: one of them)
 SERVICES = {
@@ -74,8 +75,6 @@ class OutageTarget(Target):
     # -- helpers
 
     def _kill_service(self, camp: Campaign, trial: Trial) -> float:
-        from debl.stack.stack import stack_stop
-
         stack_stop(camp.config, SERVICES[self.service][0], crash=True)
         trial.victim = SERVICES[self.service][0]
         return time.monotonic()
@@ -161,8 +160,6 @@ class OutageTarget(Target):
 
     def _query_trial(self, camp: Campaign, trial: Trial, rng: random.Random,
                      window: Window) -> None:
-        from coordinator import Coordinator
-
         half = camp.ensure_half_converted()
         trial.landed = [f"queries over MySQL, HBase ({half[0]} buckets loaded) and HDFS "
                         f"({half[1]} raw)"]

@@ -1,4 +1,5 @@
-"""Bring the whole local stack up, down, or report on it.
+"""Bring the whole local stack up, down, or report on it (with the Spark standalone cluster
+when ``spark_workers`` > 0; ``down`` and ``status`` also find one left by an earlier config).
 
 ``up`` is idempotent: a service already answering is left alone; one whose process runs but does
 not answer is waited for; one that is not running is started. It returns only when every service
@@ -19,7 +20,7 @@ from debl.stack.services import Health, Service, all_services
 
 # JVM services need a while on 2 cores: HBase's master waits for HDFS to leave safe mode and
 # for its region server to check in before Thrift can list tables.
-START_TIMEOUT = {"MariaDB": 60.0, "HDFS": 120.0, "HBase": 240.0}
+START_TIMEOUT = {"MariaDB": 60.0, "HDFS": 120.0, "HBase": 240.0, "Spark": 120.0}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def stack_up(config: Config, report: Callable[[str], None] = lambda _: None) -> 
 
 
 def stack_down(config: Config, report: Callable[[str], None] = lambda _: None) -> None:
-    for service in reversed(all_services(config)):
+    for service in reversed(all_services(config, leftovers=True)):
         if service.stop():
             report(f"{service.name}: stopped")
         else:
@@ -110,7 +111,7 @@ def stack_start(config: Config, name: str, report: Callable[[str], None] = lambd
 
 
 def stack_status(config: Config) -> list[Health]:
-    return [service.health() for service in all_services(config)]
+    return [service.health() for service in all_services(config, leftovers=True)]
 
 
 def _answers(service: Service) -> bool:

@@ -1,4 +1,4 @@
-"""``open_target``: what ``debl query`` sends its requests to, by name.
+"""``open_target``: what ``debl query`` and the bench send their requests to, by name.
 
 | name | object |
 |---|---|
@@ -7,10 +7,11 @@
 | ``debl`` | ``coordinator.Coordinator(config)``: MySQL + HBase + buffering, DeBL proper |
 | ``memory`` | an empty ``MemoryStore``; for tests, which fill it themselves |
 
-Imports are lazy, so ``debl query`` starts without the drivers of targets it does not use, and a
-target whose module or driver is missing fails with a ``ServiceError`` naming it instead of an
-ImportError traceback. Close what you open: every target has ``close()`` (stores are context
-managers).
+This module is where the application names its query targets (docs/ARCHITECTURE.md): the stores
+and the coordinator know nothing of it. The HBase store and the coordinator are imported when
+opened, so ``debl`` starts without the HBase client; a target whose driver is missing fails with
+a ``ServiceError`` naming it instead of an ImportError traceback. Close what you open: every
+target has ``close()`` (stores are context managers).
 
 A target may offer ``id_range() -> (start_id, max_id)`` (max exclusive): the id range of the data
 set it holds, which the client's request ids default to. ``target_id_range`` returns None when a
@@ -18,25 +19,49 @@ target does not offer it.
 
 ``target_source(config, name)`` is the same target for the client's worker processes: each opens
 its own. A target that offers ``reset_stats()`` and ``wait_counters()`` (the coordinator) has
-its counters zeroed at the run's start and reported at its end, one ``WaitCounters`` per process.
+its counters zeroed at the run's start and reported at its end, one ``WaitCounters`` per process;
+``merged_reports`` adds them up.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, ServiceError
+from debl.store.memory import MemoryStore
+from debl.store.mysql import MySQLStore
 from debl.workload.client import TargetSource
 
-# name -> (module, class, what it is, for messages)
-_TARGETS = {
-    "mysql": ("debl.store.mysql", "MySQLStore", "the MySQL link store"),
-    "hbase": ("debl.store.hbase", "HBaseStore", "the HBase link store"),
-    "debl": ("coordinator", "Coordinator", "the DeBL coordinator"),
-    "memory": ("debl.store.memory", "MemoryStore", "the in-memory reference store"),
+
+def _hbase_store(config: Config, **options: Any) -> Any:
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
+    from debl.store.hbase import HBaseStore
+
+    return HBaseStore(config, **options)
+
+
+def _coordinator(config: Config, **options: Any) -> Any:
+    # lazy import: the coordinator brings the HBase client, which would cost every `debl`
+    # command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
+    from coordinator import Coordinator
+
+    return Coordinator(config, **options)
+
+
+def _memory_store(config: Config, **options: Any) -> MemoryStore:
+    return MemoryStore()
+
+
+# name -> (opener(config, **options), what it is, for messages)
+_TARGETS: dict[str, tuple[Callable[..., Any], str]] = {
+    "mysql": (MySQLStore, "the MySQL link store"),
+    "hbase": (_hbase_store, "the HBase link store"),
+    "debl": (_coordinator, "the DeBL coordinator"),
+    "memory": (_memory_store, "the in-memory reference store"),
 }
 TARGETS = tuple(_TARGETS)
 CLI_TARGETS = ("debl", "mysql", "hbase")  # memory starts empty: useful to tests only
@@ -47,21 +72,15 @@ def open_target(config: Config, name: str, **options: Any) -> Any:
     (e.g. ``default_timeout`` of the coordinator). Raises ConfigError for an unknown name,
     ServiceError when the target's code or driver is missing or it cannot connect."""
     try:
-        module_name, class_name, what = _TARGETS[name]
+        opener, what = _TARGETS[name]
     except KeyError:
         raise ConfigError(f"unknown target {name!r}: choose one of {', '.join(TARGETS)}") from None
     try:
-        module = importlib.import_module(module_name)
-        cls = getattr(module, class_name)
-    except (ImportError, AttributeError) as exc:
-        raise ServiceError(f"target {name!r} ({what}) is not available: "
-                           f"cannot load {module_name}.{class_name}: {exc}") from exc
-    if name == "memory":
-        return cls()
-    try:
-        return cls(config, **options)
+        return opener(config, **options)
     except DeblError:
         raise
+    except ImportError as exc:
+        raise ServiceError(f"target {name!r} ({what}) is not available: {exc}") from exc
     except Exception as exc:  # a driver's own error: name the target, keep the cause
         raise ServiceError(f"target {name!r} ({what}) could not be opened: "
                            f"{type(exc).__name__}: {exc}") from exc
@@ -97,3 +116,14 @@ def target_source(config: Config, name: str, **options: Any) -> TargetSource:
         raise ConfigError(f"unknown target {name!r}: choose one of {', '.join(TARGETS)}")
     return TargetSource(open=functools.partial(open_target, config, name, **options),
                         on_start=_reset_stats, report=_wait_counters)
+
+
+def merged_reports(reports: Sequence[Any]) -> dict | None:
+    """The reports of a client run's processes (``ClientResult.target_reports``) added up and
+    summarised: None when the target reports nothing. The coordinator reports its
+    ``WaitCounters``, whose class merges them exactly (``merge``) and summarises them
+    (``stats()``); asking the report's own class keeps the coordinator out of this import."""
+    parts = [r for r in reports if r is not None]
+    if not parts:
+        return None
+    return type(parts[0]).merge(parts).stats().to_dict()

@@ -1,4 +1,5 @@
-"""A small WebHDFS client: the cold path's way of streaming chunks into HDFS from Python.
+"""A small WebHDFS client: DeBL's way to HDFS from Python (the cold copy, dist_ch's bucket files,
+gen_HF's reads, the raw route, verify).
 
 WebHDFS is HDFS's REST interface on the NameNode's HTTP port; writes and reads are redirected to a
 DataNode. Using it keeps the copy in the loader's process (no JVM per chunk) and streams: a chunk

@@ -1,0 +1,42 @@
+"""``debl bench``: one experiment, every approach on the same input, load then query phase.
+
+For one ``BenchSpec`` (reproducible from it alone):
+
+1. the input: ``debl generate`` of the spec into ``data_dir``, reused when it already holds that
+   exact spec (``inputs``);
+2. the source: the input served over HTTP on loopback at ``source_rate`` MB/s for the whole
+   experiment (``experiment``);
+3. for each approach in turn: empty the stores of the namespace; load up to the approach's
+   uptime; from its uptime the query phase, the same LinkBench requests for every approach;
+   for the DeBL approaches gen_HF as a subprocess to full availability (``approach``,
+   ``gen_hf_process``);
+4. results under ``<state_dir>/bench/<bench_id>/`` (``results``), which ``debl report`` reads.
+
+The package, by role:
+
+| module | role |
+|---|---|
+| ``spec`` | ``BenchSpec``: what one experiment is, and the command line that repeats it |
+| ``inputs`` | the generated input, its size model, and each approach's load options (hot share, chunk size, bucket target) |
+| ``approach`` | one approach: reset the stores, load, query phase, full availability |
+| ``gen_hf_process`` | ``debl gen-hf --until-complete`` as a restarted subprocess |
+| ``results`` | ``ApproachRun`` and the bench's files; ``BenchProgress``, the progress callbacks |
+| ``experiment`` | ``run_bench``: the source server, Spark once, every approach in turn |
+
+No SQL here: what the bench reads of a load comes from ``debl.catalog``, and emptying the stores
+goes through the stores' own methods. The names below are the package's public interface.
+"""
+
+from debl.bench.approach import coordinator_config, reset_stores
+from debl.bench.experiment import run_bench
+from debl.bench.inputs import (bucket_target_bytes, ensure_input, hot_bytes_for_share,
+                               load_options, max_id_for_size)
+from debl.bench.results import (ApproachRun, BenchProgress, BenchResult, bench_root, find_bench,
+                                read_bench)
+from debl.bench.spec import (DEFAULT_APPROACHES, DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE,
+                             BenchSpec)
+
+__all__ = ["ApproachRun", "BenchProgress", "BenchResult", "BenchSpec", "DEFAULT_APPROACHES",
+           "DEFAULT_LAYOUT", "DEFAULT_RECENCY_SHARE", "bench_root", "bucket_target_bytes",
+           "coordinator_config", "ensure_input", "find_bench", "hot_bytes_for_share",
+           "load_options", "max_id_for_size", "read_bench", "reset_stores", "run_bench"]

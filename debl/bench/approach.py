@@ -1,0 +1,175 @@
+"""One approach in a bench: empty the namespace's stores, load up to the approach's uptime, then
+from its uptime the query phase, and for the DeBL approaches gen_HF to full availability.
+
+The query phase is the LinkBench client with the same threads, requests and seed for every
+approach, against the approach's target (the coordinator for DeBL, MySQL or HBase for the
+baselines, none for fileCopy); "all served" is when the last request completed, so it includes
+the client's own run time. Queries through the coordinator get ``query_timeout`` seconds each: a
+stuck gen_HF turns into counted errors, never a hang.
+
+Pitfall: everything happens in the namespace of *config*: its MySQL database, HBase table and
+HDFS root are emptied before each approach (``reset_stores``). Never point a bench at a
+namespace others are using.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+from debl.bench.gen_hf_process import GenHFProcess
+from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_json,
+                                write_timeline)
+from debl.bench.spec import BenchSpec
+from debl.catalog import Catalog
+from debl.config import Config
+from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
+from debl.workload.client import ClientSpec, default_processes, run_client
+from debl.workload.requests import RequestSpec
+from debl.workload.targets import merged_reports, target_source
+from loaders.baselines import APPROACHES, copy_dir, run_approach
+from loaders.load import LoadOptions, LoadProgress
+
+
+def reset_stores(config: Config) -> None:
+    """Empty the namespace: the MySQL link table (recreated empty), the HBase link table, the
+    HDFS chunks, buckets and HFiles, the fileCopy directory."""
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
+    from debl.store.hbase import HBaseStore
+
+    with MySQLStore(config) as mysql:
+        mysql.drop_table()
+        mysql.create_table()
+    with HBaseStore(config) as hbase:
+        hbase.drop_table()
+    hdfs = WebHDFS(config)
+    root = config.hdfs_root.rstrip("/")
+    for sub in ("loads", "buckets", "hfiles"):
+        hdfs.delete(f"{root}/{sub}", recursive=True)
+    shutil.rmtree(copy_dir(config), ignore_errors=True)
+
+
+class _LoadBytes(LoadProgress):
+    """Load progress for the bench; ``on_start`` runs once the load is recorded."""
+
+    def __init__(self, progress: BenchProgress, total: int, on_start=lambda: None):
+        self.progress, self.total, self.done, self.on_start = progress, total, 0, on_start
+
+    def start(self, hot_bytes: int, cold_bytes: int) -> None:
+        self.on_start()
+
+    def hot(self, nbytes: int) -> None:
+        self.done += nbytes
+        self.progress.moved(self.done, self.total)
+
+    copied = hot
+
+    def message(self, text: str) -> None:
+        self.progress.message(text)
+
+
+def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: int,
+            plan: tuple[LoadOptions, int | None], directory: Path,
+            progress: BenchProgress) -> ApproachRun:
+    """Approach *name* of the bench, its stores already emptied: the load from *url* with its
+    *plan* (``debl.bench.inputs.load_options``), the query phase and full availability; its
+    ``<name>.json`` and ``<name>.timeline.csv`` written into *directory*."""
+    approach = APPROACHES[name]
+    progress.phase(name, "load")
+    options, target_bytes = plan
+    if target_bytes is not None:  # spec.buckets buckets, a giant id alone in the largest
+        config = config.replace(bucket_target_bytes=target_bytes,
+                                bucket_target_covers_heaviest=False)
+    service = None
+    if approach.gen_hf_order:
+        service = GenHFProcess(config, approach.gen_hf_order,
+                               directory / f"{approach.name}.gen_hf.log", progress.message)
+    # With gen_hf_start "load", the service starts once the new load is recorded (it then
+    # waits for uptime), never before: it would see the previous load complete and exit.
+    early = service.start if service is not None and spec.gen_hf_start == "load" else None
+    try:
+        summary = run_approach(config, url, options,
+                               progress=_LoadBytes(progress, input_bytes, early or (lambda: None)))
+    except BaseException:
+        if service is not None:
+            service.stop()
+        raise
+    with Catalog(config) as catalog:
+        started = catalog.load(summary.load_id).started
+        phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
+                                 None if p.ended is None else p.ended - started, p.bytes, p.rows)
+                       for p in catalog.phases(summary.load_id))
+    run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
+                      phases, approach.target)
+    if approach.target is not None:
+        run = _query_phase(config, spec, approach, run, service, progress)
+    else:
+        run = dataclasses.replace(run, full_availability_s=run.uptime_s)
+    write_json(directory / f"{name}.json", run.to_dict())
+    write_timeline(directory / f"{name}.timeline.csv", run.timeline)
+    return run
+
+
+def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
+                 service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
+    gen = spec.input
+    client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
+                                         link_types=gen.link_types, seed=spec.seed,
+                                         recency_share=spec.recency_share),
+                             threads=spec.threads, total=spec.requests, duration=spec.duration,
+                             processes=default_processes(spec.threads, config.client_processes))
+    # Each client process opens its own target; a coordinator's counters are zeroed when the
+    # run starts (its first minute is the query phase's) and merged over the processes after.
+    if approach.target == "debl":
+        source = target_source(coordinator_config(config, approach.raw_route), "debl",
+                               default_timeout=spec.query_timeout)
+    else:
+        source = target_source(config, approach.target)
+    if service is not None and not service.started:
+        service.start()
+    try:
+        progress.phase(approach.name, "query")
+        result = run_client(source, client_spec, progress=lambda done, elapsed:
+                            progress.queried(done, spec.requests, elapsed))
+        waits = merged_reports(result.target_reports)
+        gen_hf = None
+        if service is not None:
+            progress.phase(approach.name, "gen_HF to full availability")
+            gen_hf = service.wait(spec.full_timeout)
+    finally:
+        if service is not None:
+            service.stop()
+    offset = result.started_at - run.load_started
+    timeline = tuple((round(offset + p.second, 3), p.completed, p.errors, p.mean_ms, p.p95_ms)
+                     for p in result.timeline)
+    query = result.to_dict()
+    query.pop("timeline")
+    full = _full_availability(config, run) if service is not None else run.uptime_s
+    return dataclasses.replace(run, query_start_s=offset,
+                               all_served_s=offset + result.elapsed_s,
+                               full_availability_s=full, query=query, waits=waits,
+                               gen_hf=gen_hf, timeline=timeline)
+
+
+def coordinator_config(config: Config, raw_route: bool) -> Config:
+    """The config of an approach's coordinator: the paper's (raw route off) for debl,
+    debl-cold and debl-fifo; for debl-raw the configured ``raw_after``, or the default one if
+    the configuration turned the route off."""
+    if not raw_route:
+        return config.replace(raw_after=None)
+    if config.raw_after is None:
+        return config.replace(raw_after=Config.raw_after)
+    return config
+
+
+def _full_availability(config: Config, run: ApproachRun) -> float | None:
+    """Seconds from the load start to the last bucket loaded; None if some are not loaded."""
+    with Catalog(config) as catalog:
+        jobs = catalog.jobs()
+    if any(j.state != "loaded" for j in jobs):
+        return None
+    last = max((j.ended for j in jobs if j.ended is not None), default=None)
+    return (last - run.load_started) if last is not None else run.uptime_s

@@ -1,0 +1,105 @@
+"""gen_HF during a bench: ``debl gen-hf --until-complete`` as a subprocess with its own Spark JVM,
+in the bench's namespace (``config_env`` hands the config over as ``DEBL_*`` variables).
+
+When it starts: ``gen_hf_start="uptime"`` (the default) spawns it at uptime, so its JVM start
+(15-20 s on a 2-core machine) is part of the DeBL approaches' waits; ``gen_hf_start="load"``
+spawns it as soon as the load is recorded, as an always-running gen_HF service would be (its JVM
+start then competes with the load for the CPUs).
+
+Pitfall: a subprocess that exits with an error (a crash, or the lock of the namespace still held
+by an earlier gen_HF) is restarted a few times, 5 s apart; its log is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import fields
+from pathlib import Path
+
+from debl.config import Config
+
+_GEN_HF_RESTARTS = 5
+_STOP_GRACE_S = 30.0
+
+
+def config_env(config: Config) -> dict[str, str]:
+    """``DEBL_*`` variables that make a child process load exactly *config*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
+    for f in fields(Config):
+        value = getattr(config, f.name)
+        if value is not None:
+            env[f"DEBL_{f.name.upper()}"] = str(value)
+    return env
+
+
+class GenHFProcess:
+    """``debl gen-hf --until-complete`` as a subprocess with its own Spark JVM, in *config*'s
+    namespace. Restarted (5 s later, a few times) if it exits with an error, e.g. because
+    another gen_HF held the lock. ``wait`` returns its record; ``stop`` ends it (SIGINT, then
+    SIGKILL of its process group: the JVM included)."""
+
+    def __init__(self, config: Config, order: str, log: Path, report=lambda text: None):
+        self.config, self.order, self.log, self.report = config, order, log, report
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self.started = 0.0
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._watch: threading.Thread | None = None
+        self.returncode: int | None = None
+
+    def _spawn(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "debl", "gen-hf", "--until-complete", "--order",
+                 self.order, "--exit-with-parent"], env=config_env(self.config), stdout=out,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def start(self) -> None:
+        self.started = time.time()
+        self._spawn()
+        self._watch = threading.Thread(target=self._watcher, name="gen-hf-watch", daemon=True)
+        self._watch.start()
+
+    def _watcher(self) -> None:
+        while not self._stop.is_set():
+            code = self.proc.poll()
+            if code is None:
+                self._stop.wait(0.5)
+                continue
+            self.returncode = code
+            if code == 0 or self.restarts >= _GEN_HF_RESTARTS:
+                break
+            self.restarts += 1
+            self.report(f"gen-hf exited with {code} (see {self.log}); restarting")
+            if self._stop.wait(5.0):
+                break
+            self._spawn()
+        self._done.set()
+
+    def wait(self, timeout: float) -> dict:
+        finished = self._done.wait(timeout)
+        return {"order": self.order, "started_at": self.started,
+                "exit_code": self.returncode if finished else None,
+                "completed": finished and self.returncode == 0, "restarts": self.restarts,
+                "seconds": time.time() - self.started, "log": str(self.log)}
+
+    def stop(self) -> None:
+        self._stop.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            except ProcessLookupError:
+                pass
+        if self._watch is not None:
+            self._watch.join()

@@ -1,0 +1,154 @@
+"""The layers hold (docs/ARCHITECTURE.md): imports run one way, foundation <- pipeline and query
+side <- application, no hidden import, and SQL only where the catalog and the stores keep it.
+
+Pure unit tests: ``scripts/import_graph.py`` reads the sources with ``ast``, nothing is started.
+The checker is also run on a small planted tree, so that a check which finds nothing is known to
+be able to find something.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts/import_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+import_graph = _load_script()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph.build()
+
+
+def test_no_upward_sideways_or_hidden_arrow_in_the_tree(graph):
+    assert graph.upward() == []
+    assert graph.sideways() == []
+    assert list(graph.hidden) == []
+
+
+def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
+    layers = {name: import_graph.layer_of(name) for name in graph.modules}
+    assert layers["debl.catalog"] == layers["debl.webhdfs"] == layers["debl.store.mysql"] \
+        == "foundation"
+    assert layers["loaders.dist_ch"] == "pipeline" and layers["coordinator.raw"] == "query"
+    assert {layers[m] for m in graph.modules if m.startswith("debl.bench")} == {"application"}
+    assert layers["debl.commands.bench"] == layers["debl.stack.services"] == "application"
+
+
+def test_the_checker_finds_planted_arrows(tmp_path):
+    """An upward arrow, a sideways one, a dynamic import and an unexplained import inside a
+    function are each found; an explained one is not."""
+    files = {
+        "debl/__init__.py": "",
+        "debl/model.py": "from loaders.load import run\n",  # foundation -> pipeline: upward
+        "debl/commands/__init__.py": "",
+        "debl/commands/go.py": ("import importlib\n"
+                                "mod = importlib.import_module('coordinator.core')\n"),
+        "loaders/__init__.py": "",
+        "loaders/load.py": ("from coordinator.core import answer\n"  # sideways
+                            "def run():\n"
+                            "    from debl.model import parse\n"  # hidden
+                            "    # lazy import: pyspark costs start-up time\n"
+                            "    import pyspark\n"),
+        "coordinator/__init__.py": "",
+        "coordinator/core.py": "from debl.model import parse\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph.build(tmp_path)
+    assert [(a.importer, a.imported) for a in graph.upward()] == [("debl.model", "loaders.load")]
+    assert [(a.importer, a.imported) for a in graph.sideways()] == [
+        ("loaders.load", "coordinator.core")]
+    assert sorted((a.path, a.line) for a in graph.hidden) == [
+        ("debl/commands/go.py", 2), ("loaders/load.py", 3)]
+    assert graph.largest() == ("loaders.load", 5)
+
+
+def test_the_cli_starts_without_the_heavy_clients():
+    """What the lazy imports buy (docs/ARCHITECTURE.md, "Lazy imports"): `debl --help` loads
+    neither the HBase client, nor Spark, nor matplotlib, nor the coordinator."""
+    code = ("import sys, debl.cli; print(' '.join(m for m in ('happybase', 'thriftpy2', 'pyspark',"
+            " 'matplotlib', 'coordinator') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert loaded == []
+
+
+# SQL statements: the start of each statement kind DeBL writes.
+_SQL = re.compile(r"^\s*(SELECT\s.+\sFROM\s|INSERT\s+INTO\s|UPDATE\s+\S+\s+SET\s|DELETE\s+FROM\s|"
+                  r"REPLACE\s+INTO\s|CREATE\s+(TABLE|DATABASE|USER)\s|DROP\s+(TABLE|DATABASE)\s|"
+                  r"ALTER\s+TABLE\s|TRUNCATE\s|LOAD\s+DATA\s|GRANT\s)", re.S | re.I)
+# Where SQL lives: the catalog and the stores; and the exceptions, each with its reason.
+_SQL_HOMES = ("debl.catalog", "debl.store.")
+_SQL_EXCEPTIONS = {
+    "debl.mysql": "the connection helper creates the namespace's database on first connect",
+    "loaders.mysql_bulk": "the hot path: LOAD DATA LOCAL INFILE into a staging table and the "
+                          "merge into the link table, raw pymysql (docs/LOADING.md)",
+    "debl.stack.services": "the local stack's own bootstrap (the debl user) and its probe",
+}
+
+
+def _sql_sites(path: Path) -> list[int]:
+    """Lines of string constants (f-strings included) that begin an SQL statement, and of
+    ``.execute``/``.executemany`` calls; docstrings are prose, not statements."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    sites = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings and _SQL.match(node.value):
+            sites.append(node.lineno)
+        elif isinstance(node, ast.JoinedStr):
+            head = "".join(v.value for v in node.values
+                           if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            if _SQL.match(head):
+                sites.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("execute", "executemany"):
+            sites.append(node.lineno)
+    return sorted(set(sites))
+
+
+def test_sql_only_in_the_catalog_the_stores_and_the_named_exceptions(graph):
+    found = {name: _sql_sites(path) for name, path in graph.modules.items()
+             if not name.startswith(_SQL_HOMES)}
+    found = {name: lines for name, lines in found.items() if lines}
+    assert set(found) <= set(_SQL_EXCEPTIONS), {n: found[n] for n in found
+                                                if n not in _SQL_EXCEPTIONS}
+    assert not any(name.startswith("debl.bench") for name in found)
+    # the homes do hold SQL: the detector finds statements where they are
+    assert _sql_sites(ROOT / "debl/store/mysql.py") and _sql_sites(ROOT / "loaders/mysql_bulk.py")
+
+
+@pytest.mark.parametrize("text, is_sql", [
+    ('q = "SELECT id1 FROM t WHERE x = %s"', True),
+    ('q = f"DELETE FROM `{table}`"', True),
+    ('q = "REPLACE INTO debl_phases VALUES (%s)"', True),
+    ('cur.execute(q)', True),
+    ('help = "every file into MySQL: LOAD DATA, merge, index rebuild"', False),
+    ('def f():\n    """SELECT x FROM y, in prose."""\n', False),
+])
+def test_the_sql_detector(tmp_path, text, is_sql):
+    (tmp_path / "m.py").write_text(text + "\n")
+    assert bool(_sql_sites(tmp_path / "m.py")) == is_sql

@@ -1,0 +1,184 @@
+"""``debl load`` from a source that misbehaves, on the real stack (issue 15): a transfer dropped
+mid-file is resumed and loses nothing (the issue's silent corruption: a server that closes 4
+bytes before its Content-Length); a server that always drops, a listing that lies about a size
+and a file that changes while it is copied each fail the load with a clear message and leave
+nothing visible; a resume refuses a source that changed since the listing, and never reads the
+bucket files a chunk left before the failure. The stream-level behaviour without the stack:
+tests/test_source_faults.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from coordinator import Coordinator
+from debl.buckets import BucketMap
+from debl.catalog import Catalog
+from debl.errors import LoadStateError, ServiceError, SourceError
+from loaders.gen_hf import GenHF
+from loaders.load import LoadOptions, hdfs_paths, run_load
+from loaders.source import LocalSource
+from loaders.verify import verify_load
+from debl.webhdfs import WebHDFS
+from tests.dataset import make_dataset, reference_store
+from tests.hostile_http import HostileSource, rewrite_later
+
+pytestmark = pytest.mark.stack
+
+LT = 123456789
+COLD = LoadOptions(approach="debl-cold", bucket_width=500, chunk_size=16 * 1024)
+HOT = LoadOptions(hot_bytes=1 << 30)
+
+
+def issue_file(directory: Path) -> Path:
+    """The issue's input: 2,000 links, the last (id1 2000) with version 99999, so that a
+    transfer cut 4 bytes early leaves a valid line with version 99."""
+    path = directory / "links.tsv"
+    path.write_bytes(b"".join(b"%d\t%d\t%d\t1\tdata-%d\t%d\t%d\n"
+                              % (i, LT, i + 7, i, 1_700_000_000 + i, 99999 if i == 2000 else 99)
+                              for i in range(1, 2001)))
+    return path
+
+
+def answers(config, directory: Path, **coordinator) -> None:
+    """Every (id1, link_type) of the files, asked through a coordinator, equals the reference
+    store built from the files."""
+    reference = reference_store(directory, set())
+    with Coordinator(config, **coordinator) as c:
+        for key in sorted(reference.keys()):
+            assert c.get_link_list(*key, timeout=120) == reference.get_link_list(*key), key
+
+
+def nothing_visible(config, load_id: str) -> None:
+    with Catalog(config) as catalog:
+        assert catalog.load().load_id == load_id
+        assert catalog.load().state == "failed"
+    with Coordinator(config) as c, pytest.raises(ServiceError, match=f"{load_id} failed"):
+        c.get_link_list(2000, LT, timeout=30)
+    with GenHF(config) as gen_hf:
+        assert gen_hf.run_once() is None  # converts nothing of a load that is not up
+
+
+def test_a_transfer_cut_four_bytes_short_is_resumed_and_answers_stay_exact(stack_config, spark,
+                                                                           tmp_path):
+    path = issue_file(tmp_path)
+    with HostileSource(tmp_path) as server:
+        server.drop("links.tsv", path.stat().st_size - 4)  # once
+        summary = run_load(stack_config, server.url, COLD)
+        assert f"bytes={path.stat().st_size - 4}-{path.stat().st_size - 1}" in \
+            server.ranges["links.tsv"]
+    assert (summary.cold_rows, summary.rejects) == (2000, 0)
+    with GenHF(stack_config) as gen_hf:
+        gen_hf.serve(until_complete=True)
+    with Coordinator(stack_config) as c:
+        (link,) = c.get_link_list(2000, LT)
+    assert link.version == 99999  # the issue's answer was 99
+    answers(stack_config, tmp_path)
+    assert verify_load(stack_config, source=False).ok
+
+
+def test_the_hot_path_resumes_a_cut_transfer_too(stack_config, spark, tmp_path):
+    path = issue_file(tmp_path)
+    with HostileSource(tmp_path) as server:
+        server.drop("links.tsv", path.stat().st_size - 4, times=2)
+        summary = run_load(stack_config, server.url, HOT)
+    assert (summary.hot_rows, summary.rejects) == (2000, 0)
+    answers(stack_config, tmp_path)
+
+
+def test_a_server_that_always_drops_fails_the_load_and_nothing_is_visible(stack_config, spark,
+                                                                          tmp_path):
+    path = issue_file(tmp_path)
+    cut = path.stat().st_size // 3
+    with HostileSource(tmp_path) as server:
+        server.drop("links.tsv", cut, times=None)
+        with pytest.raises(SourceError, match=rf"reading 'links.tsv' failed at byte {cut} of "
+                                              rf"{path.stat().st_size}.*resumes in a row"):
+            run_load(stack_config.replace(source_retries=2), server.url, COLD)
+    with Catalog(stack_config) as catalog:
+        load_id = catalog.load().load_id
+        assert "failed at byte" in catalog.load().error
+    nothing_visible(stack_config, load_id)
+
+
+@pytest.mark.parametrize("lie", [+100, -100])
+def test_a_listing_that_lies_about_a_size_fails_the_load_clearly(stack_config, spark, tmp_path,
+                                                                 lie):
+    path = issue_file(tmp_path)
+    size = path.stat().st_size
+    with HostileSource(tmp_path) as server:
+        server.lie("links.tsv", size + lie)
+        with pytest.raises(SourceError, match=rf"'links.tsv': listed {size + lie} bytes.*now "
+                                              rf"{size} bytes.*changed after it was listed"):
+            run_load(stack_config, server.url, COLD)
+    with Catalog(stack_config) as catalog:
+        nothing_visible(stack_config, catalog.load().load_id)
+
+
+def test_a_file_that_changes_while_it_is_copied_fails_the_load_clearly(stack_config, spark,
+                                                                        tmp_path):
+    path = issue_file(tmp_path)
+    with HostileSource(tmp_path) as server:
+        server.mutate("links.tsv", path.stat().st_size // 2, rewrite_later)
+        with pytest.raises(SourceError, match="'links.tsv': it changed while it was read"):
+            run_load(stack_config, server.url, HOT)
+    with Catalog(stack_config) as catalog:
+        nothing_visible(stack_config, catalog.load().load_id)
+
+
+@pytest.fixture()
+def failed_midway(stack_config, spark, tmp_path):
+    """A cold load from HTTP that fails in its last file after some chunks were bucketed."""
+    make_dataset(tmp_path, max_id=3001, files=4, bad_lines=0)
+    last = LocalSource(tmp_path).list()[-1]
+    server = HostileSource(tmp_path).__enter__()
+    server.drop(last.name, last.size // 2, times=None)
+    with pytest.raises(SourceError, match="failed at byte"):
+        run_load(stack_config.replace(source_retries=1), server.url, COLD)
+    with Catalog(stack_config) as catalog:
+        load_id = catalog.load().load_id
+        bucketed = [c.chunk_no for c in catalog.chunks(load_id) if c.state == "bucketed"]
+    assert bucketed, "no chunk was bucketed before the failure"
+    server.drops.clear()  # the server is healthy again
+    yield tmp_path, server, load_id, len(bucketed)
+    server.__exit__()
+
+
+def test_a_resume_refuses_a_source_changed_since_the_listing(stack_config, failed_midway):
+    directory, server, load_id, _ = failed_midway
+    first = LocalSource(directory).list()[0]
+    st = (directory / first.name).stat()
+    os.utime(directory / first.name, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))
+    with pytest.raises(LoadStateError, match=rf"{load_id} cannot be resumed: its source changed "
+                                             rf"since it was listed \('{first.name}' was "):
+        run_load(stack_config, server.url, COLD, resume=load_id)
+    os.utime(directory / first.name, ns=(st.st_atime_ns, st.st_mtime_ns))  # as listed again
+    run_load(stack_config, server.url, COLD, resume=load_id)
+    answers(stack_config, directory)
+
+
+def test_a_resume_never_reads_bucket_files_left_by_chunks_it_redoes(stack_config, spark,
+                                                                    failed_midway):
+    directory, server, load_id, done = failed_midway
+    fs = WebHDFS(stack_config)
+    _, bucket_dir = hdfs_paths(stack_config, load_id)
+    # What a dist_ch killed in the chunk after the last bucketed one may leave: slice files of
+    # that chunk (cut otherwise after the resume), here copies of a real bucket file.
+    planted = []
+    for b in range(BucketMap.fixed(COLD.bucket_width).bucket_of(3000) + 1):
+        real = [s for s in fs.list(f"{bucket_dir}/{b}") if s.path.endswith(".0")] \
+            if fs.status(f"{bucket_dir}/{b}") else []
+        if real:
+            stale = f"{bucket_dir}/{b}/chunk-{done:05d}.7"
+            fs.write(stale, fs.read(real[0].path), overwrite=True)
+            planted.append(stale)
+    assert planted
+    run_load(stack_config, server.url, COLD, resume=load_id)
+    assert [p for p in planted if fs.status(p) is not None] == []
+    report = verify_load(stack_config, source=False)
+    assert report.ok, report.failures
+    with GenHF(stack_config) as gen_hf:  # raises if a bucket's files disagree with its index
+        gen_hf.serve(until_complete=True)
+    answers(stack_config, directory, default_timeout=120)

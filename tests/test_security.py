@@ -1,0 +1,306 @@
+"""Security (issue 15, item 6): ``debl source serve`` never serves outside its directory and
+cannot be made to pile up threads; every service and server listens on loopback unless the
+config says otherwise (checked on the listening sockets themselves); no password in any
+process's argv, in the catalog or in any file under the state directory; LOCAL INFILE sends
+only the files DeBL chose."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from debl.catalog import Catalog
+from debl.config import Config
+from debl.errors import ServiceError
+from debl.mysql import connect, connect_reader
+from debl.stack.services import HBase, all_services
+from loaders.serve import make_server
+
+SECRET = b"top secret: outside the served directory\n"
+
+
+@pytest.fixture()
+def served(tmp_path):
+    root, outside = tmp_path / "served", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.tsv").write_bytes(SECRET)
+    (root / "a.tsv").write_bytes(b"1\t1\t1\t1\tx\t1\t1\n")
+    (root / ".hidden").write_bytes(SECRET)
+    (root / "escape.tsv").symlink_to(outside / "secret.tsv")
+    (root / "escape-dir").symlink_to(outside)
+    (root / "inside.tsv").symlink_to(root / "a.tsv")  # a link that stays inside is fine
+    server = make_server(root, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("path", [
+    "/files/escape.tsv",  # a symlink out of the root
+    "/files/escape-dir%2Fsecret.tsv", "/files/escape-dir/secret.tsv",
+    "/files/..%2Foutside%2Fsecret.tsv", "/files/%2e%2e%2foutside%2fsecret.tsv",
+    "/files/%2E%2E/outside/secret.tsv", "/files/../outside/secret.tsv",
+    "/files/..", "/files/%2e%2e", "/files//etc/passwd", "/files/%2Fetc%2Fpasswd",
+    "/files/.hidden", "/files/a.tsv%00", "/files/", "/../outside/secret.tsv",
+    "/files/%ff%fe",
+])
+def test_the_source_server_never_serves_outside_its_directory(served, path):
+    _, port = served
+    status, body = _get(port, path)
+    assert status == 404 and SECRET not in body
+
+
+def test_the_listing_holds_only_files_that_are_served(served):
+    import json
+
+    _, port = served
+    status, body = _get(port, "/index.json")
+    assert status == 200
+    assert sorted(e["name"] for e in json.loads(body)) == ["a.tsv", "inside.tsv"]
+    assert _get(port, "/files/inside.tsv") == (200, b"1\t1\t1\t1\tx\t1\t1\n")
+
+
+def test_idle_clients_cannot_pile_up_threads_and_are_let_go(tmp_path):
+    (tmp_path / "a.tsv").write_bytes(b"x" * 1000)
+    server = make_server(tmp_path, port=0, max_threads=2, timeout=0.5)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+    try:
+        result: dict = {}
+        fetch = threading.Thread(target=lambda: result.update(got=_get(port, "/files/a.tsv")))
+        fetch.start()
+        most = 0
+        while fetch.is_alive():
+            most = max(most, sum("process_request_thread" in t.name
+                                 for t in threading.enumerate()))
+            time.sleep(0.005)
+        assert result["got"] == (200, b"x" * 1000)  # served once the idle ones timed out
+        assert most <= 2
+        for s in idle:  # the server closed every idle connection
+            s.settimeout(10)
+            assert s.recv(1) == b""
+    finally:
+        for s in idle:
+            s.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_thrift_listens_where_the_config_says_never_where_clients_reach_it():
+    config = Config(hbase_thrift_host="thrift.example.org")
+    argv = HBase(config).thrift_argv() if _has_runtime(config) else None
+    if argv is None:
+        pytest.skip("the HBase runtime is not set up (scripts/setup.sh)")
+    assert argv[argv.index("-b") + 1] == "127.0.0.1"
+    wide = config.replace(hbase_thrift_bind="0.0.0.0")
+    argv = HBase(wide).thrift_argv()
+    assert argv[argv.index("-b") + 1] == "0.0.0.0"
+
+
+def _has_runtime(config: Config) -> bool:
+    return any((config.lib_dir / "stack").glob("hbase-server-*.jar"))
+
+
+# ---------------------------------------------------------------------------- on the stack
+
+
+def _listening(pids: set[int]) -> dict[int, list[str]]:
+    """pid -> the TCP addresses it listens on (from /proc: every socket of the process)."""
+    inodes: dict[str, tuple[str, int]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                inodes[fields[9]] = _address(fields[1])
+    found: dict[int, list[str]] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # closed meanwhile (listdir's own, for one)
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                host, port = inodes[link[8:-1]]
+                found.setdefault(pid, []).append(f"{host}:{port}")
+    return found
+
+
+def _address(hex_address: str) -> tuple[str, int]:
+    host, port = hex_address.split(":")
+    raw = bytes.fromhex(host)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1]), int(port, 16)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    return socket.inet_ntop(socket.AF_INET6, words), int(port, 16)
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        found.add(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except OSError:
+                pass
+    return found
+
+
+def _loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+@pytest.mark.stack
+def test_every_service_and_server_listens_on_loopback_only(stack_config, spark, tmp_path):
+    pids = {d.pid() for service in all_services(stack_config) for d in service.daemons}
+    assert None not in pids
+    server = make_server(tmp_path, port=0)  # debl source serve, in this process
+    try:
+        ours = set().union(*(_descendants(p) for p in pids | {os.getpid()}))
+        listening = _listening(ours)
+    finally:
+        server.server_close()
+    everything = [a for addresses in listening.values() for a in addresses]
+    # The stack's daemons, this process (the source server) and the Spark JVM it started.
+    spark_pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    assert spark_pid in listening and os.getpid() in listening
+    assert {stack_config.mysql_port, stack_config.hbase_thrift_port} <= {
+        int(a.rsplit(":", 1)[1]) for a in everything}
+    assert [a for a in everything if not _loopback(a)] == []
+
+
+@pytest.mark.stack
+def test_local_infile_sends_only_the_file_debl_chose(stack_config, tmp_path):
+    chosen, other = tmp_path / "chosen.tsv", tmp_path / "other.tsv"
+    chosen.write_bytes(b"chosen\n")
+    other.write_bytes(b"not for the server\n")
+    conn = connect(stack_config, local_infile=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TEMPORARY TABLE t_infile (v VARCHAR(100))")
+            conn.allow(str(chosen))
+            # The server names the file; a statement (or a server) naming another gets nothing.
+            with pytest.raises(ServiceError, match="asked for the local file .*other.tsv"):
+                cur.execute(f"LOAD DATA LOCAL INFILE '{other}' INTO TABLE t_infile")
+    finally:
+        conn.close()
+    conn = connect(stack_config, local_infile=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TEMPORARY TABLE t_infile (v VARCHAR(100))")
+            conn.allow(str(chosen))
+            cur.execute(f"LOAD DATA LOCAL INFILE '{chosen}' INTO TABLE t_infile")
+            cur.execute("SELECT v FROM t_infile")
+            assert cur.fetchall() == (("chosen",),)
+    finally:
+        conn.close()
+    # Every other connection has LOCAL INFILE off: the pymysql ones and the mysqlclient reader.
+    for conn in (connect(stack_config), connect_reader(stack_config)):
+        try:
+            cur = conn.cursor()
+            cur.execute("CREATE TEMPORARY TABLE t_infile (v VARCHAR(100))")
+            with pytest.raises(Exception, match="local infile"):
+                cur.execute(f"LOAD DATA LOCAL INFILE '{other}' INTO TABLE t_infile")
+            cur.close()
+        finally:
+            conn.close()
+
+
+@pytest.mark.stack
+def test_no_password_in_any_argv_during_a_load_nor_in_any_file_of_the_state_dir(
+        stack_config, spark, tmp_path):
+    """A real `debl load` in its own process (with its Spark JVM); every process's argv is
+    read while it runs; after it, every file under the state directory (logs, rejects,
+    reports, the stack's data) but the password file itself."""
+    from tests.dataset import make_dataset
+
+    secret = stack_config.mysql_secret.encode()
+    data = tmp_path / "data"
+    data.mkdir()
+    make_dataset(data, max_id=3001, files=3, bad_lines=2)
+    env = {**os.environ, "DEBL_STATE_DIR": str(stack_config.state_dir)}
+    proc = subprocess.Popen([sys.executable, "-m", "debl", "load", str(data), "--hot-bytes",
+                             "100KB", "--bucket-width", "1000", "--json"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    scans = 0
+    leaked = []
+    while proc.poll() is None:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if secret in cmdline.read_bytes():
+                    leaked.append(cmdline.parent.name)
+            except OSError:
+                pass
+        scans += 1
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert scans >= 1 and leaked == []
+    assert secret not in out and secret not in err
+    password_file = stack_config.mysql_password_file.resolve()
+    assert _files_holding(stack_config.state_dir, secret, but=password_file) == []
+
+
+@pytest.mark.stack
+def test_a_password_in_the_source_url_is_never_stored(stack_config, spark, tmp_path):
+    from loaders.load import LoadOptions, run_load
+    from tests.hostile_http import HostileSource
+
+    (tmp_path / "a.tsv").write_bytes(b"1\t1\t1\t1\tx\t1\t1\n2\t1\t1\t1\ty\t1\t1\n")
+    from loaders.verify import verify_load
+
+    with HostileSource(tmp_path) as server:
+        url = server.url.replace("http://", "http://alice:Pa55-in-the-URL@")
+        summary = run_load(stack_config, url, LoadOptions(hot_bytes=1 << 30))
+        assert verify_load(stack_config, source_spec=url).ok  # the URL given again
+    assert summary.source == server.url.replace("http://", "http://alice@")
+    with Catalog(stack_config) as catalog:
+        load = catalog.load(summary.load_id)
+    assert load.source == summary.source and "Pa55" not in str(load.summary)
+    assert _files_holding(stack_config.state_dir, b"Pa55-in-the-URL") == []
+
+
+def _files_holding(root: Path, needle: bytes, but: Path | None = None) -> list[str]:
+    """Every file under *root* (but *but*) that holds *needle*, read in blocks."""
+    found = []
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink() or path.resolve() == but:
+            continue
+        try:
+            with open(path, "rb") as f:
+                tail = b""
+                while block := f.read(8 << 20):
+                    if needle in tail + block:
+                        found.append(str(path))
+                        break
+                    tail = block[-len(needle):]
+        except OSError:
+            pass
+    return found
