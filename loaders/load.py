@@ -50,7 +50,8 @@ from pathlib import Path
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
-from debl.errors import BadInputError, DeblError, LoadStateError
+from debl.errors import (BadInputError, DeblError, LoadStateError, ServiceError,
+                         SourceError)
 from debl.faultpoints import reached
 from debl.spark import spark_session
 from debl.store.mysql import MySQLStore
@@ -194,15 +195,19 @@ def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: st
                                 "max_bad": max_bad}, started=t_start)
             catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                                  seq in hot_seqs) for seq, f in files])
-            # Nothing of the old dataset is destroyed while a coordinator may still read it.
-            _wait_for_coordinators(config, catalog, load_id, progress)
-            chunk_dir, bucket_dir = hdfs_paths(config, load_id)
-            hdfs.delete(bucket_dir, recursive=True)
-            hdfs.mkdirs(bucket_dir)
-            if bucket_map is not None:
-                catalog.set_bucket_map(load_id, bucket_map)
-            if not hot_seqs:  # a hot path replaces the link table; without one, it is emptied
-                _empty_link_table(config)
+            try:
+                # Nothing of the old dataset is destroyed while a coordinator may still read it.
+                _wait_for_coordinators(config, catalog, load_id, progress)
+                chunk_dir, bucket_dir = hdfs_paths(config, load_id)
+                hdfs.delete(bucket_dir, recursive=True)
+                hdfs.mkdirs(bucket_dir)
+                if bucket_map is not None:
+                    catalog.set_bucket_map(load_id, bucket_map)
+                if not hot_seqs:  # a hot path replaces the link table; without one, emptied
+                    _empty_link_table(config)
+            except BaseException as exc:
+                _failed(config, load_id, source_spec, exc)
+                raise
 
     hot = [(seq, f) for seq, f in files if seq in hot_seqs]
     cold = [(seq, f) for seq, f in files if seq not in hot_seqs]
@@ -251,8 +256,7 @@ def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: st
     except BaseException as exc:
         # Threads still writing would race a later load of this process: let them finish.
         background.shutdown(wait=True)
-        with Catalog(config) as catalog:
-            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+        _failed(config, load_id, source_spec, exc)
         raise
     finally:
         background.shutdown(wait=True)  # its threads have ended by now: returns at once
@@ -263,6 +267,22 @@ def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: st
         summary.phases = phase_sums(catalog.phases(load_id))
         catalog.update_load(load_id, state="up", uptime=t_up, summary=summary.as_dict())
     return summary
+
+
+def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) -> None:
+    """Record the load as failed, and tell the user how to go on: a load stopped by a service
+    or its source continues where it stopped (docs/LOADING.md, "Resume"). If MySQL itself is
+    what failed, the state cannot be recorded; the load stays ``running``, which a resume
+    takes as well."""
+    try:
+        with Catalog(config) as catalog:
+            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+    except ServiceError:
+        pass  # the original error says what happened; it is the one raised
+    if isinstance(exc, (ServiceError, SourceError)):
+        exc.add_note(f"load {load_id} stopped there; once that is fixed (`debl stack up` for a "
+                     f"service of the stack), continue it: debl load {source_spec} --resume "
+                     f"{load_id}")
 
 
 def phase_sums(phases: list[Phase]) -> dict[str, float]:

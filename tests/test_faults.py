@@ -251,3 +251,133 @@ def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
         if bench.poll() is None:
             os.killpg(bench.pid, signal.SIGKILL)
             bench.wait()
+
+
+class _Proxy:
+    """A TCP proxy to a server, on a loopback port of its own; ``close`` drops every
+    connection and refuses new ones, as a server that died would."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+        import threading
+
+        self.upstream = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        import socket
+
+        try:  # wakes the accepting thread (a plain close would leave it accepting)
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+@pytest.mark.stack
+def test_a_catalog_whose_server_died_says_so_without_a_traceback(stack_config, caplog):
+    """MariaDB gone under a pooled catalog connection: the call fails with the ServiceError
+    naming MySQL, and nothing logs a traceback beside it (SQLAlchemy's failed reset of the
+    dead connection did, which a user of `debl load` took for a crash)."""
+    import logging
+
+    from debl.catalog import Catalog
+    from debl.errors import ServiceError
+
+    proxy = _Proxy(stack_config.mysql_host, stack_config.mysql_port)
+    catalog = Catalog(stack_config.replace(mysql_port=proxy.port))
+    with catalog.engine.connect(), catalog.engine.connect():
+        pass  # two pooled connections, through the proxy (as a load's threads leave them)
+    proxy.close()
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(2):  # the first finds its connection dead, the second the pool's
+            with pytest.raises(ServiceError, match=r"MySQL at 127.0.0.1:\d+ is not reachable"):
+                catalog.load()
+    traced = [r for r in caplog.records if r.exc_info and r.levelno >= logging.WARNING]
+    assert not traced, [r.getMessage() for r in traced]
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_command_prints_the_notes_of_its_error():
+    import click
+
+    from debl.commands.common import friendly_errors
+    from debl.errors import ServiceError
+
+    @friendly_errors
+    def command():
+        exc = ServiceError("HDFS at 127.0.0.1:1 did not answer")
+        exc.add_note("continue it: debl load SRC --resume L1")
+        raise exc
+
+    with pytest.raises(click.ClickException) as err:
+        command()
+    assert err.value.message == ("HDFS at 127.0.0.1:1 did not answer\n"
+                                 "continue it: debl load SRC --resume L1")
+
+
+@pytest.mark.stack
+def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_config, tmp_path):
+    """HDFS unreachable right after the load is recorded: the load is marked failed (it was
+    left `running`) and the error tells the exact command that continues it."""
+    import pymysql
+
+    from debl.catalog import Catalog
+    from debl.errors import ServiceError
+    from debl.workload.generator import generate
+    from debl.workload.spec import GenerateSpec
+    from loaders.load import LoadOptions, run_load
+
+    config = stack_config.replace(mysql_database="debl_faults_resume",
+                                  hdfs_http_port=_closed_port())
+    conn = pymysql.connect(host=config.mysql_host, port=config.mysql_port,
+                           user=config.mysql_user, password=config.mysql_secret)
+    with conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+    generate(tmp_path, GenerateSpec(max_id=201, files=2, days=2, max_degree=5))
+    with pytest.raises(ServiceError, match=r"HDFS at 127.0.0.1:\d+ did not answer") as err:
+        run_load(config, str(tmp_path), LoadOptions(bucket_width=100))
+    with Catalog(config) as catalog:
+        load = catalog.load()
+    assert load.state == "failed"
+    assert getattr(err.value, "__notes__", []) == [
+        f"load {load.load_id} stopped there; once that is fixed (`debl stack up` for a service "
+        f"of the stack), continue it: debl load {tmp_path} --resume {load.load_id}"]
