@@ -421,8 +421,12 @@ class NamedLock:
         return holder is not None and holder == me
 
     def release(self) -> None:
+        """End the lock's session (detached from the pool), and with it the lock. The session
+        is invalidated, not reset: on a server that died, a reset's rollback fails, and
+        SQLAlchemy would log that failure with a whole traceback."""
         if not self._conn.closed:
-            self._conn.close()  # detached from the pool: the session ends, and the lock
+            self._conn.invalidate()
+            self._conn.close()
 
 
 # ---------------------------------------------------------------------------- the catalog
