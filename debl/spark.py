@@ -133,10 +133,15 @@ def spark_session(config: Config, app_name: str = "debl"):
 
 # Warnings that are expected in DeBL's use and tell a user nothing: a second getOrCreate in one
 # process (dist_ch, gen_HF reuse the session by design), HBase's client registry and metrics
-# defaults.
+# defaults, the HBase client's retries.
 _QUIET_LOGGERS = ("org.apache.spark.sql.SparkSession",
                   "org.apache.hadoop.hbase.client.ZKConnectionRegistry",
-                  "org.apache.hadoop.metrics2.impl.MetricsConfig")
+                  "org.apache.hadoop.metrics2.impl.MetricsConfig",
+                  # HBase or its ZooKeeper down: a stack trace per reconnect attempt; the call
+                  # fails after service_timeout with a ServiceError that says so.
+                  "org.apache.hadoop.hbase.shaded.org.apache.zookeeper",
+                  "org.apache.hadoop.hbase.zookeeper",
+                  "org.apache.hadoop.hbase.client")
 
 
 def _quiet(session) -> None:
@@ -167,7 +172,15 @@ def call_jvm(what: str, fn, *args):
         causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
         cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
         cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
+        if any(sign in cause for sign in _UNREACHABLE):
+            cause += " (a service does not answer: is the stack up? `debl stack status`)"
         raise ServiceError(f"{what} failed: {cause}") from exc
+
+
+# What the Hadoop and HBase clients say when HDFS, HBase or ZooKeeper does not answer.
+_UNREACHABLE = ("Connection refused", "ConnectException", "ConnectionLoss", "FailedServer",
+                "Could not obtain block", "could only be written to 0", "timed out",
+                "SocketTimeoutException")
 
 
 def _jvm_gone(exc: BaseException) -> bool:

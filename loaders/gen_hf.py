@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
-                      retry_if_not_exception_type, stop_after_attempt, wait_exponential)
+                      retry_if_not_exception_type, wait_exponential)
 
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
@@ -266,17 +266,23 @@ class GenHF:
         A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
         buckets ``failed`` and is retried (through tenacity) after 2, 4, 8... times
         ``poll_interval``, at most a minute; the error is raised when the run fails again after
-        RETRIES retries. Any other error (a bucket whose files disagree with the index, a dead
+        RETRIES retries, or once runs have failed for ``service_timeout``. Any other error (a bucket whose files disagree with the index, a dead
         Spark JVM: JvmGone) is raised at once: retrying cannot fix it."""
         retrying = Retrying(
             # A dead Spark JVM stays dead: no retry in this process can run a job.
             retry=retry_if_exception_type(ServiceError) & retry_if_not_exception_type(JvmGone),
-            stop=stop_after_attempt(RETRIES + 1),
+            stop=self._gives_up,
             wait=wait_exponential(multiplier=2 * self.config.poll_interval, max=MAX_PAUSE_S),
             before_sleep=self._report_retry, reraise=True)
         runs = 0
         while not should_stop():
-            result = retrying(self.run_once)
+            try:
+                result = retrying(self.run_once)
+            except ServiceError as exc:
+                exc.add_note("gen_HF stopped; once that is fixed (`debl stack up` for a service "
+                             "of the stack), start `debl gen-hf` again: it redoes the buckets "
+                             "left running or failed")
+                raise
             if result is not None:
                 runs += 1
                 on_run(result)
@@ -286,6 +292,17 @@ class GenHF:
                 break
             time.sleep(self.config.poll_interval)
         return runs
+
+    def _gives_up(self, state: RetryCallState) -> bool:
+        """Whether serve() stops retrying: after RETRIES retries, or once runs have failed for
+        ``service_timeout`` since the first failure (a service that stays away ends gen_HF
+        within a few service_timeouts, each failed run having waited up to one or two, not
+        after every retry; a long run that fails once is still retried)."""
+        first = getattr(state, "debl_first_failure", None)
+        if first is None:
+            first = state.debl_first_failure = state.outcome_timestamp
+        return (state.attempt_number > RETRIES
+                or state.outcome_timestamp - first >= self.config.service_timeout)
 
     def _report_retry(self, state: RetryCallState) -> None:
         self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "

@@ -29,14 +29,21 @@ from debl.store.hbase_layout import FAMILY, id1_boundary
 
 
 def hbase_settings(config: Config) -> dict[str, str]:
-    """The HBase client settings of the configured cluster."""
+    """The HBase client settings of the configured cluster. An HBase (or its ZooKeeper) that
+    does not answer fails a call after about ``service_timeout``: ZooKeeper's session timeout
+    (90 s by default, per attempt) and HBase's operation timeout (20 minutes by default) are
+    bounded by it."""
+    ms = str(round(config.service_timeout * 1000))
     return {
         "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
         "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
         "fs.defaultFS": config.hdfs_uri,
-        # Give up within about a minute, not after the default 15 retries, when HBase is down.
         "hbase.client.retries.number": "10",
         "zookeeper.recovery.retry": "1",
+        "zookeeper.session.timeout": ms,
+        "hbase.client.operation.timeout": ms,
+        "hbase.client.meta.operation.timeout": ms,
+        "hbase.rpc.timeout": ms,
         # A run may bring many buckets' files into one region (bulkLoad-hbase: all of them).
         "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": "1024",
     }

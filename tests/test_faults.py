@@ -378,3 +378,18 @@ def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_conf
     assert getattr(err.value, "__notes__", []) == [
         f"load {load.load_id} stopped there; once that is fixed (`debl stack up` for a service "
         f"of the stack), continue it: debl load {tmp_path} --resume {load.load_id}"]
+
+
+@pytest.mark.stack
+def test_the_jvm_hbase_client_gives_up_on_a_dead_zookeeper_within_service_timeout(
+        stack_config, spark):
+    """gen_HF's table creation and bulk load go through the HBase client in the Spark JVM:
+    with HBase's ZooKeeper gone they failed only after ZooKeeper's 90 s session timeout per
+    attempt, minutes in all (the outage campaign saw gen-hf waiting for over five)."""
+    from debl.errors import ServiceError
+    from loaders.hbase_bulk import create_table
+
+    config = stack_config.replace(hbase_zookeeper_port=_closed_port(), service_timeout=2.0)
+    error = _within(HANG_S, lambda: create_table(spark, config, [], table="faults_nowhere"))
+    assert isinstance(error, ServiceError), error
+    assert "HBase table creation failed" in str(error) and "debl stack status" in str(error)

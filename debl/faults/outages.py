@@ -170,8 +170,10 @@ class OutageTarget(Target):
         with Coordinator(camp.config.replace(raw_after=0.0)) as coordinator:
             thread = threading.Thread(target=client.run, args=(coordinator,), daemon=True)
             thread.start()
+            started = time.monotonic()
             time.sleep(window.seconds)
             died_at = self._kill_service(camp, trial)
+            trial.kill_at_s = round(died_at - started, 2)
             client.mark("outage")
             # One query as a user asks it, during the outage: a clear message or an answer.
             key = keys[0]
@@ -190,11 +192,12 @@ class OutageTarget(Target):
             thread.join(camp.config.service_timeout + 30.0)
         outage = [r for r in client.results if r.phase == "outage"]
         errors = [r for r in outage if not r.ok]
-        trial.answers = len(client.results)
-        trial.wrong_answers = client.wrong
-        trial.examples += [r.message for r in errors[:3]]
-        if not errors:
-            trial.landed.append("no query needed the service")
+        trial.examples += list(dict.fromkeys(r.message for r in errors))[:3]
+        trial.landed.append(f"{len(outage)} queries in the outage, {len(errors)} errors; "
+                            f"{client.answered_since('up')} answered after `debl stack up`")
+        if client.wrong:
+            trial.problems.append(f"{client.wrong} of {len(client.results)} answers of the "
+                                  "running client were wrong")
         unclear = [r for r in client.results if not r.ok and
                    (not r.deebl_error or not _names_service(r.message, self.service))]
         if unclear:
@@ -203,7 +206,7 @@ class OutageTarget(Target):
         slow = [r for r in errors if r.seconds > bound(camp)]
         if slow:
             trial.problems.append(f"{len(slow)} failing queries took over {bound(camp):.0f} s")
-        trial.failed_after_s = max((r.seconds for r in errors), default=0.0)
+        trial.failed_after_s = round(max((r.seconds for r in errors), default=0.0), 1)
         if client.answered_since("up") < 20:
             trial.problems.append("queries did not work again after `debl stack up`")
         camp.verify_and_compare(trial, hbase=False)
