@@ -421,12 +421,19 @@ class NamedLock:
         return holder is not None and holder == me
 
     def release(self) -> None:
-        """End the lock's session (detached from the pool), and with it the lock. The session
-        is invalidated, not reset: on a server that died, a reset's rollback fails, and
-        SQLAlchemy would log that failure with a whole traceback."""
-        if not self._conn.closed:
-            self._conn.invalidate()
-            self._conn.close()
+        """End the lock's session (detached from the pool), and with it the lock.
+
+        Pitfall: SQLAlchemy must not reset the session (on a server that died the reset's
+        rollback fails and is logged with a whole traceback), and invalidating a detached
+        connection only forgets its socket, leaving the session, and the lock, to the garbage
+        collector. So the session is invalidated and then closed here, by hand."""
+        if self._conn.closed:
+            return
+        session = self._conn.connection.dbapi_connection
+        self._conn.invalidate()
+        self._conn.close()
+        if session is not None and session.open:
+            session.close()  # pymysql: on a dead server, it only drops the socket
 
 
 # ---------------------------------------------------------------------------- the catalog

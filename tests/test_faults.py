@@ -393,3 +393,27 @@ def test_the_jvm_hbase_client_gives_up_on_a_dead_zookeeper_within_service_timeou
     error = _within(HANG_S, lambda: create_table(spark, config, [], table="faults_nowhere"))
     assert isinstance(error, ServiceError), error
     assert "HBase table creation failed" in str(error) and "debl stack status" in str(error)
+
+
+@pytest.mark.stack
+def test_stack_up_after_a_datanode_died_gives_an_hbase_that_takes_writes(stack_config):
+    """The DataNode killed under a running HBase, then `debl stack up`: HBase must take writes
+    again. It answered reads (so `stack up` found it up) with a write-ahead log whose only
+    DataNode had gone, and its region server aborted at the next write."""
+    from debl.model import Link, Origin
+    from debl.stack.stack import stack_status, stack_stop, stack_up
+    from debl.store.hbase import HBaseStore
+
+    with HBaseStore(stack_config, table="faults_wal") as hbase:
+        hbase.reset()
+        hbase.write_links([(Link(1, 123456789, 2, 1, b"a", 10, 0), Origin(0, 0, 1))])
+    stack_stop(stack_config, "datanode", crash=True)
+    stack_up(stack_config)
+    with HBaseStore(stack_config, table="faults_wal") as hbase:
+        for i in range(3, 50):  # enough appends to the WAL to reach a broken pipeline
+            error = _within(HANG_S, lambda i=i: hbase.write_links(
+                [(Link(1, 123456789, i, 1, b"b", 11, 0), Origin(0, 0, i))]))
+            assert error == 1, error
+        assert len(hbase.get_link_list(1, 123456789)) == 48
+        hbase.drop_table()
+    assert all(h.healthy for h in stack_status(stack_config))

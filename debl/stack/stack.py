@@ -34,14 +34,22 @@ class ServiceStart:
 def stack_up(config: Config, report: Callable[[str], None] = lambda _: None) -> list[ServiceStart]:
     """Start every service that is not answering and wait until all answer."""
     results = []
+    started: set[str] = set()
     for service in all_services(config):
         t0 = time.monotonic()
-        already = service.running() and _answers(service)
-        if already:
+        below = started & set(service.lives_on)
+        if below and service.running():
+            # It answers reads, but its open files (HBase's write-ahead log) point at the
+            # daemons that died: its next write would abort it. Start it again on fresh ones.
+            report(f"{service.name}: restarting ({', '.join(sorted(below))} under it was "
+                   "started again)")
+            service.stop()
+        elif service.running() and _answers(service):
             results.append(ServiceStart(service.name, 0.0, True, "already up"))
             report(f"{service.name}: already up")
             continue
         report(f"{service.name}: starting")
+        started.add(service.name)
         service.start()
         detail = service.wait_healthy(START_TIMEOUT[service.name])
         results.append(ServiceStart(service.name, time.monotonic() - t0, False, detail))
