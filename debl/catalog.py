@@ -421,8 +421,19 @@ class NamedLock:
         return holder is not None and holder == me
 
     def release(self) -> None:
-        if not self._conn.closed:
-            self._conn.close()  # detached from the pool: the session ends, and the lock
+        """End the lock's session (detached from the pool), and with it the lock.
+
+        Pitfall: SQLAlchemy must not reset the session (on a server that died the reset's
+        rollback fails and is logged with a whole traceback), and invalidating a detached
+        connection only forgets its socket, leaving the session, and the lock, to the garbage
+        collector. So the session is invalidated and then closed here, by hand."""
+        if self._conn.closed:
+            return
+        session = self._conn.connection.dbapi_connection
+        self._conn.invalidate()
+        self._conn.close()
+        if session is not None and session.open:
+            session.close()  # pymysql: on a dead server, it only drops the socket
 
 
 # ---------------------------------------------------------------------------- the catalog
@@ -896,6 +907,18 @@ class Catalog:
                                           t.c.updated)).all()
         return sorted(c for c, seen, interval, updated in rows
                       if updated >= now - (3 * interval + 2.0) and seen != load_id)
+
+    # -- sessions
+
+    def running_statements(self) -> list[str]:
+        """The first 64 characters of each statement that another session of this MySQL user
+        runs now in this database (a fault campaign records them as the point a kill hit: the
+        hot path's ``LOAD DATA``, its merge, its index build)."""
+        query = sa.text("SELECT LEFT(info, 64) FROM information_schema.processlist "
+                        "WHERE db = DATABASE() AND id <> CONNECTION_ID() AND info IS NOT NULL "
+                        "AND command <> 'Sleep'")
+        with self._transaction() as conn:
+            return [row[0] for row in conn.execute(query)]
 
     # -- locks
 

@@ -144,6 +144,17 @@ class Config:
     # before it empties the old stores (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
 
+    # The longest DeBL waits on a service that does not answer (a MySQL statement of the
+    # query path or the catalog, a WebHDFS request, a Thrift call, the HBase client of the
+    # JVM jobs), in seconds: past it the command fails with a message naming the service.
+    # The hot path's LOAD DATA, merge and index build may run longer and are not bounded by it
+    # (a server that dies still ends them at once: its socket closes). docs/RELIABILITY.md.
+    service_timeout: float = 60.0
+
+    # For fault campaigns only (docs/RELIABILITY.md): the name of a point in debl.faultpoints
+    # where the process kills itself. Empty: none.
+    fault_point: str = ""
+
     # Coordinator.
     poll_interval: float = 0.5
     # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this
@@ -191,6 +202,9 @@ class Config:
         if self.client_processes < 0:
             raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
                               f"not {self.client_processes}")
+        if not self.service_timeout > 0:
+            raise ConfigError(f"service_timeout must be positive seconds, not "
+                              f"{self.service_timeout}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
         self._check_spark()

@@ -5,7 +5,8 @@ the cause and, where there is one, the next step; the command line prints it wit
     ├── ConfigError          a setting is missing, unknown or invalid
     ├── ServiceError         MariaDB, HDFS, HBase/Thrift or Spark cannot be reached or failed
     │   ├── StackError       the local stack could not start; names the service and its log
-    │   └── GenHFLockHeld    another gen_HF holds the dataset's lock
+    │   ├── GenHFLockHeld    another gen_HF holds the dataset's lock
+    │   └── JvmGone          this process's Spark driver JVM died: start the command again
     ├── CatalogVersionError  the catalog's tables are from another DeBL version
     ├── SourceError          the input source is missing, unreadable or unreachable
     ├── BadInputError        too many lines that do not parse (over --max-bad)
@@ -41,6 +42,11 @@ class StackError(ServiceError):
 
 class GenHFLockHeld(ServiceError):
     """Another gen_HF runs on this dataset; one may start when it ends (callers may wait)."""
+
+
+class JvmGone(ServiceError):
+    """The Spark driver JVM of this process died (killed, crashed, out of memory): nothing can
+    run in it any more, so retrying in the same process is pointless."""
 
 
 class CatalogVersionError(DeblError):

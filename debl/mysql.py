@@ -32,6 +32,11 @@ from debl.config import Config
 from debl.errors import ServiceError
 
 
+# Bulk statements (the hot path's merge and index build) send nothing back until they end:
+# minutes on a large input. Their reads wait this long; everything else waits service_timeout.
+BULK_READ_TIMEOUT_S = 3600
+
+
 class _ChosenFileResult(pymysql.connections.MySQLResult):
     """A result that sends a LOCAL INFILE only if it is a file its connection allows."""
 
@@ -72,18 +77,25 @@ class LocalFilesConnection(pymysql.connections.Connection):
 
 
 def connect(config: Config, *, local_infile: bool = False, autocommit: bool = True,
-            database: bool = True) -> pymysql.connections.Connection:
+            database: bool = True, bulk: bool = False) -> pymysql.connections.Connection:
     """A new connection to the configured MySQL, or a ServiceError that says what is wrong.
     With *local_infile*, a LocalFilesConnection: call ``allow(path)`` before its LOAD DATA.
 
-    A missing database is created (when the user may), so that a new ``mysql_database`` setting
-    is all it takes to keep a second dataset apart."""
+    Every read and write on it fails after ``service_timeout`` seconds without an answer
+    (a dead server fails it at once: its socket closes); with *bulk*, reads wait up to
+    ``BULK_READ_TIMEOUT_S`` for statements that run long (a stalled ``LOAD DATA`` still fails
+    after ``service_timeout``: its writes stop). A missing database is created (when the user
+    may), so that a new ``mysql_database`` setting is all it takes to keep a second dataset
+    apart."""
+    timeout = config.service_timeout
+
     def attempt(db: str | None) -> pymysql.connections.Connection:
         cls = LocalFilesConnection if local_infile else pymysql.connections.Connection
         return cls(
             host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
             password=config.mysql_secret, database=db, local_infile=local_infile,
-            autocommit=autocommit, connect_timeout=10, read_timeout=3600, write_timeout=3600,
+            autocommit=autocommit, connect_timeout=min(10.0, timeout),
+            read_timeout=BULK_READ_TIMEOUT_S if bulk else timeout, write_timeout=timeout,
             charset="utf8mb4")
 
     try:
@@ -102,13 +114,15 @@ def connect(config: Config, *, local_infile: bool = False, autocommit: bool = Tr
 
 def connect_reader(config: Config) -> MySQLdb.Connection:
     """A new mysqlclient connection for reads (autocommit: each statement sees the latest
-    commits), or a ServiceError that says what is wrong. The database must exist."""
+    commits), or a ServiceError that says what is wrong. The database must exist. Reads and
+    writes fail after ``service_timeout`` (whole seconds, at least 1) without an answer."""
+    timeout = max(1, round(config.service_timeout))
     try:
         return MySQLdb.connect(
             host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
             password=config.mysql_secret, database=config.mysql_database, autocommit=True,
-            connect_timeout=10, read_timeout=3600, write_timeout=3600, charset="utf8mb4",
-            local_infile=0)  # libmariadb's default sends any file a server asks for
+            connect_timeout=min(10, timeout), read_timeout=timeout, write_timeout=timeout,
+            charset="utf8mb4", local_infile=0)  # libmariadb's default sends any file a server asks for
     except MySQLdb.MySQLError as exc:
         raise ServiceError(describe(exc, config)) from exc
 

@@ -25,6 +25,7 @@ Pitfalls:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from debl.config import Config, jvm_bytes
-from debl.errors import ConfigError, ServiceError
+from debl.errors import ConfigError, JvmGone, ServiceError
 
 
 def spark_jars(config: Config) -> list[Path]:
@@ -132,10 +133,15 @@ def spark_session(config: Config, app_name: str = "debl"):
 
 # Warnings that are expected in DeBL's use and tell a user nothing: a second getOrCreate in one
 # process (dist_ch, gen_HF reuse the session by design), HBase's client registry and metrics
-# defaults.
+# defaults, the HBase client's retries.
 _QUIET_LOGGERS = ("org.apache.spark.sql.SparkSession",
                   "org.apache.hadoop.hbase.client.ZKConnectionRegistry",
-                  "org.apache.hadoop.metrics2.impl.MetricsConfig")
+                  "org.apache.hadoop.metrics2.impl.MetricsConfig",
+                  # HBase or its ZooKeeper down: a stack trace per reconnect attempt; the call
+                  # fails after service_timeout with a ServiceError that says so.
+                  "org.apache.hadoop.hbase.shaded.org.apache.zookeeper",
+                  "org.apache.hadoop.hbase.zookeeper",
+                  "org.apache.hadoop.hbase.client")
 
 
 def _quiet(session) -> None:
@@ -150,12 +156,61 @@ def _quiet(session) -> None:
 
 def call_jvm(what: str, fn, *args):
     """``fn(*args)`` through py4j; a Java exception becomes ServiceError("<what> failed: <the
-    innermost Java exception>"), without the Spark job-abort wrapping around a task's error."""
+    innermost Java exception>"), without the Spark job-abort wrapping around a task's error.
+
+    A JVM that is gone (killed, crashed) becomes JvmGone, which callers must not retry. Pass a
+    ``lambda`` for *fn* when the call names JVM classes (``sc._jvm.debl.jobs.X.m``): looking a
+    class up is itself a call into the JVM, and must fail the same way."""
     try:
         return fn(*args)
     except Exception as exc:  # py4j errors carry the Java exception in their text only
+        if _jvm_gone(exc):
+            raise JvmGone(f"{what} failed: the Spark driver JVM of this process is gone (killed "
+                          "or crashed); start the command again: what it left half done is "
+                          "redone") from exc
         lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
         causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
         cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
         cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
+        if any(sign in cause for sign in _UNREACHABLE):
+            cause += " (a service does not answer: is the stack up? `debl stack status`)"
         raise ServiceError(f"{what} failed: {cause}") from exc
+
+
+# What the Hadoop and HBase clients say when HDFS, HBase or ZooKeeper does not answer.
+_UNREACHABLE = ("Connection refused", "ConnectException", "ConnectionLoss", "FailedServer",
+                "Could not obtain block", "could only be written to 0", "timed out",
+                "SocketTimeoutException")
+
+
+def _jvm_gone(exc: BaseException) -> bool:
+    """Whether py4j lost its JVM rather than the JVM throwing: the gateway's process has ended,
+    or *exc* (or what it was raised from) is a closed or refused gateway connection. (py4j turns
+    a connection lost in a call into a plain Py4JError "An error occurred while calling ...":
+    the process is what tells.)"""
+    # lazy import: as spark_session's; only a failed JVM call gets here
+    from py4j.protocol import Py4JNetworkError
+    from pyspark import SparkContext  # lazy import: as the line above
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is not None:
+        return True
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (Py4JNetworkError, ConnectionError)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+class _LostGatewayTrace(logging.Filter):
+    """Drops py4j's "Exception while sending command." records: py4j logs a lost JVM
+    connection with its whole traceback on the root logger, which a user takes for a crash;
+    call_jvm reports the JVM's death itself (JvmGone)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.getMessage().startswith("Exception while sending command")
+                    and "py4j" in record.pathname)
+
+
+logging.getLogger().addFilter(_LostGatewayTrace())

@@ -39,13 +39,15 @@ class FileStatus:
 
 
 class WebHDFS:
-    """WebHDFS client for the configured NameNode. Cheap to create; holds no connection."""
+    """WebHDFS client for the configured NameNode. Cheap to create; holds no connection. Each
+    socket operation waits at most *timeout* seconds (default ``service_timeout``)."""
 
-    def __init__(self, config: Config, timeout: float = 120.0):
+    def __init__(self, config: Config, timeout: float | None = None):
         parsed = urllib.parse.urlparse(config.hdfs_uri)
         self.host = parsed.hostname or "127.0.0.1"
         self.port = config.hdfs_http_port
-        self.timeout = timeout
+        # Per socket operation: a NameNode or DataNode silent this long fails the request.
+        self.timeout = config.service_timeout if timeout is None else timeout
         self.user = getpass.getuser()
         # (host, port, query parameters but offset and length) of the last OPEN's DataNode
         self._datanode: tuple[str, int, dict[str, str]] | None = None
@@ -68,15 +70,28 @@ class WebHDFS:
                 conn.request(method, url, body=body, encode_chunked=True,
                              headers={"Transfer-Encoding": "chunked",
                                       "Content-Type": "application/octet-stream"})
-            return conn.getresponse()
-        except OSError as exc:
+            resp = conn.getresponse()
+            resp.debl_server = f"{_who(host)} at {host or self.host}:{port or self.port}"
+            return resp
+        except (OSError, http.client.HTTPException) as exc:
             conn.close()
-            raise ServiceError(f"HDFS at {self.host}:{self.port} did not answer: {exc}; "
+            raise ServiceError(f"{_who(host)} at {host or self.host}:{port or self.port} did "
+                               f"not answer: {exc or type(exc).__name__}; is the stack up "
+                               "(`debl stack status`)?") from exc
+
+    def _body(self, resp: http.client.HTTPResponse, amount: int | None = None) -> bytes:
+        """Read (part of) a response's body; a connection that breaks or stalls midway is a
+        ServiceError naming the server, never a raw socket error."""
+        try:
+            return resp.read(amount)
+        except (OSError, http.client.HTTPException) as exc:
+            server = getattr(resp, "debl_server", f"HDFS at {self.host}:{self.port}")
+            raise ServiceError(f"{server} broke off a transfer: {exc or type(exc).__name__}; "
                                "is the stack up (`debl stack status`)?") from exc
 
     def _json(self, method: str, path: str, op: str, **params: object) -> dict:
         resp = self._request(method, self._url(path, op, **params))
-        data = resp.read()
+        data = self._body(resp)
         if resp.status >= 400:
             raise ServiceError(_remote_error(op, path, resp.status, data))
         return json.loads(data) if data else {}
@@ -85,9 +100,9 @@ class WebHDFS:
                     **params: object) -> http.client.HTTPResponse:
         first = self._request(method, self._url(path, op, **params))
         if first.status != 307:
-            data = first.read()
+            data = self._body(first)
             raise ServiceError(_remote_error(op, path, first.status, data))
-        first.read()
+        self._body(first)
         target = urllib.parse.urlparse(first.getheader("Location"))
         if op == "OPEN" and target.hostname and target.port:
             self._datanode = (target.hostname, target.port, {
@@ -96,14 +111,15 @@ class WebHDFS:
         resp = self._request(method, f"{target.path}?{target.query}", target.hostname,
                              target.port, body)
         if resp.status >= 400:
-            raise ServiceError(_remote_error(op, path, resp.status, resp.read()))
+            raise ServiceError(_remote_error(op, path, resp.status, self._body(resp)))
         return resp
 
     # -- operations
 
     def write(self, path: str, data: bytes | Iterable[bytes], overwrite: bool = False) -> None:
         """Create *path* with *data* (bytes, or an iterable of byte blocks sent as they come)."""
-        self._redirected("PUT", path, "CREATE", body=data, overwrite=str(overwrite).lower()).read()
+        self._body(self._redirected("PUT", path, "CREATE", body=data,
+                                    overwrite=str(overwrite).lower()))
 
     def write_atomic(self, path: str, data: bytes | Iterable[bytes]) -> None:
         """Write to ``path + '._COPYING_'`` then rename over *path*: never a half file."""
@@ -112,7 +128,7 @@ class WebHDFS:
         self.rename(tmp, path, overwrite=True)
 
     def read(self, path: str) -> bytes:
-        return self._redirected("GET", path, "OPEN").read()
+        return self._body(self._redirected("GET", path, "OPEN"))
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """Exactly *length* bytes of *path* from *offset* (one ranged OPEN); ServiceError if the
@@ -121,7 +137,8 @@ class WebHDFS:
             return b""
         data = self._read_from_datanode(path, offset, length)
         if data is None:
-            data = self._redirected("GET", path, "OPEN", offset=offset, length=length).read()
+            data = self._body(self._redirected("GET", path, "OPEN", offset=offset,
+                                               length=length))
         if len(data) != length:
             raise ServiceError(f"HDFS OPEN {path} at {offset}: {len(data)} bytes instead of "
                                f"{length}: the file is shorter than expected (did it change?)")
@@ -156,7 +173,7 @@ class WebHDFS:
         if length is not None:
             params["length"] = length
         resp = self._redirected("GET", path, "OPEN", **params)
-        while data := resp.read(block):
+        while data := self._body(resp, block):
             yield data
 
     def mkdirs(self, path: str) -> None:
@@ -174,7 +191,7 @@ class WebHDFS:
 
     def status(self, path: str) -> FileStatus | None:
         resp = self._request("GET", self._url(path, "GETFILESTATUS"))
-        data = resp.read()
+        data = self._body(resp)
         if resp.status == 404:
             return None
         if resp.status >= 400:
@@ -184,6 +201,11 @@ class WebHDFS:
     def list(self, path: str) -> list[FileStatus]:
         statuses = self._json("GET", path, "LISTSTATUS")["FileStatuses"]["FileStatus"]
         return [_status(f"{path.rstrip('/')}/{s['pathSuffix']}", s) for s in statuses]
+
+
+def _who(datanode_host: str | None) -> str:
+    """Which HDFS server a request went to: the NameNode, or (after a redirect) a DataNode."""
+    return "HDFS" if datanode_host is None else "HDFS DataNode"
 
 
 def _status(path: str, s: dict) -> FileStatus:

@@ -111,13 +111,16 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
                  bucket_dir: str) -> DistResult:
     """Run dist_ch on one chunk, one Spark task per slice, bucketing by *bucket_map*."""
     sc = spark.sparkContext
-    sc.setJobGroup(f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
+    call_jvm("dist_ch", sc.setJobGroup, f"dist_ch-{chunk.chunk_no}",
+             f"dist_ch chunk {chunk.chunk_no}")
     # The tasks' line reader takes the limit from the Hadoop settings they are given.
-    sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", config.max_line_bytes)
+    call_jvm("dist_ch", lambda: sc._jsc.hadoopConfiguration().setLong(
+        "debl.max.line.bytes", config.max_line_bytes))
     uri = f"{config.hdfs_uri}{chunk.path}"
     slices = "\n".join(f"{offset}\t{line}" for offset, line in chunk.slices)
     segments = "\n".join(f"{s.file_seq}\t{s.first_line}\t{s.lines}\t{s.chunk_line}"
                          for s in chunk.segments)
-    report = call_jvm("dist_ch", sc._jvm.debl.jobs.DistCh.bucket, sc._jsc, uri, slices, segments,
-                      bucket_map.to_json(), f"{config.hdfs_uri}{bucket_dir}", chunk.chunk_no)
+    report = call_jvm("dist_ch", lambda: sc._jvm.debl.jobs.DistCh.bucket(
+        sc._jsc, uri, slices, segments, bucket_map.to_json(), f"{config.hdfs_uri}{bucket_dir}",
+        chunk.chunk_no))
     return _chunk_result(chunk, report, config.max_line_bytes)

@@ -31,13 +31,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt,
-                      wait_exponential)
+from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
+                      retry_if_not_exception_type, wait_exponential)
 
 from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
-from debl.errors import DeblError, GenHFLockHeld, ServiceError
-from debl.spark import spark_session, task_heap
+from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
+from debl.faultpoints import reached
+from debl.spark import call_jvm, spark_session, task_heap
 from debl.webhdfs import WebHDFS
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
@@ -163,7 +164,7 @@ class GenHF:
             return None
         t0 = time.time()
         try:
-            rows, cells, per_bucket, phases = self._convert(run_id, chosen)
+            rows, cells, per_bucket, phases = self._convert(load.load_id, run_id, chosen)
         except BaseException as exc:
             # Only the buckets this run still holds: a new load may have replaced them.
             self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000],
@@ -223,18 +224,23 @@ class GenHF:
                 self.catalog.set_job_state([b.b_index], "failed", run_id, error=str(error))
                 raise error
 
-    def _convert(self, run_id: str, chosen: list[Bucket]):
+    def _convert(self, load_id: str, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one
-        bulk load."""
+        bulk load. Both steps are recorded in ``debl_phases`` under the load, item the run id
+        (``debl status`` shows them; a kill leaves the step it hit open)."""
         config = self.config
-        self.spark.sparkContext.setJobGroup(f"gen_HF-{run_id}", f"gen_HF run {run_id}")
+        call_jvm("gen_HF", self.spark.sparkContext.setJobGroup, f"gen_HF-{run_id}",
+                 f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
+        self.catalog.phase_start(load_id, "hfiles", run_id)
         out = f"{config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
         written = write_bucket_hfiles(
             self.spark, [[f"{config.hdfs_uri}{p}" for p in self.catalog.bucket_paths(b.b_index)]
                          for b in chosen], f"{config.hdfs_uri}{out}", config.hbase_table)
         phases["hfiles"] = time.time() - t
+        self.catalog.phase_end(load_id, "hfiles", run_id, bytes=sum(b.bytes for b in chosen),
+                               rows=sum(w.rows for w in written))
         for b, w in zip(chosen, written):
             if w.rows != b.rows:  # before the bulk load: nothing of it becomes visible
                 raise DeblError(f"bucket {b.b_index}: {w.rows} rows in its HDFS files, the bucket "
@@ -242,9 +248,12 @@ class GenHF:
                                 "them (see debl verify); reload the input")
         t = time.time()
         cells = sum(w.winners for w in written)
+        self.catalog.phase_start(load_id, "bulkload", run_id)
         if cells:
             bulk_load(self.spark, config, f"{config.hdfs_uri}{out}")
         phases["bulkload"] = time.time() - t
+        self.catalog.phase_end(load_id, "bulkload", run_id, rows=cells)
+        reached(config, "bulk-loaded")
         WebHDFS(config).delete(out, recursive=True)
         per_bucket = {b.b_index: (w.winners, w.checksum) for b, w in zip(chosen, written)}
         return sum(w.rows for w in written), cells, per_bucket, phases
@@ -257,15 +266,23 @@ class GenHF:
         A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
         buckets ``failed`` and is retried (through tenacity) after 2, 4, 8... times
         ``poll_interval``, at most a minute; the error is raised when the run fails again after
-        RETRIES retries. Any other error (a bucket whose files disagree with the index) is
-        raised at once: retrying cannot fix it."""
+        RETRIES retries, or once runs have failed for ``service_timeout``. Any other error (a bucket whose files disagree with the index, a dead
+        Spark JVM: JvmGone) is raised at once: retrying cannot fix it."""
         retrying = Retrying(
-            retry=retry_if_exception_type(ServiceError), stop=stop_after_attempt(RETRIES + 1),
+            # A dead Spark JVM stays dead: no retry in this process can run a job.
+            retry=retry_if_exception_type(ServiceError) & retry_if_not_exception_type(JvmGone),
+            stop=self._gives_up,
             wait=wait_exponential(multiplier=2 * self.config.poll_interval, max=MAX_PAUSE_S),
             before_sleep=self._report_retry, reraise=True)
         runs = 0
         while not should_stop():
-            result = retrying(self.run_once)
+            try:
+                result = retrying(self.run_once)
+            except ServiceError as exc:
+                exc.add_note("gen_HF stopped; once that is fixed (`debl stack up` for a service "
+                             "of the stack), start `debl gen-hf` again: it redoes the buckets "
+                             "left running or failed")
+                raise
             if result is not None:
                 runs += 1
                 on_run(result)
@@ -275,6 +292,17 @@ class GenHF:
                 break
             time.sleep(self.config.poll_interval)
         return runs
+
+    def _gives_up(self, state: RetryCallState) -> bool:
+        """Whether serve() stops retrying: after RETRIES retries, or once runs have failed for
+        ``service_timeout`` since the first failure (a service that stays away ends gen_HF
+        within a few service_timeouts, each failed run having waited up to one or two, not
+        after every retry; a long run that fails once is still retried)."""
+        first = getattr(state, "debl_first_failure", None)
+        if first is None:
+            first = state.debl_first_failure = state.outcome_timestamp
+        return (state.attempt_number > RETRIES
+                or state.outcome_timestamp - first >= self.config.service_timeout)
 
     def _report_retry(self, state: RetryCallState) -> None:
         self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "

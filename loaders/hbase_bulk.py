@@ -29,14 +29,21 @@ from debl.store.hbase_layout import FAMILY, id1_boundary
 
 
 def hbase_settings(config: Config) -> dict[str, str]:
-    """The HBase client settings of the configured cluster."""
+    """The HBase client settings of the configured cluster. An HBase (or its ZooKeeper) that
+    does not answer fails a call after about ``service_timeout``: ZooKeeper's session timeout
+    (90 s by default, per attempt) and HBase's operation timeout (20 minutes by default) are
+    bounded by it."""
+    ms = str(round(config.service_timeout * 1000))
     return {
         "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
         "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
         "fs.defaultFS": config.hdfs_uri,
-        # Give up within about a minute, not after the default 15 retries, when HBase is down.
         "hbase.client.retries.number": "10",
         "zookeeper.recovery.retry": "1",
+        "zookeeper.session.timeout": ms,
+        "hbase.client.operation.timeout": ms,
+        "hbase.client.meta.operation.timeout": ms,
+        "hbase.rpc.timeout": ms,
         # A run may bring many buckets' files into one region (bulkLoad-hbase: all of them).
         "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": "1024",
     }
@@ -57,18 +64,19 @@ def create_table(spark, config: Config, split_keys: Sequence[bytes],
     """Create the link table pre-split at ``split_keys`` (``bucket_split_keys``); False if it
     exists already (left unchanged)."""
     keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
-    return bool(call_jvm("HBase table creation", spark.sparkContext._jvm.debl.jobs.Tables.createPresplit,
-                         table or config.hbase_table, FAMILY.decode(), keys,
-                         hbase_settings(config)))
+    return bool(call_jvm("HBase table creation",
+                         lambda: spark.sparkContext._jvm.debl.jobs.Tables.createPresplit(
+                             table or config.hbase_table, FAMILY.decode(), keys,
+                             hbase_settings(config))))
 
 
 def split_keys(spark, config: Config, table: str | None = None) -> list[bytes]:
     """The table's region start keys (without the first region's empty one)."""
-    return [bytes(k) for k in call_jvm("HBase region lookup", _bulk(spark).splitKeys,
-                                       table or config.hbase_table, hbase_settings(config))]
+    return [bytes(k) for k in call_jvm("HBase region lookup", lambda: _bulk(spark).splitKeys(
+        table or config.hbase_table, hbase_settings(config)))]
 
 
 def bulk_load(spark, config: Config, hfile_dir: str, table: str | None = None) -> int:
     """Load every HFile under ``hfile_dir`` into the table; returns the number of HFiles loaded."""
-    return int(call_jvm("HBase bulk load", _bulk(spark).load, table or config.hbase_table, hfile_dir,
-                        hbase_settings(config)))
+    return int(call_jvm("HBase bulk load", lambda: _bulk(spark).load(
+        table or config.hbase_table, hfile_dir, hbase_settings(config))))

@@ -104,9 +104,9 @@ def write_bucket_hfiles(spark, buckets: Sequence[Sequence[str]], out_dir: str,
             raise ValueError(f"a bucket needs at least one path prefix without tab or newline: "
                              f"{prefixes!r}")
     sc = spark.sparkContext
-    written = call_jvm("gen_HF's HFile writing", sc._jvm.debl.jobs.BucketHFiles.write, sc._jsc,
-                       "\n".join("\t".join(prefixes) for prefixes in buckets), out_dir,
-                       table_name, bytearray(FAMILY), bytearray(QUALIFIER), CELL_TS)
+    paths = "\n".join("\t".join(prefixes) for prefixes in buckets)
+    written = call_jvm("gen_HF's HFile writing", lambda: sc._jvm.debl.jobs.BucketHFiles.write(
+        sc._jsc, paths, out_dir, table_name, bytearray(FAMILY), bytearray(QUALIFIER), CELL_TS))
     found: dict[int, BucketHFiles] = {}
     for line in filter(None, written.split("\n")):
         index, winners, rows, checksum = (int(f) for f in line.split("\t"))

@@ -50,7 +50,9 @@ from pathlib import Path
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
-from debl.errors import BadInputError, DeblError, LoadStateError
+from debl.errors import (BadInputError, DeblError, LoadStateError, ServiceError,
+                         SourceError)
+from debl.faultpoints import reached
 from debl.spark import spark_session
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
@@ -193,15 +195,19 @@ def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: st
                                 "max_bad": max_bad}, started=t_start)
             catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                                  seq in hot_seqs) for seq, f in files])
-            # Nothing of the old dataset is destroyed while a coordinator may still read it.
-            _wait_for_coordinators(config, catalog, load_id, progress)
-            chunk_dir, bucket_dir = hdfs_paths(config, load_id)
-            hdfs.delete(bucket_dir, recursive=True)
-            hdfs.mkdirs(bucket_dir)
-            if bucket_map is not None:
-                catalog.set_bucket_map(load_id, bucket_map)
-            if not hot_seqs:  # a hot path replaces the link table; without one, it is emptied
-                _empty_link_table(config)
+            try:
+                # Nothing of the old dataset is destroyed while a coordinator may still read it.
+                _wait_for_coordinators(config, catalog, load_id, progress)
+                chunk_dir, bucket_dir = hdfs_paths(config, load_id)
+                hdfs.delete(bucket_dir, recursive=True)
+                hdfs.mkdirs(bucket_dir)
+                if bucket_map is not None:
+                    catalog.set_bucket_map(load_id, bucket_map)
+                if not hot_seqs:  # a hot path replaces the link table; without one, emptied
+                    _empty_link_table(config)
+            except BaseException as exc:
+                _failed(config, load_id, source_spec, exc)
+                raise
 
     hot = [(seq, f) for seq, f in files if seq in hot_seqs]
     cold = [(seq, f) for seq, f in files if seq not in hot_seqs]
@@ -250,8 +256,7 @@ def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: st
     except BaseException as exc:
         # Threads still writing would race a later load of this process: let them finish.
         background.shutdown(wait=True)
-        with Catalog(config) as catalog:
-            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+        _failed(config, load_id, source_spec, exc)
         raise
     finally:
         background.shutdown(wait=True)  # its threads have ended by now: returns at once
@@ -262,6 +267,22 @@ def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: st
         summary.phases = phase_sums(catalog.phases(load_id))
         catalog.update_load(load_id, state="up", uptime=t_up, summary=summary.as_dict())
     return summary
+
+
+def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) -> None:
+    """Record the load as failed, and tell the user how to go on: a load stopped by a service
+    or its source continues where it stopped (docs/LOADING.md, "Resume"). If MySQL itself is
+    what failed, the state cannot be recorded; the load stays ``running``, which a resume
+    takes as well."""
+    try:
+        with Catalog(config) as catalog:
+            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+    except ServiceError:
+        pass  # the original error says what happened; it is the one raised
+    if isinstance(exc, (ServiceError, SourceError)):
+        exc.add_note(f"load {load_id} stopped there; once that is fixed (`debl stack up` for a "
+                     f"service of the stack), continue it: debl load {source_spec} --resume "
+                     f"{load_id}")
 
 
 def phase_sums(phases: list[Phase]) -> dict[str, float]:
@@ -318,6 +339,7 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
                 result = load_hot(config, source, hot, part, max_bad, progress=progress.hot)
             finally:  # before the phase counts as done; a failed one's rejects stay readable
                 part.commit()
+        reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:
             catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
         # One transaction: a resume skips the hot path once its phase has ended, so the key
@@ -388,10 +410,12 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 catalog.phase_start(load_id, "dist_ch", f"{chunk.chunk_no:05d}")
                 t0 = time.time()
                 result = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, bucket_dir)
+                reached(config, "dist_ch-done")
                 rejects.write_part(chunk_part(chunk.chunk_no),
                                    [(r.file, r.line_no, r.reason, r.line) for r in result.rejects])
                 catalog.record_bucket_chunks(load_id, chunk.chunk_no, bucket_map, result.parts,
                                              bucket_dir)
+                reached(config, "index-recorded")
                 catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
                 catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
                                   bytes=chunk.bytes, rows=result.rows)

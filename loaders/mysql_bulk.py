@@ -72,7 +72,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     """
     table, staging = config.link_table, f"{config.link_table}_staging"
     result = HotResult()
-    conn = connect(config, local_infile=True)
+    conn = connect(config, local_infile=True, bulk=True)
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS `{table}`")

@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("debl.bench", "application"),
     ("debl.report", "application"),
     ("debl.workload", "application"),  # LinkBench's generator and query client, and its targets
+    ("debl.faults", "application"),  # the fault campaign (scripts/faults.py)
     # pipeline and query side
     ("loaders", "pipeline"),
     ("coordinator", "query"),

@@ -83,6 +83,12 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
         with GenHF(config) as gen_hf:
             first = gen_hf.run_once()
         assert sorted(first.buckets) == sorted(hot_pair)
+        with Catalog(config) as catalog:  # the run's two steps, recorded under the load
+            steps = {(p.phase, p.item): p for p in catalog.phases(catalog.load().load_id)}
+        for step in ("hfiles", "bulkload"):
+            assert steps[step, first.run_id].ended is not None
+        assert steps["hfiles", first.run_id].ended <= steps["bulkload", first.run_id].started
+        assert steps["bulkload", first.run_id].rows == first.cells
         for t in threads:
             t.join(timeout=30)
         assert len(answers) == len(keys)
@@ -96,6 +102,39 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
             assert answered_at - ended < POLL + 5.0
         stats = coordinator.stats()
         assert stats.buffered >= len(keys)
+
+
+def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
+    """kill -9 of gen-hf's Spark driver JVM in a run: the command ends (no retries against a
+    JVM that is gone) with a one-line message, no traceback; a later gen-hf finishes the work
+    (test_gen_hf_killed_mid_run_... below, and the campaign's gen-hf-jvm target)."""
+    from debl.faults import procs
+
+    config = online[0]
+    env = procs.config_env(config)
+    proc = subprocess.Popen([sys.executable, "-m", "debl", "gen-hf", "--until-complete"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        jvm = None
+        while time.time() < deadline and proc.poll() is None:
+            with Catalog(config) as catalog:
+                running = any(s == "running" for s in catalog.job_states().values())
+            jvm = procs.spark_jvm(procs.tree(proc.pid))
+            if running and jvm is not None:
+                break
+            time.sleep(0.05)
+        assert jvm is not None and proc.poll() is None, "gen-hf never started a run"
+        procs.kill([jvm])
+        output = proc.communicate(timeout=120)[0].decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, output
+    assert "Traceback" not in output and "retry 1 of" not in output, output
+    assert "Error: " in output and "Spark driver JVM of this process is gone" in output, output
 
 
 def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online):

@@ -276,6 +276,20 @@ def test_matches_memory_store(real_store: LinkStore, batches, queries) -> None:
                 == list(oracle.scan_newest_first(base + id1, LT + lt)))
 
 
+def test_scan_id1_range_reads_every_row_of_the_range(real_store: LinkStore, ns: int) -> None:
+    """Hidden rows included, ids outside the range excluded, one row per key, more rows than a
+    page (what a check of a whole store against the reference reads)."""
+    inside = [L(ns + 1, id2, 10 + id2 % 7, vis=id2 % 2) for id2 in range(1, 12_002)]
+    inside += [L(ns + 2, 5, 3, lt=LT + 1), L(ns + 3, 6, 4, data=b"\x00\xff")]
+    outside = [L(ns, 1, 1), L(ns + 4, 1, 1)]
+    real_store.write_links([(link, Origin(0, 0, 0)) for link in inside + outside])
+    real_store.write_links([(L(ns + 1, 7, 99, version=3), Origin(0, 0, 0))])  # replaces one
+    want = {l.key: l for l in inside} | {(ns + 1, LT, 7): L(ns + 1, 7, 99, version=3)}
+    got = list(real_store.scan_id1_range(ns + 1, ns + 3))
+    assert len(got) == len(want)
+    assert {l.key: l for l in got} == want
+
+
 def test_concurrent_queries(store: LinkStore, ns: int) -> None:
     rnd = random.Random(7)
     links = [Link(ns + rnd.randrange(20), LT, rnd.randrange(200), int(rnd.random() < 0.9),

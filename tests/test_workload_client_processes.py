@@ -125,3 +125,61 @@ def test_two_processes_against_mysql_answer_exactly_the_reference(stack_config):
     finally:
         with MySQLStore(stack_config, table=TABLE) as store:
             store.drop_table()
+
+
+class Stuck:
+    """A target whose every query waits for ever, as one buffered on a bucket nobody loads."""
+
+    def get_link_list(self, id1: int, link_type: int) -> list[Link]:
+        threading.Event().wait()
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+_KILLED_CLIENT = """
+import functools, sys
+sys.path.insert(0, {root!r})
+from debl.workload.client import ClientSpec, TargetSource, run_client
+from debl.workload.requests import RequestSpec
+from tests.test_workload_client_processes import Stuck
+run_client(TargetSource(open=functools.partial(Stuck)),
+           ClientSpec(RequestSpec(max_id=100, seed=1), threads=2, total=4, processes=2))
+"""
+
+
+def test_worker_processes_end_with_a_client_killed_by_sigkill(tmp_path):
+    """kill -9 of the client while its workers' queries wait: the workers, their forkserver and
+    the resource tracker end too (no orphan keeps a coordinator's queries waiting for ever)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from debl.faults import procs
+
+    root = str(Path(__file__).resolve().parents[1])
+    client = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT.format(root=root)],
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list = []
+        while len(workers) < 2 and time.monotonic() < deadline and client.poll() is None:
+            time.sleep(0.2)
+            tree = procs.tree(client.pid)
+            forkservers = {p.pid for p in tree if "forkserver" in p.cmdline
+                           and p.ppid == client.pid}
+            workers = [p for p in tree if p.ppid in forkservers]
+        assert len(workers) == 2, "the workers never started"
+        time.sleep(1.0)  # their queries are waiting now
+        tree = procs.tree(client.pid)
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait()
+        left = procs.survivors(tree[1:], grace=15.0)
+        procs.kill(left)
+        assert left == [], [p.describe() for p in left]
+    finally:
+        os.killpg(client.pid, signal.SIGKILL) if client.poll() is None else None

@@ -57,7 +57,7 @@ class GenHFProcess:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "debl", "gen-hf", "--until-complete", "--order",
-                 self.order], env=config_env(self.config), stdout=out,
+                 self.order, "--exit-with-parent"], env=config_env(self.config), stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def start(self) -> None:

@@ -28,7 +28,9 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except DeblError as exc:
-            raise click.ClickException(str(exc)) from exc
+            # Notes (``add_note``) say what to do next, e.g. how to resume a load.
+            raise click.ClickException("\n".join([str(exc), *getattr(exc, "__notes__", ())])
+                                       ) from exc
 
     return wrapper
 

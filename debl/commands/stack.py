@@ -7,7 +7,7 @@ import json
 import click
 
 from debl.commands.common import config_of, friendly_errors
-from debl.stack.stack import stack_down, stack_status, stack_up
+from debl.stack.stack import stack_down, stack_start, stack_status, stack_stop, stack_up
 
 
 @click.group()
@@ -32,6 +32,28 @@ def up(ctx: click.Context) -> None:
 def down(ctx: click.Context) -> None:
     """Stop every service cleanly; data is kept under the state directory."""
     stack_down(config_of(ctx), report=click.echo)
+
+
+@stack.command()
+@click.argument("service")
+@click.option("--crash", is_flag=True, help="SIGKILL at once, as a crash would (default: a "
+              "clean stop).")
+@click.pass_context
+@friendly_errors
+def stop(ctx: click.Context, service: str, crash: bool) -> None:
+    """Stop one SERVICE (mariadb, hdfs, hbase) or daemon (namenode, datanode, hbase-master,
+    thrift); the others keep running. `debl stack start SERVICE` or `debl stack up` brings it
+    back."""
+    stack_stop(config_of(ctx), service, crash=crash, report=click.echo)
+
+
+@stack.command()
+@click.argument("service")
+@click.pass_context
+@friendly_errors
+def start(ctx: click.Context, service: str) -> None:
+    """Start one SERVICE (or the service of a daemon) and wait until it answers."""
+    stack_start(config_of(ctx), service, report=click.echo)
 
 
 @stack.command()

@@ -78,13 +78,14 @@ class Daemon:
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
 
-    def stop(self, timeout: float = 60.0) -> bool:
-        """SIGTERM, wait up to timeout, then SIGKILL. Returns True if a process was stopped."""
+    def stop(self, timeout: float = 60.0, crash: bool = False) -> bool:
+        """SIGTERM, wait up to timeout, then SIGKILL (with *crash*: SIGKILL at once, as a crash
+        would). Returns True if a process was stopped."""
         pid = self.pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGKILL if crash else signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.2)

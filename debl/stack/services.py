@@ -89,6 +89,8 @@ class Service(ABC):
     """One service of the local stack."""
 
     name: str
+    #: Services whose daemons this one keeps files open on; restarted when one of them is.
+    lives_on: tuple[str, ...] = ()
 
     def __init__(self, config: Config):
         self.config = config
@@ -415,6 +417,7 @@ class HDFS(JvmService):
 
 class HBase(JvmService):
     name = "HBase"
+    lives_on = ("HDFS",)
 
     @property
     def daemons(self) -> list[Daemon]:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from debl.config import Config
+from debl.errors import ConfigError
+from debl.stack.daemon import Daemon
 from debl.stack.services import Health, Service, all_services
 
 # JVM services need a while on 2 cores: HBase's master waits for HDFS to leave safe mode and
@@ -32,14 +34,22 @@ class ServiceStart:
 def stack_up(config: Config, report: Callable[[str], None] = lambda _: None) -> list[ServiceStart]:
     """Start every service that is not answering and wait until all answer."""
     results = []
+    started: set[str] = set()
     for service in all_services(config):
         t0 = time.monotonic()
-        already = service.running() and _answers(service)
-        if already:
+        below = started & set(service.lives_on)
+        if below and service.running():
+            # It answers reads, but its open files (HBase's write-ahead log) point at the
+            # daemons that died: its next write would abort it. Start it again on fresh ones.
+            report(f"{service.name}: restarting ({', '.join(sorted(below))} under it was "
+                   "started again)")
+            service.stop()
+        elif service.running() and _answers(service):
             results.append(ServiceStart(service.name, 0.0, True, "already up"))
             report(f"{service.name}: already up")
             continue
         report(f"{service.name}: starting")
+        started.add(service.name)
         service.start()
         detail = service.wait_healthy(START_TIMEOUT[service.name])
         results.append(ServiceStart(service.name, time.monotonic() - t0, False, detail))
@@ -53,6 +63,59 @@ def stack_down(config: Config, report: Callable[[str], None] = lambda _: None) -
             report(f"{service.name}: stopped")
         else:
             report(f"{service.name}: was not running")
+
+
+def _find(config: Config, name: str) -> tuple[Service, list[Daemon]]:
+    """A service by its name (``mariadb``, ``hdfs``, ``hbase``: all its daemons) or one daemon
+    by its own (``namenode``, ``datanode``, ``hbase-master``, ``thrift``)."""
+    services = all_services(config)
+    for service in services:
+        if service.name.lower() == name.lower():
+            return service, service.daemons
+        for daemon in service.daemons:
+            if daemon.name == name.lower():
+                return service, [daemon]
+    raise ConfigError(f"no service or daemon {name!r} in the stack: choose one of "
+                      f"{', '.join(service_names(config))}")
+
+
+def service_names(config: Config) -> list[str]:
+    """What ``stack_stop`` and ``stack_start`` accept: services, then single daemons."""
+    services = all_services(config)
+    return ([s.name.lower() for s in services]
+            + [d.name for s in services for d in s.daemons if len(s.daemons) > 1])
+
+
+def stack_stop(config: Config, name: str, crash: bool = False,
+               report: Callable[[str], None] = lambda _: None) -> bool:
+    """Stop one service or daemon (SIGTERM, then SIGKILL after a while; with *crash*
+    SIGKILL at once, as a crash would); the rest of the stack keeps running. True if anything
+    was running. For fault trials (docs/RELIABILITY.md) and maintenance; HBase lives on HDFS, so
+    stopping HDFS under a running HBase takes HBase down with it."""
+    _, daemons = _find(config, name)
+    stopped = False
+    for daemon in reversed(daemons):
+        if daemon.stop(crash=crash):
+            report(f"{daemon.name}: {'killed' if crash else 'stopped'}")
+            stopped = True
+        else:
+            report(f"{daemon.name}: was not running")
+    return stopped
+
+
+def stack_start(config: Config, name: str, report: Callable[[str], None] = lambda _: None
+                ) -> ServiceStart:
+    """Start what is not running of the service *name* belongs to (a daemon's name starts
+    its whole service: HDFS for ``datanode``) and wait until it answers."""
+    service, _ = _find(config, name)
+    t0 = time.monotonic()
+    if service.running() and _answers(service):
+        report(f"{service.name}: already up")
+        return ServiceStart(service.name, 0.0, True, "already up")
+    service.start()
+    detail = service.wait_healthy(START_TIMEOUT[service.name])
+    report(f"{service.name}: up in {time.monotonic() - t0:.1f} s ({detail})")
+    return ServiceStart(service.name, time.monotonic() - t0, False, detail)
 
 
 def stack_status(config: Config) -> list[Health]:

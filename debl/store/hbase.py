@@ -63,19 +63,23 @@ class HBaseStore(LinkStore):
     """LinkStore on an HBase table (``config.hbase_table``, or *table*) via Thrift.
 
     Thread-safe: up to *pool_size* threads run calls at once, others wait for a connection
-    (at most *acquire_timeout* seconds, then ServiceError). *timeout_ms* bounds each Thrift call.
+    (at most *acquire_timeout* seconds, then ServiceError). *timeout_ms* bounds each Thrift
+    call. Both default to ``service_timeout``; a call that times out is not retried (the
+    server is there but stuck: a retry would only double the wait).
     """
 
     def __init__(self, config: Config, table: str | None = None, pool_size: int = 32,
-                 timeout_ms: int = 120_000, acquire_timeout: float = 120.0) -> None:
+                 timeout_ms: int | None = None, acquire_timeout: float | None = None) -> None:
         if table is not None:
             config = config.replace(hbase_table=table)  # Config validates the identifier
         self.config = config
         self.table = config.hbase_table
         self._name = self.table.encode()
         self._pool_size = pool_size
-        self._timeout_ms = timeout_ms
-        self._acquire_timeout = acquire_timeout
+        self._timeout_ms = (round(config.service_timeout * 1000) if timeout_ms is None
+                            else timeout_ms)
+        self._acquire_timeout = (config.service_timeout if acquire_timeout is None
+                                 else acquire_timeout)
         self._pool: happybase.ConnectionPool | None = None
         self._lock = threading.Lock()
 
@@ -108,6 +112,10 @@ class HBaseStore(LinkStore):
             except happybase.NoConnectionsAvailable as exc:
                 raise ServiceError(f"{self._where}: no free connection in the pool of "
                                    f"{self._pool_size} after {self._acquire_timeout:.0f} s") from exc
+            except TimeoutError as exc:  # socket.timeout: the server took the call and hangs
+                raise ServiceError(f"{self._where}: no answer within {self._timeout_ms / 1000:g}"
+                                   " s (service_timeout); is HBase up? see `debl stack "
+                                   "status`") from exc
             except _LOST as exc:
                 # The pool has already replaced the broken connection (or failed to: then the
                 # retry fails the same way and the error names the server).
@@ -123,7 +131,8 @@ class HBaseStore(LinkStore):
                                        "(create it with create_table() or reset(), or load "
                                        "data)") from exc
                 raise ServiceError(f"{self._where}: {type(exc).__name__}: "
-                                   f"{message.splitlines()[0] if message else ''}") from exc
+                                   f"{message.splitlines()[0] if message else ''} (is HBase "
+                                   "up? see `debl stack status`)") from exc
         raise AssertionError("unreachable")
 
     def close(self) -> None:

@@ -165,6 +165,12 @@ class MySQLStore(LinkStore):
         self._scan_sql = (select + "AND time >= %d" + order).encode()
         self._scan_next_sql = (select + "AND time >= %d AND (time < %d OR (time = %d AND id2 < %d))"
                                + order).encode()
+        # Every row of an id1 range by primary-key-like order (id1, link_type, id2), by keyset.
+        by_key = f" ORDER BY id1, link_type, id2 LIMIT {_SCAN_PAGE}"
+        span = f"SELECT {_COLUMNS} FROM `{self.table}` WHERE id1 BETWEEN %d AND %d"
+        self._range_sql = (span + by_key).encode()
+        self._range_next_sql = (span + " AND (id1, link_type, id2) > (%d, %d, %d)"
+                                + by_key).encode()
 
     # ------------------------------------------------------------------ connections
 
@@ -305,6 +311,19 @@ class MySQLStore(LinkStore):
                 return
             _, _, id2, _, _, time, _ = rows[-1]
             rows = self._read(self._scan_next_sql % (id1, link_type, min_time, time, time, id2))
+
+    def scan_id1_range(self, k_lo: int, k_hi: int) -> Iterator[Link]:
+        """Every row with k_lo <= id1 <= k_hi, hidden ones included, in (id1, link_type, id2)
+        order; pages of 10,000 rows by keyset, as HBaseStore.scan_id1_range (what a check of a
+        whole store against the reference reads)."""
+        k_lo, k_hi = index(k_lo), index(k_hi)
+        rows = self._read(self._range_sql % (k_lo, k_hi))
+        while rows:
+            yield from map(Link._make, rows)
+            if len(rows) < _SCAN_PAGE:
+                return
+            id1, link_type, id2 = rows[-1][:3]
+            rows = self._read(self._range_next_sql % (k_lo, k_hi, id1, link_type, id2))
 
     def write_links(self, links: Iterable[tuple[Link, Origin]]) -> int:
         n, winners = merge_batch(links)

@@ -322,12 +322,29 @@ class _Channels:
     stop: Any  # Event: stop now (Ctrl-C in the parent, or a failed worker)
     clock: Any  # RawArray('q', 2): t0_ns, deadline_ns (or _NO_DEADLINE)
     done: Any  # RawArray('q', processes): requests done so far, per process
+    # The read end of a pipe whose write end only the parent holds: it reads EOF once the
+    # parent is gone, however it ended (kill -9 included).
+    parent_alive: Any = None
+
+
+def _end_with_parent(alive: Any) -> None:
+    """In a worker: block until the parent is gone, then end the worker at once. Its requests
+    may be waiting in the target without a deadline (a coordinator's buffered queries) and
+    nobody is left to read their results (docs/RELIABILITY.md: no orphan of a killed client)."""
+    try:
+        alive.recv()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
 
 
 def _worker(source: TargetSource, spec: ClientSpec, process: int, ch: _Channels) -> None:
     """One worker process: open its target, get ready, run its threads, report."""
     # Ctrl-C reaches the whole process group; the parent decides, and sets ``stop``.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if ch.parent_alive is not None:
+        threading.Thread(target=_end_with_parent, args=(ch.parent_alive,), daemon=True,
+                         name="debl-client-parent").start()
     target = None
     try:
         target = source.open()
@@ -376,8 +393,11 @@ def _run_processes(source: TargetSource, spec: ClientSpec,
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     n = spec.processes
+    # Only this process holds parent_alive's write end (kept open until the workers are
+    # joined); the workers get the read end.
+    alive_r, alive_w = ctx.Pipe(duplex=False)
     ch = _Channels(results=ctx.Queue(), start=ctx.Event(), stop=ctx.Event(),
-                   clock=ctx.RawArray("q", 2), done=ctx.RawArray("q", n))
+                   clock=ctx.RawArray("q", 2), done=ctx.RawArray("q", n), parent_alive=alive_r)
     procs = [ctx.Process(target=_worker, args=(source, spec, i, ch), name=f"debl-client-p{i}",
                          daemon=True) for i in range(n)]
     results: dict[int, tuple[_PartResult, Any]] = {}
@@ -421,6 +441,7 @@ def _run_processes(source: TargetSource, spec: ClientSpec,
         raise
     for p in procs:
         p.join(_STOP_GRACE_S)
+    alive_w.close()  # the workers have ended: their watch may stop
     parts = [results[i][0] for i in range(n)]
     return parts, [results[i][1] for i in range(n)], t0, started_at
 

@@ -1,0 +1,33 @@
+"""Named points where a fault campaign kills the process that reaches them (docs/RELIABILITY.md,
+"Kill campaign"): the windows of a few milliseconds between two steps that a kill at a random
+moment almost never hits, such as between dist_ch's JVM job and the bucket index rows it yields.
+
+``reached(config, name)`` does nothing unless ``config.fault_point`` names that point; then it
+SIGKILLs its own process at once, as ``kill -9`` from outside would. Production runs never set
+``fault_point`` (it is empty by default, and ``scripts/faults.py`` sets it through the
+environment of the one command it aims at).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from debl.config import Config
+
+POINTS = {
+    "dist_ch-done": "a chunk's dist_ch job has written its bucket files; its index rows are not "
+                    "recorded yet",
+    "index-recorded": "a chunk's bucket index rows are recorded; the chunk is not marked "
+                      "bucketed yet",
+    "hot-loaded": "the hot path's rows are in MySQL (merged, indexed); its phase is not ended "
+                  "yet",
+    "bulk-loaded": "a gen_HF run's HFiles are bulk-loaded into HBase; its buckets are not marked "
+                   "loaded yet",
+}
+
+
+def reached(config: Config, name: str) -> None:
+    """Kill this process now if *name* is the configured fault point."""
+    if config.fault_point == name:
+        os.kill(os.getpid(), signal.SIGKILL)

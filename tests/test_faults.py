@@ -1,0 +1,419 @@
+"""The fault campaign (docs/RELIABILITY.md, "Kill campaign" and "Services dying mid-phase"):
+its process handling (pure), one service stopped and started on the real stack, and a CI-sized
+campaign whose every trial must be clean.
+
+The campaign test's size is a parameter: ``DEBL_FAULTS_TRIALS`` trials (default 1) of each
+target in ``DEBL_FAULTS_TARGETS`` (default ``load,gen-hf,coordinator``; ``kills``, ``outages``
+and ``all`` stand for groups, as in ``scripts/faults.py``). On the 2-core machine a trial of a
+load or gen_HF costs a Spark start and a rerun: the default is what fits in about four minutes
+on a quiet machine; ``--trials 20`` of every target is the full campaign
+(``python scripts/faults.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from debl.faults import procs
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _spawn_tree() -> subprocess.Popen:
+    """A parent (sh, in a session of its own) with a child that ignores its parent's death."""
+    return subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"], start_new_session=True)
+
+
+def test_tree_lists_the_descendants_and_survivors_finds_the_orphan():
+    parent = _spawn_tree()
+    try:
+        deadline = time.monotonic() + 10
+        tree = procs.tree(parent.pid)
+        while len(tree) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            tree = procs.tree(parent.pid)
+        assert tree[0].pid == parent.pid
+        assert len(tree) == 3 and all("sleep 60" in p.cmdline for p in tree[1:])
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        left = procs.survivors(tree, grace=0.5)
+        assert {p.pid for p in left} == {p.pid for p in tree[1:]}  # the children outlive it
+        procs.kill(left)
+        assert procs.survivors(left, grace=5.0) == []
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+
+def test_a_reused_pid_is_not_the_same_process():
+    me = procs.tree(os.getpid())[0]
+    assert me.alive()
+    assert not procs.Proc(me.pid, me.ppid, me.start + 1, me.cmdline).alive()
+
+
+def test_clear_failure_wants_a_message_and_no_traceback():
+    def outcome(text: str, hung: bool = False) -> procs.Outcome:
+        return procs.Outcome(["load"], None if hung else 1, 1.0, text, hung)
+
+    assert procs.clear_failure(outcome("Error: MySQL at 127.0.0.1:3316 is not reachable"))
+    assert not procs.clear_failure(outcome("Traceback (most recent call last):\n  ...\n"
+                                           "Error: x"))
+    assert not procs.clear_failure(outcome("Killed"))
+    assert not procs.clear_failure(outcome("Error: x", hung=True))
+
+
+def test_commands_get_the_config_through_the_environment_never_argv(tmp_path):
+    from debl.config import Config
+
+    config = Config(mysql_password="s3cret", mysql_database="debl_x", state_dir=tmp_path)
+    env = procs.config_env(config, DEBL_RAW_AFTER="off")
+    assert env["DEBL_MYSQL_DATABASE"] == "debl_x" and env["DEBL_RAW_AFTER"] == "off"
+    assert env["DEBL_MYSQL_PASSWORD"] == "s3cret"
+    running = procs.start(["stack", "--help"], env, tmp_path / "help.log")
+    outcome = running.wait(120)
+    assert outcome.ok and "s3cret" not in " ".join(running.proc.args)
+
+
+# --------------------------------------------------------------------------- the real stack
+
+
+@pytest.mark.stack
+def test_stack_stop_and_start_one_daemon(stack_config):
+    """Thrift killed alone: the rest keeps running, status says so, start brings it back."""
+    from debl.stack.stack import stack_start, stack_status, stack_stop
+
+    assert stack_stop(stack_config, "thrift", crash=True)
+    health = {h.service: h for h in stack_status(stack_config)}
+    assert health["MariaDB"].healthy and health["HDFS"].healthy
+    assert not health["HBase"].healthy and health["HBase"].pids[1] is None
+    started = stack_start(stack_config, "thrift")
+    assert not started.already_up
+    assert all(h.healthy for h in stack_status(stack_config))
+
+
+@pytest.mark.stack
+def test_stack_stop_names_what_it_knows():
+    from debl.config import Config
+    from debl.errors import ConfigError
+    from debl.stack.stack import stack_stop
+
+    with pytest.raises(ConfigError, match="choose one of mariadb, hdfs, hbase, namenode, "
+                                          "datanode, hbase-master, thrift"):
+        stack_stop(Config(), "zookeeper")
+
+
+@pytest.mark.stack
+def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
+    from debl.faults.campaign import KILLS, markdown, run_campaign
+    from debl.faults.outages import OUTAGES
+
+    registry = {**KILLS, **OUTAGES}
+    groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
+    wanted = os.environ.get("DEBL_FAULTS_TARGETS", "load,gen-hf,coordinator")
+    names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
+    trials = int(os.environ.get("DEBL_FAULTS_TRIALS", "1"))
+    result, rows = run_campaign(stack_config, tmp_path / "campaign",
+                                [registry[n] for n in names], trials, seed=1,
+                                report=lambda text: print(text, file=sys.stderr), answers=100)
+    print(markdown(rows, 1, trials))
+    assert len(result.trials) == len(names) * trials
+    for trial in result.trials:
+        assert trial.clean, (trial.target, trial.landed, trial.problems, trial.examples)
+
+
+# --------------------------------------------------------------------------- hung services
+
+# A call to a hung service must end with an error, not wait: HANG_S is far above the timeout
+# it is given (2 s), so only a call that waits without bound (3600 s before service_timeout)
+# runs into it; no latency is asserted.
+HANG_S = 60.0
+
+
+def _frozen(daemon) -> "contextlib.AbstractContextManager":
+    """SIGSTOP a stack daemon for the block (a server that takes calls and never answers)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def frozen():
+        pid = daemon.pid()
+        assert pid, f"{daemon.name} is not running"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    return frozen()
+
+
+def _within(seconds: float, call):
+    """Run *call* in a thread; its exception (or result), or AssertionError if it is still
+    running after *seconds*."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    future = pool.submit(call)
+    try:
+        return future.exception(timeout=seconds) or future.result()
+    except concurrent.futures.TimeoutError:
+        raise AssertionError(f"still waiting after {seconds:.0f} s: a hang") from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "webhdfs"])
+def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, service):
+    from debl.errors import ServiceError
+    from debl.stack.services import HDFS, HBase, MariaDB
+
+    config = stack_config.replace(service_timeout=2.0)
+    if service.startswith("mysql"):
+        from debl.store.mysql import MySQLStore
+
+        store = MySQLStore(config, table="faults_hung")
+        store.create_table()
+        store.count() if service == "mysql" else store.get_link_list(1, 123456789)  # connected
+        call = store.count if service == "mysql" else lambda: store.get_link_list(1, 123456789)
+        daemon, words = MariaDB(config).daemons[0], "MySQL at"
+    elif service == "thrift":
+        from debl.store.hbase import HBaseStore
+
+        store = HBaseStore(config)
+        store.table_exists()  # connected
+        call, daemon, words = store.table_exists, HBase(config).daemons[1], "HBase Thrift at"
+    else:
+        from debl.webhdfs import WebHDFS
+
+        store = None
+        call = lambda: WebHDFS(config).status("/")  # noqa: E731
+        daemon, words = HDFS(config).daemons[0], "HDFS at"
+    try:
+        with _frozen(daemon):
+            error = _within(HANG_S, call)
+    finally:
+        if store is not None:
+            store.close()
+    assert isinstance(error, ServiceError), error
+    assert words in str(error) and "debl stack status" in str(error)
+
+
+_KILLED_BENCH = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from debl.bench.gen_hf_process import GenHFProcess
+from debl.config import load_config
+gen_hf = GenHFProcess(load_config(), "demand", Path({log!r}))
+gen_hf.start()
+print(gen_hf.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.stack
+def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
+    """The bench's gen-hf subprocess (and its Spark JVM) ends once the bench is killed with
+    kill -9; before, it ran on (holding the dataset's gen_HF lock) waiting for a load."""
+    from pathlib import Path
+
+    import pymysql
+
+    root = str(Path(__file__).resolve().parents[1])
+    config = stack_config.replace(mysql_database="debl_faults_orphan", poll_interval=0.2)
+    conn = pymysql.connect(host=config.mysql_host, port=config.mysql_port,
+                           user=config.mysql_user, password=config.mysql_secret)
+    with conn, conn.cursor() as cur:  # no load: gen-hf waits for one, run after run
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+    env = procs.config_env(config)
+    bench = subprocess.Popen([sys.executable, "-c", _KILLED_BENCH.format(
+        root=root, log=str(tmp_path / "gen-hf.log"))], env=env, stdout=subprocess.PIPE,
+        start_new_session=True)
+    try:
+        gen_hf = int(bench.stdout.readline())
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and procs.spark_jvm(procs.tree(gen_hf)) is None:
+            time.sleep(0.2)
+        tree = procs.tree(gen_hf)
+        assert procs.spark_jvm(tree) is not None, "gen-hf never started its JVM"
+        os.kill(bench.pid, signal.SIGKILL)
+        bench.wait()
+        left = procs.survivors(tree, grace=30.0)
+        procs.kill(left)
+        assert left == [], [p.describe() for p in left]
+    finally:
+        if bench.poll() is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+            bench.wait()
+
+
+class _Proxy:
+    """A TCP proxy to a server, on a loopback port of its own; ``close`` drops every
+    connection and refuses new ones, as a server that died would."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+        import threading
+
+        self.upstream = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        import socket
+
+        try:  # wakes the accepting thread (a plain close would leave it accepting)
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+@pytest.mark.stack
+def test_a_named_lock_released_after_its_server_died_logs_no_traceback(stack_config, caplog):
+    """A load or gen_HF whose MariaDB died releases its lock on the way out: that must not log
+    SQLAlchemy's failed reset of the dead session with a traceback (users of `debl load` and
+    `debl gen-hf` took it for a crash, before the command's own clear message)."""
+    import logging
+
+    from debl.catalog import named_lock
+
+    proxy = _Proxy(stack_config.mysql_host, stack_config.mysql_port)
+    lock = named_lock(stack_config.replace(mysql_port=proxy.port), "debl_faults_test_lock")
+    assert lock is not None and lock.held()
+    proxy.close()
+    with caplog.at_level(logging.DEBUG):
+        lock.release()
+    traced = [r for r in caplog.records if r.exc_info and r.levelno >= logging.WARNING]
+    assert not traced, [r.getMessage() for r in traced]
+    assert not lock.held()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_command_prints_the_notes_of_its_error():
+    import click
+
+    from debl.commands.common import friendly_errors
+    from debl.errors import ServiceError
+
+    @friendly_errors
+    def command():
+        exc = ServiceError("HDFS at 127.0.0.1:1 did not answer")
+        exc.add_note("continue it: debl load SRC --resume L1")
+        raise exc
+
+    with pytest.raises(click.ClickException) as err:
+        command()
+    assert err.value.message == ("HDFS at 127.0.0.1:1 did not answer\n"
+                                 "continue it: debl load SRC --resume L1")
+
+
+@pytest.mark.stack
+def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_config, tmp_path):
+    """HDFS unreachable right after the load is recorded: the load is marked failed (it was
+    left `running`) and the error tells the exact command that continues it."""
+    import pymysql
+
+    from debl.catalog import Catalog
+    from debl.errors import ServiceError
+    from debl.workload.generator import generate
+    from debl.workload.spec import GenerateSpec
+    from loaders.load import LoadOptions, run_load
+
+    config = stack_config.replace(mysql_database="debl_faults_resume",
+                                  hdfs_http_port=_closed_port())
+    conn = pymysql.connect(host=config.mysql_host, port=config.mysql_port,
+                           user=config.mysql_user, password=config.mysql_secret)
+    with conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+    generate(tmp_path, GenerateSpec(max_id=201, files=2, days=2, max_degree=5))
+    with pytest.raises(ServiceError, match=r"HDFS at 127.0.0.1:\d+ did not answer") as err:
+        run_load(config, str(tmp_path), LoadOptions(bucket_width=100))
+    with Catalog(config) as catalog:
+        load = catalog.load()
+    assert load.state == "failed"
+    assert getattr(err.value, "__notes__", []) == [
+        f"load {load.load_id} stopped there; once that is fixed (`debl stack up` for a service "
+        f"of the stack), continue it: debl load {tmp_path} --resume {load.load_id}"]
+
+
+@pytest.mark.stack
+def test_the_jvm_hbase_client_gives_up_on_a_dead_zookeeper_within_service_timeout(
+        stack_config, spark):
+    """gen_HF's table creation and bulk load go through the HBase client in the Spark JVM:
+    with HBase's ZooKeeper gone they failed only after ZooKeeper's 90 s session timeout per
+    attempt, minutes in all (the outage campaign saw gen-hf waiting for over five)."""
+    from debl.errors import ServiceError
+    from loaders.hbase_bulk import create_table
+
+    config = stack_config.replace(hbase_zookeeper_port=_closed_port(), service_timeout=2.0)
+    error = _within(HANG_S, lambda: create_table(spark, config, [], table="faults_nowhere"))
+    assert isinstance(error, ServiceError), error
+    assert "HBase table creation failed" in str(error) and "debl stack status" in str(error)
+
+
+@pytest.mark.stack
+def test_stack_up_after_a_datanode_died_gives_an_hbase_that_takes_writes(stack_config):
+    """The DataNode killed under a running HBase, then `debl stack up`: HBase must take writes
+    again. It answered reads (so `stack up` found it up) with a write-ahead log whose only
+    DataNode had gone, and its region server aborted at the next write."""
+    from debl.model import Link, Origin
+    from debl.stack.stack import stack_status, stack_stop, stack_up
+    from debl.store.hbase import HBaseStore
+
+    with HBaseStore(stack_config, table="faults_wal") as hbase:
+        hbase.reset()
+        hbase.write_links([(Link(1, 123456789, 2, 1, b"a", 10, 0), Origin(0, 0, 1))])
+    stack_stop(stack_config, "datanode", crash=True)
+    stack_up(stack_config)
+    with HBaseStore(stack_config, table="faults_wal") as hbase:
+        for i in range(3, 50):  # enough appends to the WAL to reach a broken pipeline
+            error = _within(HANG_S, lambda i=i: hbase.write_links(
+                [(Link(1, 123456789, i, 1, b"b", 11, 0), Origin(0, 0, i))]))
+            assert error == 1, error
+        assert len(hbase.get_link_list(1, 123456789)) == 48
+        hbase.drop_table()
+    assert all(h.healthy for h in stack_status(stack_config))
