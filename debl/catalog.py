@@ -920,6 +920,14 @@ class Catalog:
         with self._transaction() as conn:
             return [row[0] for row in conn.execute(query)]
 
+    def session_count(self) -> int:
+        """The MySQL sessions open on this database, this one included (the soak watches them
+        stay flat: a leak of connections shows here first)."""
+        query = sa.text("SELECT COUNT(*) FROM information_schema.processlist "
+                        "WHERE db = DATABASE()")
+        with self._transaction() as conn:
+            return int(conn.execute(query).scalar())
+
     # -- locks
 
     def named_lock(self, name: str) -> NamedLock | None:

@@ -319,6 +319,15 @@ def _buckets_line(spec: dict, effective: dict) -> str:
             + (f" (target per bucket: {each})" if each else ""))
 
 
+def spark_line(spark: dict | None) -> str:
+    if spark is None:  # a bench recorded before the Spark master was
+        return "spark: not recorded"
+    if spark["workers"]:
+        return (f"spark: {spark['master']}, a standalone cluster of {spark['workers']} "
+                f"worker(s), {spark['cores_max']} cores per application")
+    return f"spark: {spark['master']}"
+
+
 def experiment_lines(meta: dict) -> list[str]:
     spec, m, inp = meta["spec"], meta["machine"], meta["input"]
     effective = meta.get("effective", {})
@@ -340,6 +349,7 @@ def experiment_lines(meta: dict) -> list[str]:
         f"machine: {m['cpus']} CPUs ({m['cpu_model'] or 'unknown model'}), "
         f"{m['memory_gib']} GiB, {m['system']}, Python {m['python']}; "
         f"code {meta.get('code') or 'unknown'}",
+        spark_line(meta.get("spark")),
         f"command: {meta['command'] or '(library call, no command line)'}",
     ]
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from debl.bench import ApproachRun, BenchSpec, read_bench
-from debl.report import service_from_uptime, write_report
+from debl.report import spark_line, service_from_uptime, write_report
 from debl.workload.spec import GenerateSpec
 
 UPTIME, START = 10.0, 10.2  # the client starts 0.2 s after uptime
@@ -113,3 +113,12 @@ def test_report_shows_service_and_reads_old_benches(tmp_path):
     assert "| served in 1st 30 s after uptime / bulkLoad-mysql's | debl | 0.55 | - |" in md
     assert "| last query / bulkLoad-hbase's last query | debl | 0.73 | < 1 |" in md
     assert report.html.read_text().count("<table>") == 4
+    assert "spark: not recorded" in md  # a bench.json from before the Spark master was
+
+
+def test_report_names_the_spark_master_of_the_bench():
+    line = spark_line({"master": "spark://127.0.0.1:7077", "workers": 2, "cores_max": 2})
+    assert line == "spark: spark://127.0.0.1:7077, a standalone cluster of 2 worker(s), 2 cores " \
+        "per application"
+    assert spark_line({"master": "local[2]", "workers": 0, "cores_max": None}) == \
+        "spark: local[2]"

@@ -49,6 +49,8 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
                           "hbase_table": config.hbase_table, "link_table": config.link_table,
                           "hdfs_root": config.hdfs_root},
             "machine": machine(), "code": code_version(),
+            "spark": {"master": config.spark_url, "workers": config.spark_workers,
+                      "cores_max": config.spark_app_cores},
             "input": {"bytes": input_bytes, "files": input_files},
             "effective": {"chunk_size": chunk_size, "bucket_width": spec.bucket_width,
                           "buckets": None if spec.bucket_width else spec.buckets,
