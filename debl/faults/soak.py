@@ -38,9 +38,9 @@ from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.source import LocalSource
 
-# ~100 MB in 8 files, the newest 2 hot: a load of a minute or two on 2 cores, a cold part
+# ~90 MB in 8 files, the newest 2 hot: a load of a minute or two on 2 cores, a cold part
 # gen_HF needs minutes for at one bucket per run.
-INPUT = GenerateSpec(max_id=400_001, files=8, days=8, seed=11, update_share=0.2,
+INPUT = GenerateSpec(max_id=800_001, files=8, days=8, seed=11, update_share=0.2,
                      hidden_share=0.2, max_degree=200)
 
 
@@ -206,13 +206,15 @@ def run_soak(config: Config, work_dir: Path, spec: SoakSpec = SoakSpec(),
                                args=(config, query, gen_hf, spec.sample_every_s, samples, stop))
     sampler.start()
     gen_hf_s = None
+    minutes_shown = 0
     try:
         while not query.done():
             if gen_hf_s is None and gen_hf.done():
                 gen_hf_s = round(query.elapsed(), 1)
                 report(f"gen-hf ended after {gen_hf_s:.0f} s of the query")
             time.sleep(1.0)
-            if samples and int(samples[-1].t_s) % 60 < spec.sample_every_s:
+            if samples and samples[-1].t_s >= 60 * (minutes_shown + 1):
+                minutes_shown += 1
                 s = samples[-1]
                 report(f"{s.t_s:.0f} s: client RSS {s.rss_mib:,.0f} MiB in {s.processes} "
                        f"processes, {s.mysql_sessions} MySQL sessions")
