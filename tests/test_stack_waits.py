@@ -84,3 +84,22 @@ def test_a_probe_that_never_answers_fails_at_the_timeout_with_its_last_error(ser
     with pytest.raises(StackError, match=r"did not answer within 2 s \(refused \(probe \d+\)\)"):
         s.wait_healthy(timeout=2)
     assert s.probes >= 2
+
+
+def test_a_port_released_while_a_daemon_starts_is_waited_for_and_one_held_is_named(tmp_path):
+    """A daemon killed just before can hold its port for a while: `stack up` waits for it
+    instead of failing at once; a port that stays taken fails naming the port."""
+    import socket
+    import threading
+
+    from debl.stack.services import _require_free
+
+    daemon = Daemon("portly", tmp_path)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    with pytest.raises(StackError, match=f"port {port} on 127.0.0.1 is in use by another program"):
+        _require_free(daemon, port, wait=0.5)
+    threading.Timer(1.0, holder.close).start()
+    _require_free(daemon, port, wait=30.0)  # returns once the holder let go

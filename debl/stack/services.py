@@ -168,11 +168,24 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _require_free(daemon: Daemon, *ports: int) -> None:
+# A daemon that was just killed (a crash, `debl stack stop --crash`) can hold its ports for a
+# moment after its pid is gone, on a loaded machine for over a minute: seen in CI, where
+# `stack up` right after a DataNode's SIGKILL found its port taken and left HDFS down.
+PORT_RELEASE_S = 120.0
+
+
+def _require_free(daemon: Daemon, *ports: int, wait: float = PORT_RELEASE_S) -> None:
+    """Wait up to *wait* seconds for each port to be free; then fail naming the port."""
     for port in ports:
-        if port > 0 and not _port_free(port):
-            raise StackError(daemon.name, f"port {port} on 127.0.0.1 is in use by another program; "
-                             "stop it or choose other ports in debl.toml", str(daemon.log_file))
+        if port <= 0:
+            continue
+        waiting = Retrying(retry=retry_if_result(lambda free: not free), reraise=True,
+                           stop=stop_after_delay(wait), wait=wait_fixed(0.5),
+                           retry_error_callback=lambda state: state.outcome.result())
+        if not waiting(_port_free, port):
+            raise StackError(daemon.name, f"port {port} on 127.0.0.1 is in use by another program "
+                             f"(still after {wait:.0f} s); stop it or choose other ports in "
+                             "debl.toml", str(daemon.log_file))
 
 
 # --------------------------------------------------------------------------- MariaDB
