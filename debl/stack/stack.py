@@ -2,7 +2,8 @@
 when ``spark_workers`` > 0; ``down`` and ``status`` also find one left by an earlier config).
 
 ``up`` is idempotent: a service already answering is left alone; one whose process runs but does
-not answer is waited for; one that is not running is started. It returns only when every service
+not answer is waited for; one that is not running is started, and a service that lives on it
+(HBase on HDFS) is started again with it. It returns only when every service
 has proved it answers. ``down`` stops in reverse order (HBase before the HDFS it lives on) and
 keeps all data.
 """
@@ -48,8 +49,9 @@ def stack_up(config: Config, report: Callable[[str], None] = lambda _: None) -> 
             results.append(ServiceStart(service.name, 0.0, True, "already up"))
             report(f"{service.name}: already up")
             continue
+        if not service.running():  # a daemon of it is started, not only waited for
+            started.add(service.name)
         report(f"{service.name}: starting")
-        started.add(service.name)
         service.start()
         detail = service.wait_healthy(START_TIMEOUT[service.name])
         results.append(ServiceStart(service.name, time.monotonic() - t0, False, detail))
