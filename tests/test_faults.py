@@ -118,7 +118,7 @@ def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
     groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
     wanted = os.environ.get("DEBL_FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
-    trials = int(os.environ.get("DEBL_FAULTS_TRIALS", "1"))
+    trials = int(os.environ.get("DEBL_FAULTS_TRIALS", "3"))
     result, rows = run_campaign(stack_config, tmp_path / "campaign",
                                 [registry[n] for n in names], trials, seed=1,
                                 report=lambda text: print(text, file=sys.stderr), answers=100)
