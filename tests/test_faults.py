@@ -2,11 +2,11 @@
 its process handling (pure), one service stopped and started on the real stack, and a CI-sized
 campaign whose every trial must be clean.
 
-The campaign test's size is a parameter: ``DEBL_FAULTS_TRIALS`` trials (default 1) of each
+The campaign test's size is a parameter: ``DEBL_FAULTS_TRIALS`` trials (default 3) of each
 target in ``DEBL_FAULTS_TARGETS`` (default ``load,gen-hf,coordinator``; ``kills``, ``outages``
 and ``all`` stand for groups, as in ``scripts/faults.py``). On the 2-core machine a trial of a
-load or gen_HF costs a Spark start and a rerun: the default is what fits in about four minutes
-on a quiet machine; ``--trials 20`` of every target is the full campaign
+load or gen_HF costs a Spark start and a rerun, 30-60 s on a quiet machine: the default is
+CI's short campaign; ``--trials 20`` of every target is the full one
 (``python scripts/faults.py``).
 """
 
