@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,18 +184,28 @@ _UNREACHABLE = ("Connection refused", "ConnectException", "ConnectionLoss", "Fai
                 "SocketTimeoutException")
 
 
+JVM_END_GRACE_S = 3.0
+
+
 def _jvm_gone(exc: BaseException) -> bool:
     """Whether py4j lost its JVM rather than the JVM throwing: the gateway's process has ended,
     or *exc* (or what it was raised from) is a closed or refused gateway connection. (py4j turns
     a connection lost in a call into a plain Py4JError "An error occurred while calling ...":
     the process is what tells.)"""
     # lazy import: as spark_session's; only a failed JVM call gets here
-    from py4j.protocol import Py4JNetworkError
+    from py4j.protocol import Py4JJavaError, Py4JNetworkError
     from pyspark import SparkContext  # lazy import: as the line above
 
     proc = getattr(SparkContext._gateway, "proc", None)
-    if proc is not None and proc.poll() is not None:
-        return True
+    if proc is not None:
+        # A py4j error that is not a Java exception may come from a JVM in its last moments
+        # (a killed JVM answered "debl does not exist in the JVM" before it ended, on a loaded
+        # CI machine): give it a moment to end before taking the error for the JVM's own.
+        try:
+            proc.wait(timeout=0 if isinstance(exc, Py4JJavaError) else JVM_END_GRACE_S)
+            return True
+        except subprocess.TimeoutExpired:
+            pass
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, (Py4JNetworkError, ConnectionError)):

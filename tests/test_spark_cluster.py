@@ -239,9 +239,10 @@ def test_stopping_the_cluster_leaves_no_spark_process(cluster, stack_config, tmp
         wait_for("an executor of the serving gen_HF", lambda: any(
             a["name"] == "debl-gen_HF" and a["cores"] > 0
             for a in master_state(cluster)["activeapps"]), procs=[serving])
-        executors = [pid for pid, cmd in spark_processes(home) if "CoarseGrainedExecutorBackend"
-                     in cmd]
-        assert executors, [cmd[-300:] for _, cmd in spark_processes(home)]
+        # The master grants the cores before the worker has started the executor's JVM.
+        wait_for("the executor's process", lambda: [
+            pid for pid, cmd in spark_processes(home) if "CoarseGrainedExecutorBackend" in cmd],
+            procs=[serving])
 
         # What `stack down` stops with a config that no longer asks for the cluster.
         leftover = [s for s in all_services(cluster.replace(spark_workers=0), leftovers=True)
