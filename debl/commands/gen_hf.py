@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import click
 
@@ -16,23 +18,35 @@ from loaders.gen_hf import ORDERS, GenHF
 @click.option("--order", type=click.Choice(ORDERS), default="demand", show_default=True,
               help="demand: the buckets most queries wait for first; fifo: bucket order.")
 @click.option("--exit-with-parent", is_flag=True,
-              help="Stop (between runs) once the process that started this one has ended: "
-                   "for a gen-hf run by a bench or a supervisor that may be killed.")
+              help="Stop at once when the process that started this one ends, even inside a "
+                   "run: for a gen-hf run by a bench or a supervisor that may be killed.")
 @click.pass_context
 @friendly_errors
 def gen_hf(ctx, until_complete, order, exit_with_parent):
     """Turn buckets into HBase HFiles and bulk-load them, run after run (Ctrl-C stops)."""
     config = config_of(ctx)
-    parent = os.getppid()  # an orphan is re-parented: its parent pid changes
+    if exit_with_parent:
+        _exit_with(os.getppid())
     with GenHF(config, order=order, report=click.echo) as service:
         try:
-            runs = service.serve(until_complete=until_complete,
-                                 should_stop=lambda: exit_with_parent and os.getppid() != parent)
-            if exit_with_parent and os.getppid() != parent:
-                click.echo("the process that started this gen-hf has ended: stopping; a "
-                           "restarted gen-hf redoes any bucket left running")
-                return
+            runs = service.serve(until_complete=until_complete)
         except KeyboardInterrupt:
             click.echo("stopped; a restarted gen-hf redoes any bucket left running")
             return
     click.echo(f"done: {runs} runs; every bucket is loaded")
+
+
+def _exit_with(parent: int) -> None:
+    """End this process as soon as *parent* has ended (an orphan is re-parented: its parent
+    pid changes). At once, not between runs: a run takes minutes on a loaded machine, and an
+    interrupted one is safe (its buckets stay `running` and the next gen-hf redoes them, as
+    after a kill -9, docs/RELIABILITY.md). The Spark JVM ends with this process (its stdin
+    closes)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        click.echo("the process that started this gen-hf has ended: stopping; a restarted "
+                   "gen-hf redoes any bucket left running")
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
