@@ -2,9 +2,10 @@
 its process handling (pure), one service stopped and started on the real stack, and a CI-sized
 campaign whose every trial must be clean.
 
-The campaign test's size is a parameter: ``DEBL_FAULTS_TRIALS`` trials (default 3) of each
-target in ``DEBL_FAULTS_TARGETS`` (default ``load,gen-hf,coordinator``; ``kills``, ``outages``
-and ``all`` stand for groups, as in ``scripts/faults.py``). On the 2-core machine a trial of a
+The campaign test's size is a parameter, in environment variables outside ``DEBL_*`` (the
+config refuses an unknown ``DEBL_`` name): ``FAULTS_TRIALS`` trials (default 3) of each target
+in ``FAULTS_TARGETS`` (default ``load,gen-hf,coordinator``; ``kills``, ``outages`` and ``all``
+stand for groups, as in ``scripts/faults.py``). On the 2-core machine a trial of a
 load or gen_HF costs a Spark start and a rerun, 30-60 s on a quiet machine: the default is
 CI's short campaign; ``--trials 20`` of every target is the full one
 (``python scripts/faults.py``).
@@ -116,9 +117,9 @@ def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
 
     registry = {**KILLS, **OUTAGES}
     groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
-    wanted = os.environ.get("DEBL_FAULTS_TARGETS", "load,gen-hf,coordinator")
+    wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
-    trials = int(os.environ.get("DEBL_FAULTS_TRIALS", "3"))
+    trials = int(os.environ.get("FAULTS_TRIALS", "3"))
     result, rows = run_campaign(stack_config, tmp_path / "campaign",
                                 [registry[n] for n in names], trials, seed=1,
                                 report=lambda text: print(text, file=sys.stderr), answers=100)
