@@ -266,8 +266,9 @@ class GenHF:
         A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
         buckets ``failed`` and is retried (through tenacity) after 2, 4, 8... times
         ``poll_interval``, at most a minute; the error is raised when the run fails again after
-        RETRIES retries, or once runs have failed for ``service_timeout``. Any other error (a bucket whose files disagree with the index, a dead
-        Spark JVM: JvmGone) is raised at once: retrying cannot fix it."""
+        RETRIES retries, or once runs have failed for ``service_timeout``. Any other error (a
+        bucket whose files disagree with the index, a dead Spark JVM: JvmGone) is raised at
+        once: retrying cannot fix it."""
         retrying = Retrying(
             # A dead Spark JVM stays dead: no retry in this process can run a job.
             retry=retry_if_exception_type(ServiceError) & retry_if_not_exception_type(JvmGone),

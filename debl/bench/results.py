@@ -15,6 +15,7 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,16 @@ class BenchProgress:
     def moved(self, nbytes: int, total: int) -> None: ...
     def queried(self, done: int, total: int, elapsed: float) -> None: ...
     def finished(self, run: ApproachRun, config: Config) -> None: ...
+
+
+class ReportProgress(BenchProgress):
+    """A BenchProgress that passes its messages to *report* and ignores the rest."""
+
+    def __init__(self, report: Callable[[str], None]) -> None:
+        self._report = report
+
+    def message(self, text: str) -> None:
+        self._report(text)
 
 
 def bench_root(config: Config) -> Path:

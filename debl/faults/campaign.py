@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from debl.bench.inputs import ensure_input
+from debl.bench.results import ReportProgress
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import CatalogVersionError
@@ -46,7 +48,6 @@ from debl.faults.checks import (Reference, all_loaded, check_answers, check_hbas
                                 check_mysql)
 from debl.store.hbase import HBaseStore
 from debl.webhdfs import WebHDFS
-from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.source import LocalSource
 
@@ -178,12 +179,7 @@ class Campaign:
 
     def prepare(self) -> None:
         """Generate the input once (kept across campaigns) and size chunks and buckets to it."""
-        marker = self.input_dir / ".faults-input.json"
-        want = json.dumps(asdict(INPUT), sort_keys=True)
-        if not marker.is_file() or marker.read_text() != want:
-            self.report(f"generating the campaign's input into {self.input_dir}")
-            generate(self.input_dir, INPUT, overwrite=True)
-            marker.write_text(want)
+        ensure_input(INPUT, self.input_dir, ReportProgress(self.report))
         files = LocalSource(self.input_dir).list()
         self.hot_bytes = sum(f.size for f in files[-HOT_FILES:])
         cold = sum(f.size for f in files[:-HOT_FILES])

@@ -29,12 +29,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from debl.bench.inputs import ensure_input
+from debl.bench.results import ReportProgress
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import DeblError
 from debl.faults import procs
 from debl.faults.checks import Reference, check_answers
-from debl.workload.generator import generate
+from debl.stack.daemon import rss_kib
 from debl.workload.spec import GenerateSpec
 from loaders.source import LocalSource
 
@@ -129,22 +131,12 @@ class SoakResult:
         ]) + "\n"
 
 
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def _sampler(config: Config, query: procs.Running, gen_hf: procs.Running, every: float,
              samples: list[Sample], stop: threading.Event) -> None:
     with Catalog(config) as catalog:
         while not stop.wait(every):
             tree = query.tree()
-            rss = [_rss_mib(p.pid) for p in tree]
+            rss = [(rss_kib(p.pid) or 0) / 1024 for p in tree]
             try:
                 sessions = catalog.session_count()
             except DeblError:
@@ -170,12 +162,7 @@ def run_soak(config: Config, work_dir: Path, spec: SoakSpec = SoakSpec(),
                             hdfs_root=f"{root}-soak")
     input_dir = (config.state_dir / "soak" / "input").absolute()
     work_dir = Path(work_dir).absolute()
-    marker = input_dir / ".soak-input.json"
-    want = json.dumps(asdict(INPUT), sort_keys=True)
-    if not marker.is_file() or marker.read_text() != want:
-        report(f"generating the soak's input into {input_dir}")
-        generate(input_dir, INPUT, overwrite=True)
-        marker.write_text(want)
+    ensure_input(INPUT, input_dir, ReportProgress(report))
     files = LocalSource(input_dir).list()
     hot_bytes = sum(f.size for f in files[-spec.hot_files:])
     cold_bytes = sum(f.size for f in files[:-spec.hot_files])

@@ -110,15 +110,18 @@ class Daemon:
     def rss_kib(self) -> int | None:
         """Resident memory of the process in KiB, or None if it is not running."""
         pid = self.pid()
-        if pid is None:
-            return None
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        except OSError:
-            return None
+        return None if pid is None else rss_kib(pid)
+
+
+def rss_kib(pid: int) -> int | None:
+    """Resident memory of process *pid* in KiB, or None if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
         return None
+    return None
 
 
 def _alive(pid: int) -> bool:

@@ -52,11 +52,16 @@ def stack_up(config: Config, report: Callable[[str], None] = lambda _: None) -> 
         if not service.running():  # a daemon of it is started, not only waited for
             started.add(service.name)
         report(f"{service.name}: starting")
-        service.start()
-        detail = service.wait_healthy(START_TIMEOUT[service.name])
-        results.append(ServiceStart(service.name, time.monotonic() - t0, False, detail))
-        report(f"{service.name}: up in {time.monotonic() - t0:.1f} s ({detail})")
+        results.append(_start(service, t0, report))
     return results
+
+
+def _start(service: Service, t0: float, report: Callable[[str], None]) -> ServiceStart:
+    """Start what is not running of *service* and wait until it answers."""
+    service.start()
+    detail = service.wait_healthy(START_TIMEOUT[service.name])
+    report(f"{service.name}: up in {time.monotonic() - t0:.1f} s ({detail})")
+    return ServiceStart(service.name, time.monotonic() - t0, False, detail)
 
 
 def stack_down(config: Config, report: Callable[[str], None] = lambda _: None) -> None:
@@ -114,10 +119,7 @@ def stack_start(config: Config, name: str, report: Callable[[str], None] = lambd
     if service.running() and _answers(service):
         report(f"{service.name}: already up")
         return ServiceStart(service.name, 0.0, True, "already up")
-    service.start()
-    detail = service.wait_healthy(START_TIMEOUT[service.name])
-    report(f"{service.name}: up in {time.monotonic() - t0:.1f} s ({detail})")
-    return ServiceStart(service.name, time.monotonic() - t0, False, detail)
+    return _start(service, t0, report)
 
 
 def stack_status(config: Config) -> list[Health]:
