@@ -13,6 +13,8 @@ Pitfalls:
 
 - One JVM per Python process: ``getOrCreate`` returns the running session if there is one, with
   whatever jars it started with. DeBL's long-lived jobs (dist_ch, gen_HF) rely on that reuse.
+- The driver JVM, and what spark-submit starts for it, end with this Python process even when
+  it dies before the JVM's gateway runs (``debl.jvm_reaper``).
 - Spark brings its own Hadoop client (3.3.4, shaded); no ``hadoop-*`` jar may be added.
 - On a cluster an application keeps its executors until it ends; ``spark.cores.max``
   (``Config.spark_app_cores``) leaves room for the second application (gen_HF next to a load or
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from debl.config import Config, jvm_bytes
 from debl.errors import ConfigError, JvmGone, ServiceError
+from debl.jvm_reaper import reaped_on_parent_death
 
 
 def spark_jars(config: Config) -> list[Path]:
@@ -124,7 +127,8 @@ def spark_session(config: Config, app_name: str = "debl"):
         if config.spark_app_cores is not None:
             builder = builder.config("spark.cores.max", str(config.spark_app_cores))
     try:
-        session = builder.getOrCreate()
+        with reaped_on_parent_death():
+            session = builder.getOrCreate()
     except Exception as exc:  # py4j and Java gateway errors carry no useful type
         raise ServiceError(f"Spark could not start (master {master}): {exc}") from exc
     session.sparkContext.setLogLevel("WARN")

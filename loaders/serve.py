@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import email.utils
 import json
+import logging
 import os
 import re
+import sys
 import threading
 import time
 import urllib.parse
@@ -27,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from loaders.source import LocalSource
+
+log = logging.getLogger(__name__)
 
 BLOCK = 64 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -98,6 +102,14 @@ class _BoundedServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that hangs up mid-request (a sampler that has read what it needed, a killed
+        load) is routine: no traceback on stderr. Anything else is one line in the log."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        log.warning("source server: a request from %s failed: %r", client_address[0], exc)
 
 
 class _Files:

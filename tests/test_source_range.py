@@ -5,7 +5,10 @@ HTTP source asks for it, the local source seeks; both read the same bytes. The s
 from __future__ import annotations
 
 import http.client
+import socket
+import struct
 import threading
+import time
 
 import pytest
 
@@ -101,3 +104,17 @@ def test_a_server_without_ranges_is_a_clear_error(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_client_that_hangs_up_mid_request_leaves_no_traceback(served, capsys):
+    """A sampler or a killed load drops its connection: routine for the server, no traceback."""
+    _, port = served
+    for _ in range(3):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /files/f.tsv HTTP/1.1\r\n")
+        time.sleep(0.1)  # the server is reading the headers when the reset arrives
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # with a zero linger: a reset, not a FIN
+    assert get(port, "/files/f.tsv")[0] == 200  # the server still answers
+    time.sleep(0.5)
+    assert "Traceback" not in capsys.readouterr().err
