@@ -59,6 +59,26 @@ def test_a_reused_pid_is_not_the_same_process():
     assert not procs.Proc(me.pid, me.ppid, me.start + 1, me.cmdline).alive()
 
 
+def test_a_kill_moment_at_the_commands_very_end_counts_as_missed(tmp_path):
+    """The command ended between the campaign's last look and the kill: no kill, no crash of
+    the trial (a bench trial broke with an IndexError on the empty process tree)."""
+    from debl.faults.campaign import MISSED, Trial, _kill_at
+
+    class EndingNow(procs.Running):
+        def done(self) -> bool:
+            return False  # the last look before the kill still saw it running
+
+    ended = subprocess.Popen(["true"])
+    time.sleep(0.5)  # a zombie now: no longer in the process table as running
+    trial = Trial("bench", "kill -9 debl bench", 0, 1)
+    try:
+        assert _kill_at(None, EndingNow(["x"], ended, tmp_path / "log"), trial, 0.0, "main",
+                        lambda: ["a point"]) is None
+        assert trial.landed == [MISSED]
+    finally:
+        ended.wait()
+
+
 def test_clear_failure_wants_a_message_and_no_traceback():
     def outcome(text: str, hung: bool = False) -> procs.Outcome:
         return procs.Outcome(["load"], None if hung else 1, 1.0, text, hung)

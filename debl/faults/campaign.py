@@ -415,12 +415,12 @@ def _kill_at(camp: Campaign, running: procs.Running, trial: Trial, at: float, vi
         time.sleep(0.02)
     while victim == "jvm" and not running.done() and procs.spark_jvm(running.tree()) is None:
         time.sleep(0.05)
-    if running.done():
+    tree = [] if running.done() else running.tree()
+    target = (tree[0] if tree else None) if victim == "main" else procs.spark_jvm(tree)
+    if target is None:  # the command (or its JVM) ended first, perhaps between the two looks
         trial.landed = [MISSED]
         trial.ran_s = running.elapsed()
         return None
-    tree = running.tree()
-    target = tree[0] if victim == "main" else procs.spark_jvm(tree)
     trial.landed = probe()
     trial.kill_at_s = round(running.elapsed(), 2)
     procs.kill([target])
