@@ -5,6 +5,7 @@ own; every store checked against the in-memory reference built from the raw file
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -12,8 +13,10 @@ from click.testing import CliRunner
 
 from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, BenchProgress, BenchSpec,
                         bucket_target_bytes, ensure_input, hot_bytes_for_share, load_options,
-                        max_id_for_size, read_bench, reset_stores, run_bench)
+                        max_id_for_size, query_client_spec, read_bench, reset_stores,
+                        run_bench)
 from debl.catalog import Catalog
+from debl.config import Config
 from debl.errors import ConfigError
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
@@ -190,7 +193,6 @@ def test_hbase_baselines_hold_every_merged_row_at_uptime(config, spark, bench, d
 
 def test_only_debl_raw_has_the_raw_route():
     from debl.bench import coordinator_config
-    from debl.config import Config
 
     on = Config(raw_after=2.0)
     assert coordinator_config(on, APPROACHES["debl"].raw_route).raw_after is None
@@ -204,7 +206,6 @@ def test_only_debl_raw_has_the_raw_route():
 
 
 def test_approach_options_are_checked():
-    from debl.config import Config
 
     with pytest.raises(ConfigError, match="unknown approach"):
         run_approach(Config(), "/nonexistent", LoadOptions(approach="bulkLoad"))
@@ -217,11 +218,17 @@ def test_approach_options_are_checked():
 
 def test_bench_spec_round_trips_and_repeats_as_a_command(tmp_path):
     spec = BenchSpec(GenerateSpec(max_id=max_id_for_size(300_000_000), layout="ranges"), tmp_path,
-                     ("fileCopy", "debl"), source_rate=12.5, requests=2000, recency_share=0.5)
+                     ("fileCopy", "debl"), source_rate=12.5, requests=2000, recency_share=0.5,
+                     request_rate=800.0)
     assert BenchSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     line = spec.command_line()
     assert "--source-rate 12.5" in line and "--approaches fileCopy,debl" in line
-    assert "--layout ranges" in line and "--recency-share 0.5" in line
+    assert "--layout ranges" in line and "--recency-share 0.5" in line and "--rate 800" in line
+    assert query_client_spec(spec, Config()).rate == 800.0  # open loop
+    assert query_client_spec(dataclasses.replace(spec, request_rate=None), Config()).rate \
+        is None  # closed loop, the default
+    with pytest.raises(ConfigError):
+        dataclasses.replace(spec, request_rate=0.0)
     assert 900_000 < spec.input.max_id < 1_100_000  # ~300 MB: about 1M ids (measured 304 MB)
     with pytest.raises(ConfigError):
         BenchSpec(spec.input, tmp_path, ("fileCopy", "nope"))

@@ -27,7 +27,7 @@ No SQL here: what the bench reads of a load comes from ``debl.catalog``, and emp
 goes through the stores' own methods. The names below are the package's public interface.
 """
 
-from debl.bench.approach import coordinator_config, reset_stores
+from debl.bench.approach import coordinator_config, query_client_spec, reset_stores
 from debl.bench.experiment import run_bench
 from debl.bench.inputs import (bucket_target_bytes, ensure_input, hot_bytes_for_share,
                                load_options, max_id_for_size)
@@ -39,4 +39,4 @@ from debl.bench.spec import (DEFAULT_APPROACHES, DEFAULT_LAYOUT, DEFAULT_RECENCY
 __all__ = ["ApproachRun", "BenchProgress", "BenchResult", "BenchSpec", "DEFAULT_APPROACHES",
            "DEFAULT_LAYOUT", "DEFAULT_RECENCY_SHARE", "bench_root", "bucket_target_bytes",
            "coordinator_config", "ensure_input", "find_bench", "hot_bytes_for_share",
-           "load_options", "max_id_for_size", "read_bench", "reset_stores", "run_bench"]
+           "load_options", "max_id_for_size", "query_client_spec", "read_bench", "reset_stores", "run_bench"]

@@ -113,14 +113,20 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     return run
 
 
+def query_client_spec(spec: BenchSpec, config: Config) -> ClientSpec:
+    """The query phase's client: the same for every approach of *spec*."""
+    gen = spec.input
+    return ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
+                                  link_types=gen.link_types, seed=spec.seed,
+                                  recency_share=spec.recency_share),
+                      threads=spec.threads, total=spec.requests, duration=spec.duration,
+                      rate=spec.request_rate,
+                      processes=default_processes(spec.threads, config.client_processes))
+
+
 def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                  service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
-    gen = spec.input
-    client_spec = ClientSpec(RequestSpec(max_id=gen.max_id, start_id=gen.start_id,
-                                         link_types=gen.link_types, seed=spec.seed,
-                                         recency_share=spec.recency_share),
-                             threads=spec.threads, total=spec.requests, duration=spec.duration,
-                             processes=default_processes(spec.threads, config.client_processes))
+    client_spec = query_client_spec(spec, config)
     # Each client process opens its own target; a coordinator's counters are zeroed when the
     # run starts (its first minute is the query phase's) and merged over the processes after.
     if approach.target == "debl":

@@ -28,7 +28,8 @@ DEFAULT_LAYOUT = "ranges"  # the paper's setting (docs/DESIGN.md section 3)
 @dataclass(frozen=True)
 class BenchSpec:
     """One experiment. ``source_rate`` in MB/s (None: uncapped); ``requests`` and ``duration``
-    bound each query phase (whichever first); ``hot_share`` is debl's hot share of the bytes;
+    bound each query phase (whichever first); ``request_rate`` makes it open loop (requests/s
+    over all threads; None: closed loop); ``hot_share`` is debl's hot share of the bytes;
     ``recency_share`` the requests' share by recency; the layout is ``input.layout``."""
 
     input: GenerateSpec
@@ -38,6 +39,7 @@ class BenchSpec:
     threads: int = 16
     requests: int = 10000
     duration: float | None = None
+    request_rate: float | None = None
     seed: int = 1
     chunk_size: int | None = None
     bucket_width: int | None = None
@@ -63,6 +65,8 @@ class BenchSpec:
             raise ConfigError(f"--buckets must be at least 1, not {self.buckets}")
         if not 0.0 < self.hot_share < 1.0:
             raise ConfigError(f"--hot-share must be in (0, 1), not {self.hot_share}")
+        if self.request_rate is not None and self.request_rate <= 0:
+            raise ConfigError("--rate must be positive (leave it out for a closed loop)")
         if self.source_rate is not None and self.source_rate <= 0:
             raise ConfigError("--source-rate must be positive (leave it out for uncapped)")
         if not 0.0 <= self.recency_share <= 1.0:
@@ -100,6 +104,8 @@ class BenchSpec:
             args += ["--source-rate", f"{self.source_rate:g}"]
         if self.duration is not None:
             args += ["--duration", f"{self.duration:g}"]
+        if self.request_rate is not None:
+            args += ["--rate", f"{self.request_rate:g}"]
         if self.chunk_size is not None:
             args += ["--chunk-size", str(self.chunk_size)]
         if self.bucket_width is not None:

@@ -116,6 +116,9 @@ class Display(BenchProgress):
 @click.option("--requests", type=int, default=10000, show_default=True,
               help="Requests of each query phase.")
 @click.option("--duration", type=float, help="Also end each query phase after S seconds.")
+@click.option("--rate", "request_rate", type=float,
+              help="Open loop: requests per second over all threads (Poisson arrivals; latency "
+                   "from each request's intended send time); default closed loop.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the requests.")
 @click.option("--chunk-size", help="Cold chunk size (default: the input / 16, at least 4MiB, "
               "at most the configured chunk_size).")
@@ -137,8 +140,8 @@ class Display(BenchProgress):
 @click.pass_context
 @friendly_errors
 def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_degree, data_dir,
-          source_rate, recency_share, threads, requests, duration, seed, chunk_size,
-          bucket_width, buckets, hot_share, query_timeout, gen_hf_start, no_report, as_json):
+          source_rate, recency_share, threads, requests, duration, request_rate, seed,
+          chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime the same LinkBench queries run against it.
 
@@ -159,7 +162,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
     spec = BenchSpec(gen, data_dir.absolute(),
                      tuple(a.strip() for a in approaches.split(",") if a.strip()),
                      source_rate=source_rate, threads=threads, requests=requests,
-                     duration=duration, seed=seed,
+                     duration=duration, request_rate=request_rate, seed=seed,
                      chunk_size=parse_size(chunk_size) if chunk_size else None,
                      bucket_width=bucket_width, hot_share=hot_share, buckets=buckets,
                      recency_share=recency_share,
