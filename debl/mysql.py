@@ -20,9 +20,10 @@ Pitfalls:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import MySQLdb
 import pymysql
@@ -142,6 +143,16 @@ def describe(exc: pymysql.err.MySQLError | MySQLdb.MySQLError, config: Config) -
         return (f"{where} denies user {config.mysql_user!r} access to database "
                 f"{config.mysql_database!r} (grant it, or choose another mysql_database)")
     return f"{where}: {exc.args[-1] if exc.args else exc}"
+
+
+@contextlib.contextmanager
+def mysql_errors(config: Config, doing: str) -> Iterator[None]:
+    """Within: a MySQL error (the server failed a statement, or the connection broke) becomes a
+    ServiceError that says what DeBL was doing, so a load records it and says how to resume."""
+    try:
+        yield
+    except (pymysql.err.MySQLError, MySQLdb.MySQLError) as exc:
+        raise ServiceError(f"{describe(exc, config)} (during {doing})") from exc
 
 
 class ConnectionPool:

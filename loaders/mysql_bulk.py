@@ -29,7 +29,7 @@ from pathlib import Path
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.model import REJECT_PREFIX, ParseError, line_body, parse_line, too_long
-from debl.mysql import connect
+from debl.mysql import connect, mysql_errors
 from debl.store.mysql import add_index_ddl, link_table_ddl
 from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
@@ -74,7 +74,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     result = HotResult()
     conn = connect(config, local_infile=True, bulk=True)
     try:
-        with conn.cursor() as cur:
+        with conn.cursor() as cur, mysql_errors(config, f"the hot path into `{table}`"):
             cur.execute(f"DROP TABLE IF EXISTS `{table}`")
             cur.execute(link_table_ddl(table, config.mysql_engine, with_secondary_index=False))
             cur.execute(f"DROP TABLE IF EXISTS `{staging}`")

@@ -372,6 +372,35 @@ def test_a_command_prints_the_notes_of_its_error():
                                  "continue it: debl load SRC --resume L1")
 
 
+def test_a_library_error_debl_did_not_word_is_a_message_naming_its_service():
+    """A server-side failure DeBL did not foresee (MariaDB lost an internal temporary table
+    under a hot path's merge) reaches the user as a message, never a traceback; inside the hot
+    path it is a ServiceError (which a load records, with how to resume)."""
+    import click
+    import pymysql
+
+    from debl.commands.common import friendly_errors
+    from debl.config import Config
+    from debl.errors import ServiceError
+    from debl.mysql import mysql_errors
+
+    lost = pymysql.err.InternalError(6, "Error on delete of '/tmp/#sql-temptable-646-68-1.MAI'")
+
+    @friendly_errors
+    def command(exc):
+        raise exc
+
+    with pytest.raises(click.ClickException) as err:
+        command(lost)
+    assert err.value.message.startswith("MySQL failed: InternalError: ")
+    assert "--resume" in err.value.message
+    with pytest.raises(ValueError):  # DeBL's own bug: the traceback is what to report
+        command(ValueError("a bug"))
+    with pytest.raises(ServiceError, match=r"#sql-temptable.*\(during the hot path\)"):
+        with mysql_errors(Config(), "the hot path"):
+            raise lost
+
+
 @pytest.mark.stack
 def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_config, tmp_path):
     """HDFS unreachable right after the load is recorded: the load is marked failed (it was

@@ -58,6 +58,21 @@ def test_mysql_listens_on_loopback_only(stack_config):
         conn.close()
 
 
+def test_mysql_keeps_its_temporary_tables_in_a_directory_of_its_own(stack_config):
+    """Not the shared /tmp: a MariaDB starting on the same machine deletes the temporary tables
+    there, and with them another stack's statement in flight (docs/RUNTIME.md)."""
+    import pymysql
+
+    conn = pymysql.connect(host=stack_config.mysql_host, port=stack_config.mysql_port,
+                           user=stack_config.mysql_user, password=stack_config.mysql_secret)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@tmpdir")
+            assert cur.fetchone()[0] == str(stack_config.state_dir / "mariadb" / "tmp")
+    finally:
+        conn.close()
+
+
 def test_password_file_is_private(stack_config):
     assert stack_config.mysql_password_file.stat().st_mode & 0o077 == 0
 

@@ -20,8 +20,16 @@ def config_of(ctx: click.Context) -> Config:
     return root.obj
 
 
+# The services' client libraries, by the top-level package of their exceptions. An error of
+# theirs that DeBL did not word itself (a server-side failure it did not foresee) still reaches
+# the user as a message that names the service, never as a traceback.
+LIBRARY_SERVICES = {"pymysql": "MySQL", "MySQLdb": "MySQL", "thriftpy2": "HBase (Thrift)",
+                    "happybase": "HBase (Thrift)", "py4j": "Spark"}
+
+
 def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn DeblError into ClickException, so users see a message, not a traceback."""
+    """Turn DeblError, and any error of a service's client library, into ClickException, so
+    users see a message, not a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -31,6 +39,15 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             # Notes (``add_note``) say what to do next, e.g. how to resume a load.
             raise click.ClickException("\n".join([str(exc), *getattr(exc, "__notes__", ())])
                                        ) from exc
+        except Exception as exc:
+            service = LIBRARY_SERVICES.get(type(exc).__module__.partition(".")[0])
+            if service is None:
+                raise
+            raise click.ClickException(
+                f"{service} failed: {type(exc).__name__}: {exc}. Check the service "
+                "(`debl stack status`, its log under the state directory) and run the command "
+                "again; a load that stopped continues with `debl load SOURCE --resume LOAD_ID` "
+                "(`debl status` names it).") from exc
 
     return wrapper
 

@@ -229,8 +229,15 @@ class MariaDB(Service):
         # A server killed with the machine leaves its socket file behind: its existence must
         # not pass for readiness (the port is free, so no server owns it).
         self.socket_path.unlink(missing_ok=True)
+        # A temporary directory of its own: a MariaDB starting on the same machine deletes the
+        # `#sql*` files of its tmpdir, and in a shared /tmp those are another server's internal
+        # temporary tables in use (a second stack's start failed a hot path's merge with
+        # "Error on delete of '/tmp/#sql-temptable-...'", docs/RUNTIME.md).
+        tmp = self.home / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
         daemon.start([
             server, "--no-defaults", f"--datadir={data}", f"--socket={self.socket_path}",
+            f"--tmpdir={tmp}",
             f"--port={self.config.mysql_port}", "--bind-address=127.0.0.1",
             f"--pid-file={self.home / 'mysqld.pid.server'}", "--log-error=",  # to our log file
             "--local-infile=1", "--skip-name-resolve", "--max-allowed-packet=256M",
