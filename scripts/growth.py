@@ -4,8 +4,9 @@ full availability and "all served" against the input size, with a least-squares 
 approach (docs/SCALING.md, "Measured growth").
 
 Each (rate, size) is one ``debl bench --json`` run, its output kept as
-``<out>/growth-<rate>-<size>.json``; a run whose file exists is not repeated, so an interrupted
-series resumes where it stopped (delete a file to redo its run). Inputs are generated once per
+``<out>/growth-<rate>-<size>.json``; a run whose file exists and holds every asked approach is
+not repeated, so an interrupted series resumes where it stopped (delete a file to redo its run).
+The table and plot take each approach at the sizes where it ran. Inputs are generated once per
 size under ``<out>/inputs/`` and shared by both rates.
 
     python scripts/growth.py --out /work/data/growth --sizes 0.5GiB,1GiB,2GiB,4GiB \\
@@ -43,7 +44,9 @@ def parse_size(text: str) -> float:
 def run_one(out: Path, rate: str, size: str, approaches: str, extra: list[str]) -> dict:
     path = out / f"growth-{rate}-{size}.json"
     if path.exists():
-        return json.loads(path.read_text())
+        kept = json.loads(path.read_text())
+        if set(approaches.split(",")) <= {r["approach"] for r in kept["runs"]}:
+            return kept
     data = out / "inputs" / size
     cmd = ["debl", "bench", "--size", size, "--data", str(data), "--approaches", approaches,
            "--json", *extra]
@@ -71,19 +74,30 @@ def slope(points: list[tuple[float, float]]) -> tuple[float, float]:
     return b, my - b * mx
 
 
+def _run(results: dict[tuple[str, str], dict], rate: str, size: str, approach: str) -> dict:
+    """The approach's run at (rate, size); empty if that bench did not run it."""
+    return next((r for r in results[(rate, size)]["runs"] if r["approach"] == approach), {})
+
+
+def _approaches(results: dict[tuple[str, str], dict], rate: str, sizes: list[str]) -> list[str]:
+    """Every approach run at *rate*, in the order the benches ran them."""
+    names: list[str] = []
+    for size in sizes:
+        names += [r["approach"] for r in results[(rate, size)]["runs"]
+                  if r["approach"] not in names]
+    return names
+
+
 def table(results: dict[tuple[str, str], dict], rates: list[str], sizes: list[str]) -> str:
     lines = ["| rate MB/s | approach | figure | " + " | ".join(sizes)
              + " | slope s/GiB | largest / smallest size's |",
              "|---|---|---|" + "---:|" * (len(sizes) + 2)]
     for rate in rates:
-        approaches = [r["approach"] for r in results[(rate, sizes[0])]["runs"]]
-        for approach in approaches:
+        for approach in _approaches(results, rate, sizes):
             for key, name in FIGURES:
                 row, points = [], []
                 for size in sizes:
-                    run = next(r for r in results[(rate, size)]["runs"]
-                               if r["approach"] == approach)
-                    value = run.get(key)
+                    value = _run(results, rate, size, approach).get(key)
                     row.append("-" if value is None else f"{value:.1f}")
                     if value is not None:
                         points.append((results[(rate, size)]["input_bytes"] / GIB, value))
@@ -104,16 +118,14 @@ def plot(results: dict[tuple[str, str], dict], rates: list[str], sizes: list[str
 
     fig, axes = plt.subplots(1, len(rates), figsize=(6.5 * len(rates), 4.5), squeeze=False)
     for ax, rate in zip(axes[0], rates):
-        approaches = [r["approach"] for r in results[(rate, sizes[0])]["runs"]]
-        for i, approach in enumerate(approaches):
+        for i, approach in enumerate(_approaches(results, rate, sizes)):
             color = f"C{i}"
             for (key, name), style in zip(FIGURES[:2], ("-o", ":s")):
                 pts = []
                 for size in sizes:
-                    run = next(r for r in results[(rate, size)]["runs"]
-                               if r["approach"] == approach)
-                    if run.get(key) is not None:
-                        pts.append((results[(rate, size)]["input_bytes"] / GIB, run[key]))
+                    value = _run(results, rate, size, approach).get(key)
+                    if value is not None:
+                        pts.append((results[(rate, size)]["input_bytes"] / GIB, value))
                 if pts:
                     ax.plot(*zip(*pts), style, color=color, label=f"{approach} {name}")
         ax.set_title(f"source {rate}{'' if rate == 'uncapped' else ' MB/s'}")
