@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -167,10 +168,29 @@ def _frozen(daemon) -> "contextlib.AbstractContextManager":
         assert pid, f"{daemon.name} is not running"
         os.kill(pid, signal.SIGSTOP)
         try:
+            # The stop is asynchronous: each thread stops when it next runs, which on a busy
+            # machine can come after the call under test reached the server (a CI run saw a
+            # "frozen" MariaDB answer). Wait until every thread is stopped.
+            deadline = time.monotonic() + 10
+            while not _all_stopped(pid):
+                assert time.monotonic() < deadline, f"{daemon.name} did not stop"
+                time.sleep(0.01)
             yield
         finally:
             os.kill(pid, signal.SIGCONT)
     return frozen()
+
+
+def _all_stopped(pid: int) -> bool:
+    """Every thread of *pid* is stopped (state T in /proc)."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # a thread that ended
+        states.append(stat[stat.rindex(")") + 2])
+    return all(state in "Tt" for state in states)
 
 
 def _within(seconds: float, call):
