@@ -141,7 +141,8 @@ class Display(BenchProgress):
 @friendly_errors
 def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_degree, data_dir,
           source_rate, recency_share, threads, requests, duration, request_rate, seed,
-          chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start, no_report, as_json):
+          chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start, no_report,
+          as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime the same LinkBench queries run against it.
 
