@@ -24,6 +24,10 @@ The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA
 dataclasses (or a plain mapping such as bucket -> state), never driver rows. No other module
 writes SQL against these tables.
 
+The package, by role: ``schema`` (the tables and their version), ``records`` (the dataclasses the
+methods return), ``engines`` (the process's engines and MySQL named locks), and here the
+``Catalog`` that reads and writes the tables. Import every name from ``debl.catalog``.
+
 The bucket index row of a bucket is recomputed from its ``debl_bucket_chunks`` rows, so re-running
 the dist_ch of a chunk replaces exactly that chunk's share. One dataset lives in a database at a
 time: a new load clears the bucket, job and demand tables (the previous day's dump is replaced).
@@ -54,386 +58,40 @@ Pitfalls:
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from debl.buckets import BucketMap
+from debl.catalog.engines import NamedLock, engine_for, named_lock
+from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, FileCount, Job,
+                                  LoadFile, LoadRecord, Phase)
+from debl.catalog.schema import (DATASET_TABLES, METADATA, RETIRED_TABLES, SCHEMA_VERSION,
+                                 STATES, answers_table, bucket_chunks_table, buckets_table,
+                                 chunks_table, coordinators_table, demand_table,
+                                 file_counts_table, files_table, jobs_table, loads_table,
+                                 phases_table, schema_table, schema_version)
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
-from debl.mysql import connect, describe
+from debl.mysql import describe
 
-# 2: the bucket map replaces the bucket width; buckets keep their cold span.
-# 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
-# an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
-# 4: debl_coordinators (a new load waits until running coordinators have seen it).
-SCHEMA_VERSION = 4
-STATES = ("pending", "queued", "running", "loaded", "failed")
+__all__ = ["Bucket", "BucketChunk", "Catalog", "ChunkRecord", "DemandRow", "FileCount", "Job",
+           "LoadFile", "LoadRecord", "METADATA", "NamedLock", "Phase", "SCHEMA_VERSION", "STATES",
+           "engine_for", "named_lock"]
+
 _CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
 _ER_TABLE_EXISTS = 1050
-
-METADATA = sa.MetaData()
-_UTF8 = {"mysql_charset": "utf8mb4"}
-_CHECKSUM = mysql.BIGINT(unsigned=True)
-
-
-class _JSONText(sa.types.TypeDecorator):
-    """A JSON value in a MEDIUMTEXT column, written and read by Python's json. Not MariaDB's JSON
-    type: its CHECK (JSON_VALID) refuses the escaped lone surrogates (``\\udcff``) that Python
-    writes for a file name that is not UTF-8 (tests/test_hostile_input.py loads one)."""
-
-    impl = mysql.MEDIUMTEXT
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
-        return None if value is None else json.dumps(value)
-
-    def process_result_value(self, value: str | None, dialect: Any) -> Any:
-        return None if value is None else json.loads(value)
-
-
-def _key(name: str, type_: Any = sa.BigInteger) -> sa.Column:
-    """A primary key column that is not AUTO_INCREMENT (SQLAlchemy's default for one integer)."""
-    return sa.Column(name, type_, primary_key=True, autoincrement=False)
-
-
-def _rows(nullable: bool = False) -> sa.Column:
-    # ROWS is a reserved word in MariaDB: always quoted.
-    return sa.Column("rows", sa.BigInteger, nullable=nullable, quote=True)
-
-
-schema_table = sa.Table("debl_schema", METADATA, _key("version", sa.Integer), **_UTF8)
-
-loads_table = sa.Table(
-    "debl_loads", METADATA,
-    sa.Column("load_id", sa.String(40), primary_key=True),
-    sa.Column("approach", sa.String(32), nullable=False),
-    sa.Column("source", sa.String(1024), nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("bucket_map", sa.JSON),  # BucketMap.to_dict(); NULL: not decided yet
-    sa.Column("chunk_size", sa.BigInteger, nullable=False),
-    sa.Column("params", _JSONText, nullable=False),
-    sa.Column("started", sa.Double, nullable=False),
-    sa.Column("uptime", sa.Double),
-    sa.Column("ended", sa.Double),
-    sa.Column("hot_k_lo", sa.BigInteger),
-    sa.Column("hot_k_hi", sa.BigInteger),
-    sa.Column("hot_rows", sa.BigInteger, nullable=False, server_default="0"),
-    sa.Column("summary", _JSONText),
-    sa.Column("error", sa.Text), **_UTF8)
-
-files_table = sa.Table(
-    "debl_load_files", METADATA,
-    sa.Column("load_id", sa.String(40), primary_key=True),
-    _key("file_seq", sa.Integer),
-    sa.Column("name", sa.String(1024), nullable=False),
-    sa.Column("size", sa.BigInteger, nullable=False),
-    sa.Column("mtime", sa.Double, nullable=False),
-    sa.Column("hot", sa.Boolean, nullable=False), **_UTF8)
-
-file_counts_table = sa.Table(
-    "debl_file_counts", METADATA,
-    sa.Column("load_id", sa.String(40), primary_key=True),
-    _key("file_seq", sa.Integer),
-    sa.Column("part", sa.String(32), primary_key=True),
-    _rows(),
-    sa.Column("rejects", sa.BigInteger, nullable=False), **_UTF8)
-
-chunks_table = sa.Table(
-    "debl_chunks", METADATA,
-    sa.Column("load_id", sa.String(40), primary_key=True),
-    _key("chunk_no", sa.Integer),
-    sa.Column("path", sa.String(512), nullable=False),
-    sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("layout", _JSONText, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False), **_UTF8)
-
-phases_table = sa.Table(
-    "debl_phases", METADATA,
-    sa.Column("load_id", sa.String(40), primary_key=True),
-    sa.Column("phase", sa.String(32), primary_key=True),
-    sa.Column("item", sa.String(64), primary_key=True),
-    sa.Column("started", sa.Double, nullable=False),
-    sa.Column("ended", sa.Double),
-    sa.Column("bytes", sa.BigInteger),
-    _rows(nullable=True), **_UTF8)
-
-bucket_chunks_table = sa.Table(
-    "debl_bucket_chunks", METADATA,
-    _key("b_index"),
-    _key("chunk_no", sa.Integer),
-    sa.Column("load_id", sa.String(40), nullable=False),
-    _rows(),
-    sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("checksum", _CHECKSUM, nullable=False),
-    sa.Column("path", sa.String(512), nullable=False),
-    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of these rows
-    sa.Column("c_hi", sa.BigInteger, nullable=False),
-    sa.Index("debl_bucket_chunks_by_chunk", "chunk_no"), **_UTF8)
-
-buckets_table = sa.Table(
-    "debl_buckets", METADATA,
-    _key("b_index"),
-    sa.Column("k_lo", sa.BigInteger, nullable=False),
-    sa.Column("k_hi", sa.BigInteger, nullable=False),
-    _rows(),
-    sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("checksum", _CHECKSUM, nullable=False),
-    sa.Column("location", sa.String(512), nullable=False),
-    sa.Column("load_id", sa.String(40), nullable=False),
-    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of the bucket's cold rows
-    sa.Column("c_hi", sa.BigInteger, nullable=False), **_UTF8)
-
-jobs_table = sa.Table(
-    "debl_jobs", METADATA,
-    _key("b_index"),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("run_id", sa.String(40)),
-    sa.Column("queued", sa.Double),
-    sa.Column("started", sa.Double),
-    sa.Column("ended", sa.Double),
-    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("error", sa.Text),
-    sa.Column("rows_loaded", sa.BigInteger),
-    sa.Column("superseded", sa.BigInteger),
-    sa.Column("checksum_loaded", _CHECKSUM), **_UTF8)
-
-demand_table = sa.Table(
-    "debl_demand", METADATA,
-    sa.Column("coordinator", sa.String(64), primary_key=True),
-    _key("b_index"),
-    sa.Column("waiting", sa.Integer, nullable=False),
-    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
-
-answers_table = sa.Table(
-    "debl_answers", METADATA,
-    sa.Column("coordinator", sa.String(64), primary_key=True),
-    sa.Column("route", sa.String(16), primary_key=True),
-    sa.Column("answered", sa.BigInteger, nullable=False),
-    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
-
-coordinators_table = sa.Table(
-    "debl_coordinators", METADATA,
-    sa.Column("coordinator", sa.String(64), primary_key=True),
-    sa.Column("load_id", sa.String(40)),  # NULL: none seen yet, or an older one still in use
-    sa.Column("interval_s", sa.Double, nullable=False),  # its poll interval: the heartbeat's
-    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
-
-DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table)
-# Tables of an older schema that this one no longer has: dropped with an older catalog.
-RETIRED_TABLES: tuple[str, ...] = ()
 # The job states that stamp a time column when a bucket enters them (see set_job_state).
 _STAMPED = {"queued": "queued", "running": "started", "loaded": "ended", "failed": "ended"}
 _LOAD_UPDATES = frozenset({"state", "uptime", "ended", "hot_k_lo", "hot_k_hi", "hot_rows",
                            "summary", "error"})
-
-
-# ---------------------------------------------------------------------------- what it returns
-
-
-@dataclass(frozen=True)
-class LoadRecord:
-    """A load. ``params`` and ``summary`` are the JSON objects the load stored."""
-
-    load_id: str
-    approach: str
-    source: str
-    state: str  # running / up / failed
-    bucket_map: BucketMap | None  # None: not decided yet, or no cold file
-    chunk_size: int
-    params: dict
-    started: float
-    uptime: float | None
-    ended: float | None
-    hot_k_lo: int | None
-    hot_k_hi: int | None
-    hot_rows: int
-    summary: dict | None
-    error: str | None
-
-
-@dataclass(frozen=True)
-class LoadFile:
-    """A source file of a load; ``file_seq`` is its place in the source's listing."""
-
-    file_seq: int
-    name: str
-    size: int
-    mtime: float
-    hot: bool
-
-
-@dataclass(frozen=True)
-class FileCount:
-    """Rows and rejects that one part of a load (``hot``, ``chunk-NNNNN``) took from a file."""
-
-    file_seq: int
-    part: str
-    rows: int
-    rejects: int
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """A cold chunk. ``layout`` is the chunker's own description of the chunk's segments
-    (written by ``loaders.chunker.Chunk.record``, read back by ``Chunk.of``)."""
-
-    chunk_no: int
-    path: str
-    bytes: int
-    layout: dict
-    state: str  # copied / bucketed
-
-
-@dataclass(frozen=True)
-class Phase:
-    """A timed item of a load's phase; ``ended`` is None while it runs (or if it was killed)."""
-
-    phase: str
-    item: str
-    started: float
-    ended: float | None
-    bytes: int | None
-    rows: int | None
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """A bucket's index row with its job state (``pending`` if it has no job row)."""
-
-    b_index: int
-    k_lo: int
-    k_hi: int
-    rows: int
-    bytes: int
-    checksum: int
-    location: str
-    state: str
-    c_lo: int  # the lowest and highest id1 of the bucket's cold rows
-    c_hi: int
-
-
-@dataclass(frozen=True)
-class BucketChunk:
-    """What one dist_ch wrote into one bucket."""
-
-    b_index: int
-    chunk_no: int
-    rows: int
-    bytes: int
-    checksum: int
-    path: str
-    c_lo: int  # the lowest and highest id1 of these rows
-    c_hi: int
-
-
-@dataclass(frozen=True)
-class Job:
-    """A bucket's job status. gen_HF sets the three counts when the bucket is ``loaded``."""
-
-    b_index: int
-    state: str
-    run_id: str | None
-    queued: float | None
-    started: float | None
-    ended: float | None
-    attempts: int
-    error: str | None
-    rows_loaded: int | None
-    superseded: int | None
-    checksum_loaded: int | None
-
-
-@dataclass(frozen=True)
-class DemandRow:
-    """What one coordinator published for one bucket, and when."""
-
-    coordinator: str
-    b_index: int
-    waiting: int
-    updated: float
-
-
-# ---------------------------------------------------------------------------- engines
-
-
-_engines: dict[tuple, Engine] = {}
-_engines_lock = threading.Lock()
-
-
-def engine_for(config: Config) -> Engine:
-    """The process's Engine for *config*'s MySQL account and database (made on first use).
-
-    Its connections come from ``debl.mysql.connect`` (the one place that knows the connection
-    settings, creates a missing database and turns errors into ServiceErrors), with autocommit
-    off, at READ COMMITTED. ``pool_pre_ping`` replaces a connection the server has closed (a restart, a KILL, an
-    idle timeout) before a method gets it."""
-    key = (config.mysql_host, config.mysql_port, config.mysql_user, config.mysql_database,
-           config.mysql_secret)
-    with _engines_lock:
-        engine = _engines.get(key)
-        if engine is None:
-            engine = sa.create_engine("mysql+pymysql://",
-                                      creator=lambda: connect(config, autocommit=False),
-                                      isolation_level="READ COMMITTED", pool_pre_ping=True,
-                                      pool_recycle=3600)
-            _engines[key] = engine
-        return engine
-
-
-def _forget_engines() -> None:
-    for engine in _engines.values():
-        engine.dispose(close=False)  # the parent still uses those sockets
-    _engines.clear()
-
-
-os.register_at_fork(after_in_child=_forget_engines)
-
-
-class NamedLock:
-    """A MySQL named lock, held by its own session until ``release`` (or the process ends)."""
-
-    def __init__(self, name: str, conn: Connection):
-        self.name = name
-        self._conn = conn
-
-    def held(self) -> bool:
-        """Whether this session still holds the lock. Also keeps the idle session alive: a
-        server that closed it (``wait_timeout``, a restart) released the lock with it."""
-        if self._conn.closed:
-            return False
-        try:
-            holder = self._conn.execute(sa.select(sa.func.is_used_lock(self.name))).scalar()
-            me = self._conn.execute(sa.select(sa.func.connection_id())).scalar()
-            self._conn.commit()
-        except DBAPIError:
-            return False
-        return holder is not None and holder == me
-
-    def release(self) -> None:
-        """End the lock's session (detached from the pool), and with it the lock.
-
-        Pitfall: SQLAlchemy must not reset the session (on a server that died the reset's
-        rollback fails and is logged with a whole traceback), and invalidating a detached
-        connection only forgets its socket, leaving the session, and the lock, to the garbage
-        collector. So the session is invalidated and then closed here, by hand."""
-        if self._conn.closed:
-            return
-        session = self._conn.connection.dbapi_connection
-        self._conn.invalidate()
-        self._conn.close()
-        if session is not None and session.open:
-            session.close()  # pymysql: on a dead server, it only drops the socket
 
 
 # ---------------------------------------------------------------------------- the catalog
@@ -474,7 +132,7 @@ class Catalog:
 
     def _check_schema(self, replace_older: bool) -> None:
         with self._transaction() as conn:
-            found = _schema_version(conn)
+            found = schema_version(conn)
         if found is not None and found < SCHEMA_VERSION and replace_older:
             with self._transaction() as conn:
                 METADATA.drop_all(conn)
@@ -503,7 +161,7 @@ class Catalog:
         with self._transaction() as conn:
             conn.execute(mysql.insert(schema_table).prefix_with("IGNORE")
                          .values(version=SCHEMA_VERSION))
-            return _schema_version(conn)
+            return schema_version(conn)
 
     def _version_message(self, found: int | None) -> str:
         where = f"the catalog in MySQL database {self.config.mysql_database!r}"
@@ -935,32 +593,3 @@ class Catalog:
         locks are server-wide: put the database's name in *name* to keep datasets apart."""
         return named_lock(self.config, name)
 
-
-def named_lock(config: Config, name: str) -> NamedLock | None:
-    """``Catalog.named_lock`` without a Catalog: it needs no table, so a load can take its lock
-    before it looks at (or replaces) the catalog's schema."""
-    try:
-        conn = engine_for(config).connect()
-        conn.detach()  # its session will hold the lock: it must never serve anyone else
-        got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
-        conn.commit()
-    except DBAPIError as exc:
-        raise ServiceError(describe(exc.orig, config)) from exc
-    if got != 1:
-        conn.close()
-        return None
-    return NamedLock(name, conn)
-
-
-def _schema_version(conn: Connection) -> int | None:
-    """The version of the catalog in this database: None when it holds no DeBL table, or when
-    some table of this version is missing (a catalog still being created, or damaged: then
-    ``create_all`` completes it); 0 for DeBL tables without ``debl_schema`` (a DeBL from before
-    versioning)."""
-    present = set(sa.inspect(conn).get_table_names()) & set(METADATA.tables)
-    if schema_table.name not in present:
-        return 0 if present else None
-    version = conn.execute(sa.select(sa.func.max(schema_table.c.version))).scalar()
-    if version == SCHEMA_VERSION and present != set(METADATA.tables):
-        return None
-    return version

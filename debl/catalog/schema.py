@@ -1,0 +1,185 @@
+"""The catalog's schema: its tables as SQLAlchemy Core ``Table`` objects on one ``MetaData``
+(``METADATA``), and the version the code checks (``SCHEMA_VERSION``, kept in ``debl_schema``).
+What each table holds is drawn in ``debl.catalog``'s docstring; docs/LOADING.md says why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection
+
+# 2: the bucket map replaces the bucket width; buckets keep their cold span.
+# 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
+# an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
+# 4: debl_coordinators (a new load waits until running coordinators have seen it).
+SCHEMA_VERSION = 4
+STATES = ("pending", "queued", "running", "loaded", "failed")
+
+METADATA = sa.MetaData()
+_UTF8 = {"mysql_charset": "utf8mb4"}
+_CHECKSUM = mysql.BIGINT(unsigned=True)
+
+
+class _JSONText(sa.types.TypeDecorator):
+    """A JSON value in a MEDIUMTEXT column, written and read by Python's json. Not MariaDB's JSON
+    type: its CHECK (JSON_VALID) refuses the escaped lone surrogates (``\\udcff``) that Python
+    writes for a file name that is not UTF-8 (tests/test_hostile_input.py loads one)."""
+
+    impl = mysql.MEDIUMTEXT
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else json.dumps(value)
+
+    def process_result_value(self, value: str | None, dialect: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+
+def _key(name: str, type_: Any = sa.BigInteger) -> sa.Column:
+    """A primary key column that is not AUTO_INCREMENT (SQLAlchemy's default for one integer)."""
+    return sa.Column(name, type_, primary_key=True, autoincrement=False)
+
+
+def _rows(nullable: bool = False) -> sa.Column:
+    # ROWS is a reserved word in MariaDB: always quoted.
+    return sa.Column("rows", sa.BigInteger, nullable=nullable, quote=True)
+
+
+schema_table = sa.Table("debl_schema", METADATA, _key("version", sa.Integer), **_UTF8)
+
+loads_table = sa.Table(
+    "debl_loads", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("approach", sa.String(32), nullable=False),
+    sa.Column("source", sa.String(1024), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("bucket_map", sa.JSON),  # BucketMap.to_dict(); NULL: not decided yet
+    sa.Column("chunk_size", sa.BigInteger, nullable=False),
+    sa.Column("params", _JSONText, nullable=False),
+    sa.Column("started", sa.Double, nullable=False),
+    sa.Column("uptime", sa.Double),
+    sa.Column("ended", sa.Double),
+    sa.Column("hot_k_lo", sa.BigInteger),
+    sa.Column("hot_k_hi", sa.BigInteger),
+    sa.Column("hot_rows", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("summary", _JSONText),
+    sa.Column("error", sa.Text), **_UTF8)
+
+files_table = sa.Table(
+    "debl_load_files", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("file_seq", sa.Integer),
+    sa.Column("name", sa.String(1024), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("mtime", sa.Double, nullable=False),
+    sa.Column("hot", sa.Boolean, nullable=False), **_UTF8)
+
+file_counts_table = sa.Table(
+    "debl_file_counts", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("file_seq", sa.Integer),
+    sa.Column("part", sa.String(32), primary_key=True),
+    _rows(),
+    sa.Column("rejects", sa.BigInteger, nullable=False), **_UTF8)
+
+chunks_table = sa.Table(
+    "debl_chunks", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("chunk_no", sa.Integer),
+    sa.Column("path", sa.String(512), nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("layout", _JSONText, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False), **_UTF8)
+
+phases_table = sa.Table(
+    "debl_phases", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("phase", sa.String(32), primary_key=True),
+    sa.Column("item", sa.String(64), primary_key=True),
+    sa.Column("started", sa.Double, nullable=False),
+    sa.Column("ended", sa.Double),
+    sa.Column("bytes", sa.BigInteger),
+    _rows(nullable=True), **_UTF8)
+
+bucket_chunks_table = sa.Table(
+    "debl_bucket_chunks", METADATA,
+    _key("b_index"),
+    _key("chunk_no", sa.Integer),
+    sa.Column("load_id", sa.String(40), nullable=False),
+    _rows(),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("checksum", _CHECKSUM, nullable=False),
+    sa.Column("path", sa.String(512), nullable=False),
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of these rows
+    sa.Column("c_hi", sa.BigInteger, nullable=False),
+    sa.Index("debl_bucket_chunks_by_chunk", "chunk_no"), **_UTF8)
+
+buckets_table = sa.Table(
+    "debl_buckets", METADATA,
+    _key("b_index"),
+    sa.Column("k_lo", sa.BigInteger, nullable=False),
+    sa.Column("k_hi", sa.BigInteger, nullable=False),
+    _rows(),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("checksum", _CHECKSUM, nullable=False),
+    sa.Column("location", sa.String(512), nullable=False),
+    sa.Column("load_id", sa.String(40), nullable=False),
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of the bucket's cold rows
+    sa.Column("c_hi", sa.BigInteger, nullable=False), **_UTF8)
+
+jobs_table = sa.Table(
+    "debl_jobs", METADATA,
+    _key("b_index"),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(40)),
+    sa.Column("queued", sa.Double),
+    sa.Column("started", sa.Double),
+    sa.Column("ended", sa.Double),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("error", sa.Text),
+    sa.Column("rows_loaded", sa.BigInteger),
+    sa.Column("superseded", sa.BigInteger),
+    sa.Column("checksum_loaded", _CHECKSUM), **_UTF8)
+
+demand_table = sa.Table(
+    "debl_demand", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    _key("b_index"),
+    sa.Column("waiting", sa.Integer, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+answers_table = sa.Table(
+    "debl_answers", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    sa.Column("route", sa.String(16), primary_key=True),
+    sa.Column("answered", sa.BigInteger, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+coordinators_table = sa.Table(
+    "debl_coordinators", METADATA,
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    sa.Column("load_id", sa.String(40)),  # NULL: none seen yet, or an older one still in use
+    sa.Column("interval_s", sa.Double, nullable=False),  # its poll interval: the heartbeat's
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table)
+# Tables of an older schema that this one no longer has: dropped with an older catalog.
+RETIRED_TABLES: tuple[str, ...] = ()
+
+
+def schema_version(conn: Connection) -> int | None:
+    """The version of the catalog in this database: None when it holds no DeBL table, or when
+    some table of this version is missing (a catalog still being created, or damaged: then
+    ``create_all`` completes it); 0 for DeBL tables without ``debl_schema`` (a DeBL from before
+    versioning)."""
+    present = set(sa.inspect(conn).get_table_names()) & set(METADATA.tables)
+    if schema_table.name not in present:
+        return 0 if present else None
+    version = conn.execute(sa.select(sa.func.max(schema_table.c.version))).scalar()
+    if version == SCHEMA_VERSION and present != set(METADATA.tables):
+        return None
+    return version
