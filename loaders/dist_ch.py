@@ -28,8 +28,11 @@ Pitfalls:
 - Lines stay bytes end to end, so data round-trips byte-exact.
 - A re-run of a chunk rewrites exactly its own files (same names) and its own index rows.
 - A slice's output is held in the task's memory before it is written, and sorted there (about
-  1.3x the slice's size: the lines, and 28 bytes of key and offset per line): keep
-  ``chunk_size`` / ``dist_ch_tasks`` well under the driver's memory.
+  1.3x the slice's size: the lines, and 28 bytes of key and offset per line; up to twice that
+  while its arrays grow). ``slices_for`` cuts a chunk into more than ``dist_ch_tasks`` slices
+  when a slice would pass its share of the task heap: a load whose chunks grew (uncapped, the
+  load doubles a chunk that dist_ch lags behind) once ran the driver out of heap with two
+  512 MiB slices (docs/SCALING.md, "Measured growth").
 """
 
 from __future__ import annotations
@@ -41,8 +44,22 @@ from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
 from debl.model import CHECKSUM_MOD, ParseError, parse_line, too_long
-from debl.spark import call_jvm
+from debl.spark import call_jvm, task_heap
 from loaders.chunker import Chunk
+
+
+# A slice's share of its task's heap: its output (up to ~2.6x the slice while it grows), and the
+# JVM's and Spark's own objects beside it. Two 256 MiB slices ran in a 2 GiB driver, two 512 MiB
+# ones did not.
+HEAP_PER_SLICE = 4
+
+
+def slices_for(config: Config, chunk_bytes: int) -> int:
+    """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
+    ``dist_ch_tasks``, or more so that no slice passes a quarter of its task's heap share."""
+    heap = task_heap(config)
+    limit = max(1, heap.heap_bytes // (HEAP_PER_SLICE * heap.tasks))
+    return max(config.dist_ch_tasks, -(-chunk_bytes // limit))
 
 
 @dataclass(frozen=True)

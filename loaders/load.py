@@ -31,8 +31,10 @@ Chunk size (docs/DESIGN.md section 4: small enough that the last dist_ch is shor
 copying a chunk takes longer than bucketing it): the configured size (``--chunk-size``, else
 ``chunk_size`` but at most an eighth of the cold bytes, so a small input still pipelines) is the
 start. A dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so
-the next chunk doubles (up to 4x) to amortise Spark's per-job overhead. Towards the end chunks
-taper (at most half of what remains), so the last dist_ch, which no copy overlaps, is short.
+the next chunk doubles (up to 4x) to amortise Spark's per-job overhead; a grown chunk is cut
+into more slices, never larger ones (``dist_ch.slices_for``: a slice is held in its task's
+heap). Towards the end chunks taper (at most half of what remains), so the last dist_ch, which
+no copy overlaps, is short.
 """
 
 from __future__ import annotations
@@ -386,7 +388,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 t0 = time.time()
                 remaining = summary.cold_bytes - copied_bytes[0]
                 size = tapered(sizes["next"], remaining)
-                chunk = copier.copy_next(size, config.dist_ch_tasks)
+                chunk = copier.copy_next(size, dist_ch.slices_for(config, size))
                 if chunk is None:
                     catalog.drop_phase(load_id, "copy", item)
                     break
