@@ -65,6 +65,11 @@ class TaskHeap:
     heap_bytes: int
     tasks: int
 
+    @property
+    def per_task(self) -> int:
+        """One task's share of the heap, in bytes."""
+        return self.heap_bytes // self.tasks
+
 
 def task_heap(config: Config) -> TaskHeap:
     master = config.spark_url

@@ -57,8 +57,7 @@ HEAP_PER_SLICE = 4
 def slices_for(config: Config, chunk_bytes: int) -> int:
     """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
     ``dist_ch_tasks``, or more so that no slice passes a quarter of its task's heap share."""
-    heap = task_heap(config)
-    limit = max(1, heap.heap_bytes // (HEAP_PER_SLICE * heap.tasks))
+    limit = max(1, task_heap(config).per_task // HEAP_PER_SLICE)
     return max(config.dist_ch_tasks, -(-chunk_bytes // limit))
 
 

@@ -210,7 +210,7 @@ class GenHF:
         takes the driver down with it. The bucket is marked ``failed`` with the reason, so that
         coordinators release the queries buffered on it with that reason (no wait forever)."""
         heap = task_heap(self.config)
-        limit = heap.heap_bytes // (HEAP_PER_BUCKET * heap.tasks)
+        limit = heap.per_task // HEAP_PER_BUCKET
         value = getattr(self.config, heap.setting)
         for b in chosen:
             if b.bytes > limit:
