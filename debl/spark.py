@@ -184,6 +184,8 @@ def call_jvm(what: str, fn, *args):
         cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
         if any(sign in cause for sign in _UNREACHABLE):
             cause += " (a service does not answer: is the stack up? `debl stack status`)"
+        elif any(sign in cause for sign in _OUT_OF_HEAP):
+            cause += _HEAP_HINT
         raise ServiceError(f"{what} failed: {cause}") from exc
 
 
@@ -192,6 +194,14 @@ _UNREACHABLE = ("Connection refused", "ConnectException", "ConnectionLoss", "Fai
                 "Could not obtain block", "could only be written to 0", "timed out",
                 "SocketTimeoutException")
 
+
+# A task out of heap takes the driver down (local[N]) or its executor: what the caller sees is
+# the OutOfMemoryError, or only the context's shutdown that followed it.
+_OUT_OF_HEAP = ("OutOfMemoryError", "SparkContext was shut down")
+_HEAP_HINT = (" (if the log above shows java.lang.OutOfMemoryError, a task ran out of heap: "
+              "raise spark_driver_memory under local[N], spark_executor_memory on a cluster "
+              "(DEBL_SPARK_DRIVER_MEMORY, DEBL_SPARK_EXECUTOR_MEMORY), or make buckets or chunks "
+              "smaller)")
 
 JVM_END_GRACE_S = 3.0
 
