@@ -338,7 +338,7 @@ class Coordinator:
         """Run the query on the stores the route names (no lock held)."""
         if limit == 0 or min_time > max_time:
             return []
-        hot = route.dataset.in_hot_range(id1)
+        hot = route.dataset.may_be_hot(id1, link_type)
         args = (id1, link_type, min_time, max_time, offset, limit)
         if route.kind == "raw":
             bucket = route.dataset.buckets[route.bucket]

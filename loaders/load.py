@@ -345,9 +345,9 @@ def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
         for phase, t0, t1 in result.phases:
             catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
         # One transaction: a resume skips the hot path once its phase has ended, so the key
-        # range that sends queries to MySQL is recorded with that end.
+        # range and key filter that send queries to MySQL are recorded with that end.
         catalog.end_hot_phase(load_id, result.bytes, result.rows, result.k_lo, result.k_hi,
-                              result.per_file)
+                              result.per_file, result.hot_keys)
     summary.hot_rows = result.rows
     progress.message(f"hot path done: {result.rows} rows in MySQL")
 

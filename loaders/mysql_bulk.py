@@ -28,6 +28,7 @@ from pathlib import Path
 
 from debl.config import Config
 from debl.errors import BadInputError
+from debl.key_filter import KeyFilter, KeyFilterBuilder
 from debl.model import REJECT_PREFIX, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect, mysql_errors
 from debl.store.mysql import add_index_ddl, link_table_ddl
@@ -60,6 +61,8 @@ class HotResult:
     k_hi: int | None = None
     per_file: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> (good, rejects)
     phases: list[tuple[str, float, float]] = field(default_factory=list)
+    keys: KeyFilterBuilder = field(default_factory=KeyFilterBuilder)  # every good line's key
+    hot_keys: KeyFilter | None = None  # built from ``keys`` once every file is loaded
 
 
 def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]],
@@ -89,6 +92,10 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
                 result.per_file[seq] = (good, bad)
             result.phases.append(("mysql_load", t0, time.time()))
 
+            # The key filter is built while MySQL merges: numpy and the server, not one core.
+            building = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-keys")
+            built = building.submit(result.keys.build)
+            building.shutdown(wait=False)
             t0 = time.time()
             cur.execute(MERGE_SQL.format(table=table, staging=staging))
             cur.execute(f"DROP TABLE `{staging}`")
@@ -99,6 +106,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             t0 = time.time()
             cur.execute(add_index_ddl(table))
             result.phases.append(("mysql_index", t0, time.time()))
+            result.hot_keys = built.result()
     finally:
         conn.close()
     return result
@@ -171,7 +179,7 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                         passed, tail, nbytes = _pass_long_line(stream, tail)
                         progress(nbytes)
                         result.bytes += nbytes
-                batch = []
+                batch, id1s, types = [], [], []
                 for line in lines:
                     line_no += 1
                     if len(line) > max_line and len(line_body(line)) > max_line:
@@ -179,16 +187,19 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                         reject(line_no, too_long(len(body), max_line), body[:REJECT_PREFIX])
                         continue
                     try:
-                        parse_line(line)  # validation only: MySQL parses the line itself
+                        link = parse_line(line)  # MySQL parses the line itself again
                     except ParseError as exc:
                         reject(line_no, exc, line)
                         continue
+                    id1s.append(link.id1)
+                    types.append(link.link_type)
                     if line[-1:] == b"\r":
                         line = line[:-1]
                     batch.append(b"%s\t%d\t%d\n" % (line, seq, line_no))
                     counts[0] += 1
                 out.write(b"".join(batch))
                 result.lines += len(batch)
+                result.keys.add(id1s, types)
                 if passed is not None:
                     line_no += 1
                     reject(line_no, too_long(passed[0], max_line), passed[1])

@@ -18,11 +18,14 @@ from debl.buckets import MAX_ID, BucketMap
 from debl.catalog import METADATA, SCHEMA_VERSION, BucketChunk, Catalog, LoadFile, engine_for
 from debl.cli import main
 from debl.errors import CatalogVersionError, GenHFLockHeld, ServiceError
+from debl.key_filter import KeyFilterBuilder
 from debl.model import CHECKSUM_MOD
 from debl.mysql import connect
 from loaders.chunker import Chunk, Segment
 
 pytestmark = pytest.mark.stack
+
+LT = 123456789
 
 # debl_loads as DeBL wrote it before the schema was versioned (its DDL, verbatim).
 _UNVERSIONED_LOADS = """CREATE TABLE debl_loads (
@@ -394,6 +397,21 @@ def test_the_hot_phase_ends_with_its_key_range_in_one_transaction(config):
         assert (load.hot_k_lo, load.hot_k_hi, load.hot_rows) == (5, 9, 4)
         assert [(c.file_seq, c.part, c.rows, c.rejects) for c in catalog.file_counts("L1")] == \
             [(0, "hot", 4, 1)]
+        assert catalog.hot_keys("L1") is None  # ended without a filter: every key may be hot
+
+
+def test_the_hot_key_filter_is_kept_with_its_load_and_cleared_by_the_next(config):
+    builder = KeyFilterBuilder()
+    builder.add([5, 7, 9], [LT, LT, LT + 1])
+    with Catalog(config) as catalog:
+        catalog.begin_load("L1", "debl", "src", 1, {})
+        catalog.phase_start("L1", "hot", "all")
+        catalog.end_hot_phase("L1", 10, 3, 5, 9, {}, builder.build())
+        kept = catalog.hot_keys("L1")
+        assert kept.bits == builder.build().bits
+        assert kept.may_hold(7, LT) and kept.may_hold(9, LT + 1)
+        catalog.begin_load("L2", "debl", "src", 1, {})  # its MySQL table is another one
+        assert catalog.hot_keys("L1") is None and catalog.hot_keys("L2") is None
 
 
 def test_coordinators_behind_a_load_are_the_live_ones_that_have_not_seen_it(config):

@@ -32,6 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
+from coordinator.state import read_dataset, read_load
 from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.commands.links import links as links_command
@@ -266,6 +267,28 @@ def test_ids_without_a_cold_bucket_are_answered_at_once_by_mysql(world):
         assert c.get_link_list(id1, LT, T0 + 11, T0 + 13) == _expected(world, id1, LT, T0 + 11,
                                                                       T0 + 13)
     assert c.get_link_list(10**6, LT) == []  # beyond every range
+
+
+def test_mysql_is_asked_only_for_keys_the_hot_key_filter_may_hold(world):
+    with Catalog(world.config) as catalog:
+        load = read_load(catalog)
+        dataset = read_dataset(catalog, load)
+    assert dataset.hot_keys is not None
+    hot = set(world.hot_reference.keys())
+    # Hidden rows included: a hidden hot row must still hide its cold twin.
+    assert all(dataset.may_be_hot(id1, lt) for id1, lt in hot)
+    others = [(id1, lt) for id1, lt in world.keys if (id1, lt) not in hot
+              and load.hot_k_lo <= id1 <= load.hot_k_hi]
+    assert len(others) > 100  # the hot range alone would send all of them to MySQL
+    spared = sum(not dataset.may_be_hot(id1, lt) for id1, lt in others)
+    assert spared >= 0.95 * len(others)  # 10 bits per key: about 0.8% false positives
+    # Hot keys that no cold row can have are MySQL's alone: still answered in full. (Keys of
+    # pending buckets are left alone: asking them would add to those buckets' demand.)
+    mysql_alone = [(id1, lt) for id1, lt in sorted(hot) if dataset.bucket_of(id1) is None]
+    assert len(mysql_alone) >= 30
+    for id1, lt in mysql_alone:
+        answer = world.coordinator.query(id1, lt)
+        assert answer.route == "mysql" and answer.links == _expected(world, id1, lt)
 
 
 def test_a_pending_bucket_blocks_publishes_demand_and_is_released_when_loaded(world):

@@ -19,6 +19,7 @@ from debl.buckets import BucketMap
 from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
+from debl.key_filter import KeyFilterBuilder
 from debl.model import Link, Origin
 from debl.store.memory import MemoryStore
 
@@ -60,6 +61,9 @@ class FakeCatalog:
     def job_states(self):
         self._maybe_fail()
         return dict(self.world["jobs"])
+
+    def hot_keys(self, load_id):
+        return self.world.get("hot_keys")
 
     def publish_demand(self, coordinator, waiting):
         self.world.setdefault("published", []).append((coordinator, dict(waiting)))
@@ -146,6 +150,38 @@ def test_routes_and_merges(coord):
     assert [l.data for l in coord.get_link_list(150, LT)] == [b"cold newer"]  # bucket 1 loaded
     assert coord.query(150, LT).route == "merged"
     assert coord.query(999, LT).route == "mysql"  # no bucket 9
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts the reads asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_link_list(self, *args, **kwargs):
+        self.reads += 1
+        return super().get_link_list(*args, **kwargs)
+
+    def scan_newest_first(self, *args, **kwargs):
+        self.reads += 1
+        return super().scan_newest_first(*args, **kwargs)
+
+
+def test_mysql_is_read_only_for_keys_the_hot_key_filter_may_hold(world):
+    keys = KeyFilterBuilder()
+    keys.add([5, 150], [LT, LT])  # MySQL's keys (the fixture's hot rows)
+    world["hot_keys"] = keys.build()
+    world["hot"] = CountingStore()
+    world["hot"].write_links([(Link(5, LT, 1, 1, b"hot", 10, 0), Origin(1, 0, 1)),
+                              (Link(150, LT, 1, 1, b"hot", 10, 0), Origin(1, 0, 2))])
+    with Coordinator(Config(poll_interval=POLL, raw_after=0.0), "test-coordinator") as c:
+        assert c.wait_until_up(5)
+        assert c.query(150, LT).links[0].data == b"cold newer"  # loaded: merged
+        assert c.query(5, LT).route == "raw"  # pending bucket: raw merged with MySQL
+        assert world["hot"].reads == 2
+        assert c.query(150, LT + 1).links == [] and c.query(7, LT).links == []
+        assert world["hot"].reads == 2  # neither key is in the filter: MySQL not asked
 
 
 def test_buffered_query_is_released_and_demand_published_then_cleared(world, coord):

@@ -48,7 +48,7 @@ class BenchSpec:
     recency_share: float = DEFAULT_RECENCY_SHARE
     query_timeout: float = 600.0
     full_timeout: float = 3600.0
-    gen_hf_start: str = "uptime"  # or "load": the gen_HF service is started with the load
+    gen_hf_start: str = "load"  # or "uptime" (debl.bench.gen_hf_process)
 
     def __post_init__(self) -> None:
         if self.gen_hf_start not in GEN_HF_STARTS:
@@ -112,7 +112,7 @@ class BenchSpec:
             args += ["--bucket-width", str(self.bucket_width)]
         else:
             args += ["--buckets", str(self.buckets)]
-        if self.gen_hf_start != "uptime":
+        if self.gen_hf_start != "load":
             args += ["--gen-hf-start", self.gen_hf_start]
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
         for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines", "ids"):

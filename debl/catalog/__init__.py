@@ -76,10 +76,12 @@ from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, F
 from debl.catalog.schema import (DATASET_TABLES, METADATA, RETIRED_TABLES, SCHEMA_VERSION,
                                  STATES, answers_table, bucket_chunks_table, buckets_table,
                                  chunks_table, coordinators_table, demand_table,
-                                 file_counts_table, files_table, jobs_table, loads_table,
+                                 file_counts_table, files_table, hot_keys_table, jobs_table,
+                                 loads_table,
                                  phases_table, schema_table, schema_version)
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
+from debl.key_filter import KeyFilter
 from debl.mysql import describe
 
 __all__ = ["Bucket", "BucketChunk", "Catalog", "ChunkRecord", "DemandRow", "FileCount", "Job",
@@ -201,13 +203,18 @@ class Catalog:
             conn.execute(t.update().where(t.c.load_id == load_id).values(**values))
 
     def end_hot_phase(self, load_id: str, bytes: int, rows: int, k_lo: int | None,
-                      k_hi: int | None, counts: dict[int, tuple[int, int]]) -> None:
-        """The hot path is done: end its phase, record its per-file counts and the load's
-        ``hot_k_lo``, ``hot_k_hi``, ``hot_rows``, in one transaction. A resumed load skips the
-        hot path once its phase has ended, so the range that sends queries to MySQL must be
-        recorded with that end, never after it (a kill in between once hid MySQL's rows)."""
+                      k_hi: int | None, counts: dict[int, tuple[int, int]],
+                      hot_keys: KeyFilter | None = None) -> None:
+        """The hot path is done: end its phase, record its per-file counts, the load's
+        ``hot_k_lo``, ``hot_k_hi``, ``hot_rows`` and its key filter, in one transaction. A
+        resumed load skips the hot path once its phase has ended, so what sends queries to
+        MySQL must be recorded with that end, never after it (a kill in between once hid
+        MySQL's rows)."""
         p, fc, loads = phases_table, file_counts_table, loads_table
         with self._transaction() as conn:
+            conn.execute(hot_keys_table.delete().where(hot_keys_table.c.load_id == load_id))
+            if hot_keys is not None:
+                conn.execute(hot_keys_table.insert().values(load_id=load_id, bits=hot_keys.bits))
             conn.execute(p.update().where(p.c.load_id == load_id, p.c.phase == "hot",
                                           p.c.item == "all")
                          .values(ended=time.time(), bytes=bytes, rows=rows))
@@ -218,6 +225,14 @@ class Catalog:
                                            for seq, (n, bad) in counts.items()])
             conn.execute(loads.update().where(loads.c.load_id == load_id)
                          .values(hot_k_lo=k_lo, hot_k_hi=k_hi, hot_rows=rows))
+
+    def hot_keys(self, load_id: str) -> KeyFilter | None:
+        """The key filter of the load's hot rows; None if it has none (no hot file, or a load
+        whose hot path has not ended): then every key in the hot range may be in MySQL."""
+        t = hot_keys_table
+        with self._transaction() as conn:
+            bits = conn.execute(sa.select(t.c.bits).where(t.c.load_id == load_id)).scalar()
+        return None if bits is None else KeyFilter(bits)
 
     def set_bucket_map(self, load_id: str, bucket_map: BucketMap) -> None:
         """Record the load's bucket map (decided once, before its first chunk is bucketed)."""

@@ -16,7 +16,8 @@ from sqlalchemy.engine import Connection
 # 3: bucket files sorted, with an index and filter footer (docs/ONLINE.md), and debl_answers;
 # an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
 # 4: debl_coordinators (a new load waits until running coordinators have seen it).
-SCHEMA_VERSION = 4
+# 5: debl_hot_keys, the hot path's key filter (docs/COORDINATOR.md, "Hot keys").
+SCHEMA_VERSION = 5
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -166,7 +167,15 @@ coordinators_table = sa.Table(
     sa.Column("interval_s", sa.Double, nullable=False),  # its poll interval: the heartbeat's
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
-DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table)
+# The hot path's key filter (debl.key_filter): one row, the current load's; a new load clears it
+# with the MySQL link table it describes.
+hot_keys_table = sa.Table(
+    "debl_hot_keys", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("bits", mysql.LONGBLOB, nullable=False), **_UTF8)
+
+DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table,
+                  hot_keys_table)
 # Tables of an older schema that this one no longer has: dropped with an older catalog.
 RETIRED_TABLES: tuple[str, ...] = ()
 

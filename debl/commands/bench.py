@@ -131,10 +131,11 @@ class Display(BenchProgress):
                    "closest to it.")
 @click.option("--query-timeout", type=float, default=600.0, show_default=True,
               help="Seconds a DeBL query may wait for its bucket (then: an error).")
-@click.option("--gen-hf-start", type=click.Choice(["uptime", "load"]), default="uptime",
+@click.option("--gen-hf-start", type=click.Choice(["load", "uptime"]), default="load",
               show_default=True,
-              help="When DeBL's gen_HF service (its own Spark JVM) starts: at uptime, or with "
-                   "the load, as an always-running service would be.")
+              help="When DeBL's gen_HF service (its own Spark JVM) starts: with the load, as an "
+                   "always-running service is, or at uptime (its JVM start then falls on the "
+                   "first queries).")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
