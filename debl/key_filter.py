@@ -8,8 +8,9 @@ reads (a MySQL round trip each, 0.2 ms and a client's CPU). A filter has no fals
 an answer never loses a hot row; a false positive costs only the read it would have cost anyway.
 
 The hash is the bucket files' (``debl.bucket_file.bloom_positions``), computed here for many keys
-at once with numpy. ``KeyFilterBuilder`` sizes the filter at ``BLOOM_BITS_PER_KEY`` bits per line it is given (so at
-least that many per distinct key: 0.8% false positives or fewer), at most ``MAX_FILTER_BYTES``.
+at once with numpy. ``KeyFilterBuilder`` sizes the filter at ``BLOOM_BITS_PER_KEY`` bits per line
+it is given (so at least that many per distinct key: 0.8% false positives or fewer), at most
+``MAX_FILTER_BYTES``.
 
 Pitfall: past ``MAX_FILTER_BYTES`` (about 6.7 million distinct hot keys) the false positives grow
 with the keys: answers stay exact, the filter only spares fewer reads.
