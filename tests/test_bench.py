@@ -221,6 +221,10 @@ def test_bench_spec_round_trips_and_repeats_as_a_command(tmp_path):
                      ("fileCopy", "debl"), source_rate=12.5, requests=2000, recency_share=0.5,
                      request_rate=800.0)
     assert BenchSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    older = {k: v for k, v in json.loads(json.dumps(spec.to_dict())).items()
+             if k != "gen_hf_start"}
+    assert BenchSpec.from_dict(older).gen_hf_start == "uptime"  # as benches before 24 Nov ran
+    assert spec.gen_hf_start == "load" and "--gen-hf-start" not in spec.command_line()
     line = spec.command_line()
     assert "--source-rate 12.5" in line and "--approaches fileCopy,debl" in line
     assert "--layout ranges" in line and "--recency-share 0.5" in line and "--rate 800" in line

@@ -80,10 +80,11 @@ class BenchSpec:
 
     @staticmethod
     def from_dict(d: dict) -> "BenchSpec":
-        """Also reads the bench.json of benches made before layouts and recency existed
-        (days, LinkBench's requests alone)."""
+        """Also reads the bench.json of benches made before layouts, recency and the gen_HF
+        start existed (days, LinkBench's requests alone, gen_HF started at uptime)."""
         d = dict(d)
         d.setdefault("recency_share", 0.0)
+        d.setdefault("gen_hf_start", "uptime")
         d["input"] = GenerateSpec(**{"layout": "days", **d["input"]})
         d["data_dir"] = Path(d["data_dir"])
         d["approaches"] = tuple(d["approaches"])
