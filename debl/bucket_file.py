@@ -75,6 +75,13 @@ def bloom_positions(id1: int, link_type: int, bits: int) -> list[int]:
     return [(h1 + i * h2) % bits for i in range(BLOOM_HASHES)]
 
 
+def bloom_holds(bloom: bytes, id1: int, link_type: int) -> bool:
+    """Whether the filter *bloom* (at least one byte) may hold (id1, link_type): False only
+    for a key never added."""
+    return all(bloom[i >> 3] >> (i & 7) & 1
+               for i in bloom_positions(id1, link_type, len(bloom) * 8))
+
+
 def bloom_filter(keys: Iterable[tuple[int, int]]) -> bytes:
     """The filter of distinct (id1, link_type) keys; bit i is bit ``i % 8`` of byte ``i // 8``."""
     keys = list(keys)
@@ -182,9 +189,7 @@ class BucketIndex:
 
     def may_hold(self, id1: int, link_type: int) -> bool:
         """False when the file surely holds no line of (id1, link_type) (its Bloom filter)."""
-        bloom = self.bloom
-        return all(bloom[i >> 3] >> (i & 7) & 1
-                   for i in bloom_positions(id1, link_type, len(bloom) * 8))
+        return bloom_holds(self.bloom, id1, link_type)
 
     def offset(self, i: int) -> int:
         """Where block i starts (``offset(entries - 1)`` is the data's length)."""

@@ -7,10 +7,10 @@ every query to MySQL, though nine requests in ten find nothing there: the filter
 reads (a MySQL round trip each, 0.2 ms and a client's CPU). A filter has no false negatives, so
 an answer never loses a hot row; a false positive costs only the read it would have cost anyway.
 
-The hash is the bucket files' (``debl.bucket_file.bloom_positions``), computed here for many keys
-at once with numpy. ``KeyFilterBuilder`` sizes the filter at ``BLOOM_BITS_PER_KEY`` bits per line
-it is given (so at least that many per distinct key: 0.8% false positives or fewer), at most
-``MAX_FILTER_BYTES``.
+The hash and the bit test are the bucket files' (``debl.bucket_file.bloom_positions``,
+``bloom_holds``); the hash is computed here for many keys at once with numpy.
+``KeyFilterBuilder`` sizes the filter at ``BLOOM_BITS_PER_KEY`` bits per line it is given (so at
+least that many per distinct key: 0.8% false positives or fewer), at most ``MAX_FILTER_BYTES``.
 
 Pitfall: past ``MAX_FILTER_BYTES`` (about 6.7 million distinct hot keys) the false positives grow
 with the keys: answers stay exact, the filter only spares fewer reads.
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from debl.bucket_file import BLOOM_BITS_PER_KEY, BLOOM_HASHES, bloom_positions
+from debl.bucket_file import BLOOM_BITS_PER_KEY, BLOOM_HASHES, bloom_holds
 
 MAX_FILTER_BYTES = 8 << 20  # one catalog row (MariaDB's default max_allowed_packet is 16 MiB)
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -56,12 +56,9 @@ class KeyFilter:
         if not bits:
             raise ValueError("a key filter has at least one byte")
         self.bits = bytes(bits)
-        self._size = len(self.bits) * 8
 
     def may_hold(self, id1: int, link_type: int) -> bool:
-        bits = self.bits
-        return all(bits[i >> 3] >> (i & 7) & 1 for i in bloom_positions(id1, link_type,
-                                                                      self._size))
+        return bloom_holds(self.bits, id1, link_type)
 
 
 class KeyFilterBuilder:
