@@ -93,20 +93,19 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             result.phases.append(("mysql_load", t0, time.time()))
 
             # The key filter is built while MySQL merges: numpy and the server, not one core.
-            building = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-keys")
-            built = building.submit(result.keys.build)
-            building.shutdown(wait=False)
-            t0 = time.time()
-            cur.execute(MERGE_SQL.format(table=table, staging=staging))
-            cur.execute(f"DROP TABLE `{staging}`")
-            cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
-            result.rows, result.k_lo, result.k_hi = cur.fetchone()
-            result.phases.append(("mysql_merge", t0, time.time()))
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-keys") as building:
+                built = building.submit(result.keys.build)
+                t0 = time.time()
+                cur.execute(MERGE_SQL.format(table=table, staging=staging))
+                cur.execute(f"DROP TABLE `{staging}`")
+                cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
+                result.rows, result.k_lo, result.k_hi = cur.fetchone()
+                result.phases.append(("mysql_merge", t0, time.time()))
 
-            t0 = time.time()
-            cur.execute(add_index_ddl(table))
-            result.phases.append(("mysql_index", t0, time.time()))
-            result.hot_keys = built.result()
+                t0 = time.time()
+                cur.execute(add_index_ddl(table))
+                result.phases.append(("mysql_index", t0, time.time()))
+                result.hot_keys = built.result()
     finally:
         conn.close()
     return result
