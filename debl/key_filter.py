@@ -12,8 +12,9 @@ The hash and the bit test are the bucket files' (``debl.bucket_file.bloom_positi
 ``KeyFilterBuilder`` sizes the filter at ``BLOOM_BITS_PER_KEY`` bits per line it is given (so at
 least that many per distinct key: 0.8% false positives or fewer), at most ``MAX_FILTER_BYTES``.
 
-Pitfall: past ``MAX_FILTER_BYTES`` (about 6.7 million distinct hot keys) the false positives grow
-with the keys: answers stay exact, the filter only spares fewer reads.
+Pitfall: past its size cap (``MAX_FILTER_BYTES``, about 6.7 million hot keys; less under a small
+``max_allowed_packet``) the false positives grow with the keys: answers stay exact, the filter only
+spares fewer reads.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import numpy as np
 
 from debl.bucket_file import BLOOM_BITS_PER_KEY, BLOOM_HASHES, bloom_holds
 
-MAX_FILTER_BYTES = 8 << 20  # one catalog row (MariaDB's default max_allowed_packet is 16 MiB)
+# One catalog row; the hot path caps it further at half the server's max_allowed_packet (16 MiB
+# by default in MariaDB, 4 MiB in MySQL 5.7), or storing it would fail the load.
+MAX_FILTER_BYTES = 8 << 20
 _MASK32 = np.uint64(0xFFFFFFFF)
 
 
@@ -64,10 +67,11 @@ class KeyFilter:
 class KeyFilterBuilder:
     """Collects keys in batches (``add``) and builds their ``KeyFilter`` (``build``), sized at
     ``BLOOM_BITS_PER_KEY`` bits per key added (duplicates included: at least that many per
-    distinct key), at most ``MAX_FILTER_BYTES``. Memory: the keys' hashes, 8 bytes each, until
-    the filter reaches its largest size; from then on, the filter's bits alone."""
+    distinct key), at most *max_bytes*. Memory: the keys' hashes, 8 bytes each, until the
+    filter reaches its largest size; from then on, the filter's bits alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = MAX_FILTER_BYTES) -> None:
+        self.max_bytes = max(8, max_bytes)
         self._parts: list[np.ndarray] = []
         self._kept = 0
         self._on: np.ndarray | None = None  # one bool per bit, once the size is known
@@ -81,11 +85,11 @@ class KeyFilterBuilder:
             return
         self._parts.append(hashes)
         self._kept += len(hashes)
-        if self._kept * BLOOM_BITS_PER_KEY >= MAX_FILTER_BYTES * 8:
+        if self._kept * BLOOM_BITS_PER_KEY >= self.max_bytes * 8:
             self._size_for(self._kept)
 
     def _size_for(self, keys: int) -> None:
-        size = min(MAX_FILTER_BYTES, max(8, -(-keys * BLOOM_BITS_PER_KEY // 8)))
+        size = min(self.max_bytes, max(8, -(-keys * BLOOM_BITS_PER_KEY // 8)))
         self._on = np.zeros(size * 8, dtype=bool)
         for hashes in self._parts:
             self._set(hashes)

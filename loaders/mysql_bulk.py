@@ -28,7 +28,7 @@ from pathlib import Path
 
 from debl.config import Config
 from debl.errors import BadInputError
-from debl.key_filter import KeyFilter, KeyFilterBuilder
+from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
 from debl.model import REJECT_PREFIX, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect, mysql_errors
 from debl.store.mysql import add_index_ddl, link_table_ddl
@@ -85,6 +85,10 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             # but Aria/MyISAM are not crash-safe for the link table; staging may be.
             cur.execute(STAGING_DDL.format(table=staging, engine="Aria"))
 
+            # The filter is stored in one catalog row: it must fit the server's packet, with
+            # room for the statement around it.
+            cur.execute("SELECT @@max_allowed_packet")
+            result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, cur.fetchone()[0] // 2))
             t0 = time.time()
             for seq, file in files:
                 good, bad = _load_file(cur, staging, source, seq, file, rejects, max_bad,

@@ -21,8 +21,8 @@ def _keys(n: int, seed: int = 3) -> list[tuple[int, int]]:
              rng.choice([LT, LT + 1, MAX_ID])) for _ in range(n)]
 
 
-def _built(keys, batch: int = 97) -> KeyFilter:
-    builder = KeyFilterBuilder()
+def _built(keys, batch: int = 97, **options) -> KeyFilter:
+    builder = KeyFilterBuilder(**options)
     for i in range(0, len(keys), batch):
         part = keys[i:i + batch]
         builder.add([k[0] for k in part], [k[1] for k in part])
@@ -52,12 +52,12 @@ def test_every_key_added_is_held_and_few_others_are():
     assert sum(kept.may_hold(*k) for k in absent) < 0.01 * len(absent)
 
 
-def test_the_filter_stops_growing_at_its_largest_size_and_still_holds_every_key(monkeypatch):
-    monkeypatch.setattr(key_filter, "MAX_FILTER_BYTES", 1024)  # 819 keys at 10 bits
+def test_the_filter_stops_growing_at_its_largest_size_and_still_holds_every_key():
     keys = _keys(5000)
-    kept = _built(keys)
+    kept = _built(keys, max_bytes=1024)  # 819 keys at 10 bits
     assert len(kept.bits) == 1024
     assert all(kept.may_hold(id1, lt) for id1, lt in keys)
+    assert KeyFilterBuilder().max_bytes == key_filter.MAX_FILTER_BYTES
 
 
 def test_no_key_gives_a_filter_that_holds_nothing():
