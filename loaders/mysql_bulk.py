@@ -1,10 +1,13 @@
 """The hot path: bulk-load files into the MySQL link table with the server's bulk path.
 
-Steps: each file is streamed from the source and checked line by line (bad lines go to the
-reject file, never to MySQL); good lines, tagged with their (file_seq, line_no) origin, flow
-through a named pipe into ``LOAD DATA LOCAL INFILE`` of an unindexed staging table; one
-``INSERT ... SELECT`` applies the merge rule (a window over each key) into the link table, created
-without its secondary index; the index is then built in one pass (``ALTER TABLE ADD KEY``).
+Steps: each file is streamed from the source and checked (bad lines go to the reject file, never
+to MySQL; a block whose lines are all well formed is checked at C speed, ``debl.line_block``);
+good lines flow through a named pipe into ``LOAD DATA LOCAL INFILE`` of an unindexed staging
+table, which numbers them (file, line) as they arrive; one ``INSERT ... SELECT ... ORDER BY ...
+ON DUPLICATE KEY UPDATE`` applies the merge rule into the link table, created without its
+secondary index: rows come in key order, each key's winner last, so the last write of a key is
+its winner; the index is then built in one pass (``ALTER TABLE ADD KEY``). docs/LOADING.md,
+"The hot path's cost", has what each step costs and why it is done this way.
 
 Pitfalls:
 
@@ -12,6 +15,8 @@ Pitfalls:
   the default escape a trailing backslash swallows the tab (RUNTIME_NOTES).
 - The named pipe lets pymysql stream a remote file into the server without a local copy; the
   writer thread must close it (EOF) even on error, or LOAD DATA waits forever.
+- The merge's ``ON DUPLICATE KEY UPDATE`` relies on ``INSERT ... SELECT`` writing rows in the
+  ``ORDER BY``'s order (MySQL and MariaDB do; it is what makes such a statement deterministic).
 - Raw pymysql, not the catalog's SQLAlchemy Core: ``LOAD DATA LOCAL INFILE`` has no Core form and
   needs the driver's local-infile support (docs/STORES.md section 3).
 """
@@ -29,6 +34,7 @@ from pathlib import Path
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
+from debl.line_block import LONGEST_LINE, block_keys
 from debl.model import REJECT_PREFIX, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect, mysql_errors
 from debl.store.mysql import add_index_ddl, link_table_ddl
@@ -43,12 +49,21 @@ STAGING_DDL = """CREATE TABLE `{table}` (
   version BIGINT UNSIGNED NOT NULL, file_seq INT NOT NULL, line_no BIGINT NOT NULL
 ) ENGINE={engine} DEFAULT CHARSET=binary"""
 
+LOAD_SQL = ("LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
+            "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
+            "(id1, link_type, id2, visibility, data, time, version) "
+            "SET file_seq = %s, line_no = (@debl_line := @debl_line + 1)")
+
+# Each key's rows in merge-rule order, the winner last: the last write of a key is its winner.
 MERGE_SQL = """INSERT INTO `{table}` (id1, link_type, id2, visibility, data, time, version)
-SELECT id1, link_type, id2, visibility, data, time, version FROM (
-  SELECT s.*, ROW_NUMBER() OVER (PARTITION BY link_type, id1, id2
-                                 ORDER BY time DESC, version DESC, file_seq DESC, line_no DESC) AS rn
-  FROM `{staging}` s) ranked
-WHERE rn = 1"""
+SELECT id1, link_type, id2, visibility, data, time, version FROM `{staging}`
+ORDER BY link_type, id1, id2, time, version, file_seq, line_no
+ON DUPLICATE KEY UPDATE visibility = VALUES(visibility), data = VALUES(data),
+  time = VALUES(time), version = VALUES(version)"""
+
+# The merge sorts every staged row once: in memory up to this size, in merge passes beyond it
+# (the server default, 2 MiB, took the 1 GiB bench's hot merge from 26 s to 40-54 s).
+MERGE_SORT_BUFFER = 256 << 20
 
 
 @dataclass
@@ -84,6 +99,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             # The staging table is written once and read once: MyISAM-like cost is what we want,
             # but Aria/MyISAM are not crash-safe for the link table; staging may be.
             cur.execute(STAGING_DDL.format(table=staging, engine="Aria"))
+            cur.execute("SET SESSION sort_buffer_size = %s", (MERGE_SORT_BUFFER,))
 
             # The filter is stored in one catalog row: it must fit the server's packet, with
             # room for the statement around it.
@@ -123,34 +139,33 @@ def _load_file(cur, staging: str, source: Source, seq: int, file: SourceFile,
         os.mkfifo(fifo, 0o600)
         # Leaving the pool waits for the feeding thread; it always closes the pipe.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hot-feed-{seq}") as pool:
-            feeding = pool.submit(_feed, fifo, source, seq, file, rejects, max_bad, max_line,
+            feeding = pool.submit(_feed, fifo, source, file, rejects, max_bad, max_line,
                                   result, progress)
             cur.connection.allow(str(fifo))  # the only file this statement may send
             try:
-                cur.execute(
-                    f"LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
-                    "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
-                    "(id1, link_type, id2, visibility, data, time, version, file_seq, line_no)",
-                    (str(fifo),))
+                cur.execute("SET @debl_line := 0")  # LOAD_SQL numbers the file's lines
+                cur.execute(LOAD_SQL.format(staging=staging), (str(fifo), seq))
             except BaseException:
                 _unblock(fifo, feeding)
                 raise
         return feeding.result()  # raises what the feeding raised
 
 
-def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: RejectPart,
-          max_bad: int, max_line: int, result: HotResult,
-          progress: Callable[[int], None]) -> tuple[int, int]:
-    """Stream one file through the parser into the pipe; returns (good, rejected) lines.
-    Always closes the pipe.
+def _feed(fifo: Path, source: Source, file: SourceFile, rejects: RejectPart, max_bad: int,
+          max_line: int, result: HotResult, progress: Callable[[int], None]) -> tuple[int, int]:
+    """Stream one file's good lines into the pipe, in the file's order; returns (good,
+    rejected) lines. Always closes the pipe.
 
-    Memory stays bounded: an unfinished line is kept only up to *max_line* bytes (and the reject
-    prefix); past that it is read on to its newline and rejected as too long. The line that goes
-    to MySQL is its body: the CR of a CRLF line end is dropped here, so LOAD DATA sees the LF
-    twin."""
+    A block of whole lines that are all well formed goes to the pipe as it is (its CRs before
+    LFs dropped), checked and keyed at C speed (``debl.line_block``); any other block is parsed
+    line by line. Memory stays bounded: an unfinished line is kept only up to *max_line* bytes
+    (and the reject prefix); past that it is read on to its newline and rejected as too long.
+    The line that goes to MySQL is its body and a LF: LOAD DATA sees a CRLF line's LF twin."""
     counts = [0, 0]
     out = open(fifo, "wb", buffering=BLOCK)
     hold = max(max_line, REJECT_PREFIX) + 1  # as DistCh.Lines: the same lines are too long
+    checked_whole = max_line >= LONGEST_LINE  # else a block's lines need the length check
+    line_no = 0
 
     def reject(line_no: int, exc: ParseError, line: bytes) -> None:
         counts[1] += 1
@@ -161,53 +176,55 @@ def _feed(fifo: Path, source: Source, seq: int, file: SourceFile, rejects: Rejec
                 f"more than {max_bad} bad lines (the last: {file.name} line "
                 f"{line_no}: {exc}); see {rejects.path}")
 
+    def send(lines: bytes) -> None:
+        """*lines*: whole lines, each ending in LF."""
+        nonlocal line_no
+        keys = block_keys(lines) if checked_whole else None
+        if keys is not None:
+            line_no += len(keys[0])
+            out.write(lines.replace(b"\r\n", b"\n") if b"\r" in lines else lines)
+            counts[0] += len(keys[0])
+            result.lines += len(keys[0])
+            result.keys.add(*keys)
+            return
+        batch, id1s, types = [], [], []
+        for line in lines.split(b"\n")[:-1]:
+            line_no += 1
+            body = line_body(line)
+            if len(body) > max_line:
+                reject(line_no, too_long(len(body), max_line), body[:REJECT_PREFIX])
+                continue
+            try:
+                link = parse_line(body)
+            except ParseError as exc:
+                reject(line_no, exc, line)
+                continue
+            id1s.append(link.id1)
+            types.append(link.link_type)
+            batch.append(body + b"\n")
+        out.write(b"".join(batch))
+        counts[0] += len(batch)
+        result.lines += len(batch)
+        result.keys.add(id1s, types)
+
     try:
         with source.open(file.name, listed=file) as stream:
-            line_no = 0
             tail = b""
-            while True:
-                block = stream.read(BLOCK)
+            while block := stream.read(BLOCK):
                 progress(len(block))
                 result.bytes += len(block)
-                passed = None
-                if not block:  # the tail may hold whole lines after a line passed over
-                    lines = tail.split(b"\n") if tail else []
-                    if lines and not lines[-1]:
-                        lines.pop()
-                else:
-                    block = tail + block
-                    cut = block.rfind(b"\n") + 1
-                    lines, tail = block[:cut].split(b"\n")[:-1], block[cut:]
-                    if len(tail) > hold:
-                        passed, tail, nbytes = _pass_long_line(stream, tail)
-                        progress(nbytes)
-                        result.bytes += nbytes
-                batch, id1s, types = [], [], []
-                for line in lines:
+                block = tail + block
+                cut = block.rfind(b"\n") + 1
+                send(block[:cut])
+                tail = block[cut:]
+                if len(tail) > hold:
+                    (length, prefix), tail, nbytes = _pass_long_line(stream, tail)
+                    progress(nbytes)
+                    result.bytes += nbytes
                     line_no += 1
-                    if len(line) > max_line and len(line_body(line)) > max_line:
-                        body = line_body(line)
-                        reject(line_no, too_long(len(body), max_line), body[:REJECT_PREFIX])
-                        continue
-                    try:
-                        link = parse_line(line)  # MySQL parses the line itself again
-                    except ParseError as exc:
-                        reject(line_no, exc, line)
-                        continue
-                    id1s.append(link.id1)
-                    types.append(link.link_type)
-                    if line[-1:] == b"\r":
-                        line = line[:-1]
-                    batch.append(b"%s\t%d\t%d\n" % (line, seq, line_no))
-                    counts[0] += 1
-                out.write(b"".join(batch))
-                result.lines += len(batch)
-                result.keys.add(id1s, types)
-                if passed is not None:
-                    line_no += 1
-                    reject(line_no, too_long(passed[0], max_line), passed[1])
-                if not block:
-                    break
+                    reject(line_no, too_long(length, max_line), prefix)
+            if tail:  # the last line without its LF (and whole lines read past a long one)
+                send(tail if tail.endswith(b"\n") else tail + b"\n")
     finally:
         try:
             out.close()
