@@ -6,8 +6,10 @@ docs/COORDINATOR.md, "Cold coverage"):
   index equals the buckets computed from the raw files; ``debl status --buckets --json`` lists
   them; the HBase table is pre-split at their boundaries; after gen_HF every answer equals the
   in-memory reference, including id1 = 2^63-1;
-- in a range dump, ids of the hot files lie outside every bucket's cold span and are answered
-  by MySQL at once, before any gen_HF run, while a cold id waits for its bucket;
+- in a range dump (``--layout ranges``, with updates and hidden rows), ids of the hot files lie
+  outside every bucket's cold span and are answered by MySQL at once, before any gen_HF run,
+  while a cold id is answered by the raw route, or with the paper's buffering waits for its
+  bucket, steers gen_HF to it by its demand and is released with the reference's answer;
 - a killed load resumes with the map it recorded, not a new one.
 """
 
@@ -40,7 +42,7 @@ from loaders.sampling import sample_bucket_map
 from loaders.serve import make_server
 from loaders.source import LocalSource
 from loaders.split import split_files
-from tests.dataset import expected_buckets, reference_store
+from tests.dataset import expected_buckets, raw_rows, reference_store
 
 pytestmark = pytest.mark.stack
 
@@ -49,6 +51,8 @@ TARGET = 96 * 1024
 CLUSTERED = GenerateSpec(max_id=12001, files=5, days=5, seed=21, ids="clusters", max_degree=40,
                          update_share=0.2, hidden_share=0.3, bad_lines=3)
 T = 1_767_000_000_000
+RANGES = GenerateSpec(max_id=9001, files=5, days=5, seed=31, max_degree=30, update_share=0.2,
+                      hidden_share=0.3, layout="ranges")
 
 
 def namespace(config, name: str):
@@ -152,46 +156,43 @@ def test_converted_buckets_answer_as_the_reference_even_at_2_63_minus_1(clustere
 
 @pytest.fixture(scope="module")
 def range_dump(stack_config, spark, tmp_path_factory):
-    """Old nodes 1..5999 in three cold files, new nodes 6000..8999 in two newer hot files:
-    a table dump by key range, ids in creation order."""
+    """A table dump by key range (``debl generate --layout ranges``), with updates and hidden
+    rows: each file a contiguous id1 range, the newest ids in the newest files, the two newest
+    of which are hot."""
     config = namespace(stack_config, "scaleranges")
     directory = tmp_path_factory.mktemp("ranges")
-    generate(directory, GenerateSpec(max_id=6000, files=3, days=3, seed=31, max_degree=30,
-                                     update_share=0.0))
-    newer = tmp_path_factory.mktemp("newer")
-    generate(newer, GenerateSpec(max_id=9000, start_id=6000, files=2, days=2, seed=32,
-                                 max_degree=30, update_share=0.0))
-    newest_old = max(p.stat().st_mtime for p in directory.iterdir())
-    for k, path in enumerate(sorted(newer.iterdir())):
-        target = directory / f"links-1{k:02d}.tsv"
-        path.rename(target)
-        os.utime(target, (newest_old + 3600 * (k + 1), newest_old + 3600 * (k + 1)))
-    hot_since = newest_old + 1
+    generate(directory, RANGES)
+    listed = LocalSource(directory).list()
+    hot_since = sorted(f.mtime for f in listed)[-2]
     summary = run_load(config, str(directory),
                        LoadOptions(hot_since=hot_since, chunk_size=64 * 1024))
-    hot = {f.name for f in split_files(LocalSource(directory).list(), hot_since=hot_since).hot}
+    hot = {f.name for f in split_files(listed, hot_since=hot_since).hot}
     assert len(hot) == 2
-    return config, directory, summary, reference_store(directory, hot)
+    return config, directory, summary, hot, reference_store(directory, hot)
 
 
 def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conversion(range_dump):
-    config, _, summary, reference = range_dump
+    config, directory, _, hot, reference = range_dump
     with Catalog(config) as catalog:
         buckets = catalog.buckets()
         bucket_map = catalog.load().bucket_map
         runs = sum(state != "pending" for state in catalog.job_states().values())
     assert runs == 0 and len(buckets) >= 3  # nothing converted
-    assert max(b.c_hi for b in buckets) < 6000
-    hot_keys = [k for k in sorted(reference.keys()) if k[0] >= 6000]
+    hot_ids = {link.id1 for _, name, _, link, _ in raw_rows(directory) if name in hot}
+    assert max(b.c_hi for b in buckets) < min(hot_ids)
+    hot_keys = [k for k in sorted(reference.keys()) if k[0] in hot_ids]
+    hot_rows = [link for _, name, _, link, _ in raw_rows(directory) if name in hot]
+    assert any(link.visibility == 0 for link in hot_rows), "the hot files hold no hidden row"
+    assert len({link.key for link in hot_rows}) < len(hot_rows), "nor any update"
     # The ids are inside the last bucket's key range: only its cold span tells them apart.
     assert bucket_map.bucket_of(hot_keys[0][0]) == buckets[-1].b_index
     with Coordinator(config) as coordinator:
-        for key in hot_keys[::5]:
+        for key in hot_keys[::3]:
             answer = coordinator.query(*key, timeout=5)
             assert (answer.route, answer.complete, answer.waited_s, answer.bucket) == \
                 ("mysql", True, 0.0, None), key
             assert answer.links == reference.get_link_list(*key)
-        cold_key = next(k for k in sorted(reference.keys()) if k[0] < 6000)
+        cold_key = next(k for k in sorted(reference.keys()) if k[0] < min(hot_ids))
         # With the raw route (the default) a cold id1 is answered from the bucket's files...
         raw = coordinator.query(*cold_key, timeout=0.3, partial=True)
         assert (raw.route, raw.complete) == ("raw", True)
@@ -202,6 +203,42 @@ def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conver
         waiting = coordinator.query(*cold_key, timeout=0.3, partial=True)
         assert (waiting.route, waiting.complete) == ("partial", False)
         assert waiting.bucket == bucket_map.bucket_of(cold_key[0])
+
+
+def test_a_buffered_cold_query_steers_gen_hf_and_is_released_with_the_reference_answer(
+        range_dump):
+    config, _, _, _, reference = range_dump
+    config = config.replace(raw_after=None)  # the paper's buffering
+    with Catalog(config) as catalog:
+        buckets = catalog.buckets()
+        bucket_map = catalog.load().bucket_map
+    # The highest bucket with cold rows: demand, not bucket order, must bring it first.
+    assert len(buckets) > config.run_buckets
+    wanted = max(b.b_index for b in buckets if b.rows)
+    cold_key = next(k for k in sorted(reference.keys(), reverse=True)
+                    if bucket_map.bucket_of(k[0]) == wanted
+                    and k[0] <= max(b.c_hi for b in buckets))
+    answers = {}
+    with Coordinator(config) as coordinator:
+        asking = threading.Thread(
+            target=lambda: answers.update(first=coordinator.query(*cold_key, timeout=120)))
+        asking.start()
+        with Catalog(config) as catalog:
+            deadline = time.monotonic() + 10
+            while catalog.demand().get(wanted, 0) < 1:
+                assert time.monotonic() < deadline, "the buffered query's demand never came"
+                time.sleep(0.05)
+        with GenHF(config) as gen_hf:
+            first = gen_hf.run_once()
+            assert wanted in first.buckets and first.demand[wanted] >= 1
+            asking.join(60)
+            gen_hf.serve(until_complete=True)
+        answer = answers["first"]
+        assert (answer.route, answer.complete, answer.bucket) == ("merged", True, wanted)
+        assert answer.waited_s > 0
+        assert answer.links == reference.get_link_list(*cold_key)
+        for key in sorted(reference.keys())[::4]:  # every answer, hot and cold, once converted
+            assert coordinator.get_link_list(*key) == reference.get_link_list(*key), key
 
 
 def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path):
