@@ -61,10 +61,6 @@ ORDER BY link_type, id1, id2, time, version, file_seq, line_no
 ON DUPLICATE KEY UPDATE visibility = VALUES(visibility), data = VALUES(data),
   time = VALUES(time), version = VALUES(version)"""
 
-# The merge sorts every staged row once: in memory up to this size, in merge passes beyond it
-# (the server default, 2 MiB, took the 1 GiB bench's hot merge from 26 s to 40-54 s).
-MERGE_SORT_BUFFER = 256 << 20
-
 
 @dataclass
 class HotResult:
@@ -99,7 +95,6 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             # The staging table is written once and read once: MyISAM-like cost is what we want,
             # but Aria/MyISAM are not crash-safe for the link table; staging may be.
             cur.execute(STAGING_DDL.format(table=staging, engine="Aria"))
-            cur.execute("SET SESSION sort_buffer_size = %s", (MERGE_SORT_BUFFER,))
 
             # The filter is stored in one catalog row: it must fit the server's packet, with
             # room for the statement around it.
