@@ -25,6 +25,7 @@ import argparse
 
 import numpy as np
 
+from debl.errors import DeblError
 from debl.workload.requests import READ_SHAPE, RequestSpec, RequestStream
 
 
@@ -94,8 +95,19 @@ def main() -> None:
                         help="an answered request, per thread (50 threads at ~3,000 req/s)")
     parser.add_argument("--seeds", type=int, default=8)
     args = parser.parse_args()
-    share = cold_demand(args.max_id, args.recency_share, args.shape, args.buckets,
-                        args.hot_ids, seed=1)
+    if not 0.0 <= args.hot_ids < 1.0:
+        parser.error(f"--hot-ids is a share of the ids, from 0 up to (not including) 1, not "
+                     f"{args.hot_ids}")
+    if min(args.buckets, args.threads, args.run_buckets, args.seeds) < 1:
+        parser.error("--buckets, --threads, --run-buckets and --seeds must be at least 1")
+    try:
+        share = cold_demand(args.max_id, args.recency_share, args.shape, args.buckets,
+                            args.hot_ids, seed=1)
+    except DeblError as exc:  # the request generator's own check of its settings
+        parser.error(str(exc))
+    if not share.all():
+        parser.error(f"some of the {args.buckets} cold buckets got no request in the sample: "
+                     "give fewer --buckets or a larger --max-id")
     print(f"cold share of requests {share.sum():.3f}; most / least wanted cold bucket "
           f"{share.max() / share.min():.1f}x")
     results = {}

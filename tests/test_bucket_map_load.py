@@ -29,7 +29,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
-from debl.buckets import MAX_ID, BucketMap
+from debl.buckets import MAX_ID
 from debl.catalog import Catalog
 from debl.commands.status import status as status_command
 from debl.model import Link
