@@ -106,6 +106,7 @@ class RawBucket:
     load_id: str
     b_index: int
     rows: int
+    hot: bool = False  # the bucket's hot files (read until MySQL takes the hot keys over)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class RawReader:
         self.cache = BlockCache(config.raw_cache_bytes)
         self._fs = WebHDFS(config, timeout=30.0)
         self._catalog = catalog
-        self._opening: dict[tuple[str, int], threading.Lock] = {}
+        self._opening: dict[tuple, threading.Lock] = {}
         self._opening_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="debl-raw-read")
 
@@ -207,12 +208,12 @@ class RawReader:
     # ------------------------------------------------------------------ opening a bucket
 
     def _open(self, bucket: RawBucket) -> list[_File]:
-        key = ("bucket", bucket.load_id, bucket.b_index)
+        key = ("bucket", bucket.load_id, bucket.b_index, bucket.hot)
         files = self.cache.get(key)
         if files is not None:
             return files  # type: ignore[return-value]
         with self._opening_lock:
-            lock = self._opening.setdefault((bucket.load_id, bucket.b_index), threading.Lock())
+            lock = self._opening.setdefault(key, threading.Lock())
         with lock:  # one thread opens it; the others find it in the cache
             files = self.cache.get(key)
             if files is None:
@@ -220,12 +221,12 @@ class RawReader:
                 self.cache.put(key, files, sum(len(f.index.raw) + len(f.index.bloom)
                                                + _OPENED_COST for f in files))
         with self._opening_lock:
-            self._opening.pop((bucket.load_id, bucket.b_index), None)
+            self._opening.pop(key, None)
         return files  # type: ignore[return-value]
 
     def _read_files(self, bucket: RawBucket) -> list[_File]:
         """The bucket's files and their indexes, checked against the bucket index's rows."""
-        chunks = self._catalog.bucket_chunks(bucket.b_index)
+        chunks = self._catalog.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
         listings: dict[str, list] = {}
         per_chunk = []
         for chunk in chunks:

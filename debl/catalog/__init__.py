@@ -417,12 +417,20 @@ class Catalog:
         with self._transaction() as conn:
             return list(conn.execute(query).scalars())
 
-    def bucket_chunks(self, b_index: int) -> list[BucketChunk]:
-        """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths)."""
+    def bucket_chunks(self, b_index: int, load_id: str | None = None,
+                      hot: bool = False) -> list[BucketChunk]:
+        """What each dist_ch wrote into the bucket, in chunk order (paths as bucket_paths);
+        only *load_id*'s when given; *hot*: the bucket's hot files instead of its cold ones
+        (none yet: the hot files are bucketed from schema version 6 on)."""
         t = bucket_chunks_table
+        where = [t.c.b_index == b_index]
+        if load_id is not None:
+            where.append(t.c.load_id == load_id)
+        if hot:
+            return []
         query = (sa.select(t.c.b_index, t.c.chunk_no, t.c.rows, t.c.bytes, t.c.checksum, t.c.path,
                            t.c.c_lo, t.c.c_hi)
-                 .where(t.c.b_index == b_index).order_by(t.c.chunk_no))
+                 .where(*where).order_by(t.c.chunk_no))
         with self._transaction() as conn:
             return [BucketChunk(*row) for row in conn.execute(query)]
 
