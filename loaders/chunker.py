@@ -24,6 +24,22 @@ from loaders.source import Source, SourceFile
 BLOCK = 1 << 20
 
 
+def chunk_name(chunk_no: int) -> str:
+    """A chunk's file name, and the stem of its bucket files (``<stem>.<slice>``); dist_ch's JVM
+    task (``debl.jobs.DistCh``) builds the bucket files' names the same way."""
+    return f"chunk-{chunk_no:05d}"
+
+
+def chunk_no_of(name: str) -> int | None:
+    """The chunk number of a chunk's or bucket file's name (``chunk-N`` or ``chunk-N.<slice>``,
+    N of five digits or more), None for any other name."""
+    stem = name.split(".", 1)[0]
+    digits = stem.removeprefix("chunk-")
+    if stem == digits or not (digits.isdigit() and digits.isascii()):
+        return None
+    return int(digits)
+
+
 @dataclass(frozen=True)
 class Segment:
     """Lines [first_line, first_line + lines) of file *file_seq*, bytes [start, end) of it,
@@ -80,8 +96,13 @@ class Position:
 
     @staticmethod
     def after(chunk: Chunk, files: list[tuple[int, SourceFile]]) -> "Position":
+        """Where the copy goes on after *chunk* (a resumed load). A segment that reached its
+        file's end may end one byte past it (the newline the copier adds to a last line
+        without one): the copy then goes on with the next file."""
         last = chunk.segments[-1]
         index = next(i for i, (seq, _) in enumerate(files) if seq == last.file_seq)
+        if last.end >= files[index][1].size:
+            return Position(index + 1, 0, 1)
         return Position(index, last.end, last.first_line + last.lines)
 
 
@@ -110,7 +131,7 @@ class ChunkCopier:
         starts: list[tuple[int, int]] = [(0, 0)]
         slice_size = max(1, chunk_size // slices)
         sent = 0
-        path = f"{self.directory}/chunk-{self.chunk_no:05d}"
+        path = f"{self.directory}/{chunk_name(self.chunk_no)}"
 
         def blocks() -> Iterator[bytes]:
             nonlocal sent

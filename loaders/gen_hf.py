@@ -65,15 +65,18 @@ class RunResult:
 
 
 def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int,
-                 run_bytes: int, order: str = "demand") -> list[Bucket]:
+                 run_bytes: int, order: str = "demand",
+                 max_bucket_bytes: int | None = None) -> list[Bucket]:
     """The next run's buckets among those not loaded.
 
     ``demand``: the most waiting queries first (ties and zero demand: lowest b_index first), so
     full availability always comes. ``fifo``: lowest b_index first, demand ignored (the
     ablation). ``running`` buckets (left by a crashed run) come before all others. At most
-    *run_buckets*, and at most *run_bytes* in total unless the first alone is larger.
+    *run_buckets*, and at most *run_bytes* in total unless the first alone is larger. A bucket
+    over *max_bucket_bytes* is never taken (no task could merge it: ``GenHF.oversized``).
     """
-    todo = [b for b in buckets if b.state != "loaded"]
+    todo = [b for b in buckets if b.state != "loaded"
+            and (max_bucket_bytes is None or b.bytes <= max_bucket_bytes)]
     if order == "demand":
         key = lambda b: (b.state != "running", -demand.get(b.b_index, 0), b.b_index)  # noqa: E731
     elif order == "fifo":
@@ -138,22 +141,29 @@ class GenHF:
     # -- runs
 
     def pending(self) -> list[Bucket]:
-        return [b for b in self.catalog.buckets() if b.state != "loaded"]
+        """Buckets still to convert: not loaded, and not too large to convert."""
+        limit = self.bucket_limit()
+        return [b for b in self.catalog.buckets() if b.state != "loaded" and b.bytes <= limit]
+
+    def bucket_limit(self) -> int:
+        """The largest bucket (bytes) one task can merge in its share of the heap."""
+        return task_heap(self.config).per_task // HEAP_PER_BUCKET
 
     def run_once(self) -> RunResult | None:
-        """One run; None when every bucket is loaded (or the latest load is not up yet)."""
+        """One run; None when every bucket is loaded or too large to convert (or the latest
+        load is not up yet)."""
         load = self.catalog.load()
         if load is None or load.state != "up":
             return None
         buckets = self.catalog.buckets()
+        self._refuse_oversized(buckets)
         demand = self.catalog.demand() if self.order == "demand" else {}
         chosen = pick_buckets(buckets, demand, self.config.run_buckets, self.config.run_bytes,
-                              self.order)
+                              self.order, self.bucket_limit())
         if not chosen:
             return None
         self._keep_lock()
         run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
-        self._check_sizes(chosen, run_id)
         self.ensure_table(load, buckets)
         # Only buckets of this load: a new load may have begun since they were read.
         moved = set(self.catalog.set_job_state([b.b_index for b in chosen], "running", run_id,
@@ -205,24 +215,29 @@ class GenHF:
         self.report(f"took the MySQL lock {self._lock.name} again (the server had closed its "
                     "session)")
 
-    def _check_sizes(self, chosen: list[Bucket], run_id: str) -> None:
-        """Refuse a bucket too large to merge in memory, before a task runs out of heap and
-        takes the driver down with it. The bucket is marked ``failed`` with the reason, so that
-        coordinators release the queries buffered on it with that reason (no wait forever)."""
+    def oversized(self, buckets: list[Bucket]) -> dict[int, str]:
+        """The buckets too large to merge in a task's memory, each with the reason and what
+        to do (raise the heap, or load again with smaller buckets)."""
         heap = task_heap(self.config)
-        limit = heap.per_task // HEAP_PER_BUCKET
+        limit = self.bucket_limit()
         value = getattr(self.config, heap.setting)
-        for b in chosen:
-            if b.bytes > limit:
-                error = DeblError(
-                    f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
-                    f"memory, at most {limit / 1e6:.0f} MB with {heap.setting} {value} shared by "
-                    f"{heap.tasks} task(s). Raise {heap.setting} (DEBL_{heap.setting.upper()}) "
-                    "to at least "
-                    f"{-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g, or load again "
-                    "with smaller buckets (bucket_target_bytes, or debl load --bucket-width)")
-                self.catalog.set_job_state([b.b_index], "failed", run_id, error=str(error))
-                raise error
+        return {b.b_index: (
+            f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
+            f"memory, at most {limit / 1e6:.0f} MB with {heap.setting} {value} shared by "
+            f"{heap.tasks} task(s). Raise {heap.setting} (DEBL_{heap.setting.upper()}) to at "
+            f"least {-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g and restart "
+            "`debl gen-hf`, or load again with smaller buckets (bucket_target_bytes, or debl "
+            "load --bucket-width)") for b in buckets if b.state != "loaded" and b.bytes > limit}
+
+    def _refuse_oversized(self, buckets: list[Bucket]) -> None:
+        """Mark the buckets too large to convert ``failed`` with the reason, once, so that
+        coordinators release the queries buffered on them with it (none waits forever); the
+        other buckets go on being converted (one such bucket once stopped gen_HF for good)."""
+        for b_index, reason in self.oversized(buckets).items():
+            state = next(b.state for b in buckets if b.b_index == b_index)
+            if state != "failed":
+                self.catalog.set_job_state([b_index], "failed", error=reason)
+                self.report(f"not converted: {reason}")
 
     def _convert(self, load_id: str, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one
@@ -290,6 +305,10 @@ class GenHF:
                 continue
             load = self.catalog.load()
             if until_complete and load is not None and load.state == "up" and not self.pending():
+                refused = self.oversized(self.catalog.buckets())
+                if refused:
+                    raise DeblError(f"every bucket is loaded but {len(refused)}, too large to "
+                                    f"convert: {'; '.join(refused.values())}")
                 break
             time.sleep(self.config.poll_interval)
         return runs

@@ -59,7 +59,7 @@ from debl.spark import spark_session
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
 from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, Position
+from loaders.chunker import Chunk, ChunkCopier, Position, chunk_name, chunk_no_of
 from loaders.mysql_bulk import load_hot
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
 from loaders.sampling import sample_bucket_map
@@ -418,7 +418,7 @@ def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]
                 catalog.record_bucket_chunks(load_id, chunk.chunk_no, bucket_map, result.parts,
                                              bucket_dir)
                 reached(config, "index-recorded")
-                catalog.set_file_counts(load_id, f"chunk-{chunk.chunk_no:05d}", result.per_file)
+                catalog.set_file_counts(load_id, chunk_name(chunk.chunk_no), result.per_file)
                 catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
                                   bytes=chunk.bytes, rows=result.rows)
                 catalog.record_chunk(load_id, chunk.record("bucketed"))
@@ -482,8 +482,8 @@ def _drop_stale_bucket_files(hdfs: WebHDFS, bucket_dir: str, first: int) -> None
         if not directory.is_dir:
             continue
         for status in hdfs.list(directory.path):
-            name = status.path.rsplit("/", 1)[1]
-            if name.startswith("chunk-") and name[6:11].isdigit() and int(name[6:11]) >= first:
+            chunk_no = chunk_no_of(status.path.rsplit("/", 1)[1])
+            if chunk_no is not None and chunk_no >= first:
                 hdfs.delete(status.path)
 
 

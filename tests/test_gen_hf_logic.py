@@ -3,9 +3,12 @@ failed runs. (The real conversion, on the real stack: tests/test_online.py.)"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import pytest
 
-from debl.catalog import Bucket
+from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, ServiceError
 from debl.spark import driver_memory_bytes
@@ -110,28 +113,78 @@ def test_a_bad_driver_memory_is_refused(text):
         driver_memory_bytes(Config(spark_driver_memory=text))
 
 
-class _JobStates:
-    """The one catalog call _check_sizes makes, recorded."""
+class _Catalog:
+    """The catalog calls of a run, over a scripted bucket index (job states recorded)."""
 
-    def __init__(self):
+    def __init__(self, buckets):
+        self.index = {b.b_index: b for b in buckets}
         self.calls = []
 
+    def load(self):
+        return LoadRecord("L1", "debl", "src", "up", None, 1, {}, 0.0, 1.0, None, None, None,
+                          0, None, None)
+
+    def buckets(self):
+        return list(self.index.values())
+
+    def demand(self):
+        return {}
+
     def set_job_state(self, buckets, state, run_id=None, error=None, **where):
-        self.calls.append((list(buckets), state, run_id, error))
+        self.calls.append((list(buckets), state, error))
+        for b in buckets:
+            self.index[b] = replace(self.index[b], state=state)
         return list(buckets)
 
+    def finish_run(self, run_id, loaded):
+        for b in loaded:
+            self.index[b] = replace(self.index[b], state="loaded")
+        return list(loaded)
 
-def test_a_bucket_too_large_to_merge_in_memory_is_refused_before_any_run():
-    service = _Service([])
-    service.config = Config(spark_driver_memory="1g")
-    service.catalog = _JobStates()
-    service._check_sizes([bucket(0, size=100_000_000)], "R1")  # under 1 GiB / 8
-    assert service.catalog.calls == []
-    with pytest.raises(DeblError, match=r"bucket 3 holds 200 MB.* at most 134 MB with "
-                                        r"spark_driver_memory 1g.* at least 2g") as refused:
-        service._check_sizes([bucket(0), bucket(3, size=200_000_000)], "R2")
-    # Marked failed with the reason: the coordinators release its waiters with it.
-    assert service.catalog.calls == [([3], "failed", "R2", str(refused.value))]
+
+class _Runs(GenHF):
+    """GenHF's run_once and serve over a scripted catalog; the conversion itself recorded."""
+
+    def __init__(self, config, buckets):
+        self.config, self.order = config, "demand"
+        self.catalog = _Catalog(buckets)
+        self.reports: list[str] = []
+        self.report = self.reports.append
+        self.converted: list[int] = []
+
+    def _keep_lock(self):
+        pass
+
+    def ensure_table(self, load, buckets):
+        pass
+
+    def _convert(self, load_id, run_id, chosen):
+        self.converted += [b.b_index for b in chosen]
+        return 0, 0, {b.b_index: (b.rows, 0) for b in chosen}, {}
+
+
+def test_a_bucket_too_large_to_merge_is_refused_and_the_others_are_still_converted():
+    """One oversized bucket once stopped gen_HF for good: it raised before converting
+    anything, and a restarted gen_HF picked the same bucket first again."""
+    config = Config(spark_driver_memory="1g", poll_interval=0.001)  # at most 134 MB a bucket
+    buckets = [bucket(0, size=200_000_000), bucket(1), bucket(2)]
+    service = _Runs(config, buckets)
+    assert service.run_once().buckets == (1, 2)
+    assert service.converted == [1, 2]
+    # Marked failed with the reason, once: the coordinators release its waiters with it.
+    ((marked, state, reason),) = [c for c in service.catalog.calls if c[1] == "failed"]
+    assert (marked, state) == ([0], "failed")
+    assert re.search(r"bucket 0 holds 200 MB.* at most 134 MB with spark_driver_memory 1g.* "
+                     r"at least 2g", reason)
+    assert service.run_once() is None
+    assert len([c for c in service.catalog.calls if c[1] == "failed"]) == 1
+    # Until complete: every other bucket is converted, then the refusal is what the user reads.
+    restarted = _Runs(config, [bucket(0, state="failed", size=200_000_000), bucket(1),
+                               bucket(2), bucket(3)])
+    with pytest.raises(DeblError, match="every bucket is loaded but 1, too large to convert: "
+                                        "bucket 0 holds 200 MB"):
+        restarted.serve(until_complete=True)
+    assert restarted.converted == [1, 2, 3]
 
 
 @pytest.mark.parametrize("config, limit_mb, setting", [
@@ -146,9 +199,9 @@ def test_a_bucket_too_large_to_merge_in_memory_is_refused_before_any_run():
      "spark_executor_memory 4g shared by 2 task"),
 ])
 def test_the_bucket_limit_follows_the_heap_the_tasks_run_in(config, limit_mb, setting):
-    service = _Service([])
-    service.config = config
-    service.catalog = _JobStates()
-    service._check_sizes([bucket(0, size=limit_mb * 1_000_000 - 2_000_000)], "R1")
-    with pytest.raises(DeblError, match=rf"at most {limit_mb} MB with {setting}"):
-        service._check_sizes([bucket(3, size=limit_mb * 1_000_000 + 2_000_000)], "R2")
+    service = _Runs(config, [])
+    small, large = (bucket(0, size=limit_mb * 1_000_000 - 2_000_000),
+                    bucket(3, size=limit_mb * 1_000_000 + 2_000_000))
+    refused = service.oversized([small, large])
+    assert list(refused) == [3]
+    assert re.search(rf"at most {limit_mb} MB with {setting}", refused[3])

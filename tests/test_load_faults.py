@@ -18,7 +18,7 @@ from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.errors import LoadStateError, ServiceError, SourceError
 from loaders.gen_hf import GenHF
-from loaders.load import LoadOptions, hdfs_paths, run_load
+from loaders.load import LoadOptions, _drop_stale_bucket_files, hdfs_paths, run_load
 from loaders.source import LocalSource
 from loaders.verify import verify_load
 from debl.webhdfs import WebHDFS
@@ -182,3 +182,52 @@ def test_a_resume_never_reads_bucket_files_left_by_chunks_it_redoes(stack_config
     with GenHF(stack_config) as gen_hf:  # raises if a bucket's files disagree with its index
         gen_hf.serve(until_complete=True)
     answers(stack_config, directory, default_timeout=120)
+
+
+def test_a_load_killed_after_a_file_without_final_newline_is_resumed(stack_config, spark,
+                                                                     tmp_path):
+    """The copier ends a file's last line with the newline it lacks, so the chunk that holds
+    the file's end records one byte more than the file has; the resume must start at the next
+    file, not at that byte (it once asked the source for the byte past the end and refused the
+    file as changed, so the load could never be resumed)."""
+    first = tmp_path / "a.tsv"
+    first.write_bytes(b"".join(b"%d\t%d\t%d\t1\td\t%d\t1\n" % (i, LT, i, 1_700_000_000 + i)
+                               for i in range(1, 400)).rstrip(b"\n"))
+    second = tmp_path / "b.tsv"
+    second.write_bytes(b"".join(b"%d\t%d\t%d\t1\td\t%d\t1\n" % (i, LT, i + 1, 1_700_000_001 + i)
+                                for i in range(300, 700)))
+    os.utime(first, (1_700_000_000, 1_700_000_000))  # a is the older: listed, copied first
+    os.utime(second, (1_700_100_000, 1_700_100_000))
+    # Chunk 0 ends at a's end: its last line is cut at the newline the copier adds.
+    options = LoadOptions(approach="debl-cold", bucket_width=500,
+                          chunk_size=first.stat().st_size - 5)
+    with HostileSource(tmp_path) as server:
+        server.drop("b.tsv", 100, times=None)
+        with pytest.raises(SourceError, match="failed at byte"):
+            run_load(stack_config.replace(source_retries=1), server.url, options)
+        with Catalog(stack_config) as catalog:
+            load_id = catalog.load().load_id
+            chunks = catalog.chunks(load_id)
+        assert [(c.chunk_no, c.state, c.bytes) for c in chunks[:1]] == \
+            [(0, "bucketed", first.stat().st_size + 1)]
+        server.drops.clear()
+        summary = run_load(stack_config, server.url, options, resume=load_id)
+    assert summary.cold_rows == 399 + 400
+    answers(stack_config, tmp_path, default_timeout=120)
+
+
+def test_a_resume_drops_the_stale_bucket_files_of_chunks_past_99999(stack_config):
+    """Chunk numbers have five digits or more; only five were read back, so a resume past chunk
+    99,999 kept (and later read) the stale bucket files of the chunks it redoes."""
+    fs = WebHDFS(stack_config)
+    root = f"{stack_config.hdfs_root}/test-stale-{os.getpid()}"
+    names = ["chunk-99999.0", "chunk-100000.0", "chunk-100001.1", "chunk-1000000.0",
+             "chunk-99999.0._COPYING_", "other.0"]
+    for name in names:
+        fs.write(f"{root}/3/{name}", b"x", overwrite=True)
+    try:
+        _drop_stale_bucket_files(fs, root, 100_000)
+        left = sorted(s.path.rsplit("/", 1)[1] for s in fs.list(f"{root}/3"))
+    finally:
+        fs.delete(root, recursive=True)
+    assert left == ["chunk-99999.0", "chunk-99999.0._COPYING_", "other.0"]
