@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from debl.workload.latency import (LatencyHistogram, LatencySummary, RunCounts, bucket_high,
-                                   bucket_index, timeline)
+from debl.histogram import bucket_high, bucket_index
+from debl.workload.latency import LatencyHistogram, LatencySummary, RunCounts, timeline
 
 RNG = np.random.default_rng(7)
 

@@ -1,17 +1,10 @@
 """Latency statistics as LinkBench reports them, kept in histograms that merge exactly.
 
-Every latency is an integer number of nanoseconds, counted in a log-linear bucket (HdrHistogram's
-layout): values below 2**11 ns (2 µs) have a bucket each, and above that every power of two is cut
-into 2**10 equal buckets, so a bucket is at most 1/1024 of its values wide. A histogram is sparse
-(only the buckets that hold a sample), so it stays a few kB whatever the run's length.
-
-Merging histograms adds the counts bucket by bucket; nothing is approximated by the merge, so
-the percentiles of merged histograms (the client's worker processes) are exactly those of the
-histogram of all the samples together. The approximation is the bucket, once: a reported
-percentile is the highest value of the bucket that holds the nearest-rank sample (the smallest
-sample with at least p% of the samples at or below it), so it is never below the true sample
-and above it by less than 1/1024 (0.1%) plus 1 ns. ``max`` and ``mean`` are exact (the histogram
-keeps the sum and the largest value). LinkBench reports wider bucket bounds (``p99 = [29,30]ms``).
+Every latency is an integer number of nanoseconds in a log-linear histogram (``debl.histogram``:
+buckets at most 1/1024 of their values wide; merging adds counts exactly, so the percentiles of
+the client's worker processes merged are those of all their samples together; a percentile is
+never below the true sample and above it by less than 0.1% plus 1 ns; ``max`` and ``mean`` are
+exact). LinkBench reports wider bucket bounds (``p99 = [29,30]ms``).
 
 The fields are LinkBench's: count, p25, p50, p75, p95, p99, max, mean, in milliseconds.
 
@@ -21,63 +14,19 @@ histogram per second since the run's start) and merges the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from debl.histogram import (Histogram, add_counts, bucket_high, bucket_index, count_keys,
+                            nearest_rank)
+
 PERCENTILES = (25, 50, 75, 95, 99)
 
-SUB_BITS = 10  # 2**10 buckets per power of two: relative resolution 1/1024
-_SUB = 1 << SUB_BITS
 # Bucket indices stay below 2**16 for any int64 value, so (second, bucket) packs into one key.
 _KEY_BITS = 16
 _NS_PER_MS = 1e6
-
-
-def bucket_index(ns: np.ndarray) -> np.ndarray:
-    """The bucket of each value (int64 ns >= 0): monotone in the value.
-
-    A value with ``b`` significant bits is shifted right by ``max(0, b - 11)``: the index is
-    ``shift * 1024 + (ns >> shift)``, contiguous from one power of two to the next."""
-    ns = np.asarray(ns, dtype=np.int64)
-    # frexp's exponent of a positive value is its bit length (exact: ns < 2**53 in practice).
-    bits = np.frexp(ns.astype(np.float64))[1].astype(np.int64)
-    shift = np.maximum(bits - (SUB_BITS + 1), 0)
-    return shift * _SUB + (ns >> shift)
-
-
-def bucket_high(index: np.ndarray) -> np.ndarray:
-    """The highest value (ns) that falls into each bucket."""
-    index = np.asarray(index, dtype=np.int64)
-    shift = np.maximum(index // _SUB - 1, 0)
-    mantissa = index - shift * _SUB
-    return ((mantissa + 1) << shift) - 1
-
-
-def _add_counts(parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Sparse counts ``(sorted unique keys, counts)`` added key by key."""
-    parts = [(k, c) for k, c in parts if len(k)]
-    if not parts:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    keys = np.concatenate([k for k, _ in parts])
-    counts = np.concatenate([c for _, c in parts])
-    unique, inverse = np.unique(keys, return_inverse=True)
-    total = np.zeros(len(unique), dtype=np.int64)
-    np.add.at(total, inverse, counts)
-    return unique, total
-
-
-def _count_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    unique, counts = np.unique(np.asarray(keys, dtype=np.int64), return_counts=True)
-    return unique, counts.astype(np.int64)
-
-
-def _nearest_rank(keys: np.ndarray, counts: np.ndarray, q: float) -> int:
-    """The bucket key holding the nearest-rank q-th percentile sample."""
-    total = int(counts.sum())
-    rank = max(1, int(np.ceil(q / 100.0 * total)))
-    return int(keys[np.searchsorted(np.cumsum(counts), rank, side="left")])
 
 
 @dataclass(frozen=True)
@@ -106,36 +55,8 @@ class LatencySummary:
                 f"max = {self.max:.3f}ms  mean = {self.mean:.3f}ms")
 
 
-@dataclass(frozen=True, eq=False)
-class LatencyHistogram:
-    """Counts of latencies per bucket (sparse), with their exact sum and maximum. Picklable."""
-
-    keys: np.ndarray  # sorted bucket indices that hold a sample
-    counts: np.ndarray  # samples per bucket
-    total_ns: int = 0
-    max_ns: int = 0
-
-    @classmethod
-    def of(cls, latency_ns: np.ndarray) -> "LatencyHistogram":
-        ns = np.maximum(np.asarray(latency_ns, dtype=np.int64), 0)
-        keys, counts = _count_keys(bucket_index(ns))
-        return cls(keys, counts, int(ns.sum()), int(ns.max()) if len(ns) else 0)
-
-    @classmethod
-    def merge(cls, parts: Sequence["LatencyHistogram"]) -> "LatencyHistogram":
-        keys, counts = _add_counts((p.keys, p.counts) for p in parts)
-        return cls(keys, counts, sum(p.total_ns for p in parts),
-                   max((p.max_ns for p in parts), default=0))
-
-    @property
-    def count(self) -> int:
-        return int(self.counts.sum())
-
-    def percentile_ns(self, q: float) -> int:
-        """Nearest-rank percentile: the highest value of its bucket, at most the maximum."""
-        if not len(self.keys):
-            return 0
-        return min(int(bucket_high(_nearest_rank(self.keys, self.counts, q))), self.max_ns)
+class LatencyHistogram(Histogram):
+    """A histogram of latencies (``debl.histogram``), summarized as LinkBench reports them."""
 
     def summary(self) -> LatencySummary:
         n = self.count
@@ -184,7 +105,7 @@ class RunCounts:
         second = np.maximum(end_ns, 0) // 1_000_000_000
         n = int(second.max()) + 1 if len(second) else 0
         good = latency_ns[ok]
-        keys, counts = _count_keys((second[ok] << _KEY_BITS) | bucket_index(good))
+        keys, counts = count_keys((second[ok] << _KEY_BITS) | bucket_index(good))
         totals = np.bincount(second[ok], weights=good, minlength=n)
         return cls(LatencyHistogram.of(good), keys, counts,
                    np.rint(totals).astype(np.int64),
@@ -192,7 +113,7 @@ class RunCounts:
 
     @classmethod
     def merge(cls, parts: Sequence["RunCounts"]) -> "RunCounts":
-        keys, counts = _add_counts((p.second_keys, p.second_counts) for p in parts)
+        keys, counts = add_counts((p.second_keys, p.second_counts) for p in parts)
         return cls(LatencyHistogram.merge([p.latency for p in parts]), keys, counts,
                    _dense_add([p.second_total_ns for p in parts]),
                    _dense_add([p.second_errors for p in parts]))
@@ -212,7 +133,7 @@ class RunCounts:
             done = int(c.sum())
             errors = int(self.second_errors[s]) if s < len(self.second_errors) else 0
             total = int(self.second_total_ns[s]) if s < len(self.second_total_ns) else 0
-            p95 = int(bucket_high(_nearest_rank(b, c, 95))) if done else 0
+            p95 = int(bucket_high(nearest_rank(b, c, 95))) if done else 0
             points.append(TimelinePoint(second=s, completed=done, errors=errors,
                                         mean_ms=total / done / _NS_PER_MS if done else 0.0,
                                         p95_ms=p95 / _NS_PER_MS))
