@@ -1,45 +1,42 @@
-"""The coordinator: routes each get_link_list to MySQL, HBase or both, and buffers the queries
-whose data is still on its way (docs/DESIGN.md section 6).
+"""The coordinator: routes each get_link_list over the current load's stores and buffers the
+queries whose data is still on its way (docs/DESIGN.md section 6, docs/COORDINATOR.md).
 
-Routing, with ``b`` the bucket of id1 in the bucket map of the latest load (``debl.buckets``):
+Every query is answered wholly from one load, the current one (``Catalog.make_current``); the
+answer names it. With ``b`` the bucket of id1 in that load's bucket map:
 
-- the system is not up (no load yet, or the latest load still running): wait for uptime;
-- no cold row can have id1 (no bucket ``b`` in the index, or id1 outside the id1 span of its
-  cold rows, ``[c_lo, c_hi]``): MySQL alone answers, at once;
-- bucket ``b`` is ``loaded``: MySQL and HBase answer and the rows are merged
-  (coordinator.merge): merge per key first, then filter;
-- otherwise (``pending``, ``queued``, ``running``): the query is buffered on ``b`` (its
-  ``q_list``), the bucket's demand rises, and the query is answered as soon as the poller sees
-  ``b`` loaded, or, with the raw route on (``config.raw_after`` seconds, not "off"), once it
-  has waited that long: then from the bucket's files in HDFS (coordinator.raw) merged with
-  MySQL's rows, the answer it would get after the conversion (route ``raw``). Either way it
+- no load is up yet: wait for uptime (a failed newest load with nothing current: an error);
+- hot rows: from the hot files' bucket of id1 in HDFS (coordinator.raw) until MySQL has taken
+  the load's hot keys over, from MySQL after (for keys its key filter may hold);
+- cold rows: none when no cold row can have id1 (no bucket ``b``, or id1 outside the id1 span of
+  its cold rows, ``[c_lo, c_hi]``): the hot rows alone answer, at once (route ``mysql``);
+  bucket ``b`` ``loaded``: HBase (route ``merged``); otherwise (``pending``, ``queued``,
+  ``running``) the query is buffered on ``b`` (its ``q_list``), the bucket's demand rises, and
+  it is answered as soon as the poller sees ``b`` loaded, or, with the raw route on
+  (``config.raw_after`` seconds, not "off"), once it has waited that long: from the bucket's
+  files in HDFS (route ``raw``), the answer it would get after the conversion. Either way it
   counts towards the bucket's demand (coordinator.demand), which steers gen_HF;
-- ``failed`` (gen_HF gave up on the bucket, or a run of it failed): the queries on it are
-  released at once, answered by the raw route when it is on, else with ServiceError naming the
-  bucket (a bucket gen_HF refuses never made its waiters wait forever again).
+- ``failed`` (gen_HF gave up on the bucket): the queries on it are released at once, answered
+  by the raw route when it is on, else with ServiceError naming the bucket.
+
+Hot and cold rows are merged key by key by the one merge rule (coordinator.merge), then
+filtered: any hot source with any cold source.
 
 A query may carry a deadline. Past it the caller gets QueryTimeout naming the bucket, its state
-and the time waited, or, if it asked for ``partial=True``, the MySQL-only answer marked
-incomplete. A query without one gets the constructor's ``default_timeout``, else
-``config.query_timeout``: no query waits forever.
+and the time waited, or, if it asked for ``partial=True``, the hot rows alone marked incomplete.
+A query without one gets the constructor's ``default_timeout``, else ``config.query_timeout``:
+no query waits forever.
 
-A new load (docs/RELIABILITY.md, "Concurrency"): the poller sees the new load id in the catalog,
-stops answering from the old dataset (queries wait for the new uptime) and, once no query of
-the old dataset is still reading the stores, says so in its heartbeat (``debl_coordinators``);
-the load empties the old stores only after that, so no query is answered from half-emptied
-stores.
+A new current load (the next day's, or a rollback): the poller reads it in one transaction and
+swaps the dataset; queries already routed finish on the stores of the load they started on, new
+ones go to the new load. Once none of another load is in flight the heartbeat says so, and only
+then may cleanup drop the old stores. MySQL's take-over of the hot keys works the same way: the
+hot bucket files are removed only after every coordinator's heartbeat says none of its queries
+reads them.
 
-Threads: one poller thread per coordinator reads the catalog every ``config.poll_interval``
-seconds and publishes this coordinator's demand and answer counts (``debl status`` sums them);
-client threads share the object. All routing
-state sits behind one lock and one condition variable, which is notified when a bucket lands,
-when the dataset changes and on close; store I/O happens outside the lock. The MySQL and HBase
-stores and the raw reader are themselves thread-safe (a connection per thread, a connection
-pool, locks around the reader's cache).
-
-Restart: nothing lives only in memory except the queries buffered by this coordinator's own
-clients. A new coordinator reads the load, the bucket index and the job states from MySQL and
-publishes under a new id; the rows of a killed one age out of ``Catalog.demand()``.
+Threads: one poller thread (coordinator.poller); client threads share the object. All routing
+state sits behind one lock and one condition variable, notified when a bucket lands, when the
+dataset changes and on close; store I/O happens outside the lock. The MySQL and HBase stores and
+the raw reader are thread-safe.
 
 Pitfalls:
 
@@ -52,46 +49,45 @@ Pitfalls:
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
-from coordinator.demand import DemandPolicy, new_coordinator_id
-from coordinator.merge import merge_newest_first, select_merged
+from coordinator.demand import new_coordinator_id
+from coordinator.merge import NewestFirst, answer
+from coordinator.poller import Poller
 from coordinator.raw import RawBucket, RawReader
-from coordinator.state import BucketState, Dataset, LoadView, read_dataset, read_load
+from coordinator.routes import HotSide, Route
+from coordinator.state import BucketState, Dataset, HotBucket
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
-
-log = logging.getLogger("debl.coordinator")
-
-_JOIN_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
 class Answer:
     """One get_link_list through the coordinator.
 
-    ``route``: ``mysql`` (no cold row can have id1), ``merged`` (the bucket is loaded: MySQL and
-    HBase), ``raw`` (the bucket is not loaded: MySQL and the bucket's files in HDFS),
-    ``partial`` (the deadline passed first: MySQL only, ``complete`` False).
-    ``waited_s``: time blocked waiting for uptime or for the bucket (0.0 if answered at once).
-    ``bucket``: the cold bucket of id1, None when no cold row can have id1.
+    ``route``: where the cold rows came from (``Route``: ``mysql`` no cold row can have id1,
+    ``merged`` HBase, ``raw`` the bucket's files, ``partial`` none: the deadline passed first,
+    ``complete`` False). ``hot``: where the hot rows came from (``HotSide``). ``waited_s``: time
+    blocked waiting for uptime or for the bucket (0.0 if answered at once). ``bucket``: the cold
+    bucket of id1, None when no cold row can have id1. ``load_id``: the load that answered.
     """
 
     links: list[Link]
     complete: bool
     waited_s: float
     bucket: int | None
-    route: str
+    route: Route
+    load_id: str = ""
+    hot: HotSide = HotSide.NONE
 
     @property
     def waited(self) -> bool:
@@ -114,19 +110,65 @@ class BucketView:
 
 @dataclass(frozen=True)
 class _Route:
-    kind: str  # mysql / merged / raw / partial
+    """Where one query goes, decided under the lock: everything it reads is in here."""
+
+    route: Route
     dataset: Dataset
-    bucket: int | None
+    bucket: BucketState | None
+    hot: HotSide
+    hot_bucket: HotBucket | None
     outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
     waited_s: float
 
 
+class _Stores:
+    """The stores of one load, opened on first use (a load without hot rows never opens its
+    MySQL table; HBase is connected only once a bucket is loaded)."""
+
+    def __init__(self, config: Config, load: LoadRecord):
+        self.config, self.load = config, load
+        self._mysql: MySQLStore | None = None
+        self._hbase: HBaseStore | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def mysql(self) -> MySQLStore:
+        with self._lock:
+            if self._mysql is None:
+                self._mysql = MySQLStore(self.config, self.load.namespace.link_table)
+            return self._mysql
+
+    @property
+    def hbase(self) -> HBaseStore:
+        with self._lock:
+            if self._hbase is None:
+                self._hbase = HBaseStore(self.config, self.load.namespace.hbase_table)
+            return self._hbase
+
+    def close(self) -> None:
+        with self._lock:
+            for store in (self._mysql, self._hbase):
+                if store is not None:
+                    store.close()
+
+
+class _RawFiles:
+    """One bucket's files in HDFS as a source of the merge (``NewestFirst``)."""
+
+    def __init__(self, reader: RawReader, bucket: RawBucket):
+        self.reader, self.bucket = reader, bucket
+
+    def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0):
+        return self.reader.scan_newest_first(self.bucket, id1, link_type, min_time)
+
+
 class Coordinator:
-    """Routes get_link_list over MySQL and HBase; buffers queries on buckets not yet loaded.
+    """Routes get_link_list over the current load's stores; buffers queries on buckets not yet
+    loaded.
 
     ``Coordinator(config)`` connects to MySQL at once (ServiceError if it cannot) and reads the
     current state, so a coordinator built after uptime answers its first query without waiting.
-    HBase is connected on first use. *coordinator_id* names this coordinator's demand rows
+    The stores are connected on first use. *coordinator_id* names this coordinator's demand rows
     (default: host-pid-random). *default_timeout* (seconds; default ``config.query_timeout``)
     applies to queries that give neither ``timeout`` nor ``deadline``.
     """
@@ -139,24 +181,17 @@ class Coordinator:
             raise ValueError("coordinator_id must be at most 64 characters")
         self.default_timeout = config.query_timeout if default_timeout is None else default_timeout
         self._cond = threading.Condition()
-        self._load: LoadView | None = None
+        self._newest: LoadRecord | None = None
         self._dataset: Dataset | None = None
         self._closed = False
-        self._wake = threading.Event()
         self._recorder = WaitRecorder()
-        self._policy = DemandPolicy(max(config.poll_interval, 0.01))
-        self._polls = 0
-        self._answers_published: dict[str, int] = {}
-        self._answers_at = float("-inf")
-        self._fetching: dict[str, int] = {}  # load id -> queries reading its stores now
-        self.last_poll_error: str | None = None
-        self._mysql = MySQLStore(config)
-        self._hbase = HBaseStore(config)
+        self._fetching: Counter = Counter()  # load id -> queries reading its stores now
+        self._hot_raw: Counter = Counter()  # load id -> queries reading its hot files now
+        self._stores: dict[str, _Stores] = {}
         self._catalog = Catalog(config)  # thread-safe: the poller's, the raw reader's, close's
         self._raw = RawReader(config, self._catalog)
-        self._poll()
-        self._poller = threading.Thread(target=self._run_poller, daemon=True,
-                                        name=f"debl-coordinator-{self.coordinator_id}")
+        self._poller = Poller(self, self._catalog)
+        self._poller.poll()
         self._poller.start()
 
     # ------------------------------------------------------------------ lifecycle
@@ -175,19 +210,19 @@ class Coordinator:
                 return
             self._closed = True
             self._cond.notify_all()
-        self._wake.set()
-        self._poller.join(_JOIN_TIMEOUT_S)
+        self._poller.stop()
         try:
-            self._catalog.forget_coordinator(self.coordinator_id)
-            self._catalog.publish_demand(self.coordinator_id, {})
-            self._catalog.publish_answers(self.coordinator_id, self._recorder.answered())
-        except Exception as exc:  # noqa: BLE001 -- the rows age out of Catalog.demand anyway
-            log.warning("coordinator %s: could not clear its demand rows: %s",
-                        self.coordinator_id, exc)
+            self._poller.publish_last()
+        except ServiceError as exc:  # the rows age out of Catalog.demand anyway
+            self._poller.last_error = str(exc)
         self._catalog.close()
-        self._mysql.close()
-        self._hbase.close()
+        for stores in self._stores.values():
+            stores.close()
         self._raw.close()
+
+    @property
+    def last_poll_error(self) -> str | None:
+        return self._poller.last_error
 
     # ------------------------------------------------------------------ queries
 
@@ -196,12 +231,12 @@ class Coordinator:
                       *, timeout: float | None = None, deadline: float | None = None,
                       partial: bool = False) -> list[Link]:
         """Visible links of (id1, link_type) in [min_time, max_time], newest first (ties: id2
-        descending), after the merge rule across MySQL and HBase, then offset and limit.
+        descending), after the merge rule across the load's stores, then offset and limit.
 
         Blocks while id1's bucket is not loaded (with the raw route on, at most
         ``config.raw_after`` seconds). *timeout* (seconds from now) or *deadline*
         (epoch seconds, ``time.time()``), whichever comes first, bounds the wait: past it,
-        QueryTimeout, or with *partial* the MySQL-only answer (see ``query``)."""
+        QueryTimeout, or with *partial* the hot rows alone (see ``query``)."""
         return self.query(id1, link_type, min_time, max_time, offset, limit, timeout=timeout,
                           deadline=deadline, partial=partial).links
 
@@ -209,7 +244,7 @@ class Coordinator:
               offset: int = 0, limit: int = DEFAULT_LIMIT, *, timeout: float | None = None,
               deadline: float | None = None, partial: bool = False) -> Answer:
         """``get_link_list`` with the details: whether the answer is complete, how long it
-        waited, which bucket and which route answered."""
+        waited, which bucket, route and load answered."""
         check_query(id1, link_type, min_time, max_time, offset, limit)
         started = time.monotonic()
         end = self._end(started, timeout, deadline)
@@ -217,13 +252,15 @@ class Coordinator:
         try:
             links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
         finally:
+            load_id = route.dataset.load.load_id
             with self._cond:
-                load_id = route.dataset.load.load_id
                 self._fetching[load_id] -= 1
-                if not self._fetching[load_id]:
-                    del self._fetching[load_id]
+                if route.hot is HotSide.RAW:
+                    self._hot_raw[load_id] -= 1
         self._recorder.record(route.outcome, route.waited_s, started)
-        return Answer(links, route.kind != "partial", route.waited_s, route.bucket, route.kind)
+        return Answer(links, route.route is not Route.PARTIAL, route.waited_s,
+                      None if route.bucket is None else route.bucket.b_index, route.route,
+                      load_id, route.hot)
 
     def _end(self, started: float, timeout: float | None, deadline: float | None) -> float | None:
         """The monotonic instant past which the query gives up (None: never)."""
@@ -262,17 +299,19 @@ class Coordinator:
                         self._cond.wait(remaining)
                         continue
                     bucket = dataset.bucket_of(id1)
+                    if registered is None and bucket is not None:
+                        dataset.asked[bucket.b_index] += 1
                     waited = now - started if (waited_uptime or waited_bucket) else 0.0
+                    plan = lambda kind, outcome, w: self._plan(  # noqa: E731
+                        kind, dataset, bucket, id1, link_type, outcome, w)
                     if bucket is None or bucket.loaded:
                         outcome = ("buffered" if waited_bucket else
                                    "waited_uptime" if waited_uptime else "immediate")
-                        return self._fetching_from(
-                            _Route("mysql" if bucket is None else "merged", dataset,
-                                   None if bucket is None else bucket.b_index, outcome, waited))
+                        return plan(Route.MYSQL if bucket is None else Route.MERGED, outcome,
+                                    waited)
                     if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
                         if raw_after is not None:
-                            return self._fetching_from(_Route("raw", dataset, bucket.b_index,
-                                                              "raw", waited))
+                            return plan(Route.RAW, "raw", waited)
                         raise ServiceError(
                             f"get_link_list({id1}, {link_type}): gen_HF failed to load bucket "
                             f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
@@ -283,23 +322,20 @@ class Coordinator:
                             registered.waiting -= 1
                         bucket.waiting += 1
                         registered = bucket
-                        self._wake.set()  # the poller publishes the new demand
+                        self._poller.wake()  # the poller publishes the new demand
                         if raw_after is not None and raw_at is None:
                             raw_at = now + raw_after  # from the moment it needs the bucket
                     if raw_at is not None and now >= raw_at:
-                        return self._fetching_from(_Route("raw", dataset, bucket.b_index, "raw",
-                                                          now - started))
+                        return plan(Route.RAW, "raw", now - started)
                     if remaining == 0.0:
                         if partial:
-                            return self._fetching_from(_Route("partial", dataset,
-                                                              bucket.b_index, "partial",
-                                                              now - started))
+                            return plan(Route.PARTIAL, "partial", now - started)
                         self._recorder.record("timeouts", now - started, started)
                         raise QueryTimeout(
                             f"get_link_list({id1}, {link_type}): bucket {bucket.b_index} "
                             f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
                             f"after waiting {now - started:.1f} s; gen_HF has not loaded it yet "
-                            "(pass a longer timeout, or partial=True for the MySQL-only answer)")
+                            "(pass a longer timeout, or partial=True for the hot rows alone)")
                     waited_bucket = True
                     self._cond.wait(remaining if raw_at is None else
                                     raw_at - now if remaining is None else
@@ -309,57 +345,132 @@ class Coordinator:
                     registered.waiting -= 1
                     if not registered.loaded:  # raw, deadline or closed: still its demand
                         registered.stopped_waiting(time.monotonic())
-                    self._wake.set()
+                    self._poller.wake()
 
-    def _fetching_from(self, route: _Route) -> _Route:
-        """Count a query that is about to read the stores of its route's load (lock held);
-        ``query`` counts it out. The heartbeat acknowledges a new load only at zero."""
-        load_id = route.dataset.load.load_id
-        self._fetching[load_id] = self._fetching.get(load_id, 0) + 1
-        return route
+    def _plan(self, kind: Route, dataset: Dataset, bucket: BucketState | None, id1: int,
+              link_type: int, outcome: str, waited_s: float) -> _Route:
+        """The route of a query about to read the stores of *dataset*'s load (lock held): where
+        its hot rows come from, counted in so that the heartbeat acknowledges a new load, or
+        MySQL's take-over, only once no query reads the old ones."""
+        load_id = dataset.load.load_id
+        hot_bucket = dataset.hot_bucket_of(id1)
+        hot = (HotSide.RAW if hot_bucket is not None else
+               HotSide.MYSQL if dataset.may_be_hot(id1, link_type) else HotSide.NONE)
+        self._fetching[load_id] += 1
+        if hot is HotSide.RAW:
+            self._hot_raw[load_id] += 1
+        return _Route(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s)
 
     def _check_load_usable(self) -> None:
-        load = self._load
-        if load is not None and load.state == "failed":
-            reason = (load.error or "no error recorded").strip().splitlines()[0][:200]
+        newest = self._newest
+        if newest is not None and newest.state == "failed":
+            reason = (newest.error or "no error recorded").strip().splitlines()[0][:200]
             raise ServiceError(
-                f"the latest load {load.load_id} failed ({reason}); nothing can be answered "
-                f"until it is resumed (`debl load SOURCE --resume {load.load_id}`) or a new "
-                "load is up")
+                f"the latest load {newest.load_id} failed ({reason}) and no load is up to "
+                f"answer from: resume it (`debl load SOURCE --resume {newest.load_id}`) or run "
+                "a new load")
 
     def _describe_load(self) -> str:
-        load = self._load
-        if load is None:
+        newest = self._newest
+        if newest is None:
             return "no load has been run"
-        return f"load {load.load_id} is {load.state}"
+        return f"load {newest.load_id} is {newest.state}"
 
     def _fetch(self, route: _Route, id1: int, link_type: int, min_time: int, max_time: int,
                offset: int, limit: int) -> list[Link]:
-        """Run the query on the stores the route names (no lock held)."""
-        if limit == 0 or min_time > max_time:
-            return []
-        hot = route.dataset.may_be_hot(id1, link_type)
+        """Run the query on the sources the route names (no lock held)."""
+        load = route.dataset.load
+        stores = self._stores_of(load)
         args = (id1, link_type, min_time, max_time, offset, limit)
-        if route.kind == "raw":
-            bucket = route.dataset.buckets[route.bucket]
-            cold = self._raw.scan_newest_first(
-                RawBucket(route.dataset.load.load_id, bucket.b_index, bucket.rows),
-                id1, link_type, min_time)
-            if hot:
-                cold = merge_newest_first(self._mysql.scan_newest_first(id1, link_type,
-                                                                        min_time), cold)
-            return select_merged(cold, min_time, max_time, offset, limit)
-        if route.kind != "merged":  # mysql, or partial: MySQL alone
-            return self._mysql.get_link_list(*args) if hot else []
-        if not hot:  # MySQL holds no row of id1: push the whole query down to HBase
-            return self._hbase.get_link_list(*args)
-        hot_rows: Iterator[Link] = self._mysql.scan_newest_first(id1, link_type, min_time)
-        first = next(hot_rows, None)
-        if first is None:  # nothing in MySQL for this list: HBase alone, filtered server-side
-            return self._hbase.get_link_list(*args)
-        cold_rows = self._hbase.scan_newest_first(id1, link_type, min_time)
-        winners = merge_newest_first(chain([first], hot_rows), cold_rows)
-        return select_merged(winners, min_time, max_time, offset, limit)
+        hot: NewestFirst | None = (
+            stores.mysql if route.hot is HotSide.MYSQL else
+            _RawFiles(self._raw, RawBucket(load.load_id, route.hot_bucket.b_index,
+                                           route.hot_bucket.rows, hot=True))
+            if route.hot is HotSide.RAW else None)
+        cold: NewestFirst | None = None
+        if route.route is Route.MERGED:
+            if hot is None:  # no hot row: push the whole query down to HBase
+                return stores.hbase.get_link_list(*args)
+            cold = stores.hbase
+        elif route.route is Route.RAW:
+            cold = _RawFiles(self._raw, RawBucket(load.load_id, route.bucket.b_index,
+                                                  route.bucket.rows))
+        elif route.hot is HotSide.MYSQL:  # the hot rows alone, from MySQL: one statement
+            return stores.mysql.get_link_list(*args)
+        return answer(hot, cold, *args)
+
+    def _stores_of(self, load: LoadRecord) -> _Stores:
+        with self._cond:
+            stores = self._stores.get(load.load_id)
+            if stores is None:
+                stores = self._stores[load.load_id] = _Stores(self.config, load)
+            return stores
+
+    # ------------------------------------------------------------------ the poller's side
+
+    def _take(self, current: LoadRecord | None, newest: LoadRecord | None,
+              states: dict[int, str], serving: Callable[[], ServingState | None]) -> None:
+        """What a poll read: swap the dataset for a new current load, switch the hot keys to
+        MySQL once it has them, or take new job states."""
+        with self._cond:
+            self._newest = newest
+            dataset = self._dataset
+        if current is None:
+            with self._cond:
+                if dataset is not None:  # a rollback to nothing cannot happen; be safe
+                    self._dataset = None
+                self._cond.notify_all()  # waiters for uptime may get the newest load's error
+            return
+        if dataset is None or dataset.load.load_id != current.load_id:
+            state = serving()
+            if state is None:
+                return
+            fresh = Dataset.of(state)
+            with self._cond:
+                self._dataset = fresh
+                self._cond.notify_all()
+            self._forget_stores(state.load.load_id)
+            return
+        if current.hot_in_mysql and not dataset.load.hot_in_mysql:
+            state = serving()
+            with self._cond:
+                if state is not None and state.load.load_id == dataset.load.load_id:
+                    dataset.took_over(state)
+        with self._cond:
+            if self._dataset is dataset and dataset.apply_states(states):
+                self._cond.notify_all()
+
+    def _forget_stores(self, serving: str) -> None:
+        """Close the stores of loads no query reads any more (a day the coordinator left)."""
+        with self._cond:
+            idle = [load_id for load_id in self._stores
+                    if load_id != serving and not self._fetching[load_id]]
+            closing = [self._stores.pop(load_id) for load_id in idle]
+        for stores in closing:
+            stores.close()
+
+    def _acknowledged(self) -> tuple[str | None, bool]:
+        """What the heartbeat says: the load served with no query of another in flight (None
+        while one is), and whether no query reads that load's hot files any more while MySQL
+        has its hot keys."""
+        with self._cond:
+            dataset = self._dataset
+            if dataset is None:
+                return None, False
+            load_id = dataset.load.load_id
+            if any(n for other, n in self._fetching.items() if other != load_id):
+                return None, False
+            return load_id, dataset.load.hot_in_mysql and not self._hot_raw[load_id]
+
+    def _published_state(self, now: float) -> tuple[str | None, dict[int, int], dict[str, int],
+                                                     dict[int, int]]:
+        """(load served, its demand, answers per outcome, queries asked per bucket)."""
+        with self._cond:
+            dataset = self._dataset
+            if dataset is None:
+                return None, {}, {}, {}
+            return (dataset.load.load_id, dataset.demand(now), self._recorder.answered(),
+                    dict(dataset.asked))
 
     # ------------------------------------------------------------------ state, for callers
 
@@ -417,97 +528,3 @@ class Coordinator:
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
-
-    # ------------------------------------------------------------------ the poller
-
-    def _poll(self) -> None:
-        """Read the latest load and the job states; swap or update the dataset; then the
-        heartbeat."""
-        load = read_load(self._catalog)
-        self._take(load)
-        with self._cond:
-            # The latest load is acknowledged once no query reads another load's stores.
-            busy = any(n for load_id, n in self._fetching.items()
-                       if load is None or load_id != load.load_id)
-        self._catalog.heartbeat(self.coordinator_id, None if busy or load is None
-                                else load.load_id, max(self.config.poll_interval, 0.01))
-
-    def _take(self, load: LoadView | None) -> None:
-        """Serve *load*: swap the dataset for a new load, update the job states of the same."""
-        catalog = self._catalog
-        with self._cond:
-            current = self._dataset
-        if load is None or not load.is_up:
-            with self._cond:
-                self._load = load
-                if self._dataset is not None:  # a new load started: down until its uptime
-                    self._dataset = None
-                    self._cond.notify_all()
-                elif load is not None and load.state == "failed":
-                    self._cond.notify_all()  # waiters for uptime get the load's error
-            return
-        if current is None or current.load.load_id != load.load_id:
-            dataset = read_dataset(catalog, load)
-            with self._cond:
-                self._load = load
-                self._dataset = dataset
-                self._cond.notify_all()
-            log.info("coordinator %s: load %s is up, %d buckets", self.coordinator_id,
-                     load.load_id, len(dataset.buckets))
-            return
-        states = catalog.job_states()
-        with self._cond:
-            if self._dataset is current:
-                if current.apply_states(states):
-                    self._cond.notify_all()
-
-    def _publish(self, now: float) -> None:
-        """Publish the demand when the policy says so, and the answer counts when they changed
-        (at most once per poll interval)."""
-        with self._cond:
-            demand = self._dataset.demand(now) if self._dataset else {}
-        answered = self._recorder.answered()
-        counts_due = (answered != self._answers_published
-                      and now - self._answers_at >= self._policy.min_interval)
-        if not self._policy.due(demand, now) and not counts_due:
-            return
-        if self._policy.due(demand, now):
-            self._catalog.publish_demand(self.coordinator_id, demand)
-            self._policy.done(demand, now)
-        if counts_due:
-            self._catalog.publish_answers(self.coordinator_id, answered)
-            self._answers_published, self._answers_at = answered, now
-
-    def _run_poller(self) -> None:
-        """Poll every poll_interval; publish demand when it changed (at most once per
-        poll_interval) and as a heartbeat. A failing poll is logged and retried: the
-        coordinator keeps answering from the state it has."""
-        interval = max(self.config.poll_interval, 0.01)  # 0 would make this loop spin
-        next_poll = time.monotonic() + interval
-        while True:
-            now = time.monotonic()
-            with self._cond:
-                if self._closed:
-                    return
-                demand = self._dataset.demand(now) if self._dataset else {}
-            due = self._policy.next_due(demand, now)
-            wake_at = next_poll if due is None else min(next_poll, due)
-            if wake_at > now:
-                self._wake.wait(wake_at - now)
-                self._wake.clear()
-                continue  # re-read the counts: a query may have changed them
-            try:
-                if now >= next_poll:
-                    next_poll = now + interval
-                    self._poll()
-                    self._polls += 1
-                self._publish(time.monotonic())
-                self.last_poll_error = None
-            except Exception as exc:  # noqa: BLE001 -- never let the poller die
-                self.last_poll_error = f"{type(exc).__name__}: {exc}"
-                log.warning("coordinator %s: poll failed (retrying): %s", self.coordinator_id,
-                            self.last_poll_error)
-                # The catalog's pool replaces a broken connection on the next call.
-                next_poll = time.monotonic() + interval
-                # Back off publishing too, or a dead server turns the loop into a busy one.
-                self._policy.last = time.monotonic()

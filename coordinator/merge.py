@@ -1,4 +1,8 @@
-"""The cross-store merge: one get_link_list answer from the MySQL (hot) and HBase (cold) rows.
+"""The cross-store merge: one get_link_list answer from a load's hot rows (MySQL, or the hot
+files' buckets before MySQL has them) and its cold rows (HBase, or the bucket's files before
+gen_HF has converted it). Every source offers one thing, ``scan_newest_first`` (the
+``NewestFirst`` protocol: MySQLStore, HBaseStore, and a bucket's raw files through
+``RawFiles``), and ``answer`` merges any hot source with any cold one by the one rule.
 
 Each store already holds one row per key, the winner of the merge rule among its own input. The
 answer for a key is the winner of those two rows under the same rule (debl.model.merge_rank):
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 from debl.model import Link, Origin, merge_rank, select_links
 
@@ -32,6 +37,27 @@ from debl.model import Link, Origin, merge_rank, select_links
 # already settled inside each store.
 HOT = Origin(hot=1, file_seq=0, line_no=0)
 COLD = Origin(hot=0, file_seq=0, line_no=0)
+
+
+class NewestFirst(Protocol):
+    """A source of one side's rows: the winner of each key among its own input, hidden ones
+    included, time descending (ties: id2 descending), from *min_time* on."""
+
+    def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
+        ...
+
+
+def answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_type: int,
+           min_time: int, max_time: int, offset: int, limit: int) -> list[Link]:
+    """get_link_list's answer from a hot and a cold source (either may be None: no row of
+    that side can have id1), merged key by key, then filtered."""
+    if limit == 0 or min_time > max_time:
+        return []
+    sides = [s.scan_newest_first(id1, link_type, min_time) for s in (hot, cold) if s is not None]
+    if not sides:
+        return []
+    winners = merge_newest_first(*sides) if len(sides) == 2 else sides[0]
+    return select_merged(winners, min_time, max_time, offset, limit)
 
 
 def merge_newest_first(hot: Iterable[Link], cold: Iterable[Link]) -> Iterator[Link]:

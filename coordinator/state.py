@@ -1,69 +1,37 @@
-"""Per-bucket state as the coordinator sees it, read from the catalog (docs/DESIGN.md section 6).
+"""The coordinator's view of the current load, read from the catalog in one transaction
+(``Catalog.serving_state``; docs/DESIGN.md section 6).
 
-A ``Dataset`` is what one load that is up offers to queries: its bucket map (``debl.buckets``),
-the key range the MySQL (hot) table covers, and one ``BucketState`` per cold bucket:
-``(b_index, k_range, j_stat, q_list)`` plus the real id1 span of the bucket's cold rows.
-``read_dataset`` builds it from the catalog; ``LoadView`` is the part of the latest
-``debl_loads`` row that decides whether the system is up at all.
+A ``Dataset`` is what the current load offers to queries: its bucket map, one ``BucketState``
+per cold bucket (``(b_index, k_range, j_stat, q_list)`` plus the real id1 span of its cold
+rows), and where its hot rows are read: from the hot files' buckets in HDFS (``hot_buckets``)
+until MySQL has taken the hot keys over, from MySQL (within the hot range, for keys the load's
+key filter may hold) after (docs/COORDINATOR.md, "Hot keys").
 
-Cold coverage: an id1 needs its bucket only if a cold row can have it, that is if it lies in its
-bucket's cold span ``[c_lo, c_hi]``; every other id1 (no bucket with rows, or outside the span:
-in a range dump, every id of the hot files) is answered by MySQL alone, at once, from the bucket
-index alone (docs/COORDINATOR.md).
+Cold coverage: an id1 needs its cold bucket only if a cold row can have it, that is if it lies in
+its bucket's cold span ``[c_lo, c_hi]``; every other id1 (no bucket with rows, or outside the
+span: in a range dump, every id of the hot files) is answered from the hot rows alone, at once.
+The same holds for the hot buckets and their spans.
 
 Pitfalls:
 
-- Only the *latest* load counts. A new load clears the bucket and job tables as it starts, so
-  while it runs the previous load's buckets no longer exist and the system is down again, even
-  though an older load row still says ``up``.
 - ``j_stat`` values are written by the poller and read by query threads: both hold the
   coordinator's lock. ``q_list`` is kept as the count of buffered queries (the waiters
   themselves block on the coordinator's condition variable); with the decayed weight of the
   queries that needed the bucket and stopped waiting (``recent``), it is the bucket's demand
   (coordinator.demand).
 - A bucket without a job status row counts as ``pending`` (as ``Catalog.buckets`` reports it).
-- The hot table is consulted only for id1 in ``[hot_k_lo, hot_k_hi]`` of *this* load: a load
-  without hot files does not touch the MySQL link table, which may still hold an older dump.
-  Within that range, only for keys the load's key filter may hold (``may_be_hot``; a load
-  without a filter: every key of the range), so that a change log's queries, nine in ten of
-  which find nothing in MySQL, skip that read (docs/COORDINATOR.md, "Hot keys").
+- MySQL's table is read only once MySQL has taken the hot keys over: before that it is being
+  loaded, and the hot rows come from the hot buckets. A load without hot files never reads it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
-from debl.buckets import BucketMap
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Bucket, LoadRecord, ServingState
 from debl.key_filter import KeyFilter
 from coordinator.demand import decayed
-
-
-@dataclass(frozen=True)
-class LoadView:
-    """The latest load, as far as routing cares."""
-
-    load_id: str
-    state: str  # running / up / failed
-    bucket_map: BucketMap | None  # None: not decided yet (no cold file, or before the sample)
-    hot_k_lo: int | None
-    hot_k_hi: int | None
-    hot_rows: int
-    started: float
-    uptime: float | None
-    error: str | None
-
-    @property
-    def is_up(self) -> bool:
-        """Queries are answered. A load that is up with no bucket map had no cold file."""
-        return self.state == "up"
-
-    @staticmethod
-    def of(load: LoadRecord | None) -> "LoadView | None":
-        if load is None:
-            return None
-        return LoadView(load.load_id, load.state, load.bucket_map, load.hot_k_lo,
-                        load.hot_k_hi, load.hot_rows, load.started, load.uptime, load.error)
 
 
 @dataclass
@@ -82,6 +50,10 @@ class BucketState:
     recent: float = 0.0  # decayed weight of queries that needed it and stopped waiting...
     recent_at: float = 0.0  # ...as of this time.monotonic()
 
+    @staticmethod
+    def of(b: Bucket) -> "BucketState":
+        return BucketState(b.b_index, b.k_lo, b.k_hi, b.state, b.c_lo, b.c_hi, rows=b.rows)
+
     @property
     def loaded(self) -> bool:
         return self.j_stat == "loaded"
@@ -96,31 +68,66 @@ class BucketState:
         return round(self.waiting + decayed(self.recent, now - self.recent_at))
 
 
+@dataclass(frozen=True)
+class HotBucket:
+    """The hot files' rows of one bucket's range, read raw until MySQL takes the hot keys
+    over; their id1s lie in ``[c_lo, c_hi]``."""
+
+    b_index: int
+    rows: int
+    c_lo: int
+    c_hi: int
+
+
 @dataclass
 class Dataset:
-    """The routing state of one load that is up."""
+    """The routing state of the current load."""
 
-    load: LoadView
+    load: LoadRecord
     buckets: dict[int, BucketState] = field(default_factory=dict)
+    hot_buckets: dict[int, HotBucket] = field(default_factory=dict)
     hot_keys: KeyFilter | None = None
+    asked: Counter = field(default_factory=Counter)  # queries per cold bucket, for debl_asks
+
+    @staticmethod
+    def of(state: ServingState) -> "Dataset":
+        return Dataset(state.load, {b.b_index: BucketState.of(b) for b in state.buckets},
+                       {b.b_index: HotBucket(b.b_index, b.rows, b.c_lo, b.c_hi)
+                        for b in state.hot_buckets}, state.hot_keys)
+
+    def took_over(self, state: ServingState) -> None:
+        """MySQL has taken the hot keys over: read them there from now on (lock held). The
+        cold buckets' states (and their waiters) stay as they are."""
+        self.load, self.hot_buckets, self.hot_keys = state.load, {}, state.hot_keys
 
     def bucket_of(self, id1: int) -> BucketState | None:
         """The cold bucket that may hold cold rows of id1, or None when no cold row can have
-        id1 (no bucket with rows there, or id1 outside its rows' span): then MySQL alone
-        answers."""
-        if self.load.bucket_map is None:
+        id1 (no bucket with rows there, or id1 outside its rows' span)."""
+        bucket_map = self.load.bucket_map
+        if bucket_map is None:
             return None
-        bucket = self.buckets.get(self.load.bucket_map.bucket_of(id1))
+        bucket = self.buckets.get(bucket_map.bucket_of(id1))
+        if bucket is None or not bucket.c_lo <= id1 <= bucket.c_hi:
+            return None
+        return bucket
+
+    def hot_bucket_of(self, id1: int) -> HotBucket | None:
+        """The hot bucket that may hold hot rows of id1 while they are read raw (None: no hot
+        row can have id1, or MySQL has them)."""
+        bucket_map = self.load.bucket_map
+        if not self.hot_buckets or bucket_map is None:
+            return None
+        bucket = self.hot_buckets.get(bucket_map.bucket_of(id1))
         if bucket is None or not bucket.c_lo <= id1 <= bucket.c_hi:
             return None
         return bucket
 
     def may_be_hot(self, id1: int, link_type: int) -> bool:
-        """Whether the MySQL table of this load may hold rows of (id1, link_type): False
-        only when it holds none."""
+        """Whether MySQL may hold rows of (id1, link_type) of this load: False before MySQL
+        has taken the hot keys over, and after it where it holds none."""
         load = self.load
-        return (load.hot_rows > 0 and load.hot_k_lo is not None and load.hot_k_hi is not None
-                and load.hot_k_lo <= id1 <= load.hot_k_hi
+        return (load.hot_in_mysql and load.hot_rows > 0 and load.hot_k_lo is not None
+                and load.hot_k_hi is not None and load.hot_k_lo <= id1 <= load.hot_k_hi
                 and (self.hot_keys is None or self.hot_keys.may_hold(id1, link_type)))
 
     def apply_states(self, states: dict[int, str]) -> list[int]:
@@ -153,25 +160,13 @@ class Dataset:
     def id_range(self) -> tuple[int, int] | None:
         """(lowest id1, highest id1 + 1) of the data set, for a query client's default ids.
 
-        The union of the hot range and the buckets' cold spans, both exact bounds of real ids.
-        """
+        The union of the hot range (or the hot buckets' spans) and the cold buckets' spans,
+        all exact bounds of real ids."""
         load = self.load
         spans = [(s.c_lo, s.c_hi) for s in self.buckets.values()]
+        spans += [(h.c_lo, h.c_hi) for h in self.hot_buckets.values()]
         if load.hot_rows and load.hot_k_lo is not None and load.hot_k_hi is not None:
             spans.append((load.hot_k_lo, load.hot_k_hi))
         if not spans:
             return None
         return min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1
-
-
-def read_load(catalog: Catalog) -> LoadView | None:
-    """The latest load (None if there never was one)."""
-    return LoadView.of(catalog.load())
-
-
-def read_dataset(catalog: Catalog, load: LoadView) -> Dataset:
-    """The bucket index, job states and hot key filter of *load*, which must be up."""
-    buckets = {b.b_index: BucketState(b.b_index, b.k_lo, b.k_hi, b.state, b.c_lo, b.c_hi,
-                                      rows=b.rows)
-               for b in catalog.buckets()}
-    return Dataset(load, buckets, catalog.hot_keys(load.load_id) if load.hot_rows else None)

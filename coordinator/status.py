@@ -1,10 +1,12 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
-The latest load (its state, uptime, bucket map and per-phase timings), the buckets per job state
-(and, asked for, every bucket), the demand summed over coordinators, the queries the coordinators
-answered per route (raw answers included), the gen_HF jobs running now, and full availability
-once every bucket is loaded. Everything comes from MySQL: the report is the same from any machine
-and does not need a coordinator.
+The current load (the day every coordinator serves: its state, uptime, hot path and MySQL's
+take-over, bucket map and per-phase timings), a newer load being loaded beside it and the
+previous one while its stores exist (docs/LOADING.md, "Days"), the current load's buckets per job
+state (and, asked for, every bucket), the demand summed over coordinators, the queries the
+coordinators answered per route, the gen_HF jobs running now, and full availability once every
+bucket is loaded. Everything comes from MySQL: the report is the same from any machine and does
+not need a coordinator.
 
 Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; docs/DESIGN.md's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
@@ -16,23 +18,29 @@ import time
 from collections import Counter
 
 from debl.buckets import BucketMap
-from debl.catalog import STATES, Catalog, Phase
+from debl.catalog import STATES, Catalog, LoadRecord, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dead coordinators
 
 
 def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
-    """The status of the latest load; ``{"load": None, ...}`` when there never was one.
+    """The status of the current load (or, before any is up, of the newest); ``{"load": None,
+    ...}`` when there never was one. ``loading``: a newer load being loaded (or failed) beside
+    the current one; ``previous``: the load the current one replaced, while its stores exist.
     With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
     k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state; and the
     load's ``bucket_map`` its split points."""
     now = time.time()
-    load = catalog.load()
-    buckets = catalog.buckets()
+    current, newest = catalog.current(), catalog.load()
+    load = current or newest
+    load_id = None if load is None else load.load_id
+    buckets = catalog.buckets(load_id) if load else []
     by_state = Counter(b.state for b in buckets)
-    demand = catalog.demand(DEMAND_MAX_AGE_S)
-    coordinators = {row.coordinator for row in catalog.published_demand(DEMAND_MAX_AGE_S)}
-    jobs = catalog.jobs()
+    demand = catalog.demand(load_id, DEMAND_MAX_AGE_S) if load else {}
+    coordinators = ({row.coordinator for row in catalog.published_demand(load_id,
+                                                                         DEMAND_MAX_AGE_S)}
+                    if load else set())
+    jobs = catalog.jobs(load_id) if load else []
     running = [
         {"b_index": j.b_index, "run_id": j.run_id, "started": j.started, "attempts": j.attempts,
          "running_s": None if j.started is None else now - j.started}
@@ -40,10 +48,13 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                         key=lambda j: (j.started is not None, j.started or 0.0, j.b_index))]
     failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
               for j in jobs if j.state == "failed"]
-    answered, answering = catalog.answers()
+    answered, answering = catalog.answers(load_id) if load else ({}, 0)
+    previous = catalog.previous() if current else None
     status: dict = {
         "now": now,
         "load": None,
+        "loading": None,
+        "previous": None if previous is None else _brief(catalog.load(previous), now),
         "phases": [],
         "buckets": {
             "total": len(buckets),
@@ -74,29 +85,38 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
             for b in buckets]
     if load is None:
         return status
-    started = load.started
-    status["load"] = {
-        "load_id": load.load_id, "approach": load.approach, "source": load.source,
-        "state": load.state, "started": started,
-        "uptime": load.uptime,
-        "uptime_s": None if load.uptime is None else load.uptime - started,
-        "age_s": now - started,
-        "bucket_map": _map_summary(load.bucket_map, every_bucket),
-        "chunk_size": load.chunk_size, "hot_rows": load.hot_rows,
-        "hot_k_lo": load.hot_k_lo, "hot_k_hi": load.hot_k_hi,
-        "error": load.error,
-    }
+    if current is not None and newest.load_id != current.load_id:
+        status["loading"] = {**_brief(newest, now), "phases": _phases(
+            catalog.phases(newest.load_id), now)}
+    status["load"] = {**_brief(load, now),
+                      "bucket_map": _map_summary(load.bucket_map, every_bucket),
+                      "chunk_size": load.chunk_size}
     status["phases"] = _phases(catalog.phases(load.load_id), now)
     if load.state == "up" and buckets and by_state.get("loaded", 0) == len(buckets):
         ended = max((j.ended for j in jobs if j.ended is not None), default=None)
         if ended is not None:
             at = max(ended, load.uptime or ended)
-            status["full_availability"] = {"at": at, "seconds": at - started,
+            status["full_availability"] = {"at": at, "seconds": at - load.started,
                                            "after_uptime_s": at - (load.uptime or at)}
     elif load.state == "up" and not buckets:  # no cold data: fully available at uptime
-        status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - started,
+        status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _brief(load: LoadRecord, now: float) -> dict:
+    """A load's row as the status shows it: state, times, hot path, namespace."""
+    started = load.started
+    return {
+        "load_id": load.load_id, "approach": load.approach, "source": load.source,
+        "state": load.state, "started": started, "uptime": load.uptime,
+        "uptime_s": None if load.uptime is None else load.uptime - started,
+        "age_s": now - started, "hot_rows": load.hot_rows, "hot_k_lo": load.hot_k_lo,
+        "hot_k_hi": load.hot_k_hi, "hot_state": load.hot_state,
+        "taken_over_s": None if load.taken_over is None else load.taken_over - started,
+        "wait_for_hot": load.wait_for_hot, "error": load.error,
+        "stores": {"mysql": load.link_table, "hbase": load.hbase_table, "hdfs": load.hdfs_dir},
+    }
 
 
 def _map_summary(bucket_map: BucketMap | None, with_splits: bool) -> dict | None:

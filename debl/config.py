@@ -36,7 +36,21 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # CREATE USER / GRANT statements, which cannot take it as a bound parameter.
 _USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
 _ENGINES = ("InnoDB", "MyISAM", "Aria")
-_NAME_ROOM = {"mysql_database": 64 - len("debl_gen_hf."), "link_table": 64 - len("_staging")}
+
+
+def check_identifier(value: str, what: str) -> str:
+    """*value* if it is a plain SQL identifier (letters, digits, underscore; not starting with
+    a digit; at most 64 characters), else ConfigError naming *what*: names DeBL puts into SQL
+    are checked once, so that the rest of the code may interpolate them."""
+    if not _IDENTIFIER.match(value):
+        raise ConfigError(f"{what}={value!r} is not a plain SQL identifier "
+                          "(letters, digits, underscore; not starting with a digit)")
+    return value
+# Each load's tables are named <name>_<load id> (debl.namespace: 22 characters), its staging
+# table <link_table>_<load id>_staging.
+_NAME_ROOM = {"mysql_database": 64 - len("debl_gen_hf."),
+              "link_table": 64 - len("_L20261125_172208_ab12") - len("_staging"),
+              "hbase_table": 64 - len("_L20261125_172208_ab12")}
 
 
 @dataclass(frozen=True)
@@ -140,9 +154,13 @@ class Config:
     # after this many resumes in a row that bring no byte, the load fails naming the file and
     # the offset (loaders.source).
     source_retries: int = 5
-    # A new load waits at most this long for running coordinators to leave the old dataset
-    # before it empties the old stores (docs/RELIABILITY.md, "Concurrency").
+    # How long a load, or cleanup, waits for running coordinators to leave a load's stores
+    # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
+    # Seconds the previous day's stores are kept after the next day became current, for
+    # `debl rollback`; then cleanup drops them once no coordinator serves them (docs/LOADING.md,
+    # "Days"). 0: as soon as no coordinator serves them.
+    keep_previous_load: float = 600.0
 
     # The longest DeBL waits on a service that does not answer (a MySQL statement of the
     # query path or the catalog, a WebHDFS request, a Thrift call, the HBase client of the
@@ -175,10 +193,7 @@ class Config:
 
     def __post_init__(self) -> None:
         for name in ("mysql_database", "link_table", "hbase_table"):
-            value = getattr(self, name)
-            if not _IDENTIFIER.match(value):
-                raise ConfigError(f"{name}={value!r} is not a plain SQL identifier "
-                                  "(letters, digits, underscore; not starting with a digit)")
+            value = check_identifier(getattr(self, name), name)
             # Names built from these must stay within MySQL's 64 characters: the hot path's
             # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_load.<db>`.
             longest = _NAME_ROOM.get(name, 64)
@@ -196,7 +211,7 @@ class Config:
                      "query_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        for name in ("source_retries", "coordinator_ack_timeout"):
+        for name in ("source_retries", "coordinator_ack_timeout", "keep_previous_load"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
         if self.client_processes < 0:

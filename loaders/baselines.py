@@ -5,19 +5,23 @@ source that ends at its uptime, recorded in the catalog like ``run_load`` record
 approach           what runs (all from the same source)                          uptime at
 =================  ==========================================================  ===============
 ``fileCopy``       every file streamed to ``<state_dir>/filecopy/<db>/<load>``   copy end
-``bulkLoad-mysql`` ``run_load`` with every file hot: LOAD DATA, merge, index     index built
+``bulkLoad-mysql`` ``run_load`` with every file hot, streamed from the source    index built
+                   into MySQL (``wait_for_hot``): LOAD DATA, merge, index
 ``bulkLoad-hbase`` ``run_load`` with every file cold, then one gen_HF run over   last HFile
                    every bucket (unlimited run size), HFiles bulk-loaded          bulk-loaded
 ``batchPut-hbase`` ``run_load`` with every file cold, then one Spark job: merge  last put
                    by the merge rule, batched client puts per partition
 ``debl-cold``      ``run_load`` with no hot file (the paper's "DeBL (no mysql)") last dist_ch
-``debl``           ``run_load`` with the newest files hot: ``--hot-bytes`` /     hot load and
-                   ``--hot-since``, else 20% of the bytes ("DeBL (2g mysql)")     last dist_ch
+``debl``           the paper's DeBL: ``run_load`` with the newest files hot       hot load and
+                   (``--hot-bytes`` / ``--hot-since``, else 20% of the bytes:     last dist_ch
+                   "DeBL (2g mysql)"), up once MySQL holds them
+                   (``wait_for_hot``); buffered queries, no raw route
 ``debl-fifo``      the load of ``debl``; the bench runs its gen_HF in plain      as ``debl``
                    bucket order (the demand-order ablation)
-``debl-raw``       the load of ``debl``; its coordinator answers a query whose   as ``debl``
-                   bucket is not loaded from the raw HDFS files after
-                   ``raw_after`` seconds (the raw route, docs/COORDINATOR.md)
+``debl-raw``       DeBL as it ships: the hot files bucketed beside the cold      last dist_ch
+                   ones, up when every chunk is bucketed, MySQL taking the hot
+                   keys over later; queries whose bucket is not loaded
+                   answered from the raw HDFS files (docs/COORDINATOR.md)
 =================  ==========================================================  ===============
 
 ``run_approach`` dispatches on ``LoadOptions.approach`` and returns the ``LoadSummary`` of
@@ -30,10 +34,9 @@ batchPut-hbase.
 
 Pitfalls:
 
-- Every approach replaces the dataset of its namespace (database, HBase table, HDFS root): a
-  load clears the bucket tables and drops the HBase link table, the hot path recreates the MySQL
-  link table and a load without hot files empties it. Only fileCopy leaves the stores as they
-  were; the bench empties them before each approach.
+- Every approach but fileCopy is a load in a namespace of its own (debl.namespace) that becomes
+  the current load at its uptime; fileCopy is recorded as a load but never becomes current (it
+  has nothing to serve). The bench drops every other load's stores before each approach.
 - bulkLoad-hbase runs gen_HF in this process and takes gen_HF's MySQL lock: it waits (up to ten
   minutes) while another gen_HF holds it.
 - The load state is ``up`` as soon as the bucketing ends, because gen_HF only converts buckets of
@@ -47,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -60,6 +62,7 @@ from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
 from debl.model import Link
+from debl.namespace import Namespace
 from debl.spark import spark_session
 from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 from loaders.gen_hf import GenHF
@@ -90,6 +93,9 @@ class Approach:
     uses_spark: bool
     description: str
     raw_route: bool = False  # the coordinator of the query phase answers raw after raw_after
+    # The bench loads it up only once MySQL holds the hot rows (the paper's uptime); `debl load`
+    # does so with --wait-for-hot, whatever the approach's name.
+    wait_for_hot: bool = False
 
 
 def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
@@ -144,8 +150,21 @@ def _load_debl_cold(config: Config, source_spec: str, options: LoadOptions,
 def _load_bulk_mysql(config: Config, source_spec: str, options: LoadOptions,
                      resume: str | None, progress: LoadProgress) -> LoadSummary:
     _no_hot_options(options, "every file is hot")
-    return run_load(config, source_spec, dataclasses.replace(options, hot_bytes=_ALL_HOT),
+    return run_load(config, source_spec, dataclasses.replace(options, hot_bytes=_ALL_HOT,
+                                                             wait_for_hot=True),
                     resume, progress)
+
+
+class _UpLater(LoadProgress):
+    """The progress of a load whose approach is up only after a last step of its own: the
+    load's uptime is not the approach's (``_finish`` reports that)."""
+
+    def __init__(self, progress: LoadProgress):
+        self.start, self.hot, self.copied = progress.start, progress.hot, progress.copied
+        self.bucketed, self.message = progress.bucketed, progress.message
+
+    def up(self, summary: LoadSummary) -> None:
+        """Not the approach's uptime yet."""
 
 
 def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
@@ -162,30 +181,32 @@ def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: s
             raise LoadStateError(f"load {resume} is already up; nothing to resume")
         if row.state == "up" and row.summary:
             return LoadSummary(**row.summary)
-    return run_load(config, source_spec, options, resume, progress)
+    return run_load(config, source_spec, options, resume, _UpLater(progress))
 
 
 def _load_bulk_hbase(config: Config, source_spec: str, options: LoadOptions,
                      resume: str | None, progress: LoadProgress) -> LoadSummary:
     summary = _cold_then(config, source_spec, options, resume, progress, "gen_hf")
     _one_big_gen_hf(config, summary.load_id, progress)
-    return _finish(config, summary)
+    return _finish(config, summary, progress)
 
 
 def _load_batch_put(config: Config, source_spec: str, options: LoadOptions,
                     resume: str | None, progress: LoadProgress) -> LoadSummary:
     summary = _cold_then(config, source_spec, options, resume, progress, "batch_put")
     _put_everything(config, summary.load_id, summary.cold_bytes, progress)
-    return _finish(config, summary)
+    return _finish(config, summary, progress)
 
 
-def _finish(config: Config, summary: LoadSummary) -> LoadSummary:
-    """Move the load's uptime to now and recompute its phase sums from the catalog."""
+def _finish(config: Config, summary: LoadSummary, progress: LoadProgress) -> LoadSummary:
+    """Move the load's uptime to now (the approach's own uptime), recompute its phase sums
+    from the catalog, and say it is up."""
     t_up = time.time()
     with Catalog(config) as catalog:
         summary.uptime_s = t_up - catalog.load(summary.load_id).started
         summary.phases = phase_sums(catalog.phases(summary.load_id))
         catalog.update_load(summary.load_id, state="up", uptime=t_up, summary=summary.as_dict())
+    progress.up(summary)
     return summary
 
 
@@ -214,15 +235,13 @@ def _copy_files(config: Config, source_spec: str, options: LoadOptions,
     if not files:
         raise DeblError(f"source {source.describe()} holds no files")
     load_id = new_load_id()
-    root = copy_dir(config)
-    shutil.rmtree(root, ignore_errors=True)  # the previous copy: one dataset at a time
-    dest = root / load_id
+    dest = copy_dir(config) / load_id  # dropped with the load (loaders.cleanup)
     dest.mkdir(parents=True)
     summary = LoadSummary(load_id, options.approach, source.describe(), cold_files=len(files),
                           cold_bytes=sum(f.size for f in files))
     with Catalog(config, replace_older=True) as catalog:  # a new dataset, as run_load's
         catalog.begin_load(load_id, options.approach, source.describe(), 0,
-                           {"destination": str(dest)})
+                           {"destination": str(dest)}, Namespace.of(config, load_id))
         catalog.add_files(load_id, [LoadFile(seq, f.name, f.size, f.mtime, False)
                                     for seq, f in enumerate(files)])
         progress.start(0, summary.cold_bytes)
@@ -238,7 +257,7 @@ def _copy_files(config: Config, source_spec: str, options: LoadOptions,
             catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
             raise
     progress.message(f"copied {len(files)} files to {dest}")
-    return _finish(config, summary)
+    return _finish(config, summary, progress)
 
 
 def _copy_file(source, file: SourceFile, path: Path, progress: LoadProgress) -> int:
@@ -276,7 +295,7 @@ def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> Non
             service.serve(until_complete=True, on_run=runs.append)
         cells = sum(r.cells for r in runs)
         catalog.phase_end(load_id, "gen_hf", "all", rows=cells)
-        jobs = catalog.jobs()
+        jobs = catalog.jobs(load_id)
         for r in runs:  # the run's own steps, back to back, ending when the run ended
             t = max((j.ended for j in jobs if j.run_id == r.run_id and j.ended is not None),
                     default=time.time())
@@ -299,12 +318,14 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     sc = spark.sparkContext
     with Catalog(config) as catalog:
         catalog.phase_start(load_id, "batch_put", "all")
-        bucket_map = catalog.load(load_id).bucket_map
-        buckets = catalog.buckets()
+        load = catalog.load(load_id)
+        table = load.namespace.hbase_table
+        buckets = catalog.buckets(load_id)
         paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
-                 for p in catalog.bucket_paths(b.b_index)]
-        create_table(spark, config, bucket_split_keys(bucket_map, [b.b_index for b in buckets])
-                     if bucket_map else [])
+                 for p in catalog.bucket_paths(b.b_index, load_id)]
+        create_table(spark, config, bucket_split_keys(load.bucket_map,
+                                                      [b.b_index for b in buckets])
+                     if load.bucket_map else [], table)
         cells = 0
         if paths:
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
@@ -317,13 +338,13 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
                                                     f[0].rsplit("/", 1)[1].rsplit(".", 1)[0]))
                    .flatMap(lambda f: file_rows(f[0], f[1])))
             cells = int(merge_links(raw, partitions)
-                        .mapPartitions(lambda links: _put_partition(config, links)).sum())
+                        .mapPartitions(lambda links: _put_partition(config, table, links)).sum())
         catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)
     progress.message(f"batchPut: {cells} rows put")
 
 
-def _put_partition(config: Config, links: Iterator[Link]) -> Iterator[int]:
-    """Spark task: batched puts of merged links through one Thrift connection."""
+def _put_partition(config: Config, table: str, links: Iterator[Link]) -> Iterator[int]:
+    """Spark task: batched puts of merged links into *table* through one Thrift connection."""
     # lazy import: happybase would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
     # "Lazy imports"); only this Spark task needs it
     import happybase
@@ -332,7 +353,7 @@ def _put_partition(config: Config, links: Iterator[Link]) -> Iterator[int]:
                                 timeout=300_000)
     n = 0
     try:
-        with conn.table(config.hbase_table).batch(batch_size=PUT_BATCH,
+        with conn.table(table).batch(batch_size=PUT_BATCH,
                                                   timestamp=CELL_TS) as batch:
             for link in links:
                 batch.put(row_key(link), {COLUMN: cell_value(link)})
@@ -354,10 +375,13 @@ APPROACHES: dict[str, Approach] = {a.name: a for a in (
     Approach("debl-cold", _load_debl_cold, "debl", "demand", "DeBL (no mysql)", 952.0, True,
              "DeBL with no hot file"),
     Approach("debl", _load_debl, "debl", "demand", "DeBL (2g mysql)", 1257.0, True,
-             "DeBL with the newest 20% of the bytes hot in MySQL"),
+             "the paper's DeBL: the newest 20% of the bytes hot in MySQL, up once MySQL holds "
+             "them; queries buffered until their bucket is converted", wait_for_hot=True),
     Approach("debl-fifo", _load_debl, "debl", "fifo", None, None, True,
-             "the load of debl; gen_HF in plain bucket order (the demand-order ablation)"),
+             "the load of debl; gen_HF in plain bucket order (the demand-order ablation)",
+             wait_for_hot=True),
     Approach("debl-raw", _load_debl, "debl", "demand", None, None, True,
-             "the load of debl; queries whose bucket is not loaded answered from the raw HDFS "
-             "files after raw_after seconds", raw_route=True),
+             "DeBL as it ships: the newest 20% of the bytes hot, up once every chunk is "
+             "bucketed (MySQL takes the hot keys over later); queries whose bucket is not "
+             "loaded answered from the raw HDFS files", raw_route=True),
 )}

@@ -66,6 +66,7 @@ class Chunk:
     # Line-aligned slices for parallel dist_ch tasks: (byte offset, chunk line index) of each
     # slice's first line; the first is (0, 0).
     slices: tuple[tuple[int, int], ...] = ((0, 0),)
+    hot: bool = False  # a chunk of hot files (a chunk never mixes hot and cold files)
 
     @property
     def lines(self) -> int:
@@ -75,14 +76,14 @@ class Chunk:
         """The chunk as the catalog keeps it, in *state* (``copied`` / ``bucketed``)."""
         layout = {"segments": [s.as_dict() for s in self.segments],
                   "slices": [list(s) for s in self.slices]}
-        return ChunkRecord(self.chunk_no, self.path, self.bytes, layout, state)
+        return ChunkRecord(self.chunk_no, self.path, self.bytes, layout, state, self.hot)
 
     @staticmethod
     def of(record: ChunkRecord) -> "Chunk":
         """The chunk that ``record`` recorded."""
         return Chunk(record.chunk_no, record.path, record.bytes,
                      tuple(Segment(**s) for s in record.layout["segments"]),
-                     tuple(tuple(s) for s in record.layout["slices"]))
+                     tuple(tuple(s) for s in record.layout["slices"]), record.hot)
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,9 @@ class ChunkCopier:
 
     def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: WebHDFS,
                  directory: str, start: Position = Position(), first_chunk: int = 0,
-                 progress: Callable[[int], None] = lambda n: None):
+                 progress: Callable[[int], None] = lambda n: None, hot: bool = False):
         self.source, self.files, self.hdfs, self.directory = source, files, hdfs, directory
+        self.hot = hot  # the chunks it cuts are of hot files
         self.pos = start
         self.chunk_no = first_chunk
         self.progress = progress
@@ -176,7 +178,7 @@ class ChunkCopier:
         if sent == 0:
             self.hdfs.delete(path)
             return None
-        chunk = Chunk(self.chunk_no, path, sent, tuple(segments), tuple(starts))
+        chunk = Chunk(self.chunk_no, path, sent, tuple(segments), tuple(starts), self.hot)
         self.chunk_no += 1
         return chunk
 

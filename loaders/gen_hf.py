@@ -16,9 +16,14 @@ Pitfalls and guarantees:
 - One gen_HF per dataset: a MySQL named lock (``GET_LOCK``, named after the database) refuses
   a second one. The lock lives on an idle session: each run first checks that the session still
   holds it (a server that closed the session released the lock), and stops if not.
-- A new ``debl load`` may begin while a run converts: it clears the job table. The run marks
-  buckets ``loaded`` (or ``failed``) only where its own run id still holds them ``running``
-  (``Catalog.finish_run``), so it never marks the new load's buckets (docs/RELIABILITY.md).
+- gen_HF converts the buckets of the current load (``Catalog.current``), into that load's own
+  HBase table (``debl.namespace``): a run still converting a day when the next day becomes
+  current writes only into its own day's table, and its bulk load is told never to create a
+  table, so it cannot resurrect a day whose stores were dropped (docs/RELIABILITY.md). A run
+  marks buckets only where its own run id still holds them ``running`` (``finish_run``).
+- At a new day's uptime nobody has asked for its buckets yet: its first runs take the buckets
+  that the previous day's queries asked for most (``carried_demand``), then follow today's.
+- Between runs it drops the stores of loads nobody serves any more (``loaders.cleanup``).
 - The HBase table is created pre-split at the bucket boundaries (one region per bucket) through
   the JVM admin API (``debl.jobs.Tables``); Thrift1 cannot pre-split.
 - Client puts never happen here (they are the ``batchPut`` baseline only).
@@ -40,12 +45,14 @@ from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
 from debl.spark import call_jvm, spark_session, task_heap
 from debl.webhdfs import WebHDFS
+from loaders.cleanup import cleanup
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
 
 ORDERS = ("demand", "fifo")
 LOCK = "debl_gen_hf"
 RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
+CLEANUP_EVERY_S = 30.0
 MAX_PAUSE_S = 60.0
 # A bucket is merged in a task's memory, about 3x its bytes (the file, one object per row, the
 # sort), and the tasks of one JVM share its heap (local[2]: two in the driver's; on a cluster
@@ -66,10 +73,12 @@ class RunResult:
 
 def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int,
                  run_bytes: int, order: str = "demand",
-                 max_bucket_bytes: int | None = None) -> list[Bucket]:
+                 max_bucket_bytes: int | None = None,
+                 carried: dict[int, float] | None = None) -> list[Bucket]:
     """The next run's buckets among those not loaded.
 
-    ``demand``: the most waiting queries first (ties and zero demand: lowest b_index first), so
+    ``demand``: the most waiting queries first, then the most *carried* demand (the previous
+    day's queries over the bucket's key range: ``carried_demand``), then the lowest b_index, so
     full availability always comes. ``fifo``: lowest b_index first, demand ignored (the
     ablation). ``running`` buckets (left by a crashed run) come before all others. At most
     *run_buckets*, and at most *run_bytes* in total unless the first alone is larger. A bucket
@@ -77,8 +86,10 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
     """
     todo = [b for b in buckets if b.state != "loaded"
             and (max_bucket_bytes is None or b.bytes <= max_bucket_bytes)]
+    carried = carried or {}
     if order == "demand":
-        key = lambda b: (b.state != "running", -demand.get(b.b_index, 0), b.b_index)  # noqa: E731
+        key = lambda b: (b.state != "running", -demand.get(b.b_index, 0),  # noqa: E731
+                         -carried.get(b.b_index, 0.0), b.b_index)
     elif order == "fifo":
         key = lambda b: (b.state != "running", b.b_index)  # noqa: E731
     else:
@@ -91,6 +102,24 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
         chosen.append(b)
         total += b.bytes
     return chosen
+
+
+def carried_demand(old: list[Bucket], asked: dict[int, int], new: list[Bucket]) -> dict[int, float]:
+    """The previous day's queries (*asked*, per bucket of its bucket index *old*) mapped onto
+    today's buckets *new*: each old bucket's count spread evenly over the id1 span of its rows,
+    each new bucket taking the share of that span its own span overlaps (docs/ONLINE.md,
+    "Demand carried over"). The two days' bucket maps may cut the id space anywhere."""
+    carried: dict[int, float] = {}
+    for ob in old:
+        n = asked.get(ob.b_index, 0)
+        if not n:
+            continue
+        width = ob.c_hi - ob.c_lo + 1
+        for nb in new:
+            overlap = min(nb.c_hi, ob.c_hi) - max(nb.c_lo, ob.c_lo) + 1
+            if overlap > 0:
+                carried[nb.b_index] = carried.get(nb.b_index, 0.0) + n * overlap / width
+    return carried
 
 
 class GenHF:
@@ -114,6 +143,8 @@ class GenHF:
             self.close()
             raise
         self._table_for: str | None = None  # the load whose table we made sure exists
+        self._carried: tuple[str, dict[int, float]] | None = None  # (load, its carried demand)
+        self._cleaned = 0.0  # when the last cleanup ran (time.monotonic())
 
     def close(self) -> None:
         self.catalog.close()
@@ -128,71 +159,89 @@ class GenHF:
     # -- the HBase table
 
     def ensure_table(self, load: LoadRecord, buckets: list[Bucket]) -> None:
-        """Create the link table pre-split at every bucket boundary, once per load."""
+        """Create the load's HBase table pre-split at every bucket boundary, once per load."""
         if self._table_for == load.load_id:
             return
         splits = (bucket_split_keys(load.bucket_map, [b.b_index for b in buckets])
                   if load.bucket_map else [])
-        if create_table(self.spark, self.config, splits):
-            self.report(f"created HBase table {self.config.hbase_table} with "
-                        f"{len(splits) + 1} regions")
+        table = load.namespace.hbase_table
+        if create_table(self.spark, self.config, splits, table):
+            self.report(f"created HBase table {table} with {len(splits) + 1} regions")
         self._table_for = load.load_id
 
     # -- runs
 
     def pending(self) -> list[Bucket]:
-        """Buckets still to convert: not loaded, and not too large to convert."""
+        """Buckets of the current load still to convert: not loaded, and not too large to
+        convert."""
+        load = self.catalog.current()
+        if load is None:
+            return []
         limit = self.bucket_limit()
-        return [b for b in self.catalog.buckets() if b.state != "loaded" and b.bytes <= limit]
+        return [b for b in self.catalog.buckets(load.load_id)
+                if b.state != "loaded" and b.bytes <= limit]
 
     def bucket_limit(self) -> int:
         """The largest bucket (bytes) one task can merge in its share of the heap."""
         return task_heap(self.config).per_task // HEAP_PER_BUCKET
 
+    def carried(self, load: LoadRecord, buckets: list[Bucket]) -> dict[int, float]:
+        """The previous day's demand mapped onto *load*'s buckets (``carried_demand``), read
+        once per load: what its first runs convert before today's queries show their own."""
+        if self._carried is None or self._carried[0] != load.load_id:
+            previous = self.catalog.previous()
+            carried = (carried_demand(self.catalog.buckets(previous),
+                                      self.catalog.asks(previous), buckets)
+                       if previous is not None else {})
+            self._carried = (load.load_id, carried)
+        return self._carried[1]
+
     def run_once(self) -> RunResult | None:
-        """One run; None when every bucket is loaded or too large to convert (or the latest
-        load is not up yet)."""
-        load = self.catalog.load()
-        if load is None or load.state != "up":
+        """One run over the current load's buckets; None when every bucket is loaded or too
+        large to convert (or no load is up yet)."""
+        load = self.catalog.current()
+        if load is None:
             return None
-        buckets = self.catalog.buckets()
-        self._refuse_oversized(buckets)
-        demand = self.catalog.demand() if self.order == "demand" else {}
+        buckets = self.catalog.buckets(load.load_id)
+        self._refuse_oversized(load.load_id, buckets)
+        demand, carried = {}, {}
+        if self.order == "demand":
+            demand = self.catalog.demand(load.load_id)
+            carried = self.carried(load, buckets)
         chosen = pick_buckets(buckets, demand, self.config.run_buckets, self.config.run_bytes,
-                              self.order, self.bucket_limit())
+                              self.order, self.bucket_limit(), carried)
         if not chosen:
             return None
         self._keep_lock()
         run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
         self.ensure_table(load, buckets)
-        # Only buckets of this load: a new load may have begun since they were read.
-        moved = set(self.catalog.set_job_state([b.b_index for b in chosen], "running", run_id,
-                                               of_load=load.load_id))
+        moved = set(self.catalog.set_job_state(load.load_id, [b.b_index for b in chosen],
+                                               "running", run_id))
         chosen = [b for b in chosen if b.b_index in moved]
         ids = [b.b_index for b in chosen]
         if not chosen:
             return None
         t0 = time.time()
         try:
-            rows, cells, per_bucket, phases = self._convert(load.load_id, run_id, chosen)
+            rows, cells, per_bucket, phases = self._convert(load, run_id, chosen)
         except BaseException as exc:
-            # Only the buckets this run still holds: a new load may have replaced them.
-            self.catalog.set_job_state(ids, "failed", run_id, error=str(exc)[:2000],
-                                       of_run=run_id)
-            latest = self.catalog.load()
-            if isinstance(exc, Exception) and (latest is None or latest.load_id != load.load_id):
-                self.report(f"run {run_id} ended: load {load.load_id} was replaced while it "
-                            f"ran ({exc})")
+            self.catalog.set_job_state(load.load_id, ids, "failed", run_id,
+                                       error=str(exc)[:2000], of_run=run_id)
+            now = self.catalog.load(load.load_id)
+            if isinstance(exc, Exception) and (now is None or now.dropped is not None):
+                self.report(f"run {run_id} ended: the stores of load {load.load_id} were "
+                            f"dropped while it ran ({exc})")
                 return None
             raise
         loaded = {}
         for b in chosen:
             winners, checksum = per_bucket.get(b.b_index, (0, 0))
             loaded[b.b_index] = (winners, b.rows - winners, checksum)
-        marked = self.catalog.finish_run(run_id, loaded)
+        marked = self.catalog.finish_run(load.load_id, run_id, loaded)
         if len(marked) < len(ids):
-            self.report(f"run {run_id}: buckets {sorted(set(ids) - set(marked))} were replaced "
-                        "while they were converted (a new load began): not marked loaded")
+            self.report(f"run {run_id}: buckets {sorted(set(ids) - set(marked))} were not "
+                        "held by this run any more (their load's stores were dropped): not "
+                        "marked loaded")
         result = RunResult(run_id, tuple(ids), {b: demand.get(b, 0) for b in ids}, rows, cells,
                            time.time() - t0, phases)
         self.report(f"run {run_id}: buckets {ids} (demand {[demand.get(b, 0) for b in ids]}), "
@@ -229,30 +278,32 @@ class GenHF:
             "`debl gen-hf`, or load again with smaller buckets (bucket_target_bytes, or debl "
             "load --bucket-width)") for b in buckets if b.state != "loaded" and b.bytes > limit}
 
-    def _refuse_oversized(self, buckets: list[Bucket]) -> None:
+    def _refuse_oversized(self, load_id: str, buckets: list[Bucket]) -> None:
         """Mark the buckets too large to convert ``failed`` with the reason, once, so that
         coordinators release the queries buffered on them with it (none waits forever); the
         other buckets go on being converted (one such bucket once stopped gen_HF for good)."""
         for b_index, reason in self.oversized(buckets).items():
             state = next(b.state for b in buckets if b.b_index == b_index)
             if state != "failed":
-                self.catalog.set_job_state([b_index], "failed", error=reason)
+                self.catalog.set_job_state(load_id, [b_index], "failed", error=reason)
                 self.report(f"not converted: {reason}")
 
-    def _convert(self, load_id: str, run_id: str, chosen: list[Bucket]):
+    def _convert(self, load: LoadRecord, run_id: str, chosen: list[Bucket]):
         """One Spark task per bucket (on the JVM): read, merge, sort, write HFiles; then one
-        bulk load. Both steps are recorded in ``debl_phases`` under the load, item the run id
-        (``debl status`` shows them; a kill leaves the step it hit open)."""
-        config = self.config
+        bulk load into the load's own table. Both steps are recorded in ``debl_phases`` under
+        the load, item the run id (``debl status`` shows them; a kill leaves the step it hit
+        open)."""
+        config, load_id, table = self.config, load.load_id, load.namespace.hbase_table
         call_jvm("gen_HF", self.spark.sparkContext.setJobGroup, f"gen_HF-{run_id}",
                  f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
         self.catalog.phase_start(load_id, "hfiles", run_id)
-        out = f"{config.hdfs_root.rstrip('/')}/hfiles/{run_id}"
+        out = f"{load.namespace.hdfs_dir}/hfiles/{run_id}"
         written = write_bucket_hfiles(
-            self.spark, [[f"{config.hdfs_uri}{p}" for p in self.catalog.bucket_paths(b.b_index)]
-                         for b in chosen], f"{config.hdfs_uri}{out}", config.hbase_table)
+            self.spark, [[f"{config.hdfs_uri}{p}"
+                          for p in self.catalog.bucket_paths(b.b_index, load_id)]
+                         for b in chosen], f"{config.hdfs_uri}{out}", table)
         phases["hfiles"] = time.time() - t
         self.catalog.phase_end(load_id, "hfiles", run_id, bytes=sum(b.bytes for b in chosen),
                                rows=sum(w.rows for w in written))
@@ -265,7 +316,7 @@ class GenHF:
         cells = sum(w.winners for w in written)
         self.catalog.phase_start(load_id, "bulkload", run_id)
         if cells:
-            bulk_load(self.spark, config, f"{config.hdfs_uri}{out}")
+            bulk_load(self.spark, config, f"{config.hdfs_uri}{out}", table)
         phases["bulkload"] = time.time() - t
         self.catalog.phase_end(load_id, "bulkload", run_id, rows=cells)
         reached(config, "bulk-loaded")
@@ -303,15 +354,27 @@ class GenHF:
                 runs += 1
                 on_run(result)
                 continue
-            load = self.catalog.load()
-            if until_complete and load is not None and load.state == "up" and not self.pending():
-                refused = self.oversized(self.catalog.buckets())
+            load = self.catalog.current()
+            if until_complete and load is not None and not self.pending():
+                refused = self.oversized(self.catalog.buckets(load.load_id))
                 if refused:
                     raise DeblError(f"every bucket is loaded but {len(refused)}, too large to "
                                     f"convert: {'; '.join(refused.values())}")
                 break
+            self._clean_up()
             time.sleep(self.config.poll_interval)
         return runs
+
+    def _clean_up(self) -> None:
+        """Between runs, at most every CLEANUP_EVERY_S: drop the stores of loads nobody serves
+        any more (loaders.cleanup), so that a day is dropped even when no load follows it."""
+        if time.monotonic() - self._cleaned < CLEANUP_EVERY_S:
+            return
+        self._cleaned = time.monotonic()
+        try:
+            cleanup(self.config, report=self.report)
+        except ServiceError as exc:  # a service away now: the next cleanup tries again
+            self.report(f"cleanup failed: {exc}")
 
     def _gives_up(self, state: RetryCallState) -> bool:
         """Whether serve() stops retrying: after RETRIES retries, or once runs have failed for

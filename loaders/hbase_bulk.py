@@ -14,7 +14,8 @@ Pitfalls:
 - A bulk load is atomic per HFile per region, not per run: a crash in the middle leaves some files
   loaded. That is harmless here: reloading the same bucket writes identical cells (hbase_layout's
   constant cell timestamp), so the redo converges to the same table.
-- The table must exist; HFiles spanning region boundaries are split by the tool (a slow copy),
+- The table must exist (the tool is told not to create it); HFiles spanning region boundaries
+  are split by the tool (a slow copy),
   which gen_HF avoids by pre-splitting the table at every bucket boundary.
 """
 
@@ -59,24 +60,26 @@ def bucket_split_keys(bucket_map: BucketMap, buckets: Iterable[int]) -> list[byt
     return [id1_boundary(x) for x in bucket_map.boundaries(buckets)]
 
 
-def create_table(spark, config: Config, split_keys: Sequence[bytes],
-                 table: str | None = None) -> bool:
-    """Create the link table pre-split at ``split_keys`` (``bucket_split_keys``); False if it
-    exists already (left unchanged)."""
+def create_table(spark, config: Config, split_keys: Sequence[bytes], table: str) -> bool:
+    """Create the link table *table* pre-split at ``split_keys`` (``bucket_split_keys``); False
+    if it exists already (left unchanged)."""
     keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
     return bool(call_jvm("HBase table creation",
                          lambda: spark.sparkContext._jvm.debl.jobs.Tables.createPresplit(
-                             table or config.hbase_table, FAMILY.decode(), keys,
-                             hbase_settings(config))))
+                             table, FAMILY.decode(), keys, hbase_settings(config))))
 
 
-def split_keys(spark, config: Config, table: str | None = None) -> list[bytes]:
+def split_keys(spark, config: Config, table: str) -> list[bytes]:
     """The table's region start keys (without the first region's empty one)."""
     return [bytes(k) for k in call_jvm("HBase region lookup", lambda: _bulk(spark).splitKeys(
-        table or config.hbase_table, hbase_settings(config)))]
+        table, hbase_settings(config)))]
 
 
-def bulk_load(spark, config: Config, hfile_dir: str, table: str | None = None) -> int:
-    """Load every HFile under ``hfile_dir`` into the table; returns the number of HFiles loaded."""
-    return int(call_jvm("HBase bulk load", lambda: _bulk(spark).load(
-        table or config.hbase_table, hfile_dir, hbase_settings(config))))
+def bulk_load(spark, config: Config, hfile_dir: str, table: str) -> int:
+    """Load every HFile under ``hfile_dir`` into *table*, which must exist; returns the number
+    of HFiles loaded. HBase's tool would create a missing table (``create.table``): told not to,
+    so that a run of a load whose stores were dropped meanwhile fails instead of re-creating its
+    table (docs/RELIABILITY.md, "Concurrency")."""
+    settings = {**hbase_settings(config), "create.table": "no"}
+    return int(call_jvm("HBase bulk load", lambda: _bulk(spark).load(table, hfile_dir,
+                                                                     settings)))

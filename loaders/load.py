@@ -1,49 +1,44 @@
-"""``debl load``: the offline phase, from a source to uptime.
+"""``debl load``: the offline phase, from a source to uptime, and on to MySQL's take-over of the
+hot keys (docs/LOADING.md).
 
-1. List the source, split the files into hot and cold (``loaders.split``).
+1. List the source, split the files into hot and cold (``loaders.split``); record the load in a
+   namespace of its own (``debl.namespace``): nothing of the current load changes, it keeps
+   serving until this one is up.
 2. Decide the bucket map (``debl.buckets``): a fixed width if one is configured, else split
-   points from a sample of the cold files (``loaders.sampling``, beside the hot path, the first
-   chunk's copy and Spark's start: only dist_ch needs the map). It is recorded with the load
-   before the first chunk is bucketed, and a resumed load keeps it.
-3. In parallel: the hot files go into MySQL (``loaders.mysql_bulk``, a thread); the cold files
-   are copied chunk by chunk into HDFS (``loaders.chunker``, a thread) while the main thread runs
-   dist_ch (``loaders.dist_ch``) on each copied chunk, in one long-lived Spark application.
-4. When both paths are done the system is up: the load records its uptime and summary.
+   points from a sample of the cold files (``loaders.sampling``), beside the copy and Spark's
+   start: only dist_ch needs the map. Recorded with the load; a resumed load keeps it.
+3. The copy pipeline (``loaders.pipeline``): the hot files, then the cold ones, copied into HDFS
+   chunk by chunk and bucketed by dist_ch, the hot chunks into the load's hot buckets. As soon
+   as the hot chunks are in HDFS, MySQL's hot path reads them back (``loaders.hot_phase``, a
+   thread).
+4. **Uptime** when every chunk is bucketed: every key is answerable exactly, the hot keys from
+   the hot buckets by the merge rule. The load becomes the current one in one transaction
+   (``Catalog.make_current``); every coordinator moves to it at its next poll.
+5. The hot path goes on; when MySQL has merged and indexed the hot rows it takes the hot keys
+   over (one transaction), the hot bucket files go once no coordinator reads them, and the
+   stores of loads nobody serves any more are dropped (``loaders.cleanup``).
 
-Every phase's start and end goes to ``debl_phases`` under the load id, for the reports. A killed
-load is continued with ``resume=LOAD_ID``: chunks already bucketed are skipped, the copy restarts
-after the last of them, and the hot path is redone if it had not finished.
+With ``wait_for_hot`` (``--wait-for-hot``: the paper's uptime, and bulkLoad-mysql) the hot files
+stream from the source into MySQL alone, and the load is up only once MySQL has them.
+
+``run_load`` does it all; ``LoadRun`` returns at uptime (``wait_up``) and finishes later
+(``finish``), which is how the bench starts its query phase at uptime. Every phase's start and
+end goes to ``debl_phases``.
 
 Concurrency and resume (docs/RELIABILITY.md, "Concurrency"):
 
 - One load per dataset at a time: a load (new or resumed) holds the MySQL named lock
-  ``debl_load.<database>`` from start to end; a second one is refused with LoadStateError.
-- A new load replaces the dataset under running coordinators: once it is recorded (the
-  coordinators' next poll sees it and stops answering from the old one) it waits, at most
-  ``coordinator_ack_timeout`` seconds, until every live coordinator says it has seen it with no
-  query of the old dataset in flight, and only then empties the old stores.
-- A resume refuses a source whose files changed (size or mtime) since the load listed them, and
-  deletes the bucket files that chunks not yet recorded as bucketed may have left, before their
-  dist_ch runs again: a chunk redone after a resume may be cut differently, and its old slice
-  files must never be read beside the new ones.
-
-Chunk size (docs/DESIGN.md section 4: small enough that the last dist_ch is short, large enough that
-copying a chunk takes longer than bucketing it): the configured size (``--chunk-size``, else
-``chunk_size`` but at most an eighth of the cold bytes, so a small input still pipelines) is the
-start. A dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so
-the next chunk doubles (up to 4x) to amortise Spark's per-job overhead; a grown chunk is cut
-into more slices, never larger ones (``dist_ch.slices_for``: a slice is held in its task's
-heap). Towards the end chunks taper (at most half of what remains), so the last dist_ch, which
-no copy overlaps, is short.
+  ``debl_load.<database>`` until it finishes; a second one is refused with LoadStateError.
+- A killed or failed load leaves the current day serving; ``resume=LOAD_ID`` continues it
+  (``loaders.resume``: only the newest load; chunks bucketed are skipped; a hot path that had
+  not handed its keys to MySQL is redone, after uptime too).
 """
 
 from __future__ import annotations
 
-import queue
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -52,18 +47,17 @@ from pathlib import Path
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
-from debl.errors import (BadInputError, DeblError, LoadStateError, ServiceError,
-                         SourceError)
-from debl.faultpoints import reached
-from debl.spark import spark_session
-from debl.store.mysql import MySQLStore
+from debl.errors import BadInputError, DeblError, LoadStateError, ServiceError, SourceError
+from debl.namespace import Namespace
 from debl.webhdfs import WebHDFS
-from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, Position, chunk_name, chunk_no_of
-from loaders.mysql_bulk import load_hot
-from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
+from loaders.chunker import Chunk
+from loaders.cleanup import cleanup
+from loaders.hot_phase import drop_hot_buckets, load_hot_files
+from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket
+from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name
+from loaders.resume import ResumeState, drop_stale_bucket_files, resume_state
 from loaders.sampling import sample_bucket_map
-from loaders.source import Source, SourceFile, changed_files, open_source
+from loaders.source import Source, SourceFile, open_source
 from loaders.split import split_files
 
 
@@ -75,6 +69,7 @@ class LoadOptions:
     bucket_width: int | None = None  # None: config.bucket_width (0: sampled split points)
     max_bad: int | None = None  # None: config.max_bad
     approach: str = "debl"
+    wait_for_hot: bool = False  # the paper's uptime: up once MySQL holds the hot rows
 
 
 @dataclass
@@ -83,6 +78,7 @@ class LoadSummary:
     approach: str
     source: str
     uptime_s: float = 0.0
+    taken_over_s: float | None = None  # when MySQL took the hot keys over (None: no hot file)
     hot_files: int = 0
     cold_files: int = 0
     hot_bytes: int = 0
@@ -107,27 +103,12 @@ class LoadProgress:
     def hot(self, nbytes: int) -> None: ...
     def copied(self, nbytes: int) -> None: ...
     def bucketed(self, chunk_no: int, rows: int, seconds: float) -> None: ...
+    def up(self, summary: LoadSummary) -> None: ...
     def message(self, text: str) -> None: ...
-
-
-MIN_CHUNK = 4 << 20
-
-
-def tapered(size: int, remaining: int) -> int:
-    """The next chunk's size: *size*, but at most half of what remains (and not below
-    MIN_CHUNK, or *size* if that is smaller), so the chunks shrink towards the end and the last
-    dist_ch, which nothing overlaps, stays short."""
-    return max(min(MIN_CHUNK, size), min(size, remaining // 2))
 
 
 def new_load_id() -> str:
     return time.strftime("L%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-def hdfs_paths(config: Config, load_id: str) -> tuple[str, str]:
-    """(chunk directory of the load, bucket directory of the dataset) in HDFS."""
-    root = config.hdfs_root.rstrip("/")
-    return f"{root}/loads/{load_id}/chunks", f"{root}/buckets"
 
 
 def reject_path(config: Config, load_id: str) -> Path:
@@ -156,126 +137,225 @@ def load_lock(config: Config) -> Iterator[None]:
 
 def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
              resume: str | None = None, progress: LoadProgress = LoadProgress()) -> LoadSummary:
-    """Run (or resume) the offline phase; returns at uptime with the load's summary. Raises
-    LoadStateError while another load of the dataset runs."""
-    with load_lock(config):
-        return _run_load(config, source_spec, options, resume, progress)
+    """Run (or resume) the offline phase to its end: uptime, then MySQL's take-over of the hot
+    keys. Raises LoadStateError while another load of the dataset runs."""
+    with LoadRun(config, source_spec, options, resume, progress) as run:
+        run.wait_up()
+        return run.finish()
 
 
-def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
-              progress: LoadProgress) -> LoadSummary:
-    t_start = time.time()
-    source = open_source(source_spec, retries=config.source_retries)
-    max_bad = config.max_bad if options.max_bad is None else options.max_bad
-    chunk_size = options.chunk_size or config.chunk_size
-    explicit_chunk_size = options.chunk_size is not None
-    hdfs = WebHDFS(config)
+class LoadRun:
+    """One load, in two halves: ``wait_up()`` returns the summary at uptime, ``finish()`` the
+    final one once MySQL holds the hot keys (see the module). Use with ``with``: leaving it
+    releases the load lock."""
 
-    # A new load starts a new dataset: it may replace a catalog of an older DeBL.
-    with Catalog(config, replace_older=not resume) as catalog:
-        if resume:
-            _check_unchanged(catalog, source, resume)
-            load_id, files, hot_seqs, bucket_map, done_chunks, hot_done = _resume_state(catalog,
-                                                                                      resume)
-            t_start = catalog.load(load_id).started
-            _drop_stale_bucket_files(hdfs, hdfs_paths(config, load_id)[1], len(done_chunks))
-        else:
-            load_id = new_load_id()
-            listed = source.list()
-            if not listed:
-                raise DeblError(f"source {source.describe()} holds no files")
-            split = split_files(listed, options.hot_bytes, options.hot_since)
-            hot_names = {f.name for f in split.hot}
-            files = list(enumerate(listed))
-            hot_seqs = {seq for seq, f in files if f.name in hot_names}
-            width = options.bucket_width if options.bucket_width is not None else config.bucket_width
-            bucket_map = BucketMap.fixed(width) if width else None
-            done_chunks, hot_done = [], False
-            # The load's clock (uptime_s, the bench's times) starts here, listing included.
-            catalog.begin_load(load_id, options.approach, source.describe(), chunk_size,
-                               {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
-                                "max_bad": max_bad}, started=t_start)
-            catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
-                                                 seq in hot_seqs) for seq, f in files])
-            try:
-                # Nothing of the old dataset is destroyed while a coordinator may still read it.
-                _wait_for_coordinators(config, catalog, load_id, progress)
-                chunk_dir, bucket_dir = hdfs_paths(config, load_id)
-                hdfs.delete(bucket_dir, recursive=True)
-                hdfs.mkdirs(bucket_dir)
-                if bucket_map is not None:
-                    catalog.set_bucket_map(load_id, bucket_map)
-                if not hot_seqs:  # a hot path replaces the link table; without one, emptied
-                    _empty_link_table(config)
-            except BaseException as exc:
-                _failed(config, load_id, source_spec, exc)
-                raise
+    def __init__(self, config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
+                 resume: str | None = None, progress: LoadProgress = LoadProgress()):
+        self.config, self.source_spec, self.options = config, source_spec, options
+        self.resume, self.progress = resume, progress
+        self._lock = load_lock(config)
+        self._lock.__enter__()
+        self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="debl-load")
+        self._hot_path: Future | None = None
+        self.summary: LoadSummary | None = None
+        self._namespace: Namespace | None = None
 
-    hot = [(seq, f) for seq, f in files if seq in hot_seqs]
-    cold = [(seq, f) for seq, f in files if seq not in hot_seqs]
-    summary = LoadSummary(load_id, options.approach, source.describe(),
-                          hot_files=len(hot), cold_files=len(cold),
-                          hot_bytes=sum(f.size for _, f in hot),
-                          cold_bytes=sum(f.size for _, f in cold))
-    if not explicit_chunk_size:
-        # The configured size is for big inputs; a small one still gets a pipeline of chunks.
-        chunk_size = min(chunk_size, max(MIN_CHUNK, summary.cold_bytes // 8))
-    progress.start(summary.hot_bytes, summary.cold_bytes)
-    rejects = RejectWriter(reject_path(config, load_id))
-    summary.reject_file = str(rejects.path)
-    if resume:  # the parts to redo start afresh
-        rejects.keep(([HOT_PART] if hot_done else [])
-                     + [chunk_part(c.chunk_no) for c in done_chunks])
-    # Beside the cold path (in this thread): the hot path, the drop of the previous dataset's
-    # HBase table (gen_HF creates the new one pre-split; dropping takes seconds, so it does not
-    # delay the load) and the split-point sample (only dist_ch needs the map).
-    background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="debl-load")
-    dropping = None if resume else background.submit(_drop_hbase_table, config)
-    hot_path: Future | None = None
-    try:
-        if hot and not hot_done:
-            hot_path = background.submit(_hot_path, config, source, hot, rejects, max_bad,
-                                         load_id, summary, progress)
-        elif hot_done:
-            with Catalog(config) as catalog:
-                summary.hot_rows = catalog.load(load_id).hot_rows
+    def __enter__(self) -> "LoadRun":
+        return self
 
-        if cold:
-            decided = (background.submit(_sample, config, source, [f for _, f in cold], load_id,
-                                         progress) if bucket_map is None else _decided(bucket_map))
-            _cold_path(config, source, cold, rejects, max_bad, load_id, decided, chunk_size,
-                       done_chunks, summary, progress,
-                       stop=lambda: hot_path is not None and hot_path.done()
-                       and hot_path.exception() is not None)
-        if hot_path:
-            hot_path.result()  # raises what the hot path raised
-        if dropping:
-            dropping.result()  # raises what the drop raised
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        # Threads still writing would race a later load of this process: let them finish.
+        self._background.shutdown(wait=True)
+        self._lock.__exit__(None, None, None)
+
+    # -- to uptime
+
+    def wait_up(self) -> LoadSummary:
+        """Run the load to its uptime; returns its summary then (the hot path may still run)."""
+        config, options = self.config, self.options
+        t_start = time.time()
+        source = open_source(self.source_spec, retries=config.source_retries)
+        max_bad = config.max_bad if options.max_bad is None else options.max_bad
+        with Catalog(config, replace_older=not self.resume) as catalog:
+            if self.resume:
+                state = resume_state(catalog, source, self.resume)
+                load_id, t_start = state.load.load_id, state.load.started
+                wait_for_hot = state.load.wait_for_hot
+                namespace = state.load.namespace
+            else:
+                state = self._begin(catalog, source, t_start, max_bad)
+                load_id, wait_for_hot = state.load.load_id, options.wait_for_hot
+                namespace = state.load.namespace
+        self._namespace = namespace
+        hot = [(seq, f) for seq, f in state.files if seq in state.hot_seqs]
+        cold = [(seq, f) for seq, f in state.files if seq not in state.hot_seqs]
+        summary = self.summary = LoadSummary(
+            load_id, state.load.approach, source.describe(), hot_files=len(hot),
+            cold_files=len(cold), hot_bytes=sum(f.size for _, f in hot),
+            cold_bytes=sum(f.size for _, f in cold))
+        rejects = RejectWriter(reject_path(config, load_id))
+        summary.reject_file = str(rejects.path)
+        if state.load.state == "up":  # resumed after uptime: the hot path only
+            self._hot_path = self._background.submit(
+                self._run_hot, source, hot, rejects, max_bad,
+                None if wait_for_hot else self._hot_chunks(load_id))
+            summary.uptime_s = state.load.uptime - t_start
+            return summary
+        try:
+            self._to_uptime(source, state, hot, cold, rejects, max_bad, wait_for_hot, t_start)
+        except BaseException as exc:
+            self._background.shutdown(wait=True)
+            _failed(config, load_id, self.source_spec, exc)
+            raise
+        return summary
+
+    def _begin(self, catalog: Catalog, source: Source, t_start: float,
+               max_bad: int) -> ResumeState:
+        """Record a new load in its own namespace; returns it as a state to go on from."""
+        options, config = self.options, self.config
+        load_id = new_load_id()
+        listed = source.list()
+        if not listed:
+            raise DeblError(f"source {source.describe()} holds no files")
+        split = split_files(listed, options.hot_bytes, options.hot_since)
+        hot_names = {f.name for f in split.hot}
+        files = list(enumerate(listed))
+        hot_seqs = {seq for seq, f in files if f.name in hot_names}
+        width = options.bucket_width if options.bucket_width is not None else config.bucket_width
+        # The load's clock (uptime_s, the bench's times) starts here, listing included.
+        catalog.begin_load(load_id, options.approach, source.describe(),
+                           options.chunk_size or config.chunk_size,
+                           {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
+                            "max_bad": max_bad, "wait_for_hot": options.wait_for_hot},
+                           Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
+        catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
+                                             seq in hot_seqs) for seq, f in files])
+        bucket_map = BucketMap.fixed(width) if width else None
+        if bucket_map is not None:
+            catalog.set_bucket_map(load_id, bucket_map)
+        return ResumeState(catalog.load(load_id), files, hot_seqs, bucket_map, [],
+                           not hot_seqs)
+
+    def _to_uptime(self, source: Source, state: ResumeState, hot: list, cold: list,
+                   rejects: RejectWriter, max_bad: int, wait_for_hot: bool,
+                   t_start: float) -> None:
+        config, summary, progress = self.config, self.summary, self.progress
+        load_id, namespace = summary.load_id, state.load.namespace
+        if self.resume:  # the parts to redo start afresh
+            rejects.keep(([HOT_PART] if state.hot_done else [])
+                         + [chunk_part(c.chunk_no) for c in state.done])
+            drop_stale_bucket_files(WebHDFS(config), namespace.bucket_dir, len(state.done))
+            drop_stale_bucket_files(WebHDFS(config), namespace.hot_dir, len(state.done))
+        chunk_size = self.options.chunk_size or config.chunk_size
+        if not self.options.chunk_size:
+            # The configured size is for big inputs; a small one still gets a pipeline of chunks.
+            chunk_size = min(chunk_size, max(MIN_CHUNK, (summary.cold_bytes
+                                                         + summary.hot_bytes) // 8))
+        progress.start(summary.hot_bytes, summary.cold_bytes)
+        if hot and not state.hot_done and wait_for_hot:  # the paper's way: from the source
+            self._hot_path = self._background.submit(self._run_hot, source, hot, rejects,
+                                                     max_bad, None)
+        to_bucket = [] if wait_for_hot else hot
+        if to_bucket or cold:
+            decided = (self._background.submit(self._sample, source, [f for _, f in cold])
+                       if state.bucket_map is None else _done(state.bucket_map))
+
+            def hot_copied(chunks: list[Chunk]) -> None:
+                if chunks and not state.hot_done:
+                    self._hot_path = self._background.submit(self._run_hot, source, hot,
+                                                             rejects, max_bad, chunks)
+            copied = copy_and_bucket(
+                config, source, load_id, namespace,
+                PipelinePlan(to_bucket, cold, state.done, chunk_size), decided, rejects,
+                max_bad, progress, stop=self._hot_failed_before_up if wait_for_hot else
+                (lambda: False), on_hot_copied=hot_copied)
+            summary.chunks = copied.chunks
+            summary.bucket_map = decided.result().to_dict()
+        if wait_for_hot and self._hot_path is not None:
+            self._hot_path.result()  # raises what the hot path raised
         summary.rejects = rejects.count
         if 0 <= max_bad < summary.rejects:
             raise BadInputError(f"{summary.rejects} bad lines, more than --max-bad {max_bad}; "
                                 f"see {rejects.path}")
-    except BaseException as exc:
-        # Threads still writing would race a later load of this process: let them finish.
-        background.shutdown(wait=True)
-        _failed(config, load_id, source_spec, exc)
-        raise
-    finally:
-        background.shutdown(wait=True)  # its threads have ended by now: returns at once
+        t_up = time.time()
+        summary.uptime_s = t_up - t_start
+        with Catalog(config) as catalog:
+            buckets = catalog.buckets(load_id)
+            summary.buckets = len(buckets)
+            summary.cold_rows = sum(b.rows for b in buckets)
+            summary.hot_rows = catalog.load(load_id).hot_rows
+            summary.phases = phase_sums(catalog.phases(load_id))
+            catalog.make_current(load_id, t_up, summary.as_dict())
+        progress.up(summary)
 
-    t_up = time.time()
-    summary.uptime_s = t_up - t_start
-    with Catalog(config) as catalog:
-        summary.phases = phase_sums(catalog.phases(load_id))
-        catalog.update_load(load_id, state="up", uptime=t_up, summary=summary.as_dict())
-    return summary
+    def _hot_failed_before_up(self) -> bool:
+        return (self._hot_path is not None and self._hot_path.done()
+                and self._hot_path.exception() is not None)
+
+    def _sample(self, source: Source, cold: list[SourceFile]) -> BucketMap:
+        """Split points from a sample of the cold files, recorded with the load."""
+        load_id = self.summary.load_id
+        with Catalog(self.config) as catalog:
+            catalog.phase_start(load_id, "sample", "all")
+            bucket_map = sample_bucket_map(self.config, source, cold)
+            catalog.set_bucket_map(load_id, bucket_map)
+            catalog.phase_end(load_id, "sample", "all", rows=bucket_map.count)
+        self.progress.message(f"bucket map: {bucket_map.describe()}")
+        return bucket_map
+
+    def _run_hot(self, source: Source, hot: list, rejects: RejectWriter, max_bad: int,
+                 chunks: list[Chunk] | None) -> None:
+        result = load_hot_files(self.config, self.summary.load_id, self._namespace, source, hot,
+                                rejects, max_bad, chunks, self.progress)
+        self.summary.hot_rows = result.rows
+
+    def _hot_chunks(self, load_id: str) -> list[Chunk]:
+        with Catalog(self.config) as catalog:
+            return [Chunk.of(c) for c in catalog.chunks(load_id) if c.hot]
+
+    # -- after uptime
+
+    def finish(self) -> LoadSummary:
+        """Wait for MySQL to take the hot keys over, remove the hot bucket files once no
+        coordinator reads them, drop the stores of loads nobody serves any more; returns the
+        final summary. A hot path that fails after uptime leaves the load serving its hot keys
+        from the hot buckets and raises the failure, with how to resume."""
+        config, summary = self.config, self.summary
+        load_id = summary.load_id
+        if self._hot_path is not None:
+            try:
+                self._hot_path.result()
+            except BaseException as exc:
+                if isinstance(exc, DeblError):
+                    exc.add_note(f"load {load_id} is up and answers its hot keys from the hot "
+                                 "files' buckets in HDFS; once the cause is fixed, hand them "
+                                 f"to MySQL: debl load {self.source_spec} --resume {load_id}")
+                raise
+            with Catalog(config) as catalog:
+                load = catalog.load(load_id)
+                summary.taken_over_s = load.taken_over - load.started
+                summary.phases = phase_sums(catalog.phases(load_id))
+                catalog.update_load(load_id, summary=summary.as_dict())
+            if not load.wait_for_hot:
+                drop_hot_buckets(config, load_id, self._namespace, self.progress)
+        cleanup(config, wait=True, report=self.progress.message)
+        return summary
+
+
+def _done(bucket_map: BucketMap) -> Future:
+    future: Future = Future()
+    future.set_result(bucket_map)
+    return future
 
 
 def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) -> None:
     """Record the load as failed, and tell the user how to go on: a load stopped by a service
-    or its source continues where it stopped (docs/LOADING.md, "Resume"). If MySQL itself is
-    what failed, the state cannot be recorded; the load stays ``running``, which a resume
-    takes as well."""
+    or its source continues where it stopped (docs/LOADING.md, "Resume"); the current day keeps
+    serving meanwhile. If MySQL itself is what failed, the state cannot be recorded; the load
+    stays ``running``, which a resume takes as well."""
     try:
         with Catalog(config) as catalog:
             catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
@@ -294,215 +374,3 @@ def phase_sums(phases: list[Phase]) -> dict[str, float]:
         if p.ended:
             sums[p.phase] = sums.get(p.phase, 0.0) + p.ended - p.started
     return sums
-
-
-def _decided(bucket_map: BucketMap) -> Future:
-    future: Future = Future()
-    future.set_result(bucket_map)
-    return future
-
-
-def _sample(config: Config, source: Source, cold: list[SourceFile], load_id: str,
-            progress: LoadProgress) -> BucketMap:
-    """Split points from a sample of the cold files, recorded with the load."""
-    with Catalog(config) as catalog:
-        catalog.phase_start(load_id, "sample", "all")
-        bucket_map = sample_bucket_map(config, source, cold)
-        catalog.set_bucket_map(load_id, bucket_map)
-        catalog.phase_end(load_id, "sample", "all", rows=bucket_map.count)
-    progress.message(f"bucket map: {bucket_map.describe()}")
-    return bucket_map
-
-
-def _drop_hbase_table(config: Config) -> None:
-    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
-    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
-    from debl.store.hbase import HBaseStore
-
-    with HBaseStore(config) as hbase:
-        if hbase.table_exists():
-            hbase.drop_table()
-
-
-def _empty_link_table(config: Config) -> None:
-    """The previous dataset's hot rows go: a load replaces the whole dataset, and verify and
-    the coordinator take the MySQL link table to hold exactly this load's hot rows."""
-    with MySQLStore(config) as mysql:
-        mysql.reset()
-
-
-def _hot_path(config: Config, source: Source, hot: list[tuple[int, SourceFile]],
-              rejects: RejectWriter, max_bad: int, load_id: str, summary: LoadSummary,
-              progress: LoadProgress) -> None:
-    with Catalog(config) as catalog:
-        catalog.phase_start(load_id, "hot", "all")
-        with rejects.open_part(HOT_PART) as part:
-            try:
-                result = load_hot(config, source, hot, part, max_bad, progress=progress.hot)
-            finally:  # before the phase counts as done; a failed one's rejects stay readable
-                part.commit()
-        reached(config, "hot-loaded")
-        for phase, t0, t1 in result.phases:
-            catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
-        # One transaction: a resume skips the hot path once its phase has ended, so the key
-        # range and key filter that send queries to MySQL are recorded with that end.
-        catalog.end_hot_phase(load_id, result.bytes, result.rows, result.k_lo, result.k_hi,
-                              result.per_file, result.hot_keys)
-    summary.hot_rows = result.rows
-    progress.message(f"hot path done: {result.rows} rows in MySQL")
-
-
-def _cold_path(config: Config, source: Source, cold: list[tuple[int, SourceFile]],
-               rejects: RejectWriter, max_bad: int, load_id: str, decided: Future,
-               chunk_size: int, done_chunks: list[Chunk], summary: LoadSummary,
-               progress: LoadProgress, stop: Callable[[], bool]) -> None:
-    """Copy chunks in a thread; run dist_ch on each as soon as it is in HDFS."""
-    chunk_dir, bucket_dir = hdfs_paths(config, load_id)
-    start = Position.after(done_chunks[-1], cold) if done_chunks else Position()
-    first = done_chunks[-1].chunk_no + 1 if done_chunks else 0
-    for chunk in done_chunks:  # a resumed load: these count as done
-        summary.chunks += 1
-        progress.copied(chunk.bytes)
-    copied: queue.Queue = queue.Queue(maxsize=2)
-    sizes = {"next": chunk_size}
-    copied_bytes = [sum(c.bytes for c in done_chunks)]
-    abort = threading.Event()
-    catalog = Catalog(config)  # thread-safe: the copy thread's and this one's
-
-    def hand_over(item: tuple[Chunk, float] | None) -> None:
-        while not abort.is_set():
-            try:
-                copied.put(item, timeout=0.5)
-                return
-            except queue.Full:
-                pass
-    hdfs = WebHDFS(config)
-    hdfs.mkdirs(chunk_dir)
-
-    def copy_all() -> None:
-        copier = ChunkCopier(source, cold, hdfs, chunk_dir, start, first, progress.copied)
-        try:
-            while not (stop() or abort.is_set()):
-                item = f"{copier.chunk_no:05d}"
-                catalog.phase_start(load_id, "copy", item)
-                t0 = time.time()
-                remaining = summary.cold_bytes - copied_bytes[0]
-                size = tapered(sizes["next"], remaining)
-                chunk = copier.copy_next(size, dist_ch.slices_for(config, size))
-                if chunk is None:
-                    catalog.drop_phase(load_id, "copy", item)
-                    break
-                copied_bytes[0] += chunk.bytes
-                catalog.phase_end(load_id, "copy", item, bytes=chunk.bytes, rows=chunk.lines)
-                catalog.record_chunk(load_id, chunk.record("copied"))
-                hand_over((chunk, time.time() - t0))
-        finally:
-            copier.close()
-            hand_over(None)
-
-    # Leaving the pool waits for the copy thread, which stops at its next chunk boundary once
-    # `abort` is set.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-copy") as pool:
-        copying = pool.submit(copy_all)
-        try:
-            spark = spark_session(config, "debl-dist_ch")  # starts while chunk 0 is copied
-            bucket_map = decided.result()  # raises what the sample raised
-            while (item := copied.get()) is not None:
-                chunk, copy_seconds = item
-                catalog.phase_start(load_id, "dist_ch", f"{chunk.chunk_no:05d}")
-                t0 = time.time()
-                result = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, bucket_dir)
-                reached(config, "dist_ch-done")
-                rejects.write_part(chunk_part(chunk.chunk_no),
-                                   [(r.file, r.line_no, r.reason, r.line) for r in result.rejects])
-                catalog.record_bucket_chunks(load_id, chunk.chunk_no, bucket_map, result.parts,
-                                             bucket_dir)
-                reached(config, "index-recorded")
-                catalog.set_file_counts(load_id, chunk_name(chunk.chunk_no), result.per_file)
-                catalog.phase_end(load_id, "dist_ch", f"{chunk.chunk_no:05d}",
-                                  bytes=chunk.bytes, rows=result.rows)
-                catalog.record_chunk(load_id, chunk.record("bucketed"))
-                seconds = time.time() - t0
-                summary.chunks += 1
-                progress.bucketed(chunk.chunk_no, result.rows, seconds)
-                if seconds > copy_seconds and sizes["next"] < 4 * chunk_size:
-                    sizes["next"] *= 2
-                rejected = rejects.count
-                if 0 <= max_bad < rejected:
-                    raise BadInputError(f"more than {max_bad} bad lines ({rejected} so far); "
-                                        f"see {rejects.path}")
-        except BaseException:
-            abort.set()
-            raise
-    copying.result()  # raises what the copy raised
-    buckets = catalog.buckets()
-    summary.buckets = len(buckets)
-    summary.cold_rows = sum(b.rows for b in buckets)
-    summary.bucket_map = bucket_map.to_dict()
-
-
-def _wait_for_coordinators(config: Config, catalog: Catalog, load_id: str,
-                           progress: LoadProgress) -> None:
-    """Until every live coordinator has seen *load_id* with no query of the old dataset in
-    flight (it then waits for this load's uptime), at most ``coordinator_ack_timeout`` s."""
-    deadline = time.monotonic() + config.coordinator_ack_timeout
-    behind = catalog.coordinators_behind(load_id)
-    if behind:
-        progress.message(f"waiting for {len(behind)} running coordinator(s) to leave the old "
-                         "dataset")
-    while behind and time.monotonic() < deadline:
-        time.sleep(0.05)
-        behind = catalog.coordinators_behind(load_id)
-    if behind:
-        progress.message(f"coordinator(s) {', '.join(behind)} did not leave the old dataset "
-                         f"within {config.coordinator_ack_timeout:.0f} s "
-                         "(coordinator_ack_timeout): going on")
-
-
-def _check_unchanged(catalog: Catalog, source: Source, load_id: str) -> None:
-    """Refuse to resume from a source whose files changed since the load listed them: the
-    recorded byte offsets would be read in another file (a fragment can parse as a valid line
-    with another id1)."""
-    recorded = [SourceFile(unescape_name(f.name), f.size, f.mtime)
-                for f in catalog.files(load_id)]
-    changed = changed_files(source, recorded)
-    if changed:
-        shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more"
-                                          if len(changed) > 5 else "")
-        raise LoadStateError(f"load {load_id} cannot be resumed: its source changed since it "
-                             f"was listed ({shown}); start a new load (`debl load SOURCE`)")
-
-
-def _drop_stale_bucket_files(hdfs: WebHDFS, bucket_dir: str, first: int) -> None:
-    """Delete the bucket files of chunks numbered *first* and up (not recorded as bucketed:
-    they are redone, maybe cut differently) that a killed dist_ch may have left."""
-    if hdfs.status(bucket_dir) is None:
-        return
-    for directory in hdfs.list(bucket_dir):
-        if not directory.is_dir:
-            continue
-        for status in hdfs.list(directory.path):
-            chunk_no = chunk_no_of(status.path.rsplit("/", 1)[1])
-            if chunk_no is not None and chunk_no >= first:
-                hdfs.delete(status.path)
-
-
-def _resume_state(catalog: Catalog, load_id: str):
-    load = catalog.load(load_id)
-    if load is None:
-        raise LoadStateError(f"no load {load_id!r}; `debl status` lists the latest load")
-    if load.state == "up":
-        raise LoadStateError(f"load {load_id} is already up; nothing to resume")
-    recorded = catalog.files(load_id)
-    files = [(f.file_seq, SourceFile(unescape_name(f.name), f.size, f.mtime)) for f in recorded]
-    hot_seqs = {f.file_seq for f in recorded if f.hot}
-    done = []
-    for c in catalog.chunks(load_id):
-        if c.state != "bucketed" or c.chunk_no != len(done):
-            break
-        done.append(Chunk.of(c))
-    hot_done = catalog.phase_ended(load_id, "hot")
-    catalog.update_load(load_id, state="running", error=None)
-    # The recorded map (None if the load was killed before it was decided: no chunk is bucketed
-    # then, and a new sample decides it).
-    return load_id, files, hot_seqs, load.bucket_map, done, hot_done

@@ -78,13 +78,16 @@ class HotResult:
 
 def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]],
              rejects: RejectPart, max_bad: int = -1,
-             progress: Callable[[int], None] = lambda n: None) -> HotResult:
-    """Load *files* (``(file_seq, file)``) into ``config.link_table``, replacing its content.
+             progress: Callable[[int], None] = lambda n: None, *,
+             table: str | None = None) -> HotResult:
+    """Load *files* (``(file_seq, file)``) into *table* (default ``config.link_table``),
+    replacing its content.
 
     Returns counts and phase timings (``load``, ``merge``, ``index``). Raises BadInputError once
     more than *max_bad* lines were rejected (-1: no limit), after closing everything.
     """
-    table, staging = config.link_table, f"{config.link_table}_staging"
+    table = table or config.link_table
+    staging = f"{table}_staging"
     result = HotResult()
     conn = connect(config, local_infile=True, bulk=True)
     try:

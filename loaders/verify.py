@@ -1,7 +1,8 @@
 """``debl verify``: the nothing-lost accounting of docs/DESIGN.md section 8, checked from the data itself.
 
 Per source file: its lines, counted again from the source, equal the good lines that the load
-took from it (hot lines into MySQL, cold lines into buckets) plus its lines in the reject file.
+took from it (into buckets, hot files' buckets included, or into MySQL when it streamed the hot
+files itself) plus its lines in the reject file.
 Per bucket: the rows and checksum of its HDFS files, read back, equal the bucket index. Per loaded
 bucket: the rows and checksum in HBase, scanned back, equal what gen_HF recorded, and gen_HF's
 winners plus the rows the merge rule superseded equal the bucket's rows. MySQL: the link table
@@ -55,24 +56,24 @@ class VerifyReport:
 
 def verify_load(config: Config, load_id: str | None = None, *, source: bool = True,
                 source_spec: str | None = None, progress=lambda what: None) -> VerifyReport:
-    """Verify the latest load (or *load_id*). ``source=False`` skips re-reading the source;
+    """Verify the current load (or *load_id*, any load whose stores exist; before any load is
+    up, the newest). ``source=False`` skips re-reading the source;
     *source_spec* reads it from there instead of the recorded one (which never holds a URL's
     password)."""
     with Catalog(config) as catalog:
-        load = catalog.load(load_id)
+        load = catalog.load(load_id) if load_id else (catalog.current() or catalog.load())
         if load is None:
             raise LoadStateError(f"no load {load_id!r}" if load_id else "no load has run yet")
-        latest = catalog.load()
-        if latest.load_id != load.load_id:
-            raise LoadStateError(f"load {load.load_id} was replaced by load {latest.load_id}; "
-                                 "only the current dataset can be verified")
+        if load.dropped is not None:
+            raise LoadStateError(f"load {load.load_id}'s stores were dropped (a newer day "
+                                 "replaced it): only loads whose stores exist can be verified")
         load_id = load.load_id
         report = VerifyReport(load_id, load.state)
         files = [replace(f, name=unescape_name(f.name)) for f in catalog.files(load_id)]
         counts = catalog.file_counts(load_id)
-        buckets = catalog.buckets()
-        jobs = {j.b_index: j for j in catalog.jobs()}
-        part_paths = {b.b_index: catalog.bucket_paths(b.b_index) for b in buckets}
+        buckets = catalog.buckets(load_id)
+        jobs = {j.b_index: j for j in catalog.jobs(load_id)}
+        part_paths = {b.b_index: catalog.bucket_paths(b.b_index, load_id) for b in buckets}
 
     rejects: dict[str, int] = defaultdict(int)
     for name, _, _, _ in read_rejects(reject_path(config, load_id)):
@@ -108,12 +109,14 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
                                        b.rows, (job.rows_loaded or 0) + (job.superseded or 0)))
             report.checks.append(Check(f"bucket {b.b_index}: HBase rows, checksum = gen_HF's",
                                        (job.rows_loaded, job.checksum_loaded),
-                                       _hbase_sum(config, b.k_lo, b.k_hi)))
+                                       _hbase_sum(config, load.namespace.hbase_table, b.k_lo,
+                                                  b.k_hi)))
 
-    with MySQLStore(config) as mysql:
-        mysql_rows = mysql.count()
-    report.checks.append(Check("MySQL link table rows = hot rows recorded", load.hot_rows,
-                               mysql_rows))
+    if load.hot_in_mysql:  # before that MySQL is still taking the hot rows in
+        with MySQLStore(config, load.namespace.link_table) as mysql:
+            mysql_rows = mysql.count()
+        report.checks.append(Check("MySQL link table rows = hot rows recorded", load.hot_rows,
+                                   mysql_rows))
     return report
 
 
@@ -139,12 +142,12 @@ def _bucket_file_sum(fs: WebHDFS, path: str, length: int) -> tuple[int, int]:
     return rows, checksum % CHECKSUM_MOD
 
 
-def _hbase_sum(config: Config, k_lo: int, k_hi: int) -> tuple[int, int]:
+def _hbase_sum(config: Config, table: str, k_lo: int, k_hi: int) -> tuple[int, int]:
     # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
     # start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from debl.store.hbase import HBaseStore
 
-    with HBaseStore(config) as store:
+    with HBaseStore(config, table) as store:
         rows, checksum = 0, 0
         for link in store.scan_id1_range(k_lo, k_hi):
             rows += 1

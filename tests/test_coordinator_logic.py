@@ -16,7 +16,7 @@ import pytest
 import coordinator.coordinator as coordinator_module
 from coordinator import Coordinator
 from debl.buckets import BucketMap
-from debl.catalog import Bucket, LoadRecord
+from debl.catalog import Bucket, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.key_filter import KeyFilterBuilder
@@ -29,7 +29,9 @@ BUFFERING = Config(poll_interval=POLL, raw_after=None)  # the paper's coordinato
 
 
 class FakeCatalog:
-    """The catalog reads the coordinator makes, from a shared mutable ``world``."""
+    """The catalog reads the coordinator makes, from a shared mutable ``world``: its
+    ``current`` load (a dict, or None), its ``newest`` (default: the current), the job states
+    of the current load."""
 
     def __init__(self, world: dict) -> None:
         self.world = world
@@ -48,30 +50,36 @@ class FakeCatalog:
             self.world["fail"] -= 1
             raise ConnectionError("MySQL went away (fake)")
 
-    def load(self, load_id=None):
-        self._maybe_fail()
+    def _current(self):
         return LoadRecord(**self.world["load"]) if self.world.get("load") else None
 
-    def buckets(self):
+    def poll(self):
         self._maybe_fail()
-        bucket_map = self.world["load"]["bucket_map"]
-        return [Bucket(b, *bucket_map.range_of(b), 1, 1, 0, "", state, *bucket_map.range_of(b))
-                for b, state in sorted(self.world["jobs"].items())]
+        current = self._current()
+        newest = self.world.get("newest")
+        return (current, LoadRecord(**newest) if newest else current,
+                dict(self.world["jobs"]) if current else {})
 
-    def job_states(self):
+    def serving_state(self):
         self._maybe_fail()
-        return dict(self.world["jobs"])
+        load = self._current()
+        if load is None:
+            return None
+        bucket_map = load.bucket_map
+        buckets = [Bucket(b, *bucket_map.range_of(b), 1, 1, 0, "", state, *bucket_map.range_of(b))
+                   for b, state in sorted(self.world["jobs"].items())]
+        return ServingState(load, buckets, [], self.world.get("hot_keys"))
 
-    def hot_keys(self, load_id):
-        return self.world.get("hot_keys")
-
-    def publish_demand(self, coordinator, waiting):
+    def publish_demand(self, load_id, coordinator, waiting):
         self.world.setdefault("published", []).append((coordinator, dict(waiting)))
 
-    def publish_answers(self, coordinator, answered):
+    def publish_answers(self, load_id, coordinator, answered):
         self.world.setdefault("answers", {})[coordinator] = dict(answered)
 
-    def heartbeat(self, coordinator, load_id, interval_s):
+    def publish_asks(self, load_id, coordinator, asked):
+        self.world.setdefault("asks", {})[(load_id, coordinator)] = dict(asked)
+
+    def heartbeat(self, coordinator, load_id, hot_mysql, interval_s):
         self.world.setdefault("heartbeats", {})[coordinator] = load_id
 
     def forget_coordinator(self, coordinator):
@@ -94,10 +102,14 @@ class FakeRawReader:
 
 
 def _load(load_id: str, state: str = "up", width: int = 100) -> dict:
+    """A load whose hot keys MySQL has taken over (the hot buckets' route: test_raw.py)."""
     return {"load_id": load_id, "approach": "debl", "source": "test", "state": state,
-            "bucket_map": BucketMap.fixed(width), "chunk_size": 1, "params": {}, "started": time.time(),
-            "uptime": None, "ended": None, "hot_k_lo": 0, "hot_k_hi": 999, "hot_rows": 1,
-            "summary": None, "error": "disk full\nmore" if state == "failed" else None}
+            "bucket_map": BucketMap.fixed(width), "chunk_size": 1, "params": {},
+            "started": time.time(), "uptime": None, "ended": None, "hot_k_lo": 0,
+            "hot_k_hi": 999, "hot_rows": 1, "summary": None,
+            "error": "disk full\nmore" if state == "failed" else None,
+            "link_table": f"links_{load_id}", "hbase_table": f"links_{load_id}",
+            "hdfs_dir": f"/debl/loads/{load_id}", "hot_state": "mysql"}
 
 
 @pytest.fixture
@@ -110,8 +122,11 @@ def world(monkeypatch):
                       (Link(150, LT, 1, 1, b"cold newer", 30, 0), Origin(0, 0, 2))])
     monkeypatch.setattr(coordinator_module, "Catalog", lambda config: FakeCatalog(world))
     world["hot"] = hot
-    monkeypatch.setattr(coordinator_module, "MySQLStore", lambda config: world["hot"])
-    monkeypatch.setattr(coordinator_module, "HBaseStore", lambda config: cold)
+    world["tables"] = []  # the tables the coordinator opened, in order
+    monkeypatch.setattr(coordinator_module, "MySQLStore",
+                        lambda config, table: world["tables"].append(table) or world["hot"])
+    monkeypatch.setattr(coordinator_module, "HBaseStore",
+                        lambda config, table: world["tables"].append(table) or cold)
     world["raw"] = FakeRawReader(cold)
     monkeypatch.setattr(coordinator_module, "RawReader", lambda config, catalog: world["raw"])
     return world
@@ -196,23 +211,33 @@ def test_buffered_query_is_released_and_demand_published_then_cleared(world, coo
     assert _eventually(lambda: world["published"][-1] == ("test-coordinator", {}))
 
 
-def test_a_new_load_replaces_the_served_one_under_buffered_queries(world, coord):
+def test_a_new_load_replaces_the_served_one_only_at_its_uptime(world, coord):
+    """The next day loads beside the current one, which keeps answering (buffered queries
+    included) until the new one is up; then every query goes to the new load's stores."""
     t, box = _in_thread(lambda: coord.query(5, LT, timeout=5))
     assert _eventually(lambda: coord.waiting() == {0: 1})
-    world["load"] = _load("L2", state="running")  # a new day's load begins: down again
-    assert _eventually(lambda: not coord.is_up)
-    assert t.is_alive()
+    world["newest"] = _load("L2", state="running")  # a new day's load begins beside L1
+    time.sleep(3 * POLL)
+    assert coord.is_up and coord.load_id == "L1" and t.is_alive()
+    assert coord.query(150, LT).load_id == "L1"  # L1 still answers
     world["jobs"] = {0: "loaded"}
-    world["load"] = _load("L2")  # ... and is up, with bucket 0 loaded
+    world["load"], world["newest"] = _load("L2"), None  # L2 is up: the current load
     t.join(2)
-    assert box["value"].route == "merged" and coord.load_id == "L2"
+    assert box["value"].route == "merged" and box["value"].load_id == "L2"
+    assert coord.load_id == "L2" and world["tables"][-1] == "links_L2"
 
 
-def test_a_failed_load_is_an_error_at_once_not_a_hang(world, coord):
-    world["load"] = _load("L2", state="failed")
-    assert _eventually(lambda: not coord.is_up)
-    with pytest.raises(ServiceError, match="L2 failed \\(disk full\\).*--resume L2"):
-        coord.get_link_list(5, LT)
+def test_a_failed_new_load_leaves_the_current_one_serving(world, coord):
+    world["newest"] = _load("L2", state="failed")
+    time.sleep(3 * POLL)
+    assert coord.query(150, LT).load_id == "L1"
+
+
+def test_a_failed_first_load_is_an_error_at_once_not_a_hang(world):
+    world["load"], world["newest"] = None, _load("L1", state="failed")
+    with Coordinator(BUFFERING) as c:
+        with pytest.raises(ServiceError, match="L1 failed \\(disk full\\).*--resume L1"):
+            c.get_link_list(5, LT)
 
 
 def test_before_uptime_queries_wait_and_deadlines_hold(world, monkeypatch):
@@ -353,13 +378,20 @@ def test_the_heartbeat_acknowledges_a_new_load_only_when_no_old_query_reads(worl
         assert _eventually(lambda: world.get("heartbeats", {}).get("acking") == "L1")
         t, box = _in_thread(lambda: c.query(999, LT, timeout=5))  # MySQL alone; reads...
         assert blocking.reading.wait(5)
-        world["load"] = _load("L2", state="running")  # a new load begins
-        assert _eventually(lambda: not c.is_up)
-        polls = c._polls
-        assert _eventually(lambda: c._polls >= polls + 2)
-        assert world["heartbeats"]["acking"] is None  # an L1 query still reads the stores
+        world["load"] = _load("L2")  # the next day is up
+        assert _eventually(lambda: c.load_id == "L2")
+        polls = c._poller.polls
+        assert _eventually(lambda: c._poller.polls >= polls + 2)
+        assert world["heartbeats"]["acking"] is None  # an L1 query still reads L1's stores
         blocking.go.set()
         t.join(5)
-        assert box["value"].route == "mysql"
+        assert box["value"].route == "mysql" and box["value"].load_id == "L1"
         assert _eventually(lambda: world["heartbeats"]["acking"] == "L2")
     assert "acking" not in world["heartbeats"]  # close forgets it
+
+
+def test_queries_asked_per_bucket_are_published_for_the_next_day(world):
+    with Coordinator(Config(poll_interval=POLL, raw_after=0.0), "asking") as c:
+        for id1 in (5, 6, 150, 999):
+            c.query(id1, LT)
+    assert world["asks"][("L1", "asking")] == {0: 2, 1: 1}  # 999: no cold row can have it

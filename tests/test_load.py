@@ -39,16 +39,18 @@ def dataset(tmp_path_factory):
 
 
 def snapshot(config) -> dict:
-    """What a load leaves behind: bucket index, job rows, MySQL rows."""
+    """What the current load leaves behind: bucket index, job rows, MySQL rows."""
     with Catalog(config) as catalog:
+        load = catalog.current()
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
-                   for b in catalog.buckets()}
-        jobs = catalog.job_states()
+                   for b in catalog.buckets(load.load_id)}
+        jobs = catalog.job_states(load.load_id)
+    assert load.hot_in_mysql  # the load ended with MySQL holding its hot keys
     conn = connect(config)
     try:
         with conn.cursor() as cur:
             cur.execute(f"SELECT id1, link_type, id2, visibility, data, time, version "
-                        f"FROM {config.link_table}")
+                        f"FROM {load.namespace.link_table}")
             mysql_rows = {Link(*row) for row in cur.fetchall()}
     finally:
         conn.close()
@@ -166,10 +168,13 @@ def test_max_bad_fails_the_load_with_a_clear_message(stack_config, dataset):
     from debl.errors import BadInputError
 
     directory, generated, _, _ = dataset
+    with Catalog(stack_config) as catalog:
+        current = catalog.current()
     with pytest.raises(BadInputError, match="bad lines"):
         run_load(stack_config, str(directory), replace(OPTIONS, max_bad=2))
     with Catalog(stack_config) as catalog:
         assert catalog.load().state == "failed"
+        assert catalog.current() == current  # the current day serves on
 
 
 def test_missing_source_is_a_clear_error(stack_config, tmp_path):

@@ -1,5 +1,6 @@
 """One approach in a bench: empty the namespace's stores, load up to the approach's uptime, then
-from its uptime the query phase, and for the DeBL approaches gen_HF to full availability.
+from its uptime the query phase (while the load goes on where it does: MySQL taking the hot keys
+over), and for the DeBL approaches gen_HF to full availability.
 
 The query phase is the LinkBench client with the same threads, requests and seed for every
 approach, against the approach's target (the coordinator for DeBL, MySQL or HBase for the
@@ -7,15 +8,16 @@ baselines, none for fileCopy); "all served" is when the last request completed, 
 the client's own run time. Queries through the coordinator get ``query_timeout`` seconds each: a
 stuck gen_HF turns into counted errors, never a hang.
 
-Pitfall: everything happens in the namespace of *config*: its MySQL database, HBase table and
-HDFS root are emptied before each approach (``reset_stores``). Never point a bench at a
-namespace others are using.
+Pitfall: everything happens in the namespace of *config*: every load of its MySQL database is
+dropped before each approach (``reset_stores``), with its HBase table and HDFS directory. Never
+point a bench at a namespace others are using.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from debl.bench.gen_hf_process import GenHFProcess
@@ -24,39 +26,30 @@ from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_jso
 from debl.bench.spec import BenchSpec
 from debl.catalog import Catalog
 from debl.config import Config
-from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
 from debl.workload.client import ClientSpec, default_processes, run_client
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import merged_reports, target_source
-from loaders.baselines import APPROACHES, copy_dir, run_approach
+from loaders.baselines import APPROACHES, run_approach
+from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadProgress
 
 
 def reset_stores(config: Config) -> None:
-    """Empty the namespace: the MySQL link table (recreated empty), the HBase link table, the
-    HDFS chunks, buckets and HFiles, the fileCopy directory."""
-    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
-    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
-    from debl.store.hbase import HBaseStore
-
-    with MySQLStore(config) as mysql:
-        mysql.drop_table()
-        mysql.create_table()
-    with HBaseStore(config) as hbase:
-        hbase.drop_table()
-    hdfs = WebHDFS(config)
-    root = config.hdfs_root.rstrip("/")
-    for sub in ("loads", "buckets", "hfiles"):
-        hdfs.delete(f"{root}/{sub}", recursive=True)
-    shutil.rmtree(copy_dir(config), ignore_errors=True)
+    """Empty the namespace: every load's stores (MySQL tables, HBase table, HDFS directory,
+    fileCopy's copies) dropped and no load current, the HDFS HFiles of old runs gone."""
+    drop_every_load(config)
+    WebHDFS(config).delete(f"{config.hdfs_root.rstrip('/')}/hfiles", recursive=True)
 
 
 class _LoadBytes(LoadProgress):
-    """Load progress for the bench; ``on_start`` runs once the load is recorded."""
+    """Load progress for the bench: ``on_start`` runs once the load is recorded, ``on_up``
+    at the approach's uptime (the load may go on: MySQL taking the hot keys over)."""
 
-    def __init__(self, progress: BenchProgress, total: int, on_start=lambda: None):
-        self.progress, self.total, self.done, self.on_start = progress, total, 0, on_start
+    def __init__(self, progress: BenchProgress, total: int, on_start=lambda: None,
+                 on_up=lambda summary: None):
+        self.progress, self.total, self.done = progress, total, 0
+        self.on_start, self.on_up = on_start, on_up
 
     def start(self, hot_bytes: int, cold_bytes: int) -> None:
         self.on_start()
@@ -67,8 +60,41 @@ class _LoadBytes(LoadProgress):
 
     copied = hot
 
+    def up(self, summary) -> None:
+        self.on_up(summary)
+
     def message(self, text: str) -> None:
         self.progress.message(text)
+
+
+class _Loading:
+    """An approach's load in a thread of its own: ``wait_up`` returns its summary at uptime (the
+    query phase starts then), ``finish`` its final summary."""
+
+    def __init__(self, config: Config, url: str, options: LoadOptions, progress: BenchProgress,
+                 input_bytes: int, on_start):
+        self._up = threading.Event()
+        self._summary = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-load")
+        self._future = self._pool.submit(
+            run_approach, config, url, options,
+            progress=_LoadBytes(progress, input_bytes, on_start, self._reached_up))
+
+    def _reached_up(self, summary) -> None:
+        self._summary = summary
+        self._up.set()
+
+    def wait_up(self):
+        while not self._up.wait(0.2):
+            if self._future.done():
+                return self._future.result()  # raises what the load raised
+        return self._summary
+
+    def finish(self):
+        try:
+            return self._future.result()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: int,
@@ -80,6 +106,7 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     approach = APPROACHES[name]
     progress.phase(name, "load")
     options, target_bytes = plan
+    options = dataclasses.replace(options, wait_for_hot=approach.wait_for_hot)
     if target_bytes is not None:  # spec.buckets buckets, a giant id alone in the largest
         config = config.replace(bucket_target_bytes=target_bytes,
                                 bucket_target_covers_heaviest=False)
@@ -90,24 +117,30 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     # With gen_hf_start "load", the service starts once the new load is recorded (it then
     # waits for uptime), never before: it would see the previous load complete and exit.
     early = service.start if service is not None and spec.gen_hf_start == "load" else None
+    loading = _Loading(config, url, options, progress, input_bytes, early or (lambda: None))
     try:
-        summary = run_approach(config, url, options,
-                               progress=_LoadBytes(progress, input_bytes, early or (lambda: None)))
+        summary = loading.wait_up()
     except BaseException:
         if service is not None:
             service.stop()
         raise
     with Catalog(config) as catalog:
         started = catalog.load(summary.load_id).started
+    run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
+                      (), approach.target)
+    try:
+        if approach.target is not None:
+            run = _query_phase(config, spec, approach, run, service, progress)
+        else:
+            run = dataclasses.replace(run, full_availability_s=run.uptime_s)
+    finally:
+        final = loading.finish()
+    with Catalog(config) as catalog:
         phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
                                  None if p.ended is None else p.ended - started, p.bytes, p.rows)
                        for p in catalog.phases(summary.load_id))
-    run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
-                      phases, approach.target)
-    if approach.target is not None:
-        run = _query_phase(config, spec, approach, run, service, progress)
-    else:
-        run = dataclasses.replace(run, full_availability_s=run.uptime_s)
+    run = dataclasses.replace(run, summary=final.as_dict(), phases=phases,
+                              taken_over_s=final.taken_over_s)
     write_json(directory / f"{name}.json", run.to_dict())
     write_timeline(directory / f"{name}.timeline.csv", run.timeline)
     return run
@@ -174,7 +207,7 @@ def coordinator_config(config: Config, raw_route: bool) -> Config:
 def _full_availability(config: Config, run: ApproachRun) -> float | None:
     """Seconds from the load start to the last bucket loaded; None if some are not loaded."""
     with Catalog(config) as catalog:
-        jobs = catalog.jobs()
+        jobs = catalog.jobs(run.load_id)
     if any(j.state != "loaded" for j in jobs):
         return None
     last = max((j.ended for j in jobs if j.ended is not None), default=None)

@@ -58,6 +58,7 @@ class ApproachRun:
     waits: dict | None = None  # coordinator stats (DeBL approaches)
     gen_hf: dict | None = None  # order, exit code, restarts, log
     timeline: tuple[tuple[float, int, int, float, float], ...] = ()
+    taken_over_s: float | None = None  # when MySQL took the hot keys over (DeBL as it ships)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

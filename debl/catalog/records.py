@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from debl.buckets import BucketMap
+from debl.key_filter import KeyFilter
+from debl.namespace import Namespace
+
 
 @dataclass(frozen=True)
 class LoadRecord:
@@ -25,6 +28,28 @@ class LoadRecord:
     hot_rows: int
     summary: dict | None
     error: str | None
+    link_table: str = ""
+    hbase_table: str = ""
+    hdfs_dir: str = ""
+    hot_state: str = "none"  # none / loading / mysql (MySQL took the hot keys over) / failed
+    taken_over: float | None = None
+    switched: float | None = None  # when it last became the current load
+    dropped: float | None = None  # when cleanup dropped its stores
+
+    @property
+    def namespace(self) -> Namespace:
+        """The stores this load wrote (docs/LOADING.md, "Days")."""
+        return Namespace(self.link_table, self.hbase_table, self.hdfs_dir)
+
+    @property
+    def wait_for_hot(self) -> bool:
+        """The paper's uptime: up only once MySQL has taken the hot files in (no hot buckets)."""
+        return bool(self.params.get("wait_for_hot"))
+
+    @property
+    def hot_in_mysql(self) -> bool:
+        """Whether queries read the load's hot keys from MySQL (else from its hot buckets)."""
+        return self.hot_state == "mysql"
 
 
 @dataclass(frozen=True)
@@ -50,14 +75,15 @@ class FileCount:
 
 @dataclass(frozen=True)
 class ChunkRecord:
-    """A cold chunk. ``layout`` is the chunker's own description of the chunk's segments
-    (written by ``loaders.chunker.Chunk.record``, read back by ``Chunk.of``)."""
+    """A chunk of hot or cold files. ``layout`` is the chunker's own description of the chunk's
+    segments (written by ``loaders.chunker.Chunk.record``, read back by ``Chunk.of``)."""
 
     chunk_no: int
     path: str
     bytes: int
     layout: dict
     state: str  # copied / bucketed
+    hot: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,7 +100,9 @@ class Phase:
 
 @dataclass(frozen=True)
 class Bucket:
-    """A bucket's index row with its job state (``pending`` if it has no job row)."""
+    """A bucket's index row with its job state (``pending`` if it has no job row). A hot
+    bucket (``hot``) holds the hot files' rows of the range; it has no job: it is read raw
+    until MySQL takes the hot keys over."""
 
     b_index: int
     k_lo: int
@@ -84,8 +112,9 @@ class Bucket:
     checksum: int
     location: str
     state: str
-    c_lo: int  # the lowest and highest id1 of the bucket's cold rows
+    c_lo: int  # the lowest and highest id1 of the bucket's rows
     c_hi: int
+    hot: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +129,7 @@ class BucketChunk:
     path: str
     c_lo: int  # the lowest and highest id1 of these rows
     c_hi: int
+    hot: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,3 +157,15 @@ class DemandRow:
     b_index: int
     waiting: int
     updated: float
+
+
+@dataclass(frozen=True)
+class ServingState:
+    """What a coordinator serves, read in one transaction: the current load, its cold buckets
+    (with job states), its hot buckets (read until MySQL takes the hot keys over) and, once
+    MySQL has, its hot key filter."""
+
+    load: LoadRecord
+    buckets: list[Bucket]
+    hot_buckets: list[Bucket]
+    hot_keys: KeyFilter | None

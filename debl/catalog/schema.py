@@ -17,7 +17,11 @@ from sqlalchemy.engine import Connection
 # an older catalog's bucket files cannot be read by the raw route: a new load replaces them.
 # 4: debl_coordinators (a new load waits until running coordinators have seen it).
 # 5: debl_hot_keys, the hot path's key filter (docs/COORDINATOR.md, "Hot keys").
-SCHEMA_VERSION = 5
+# 6: each load in its own namespace (its store names in debl_loads; every dataset table keyed by
+# load), one current load (debl_current), the hot files' bucket files beside the cold ones
+# (``hot`` in debl_chunks, debl_bucket_chunks, debl_buckets) and MySQL's take-over of the hot
+# keys (``hot_state``), the queries asked per bucket (debl_asks): docs/LOADING.md, "Days".
+SCHEMA_VERSION = 6
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -68,7 +72,25 @@ loads_table = sa.Table(
     sa.Column("hot_k_hi", sa.BigInteger),
     sa.Column("hot_rows", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("summary", _JSONText),
-    sa.Column("error", sa.Text), **_UTF8)
+    sa.Column("error", sa.Text),
+    # The load's namespace (debl.namespace): the stores it writes, and only it.
+    sa.Column("link_table", sa.String(64), nullable=False),
+    sa.Column("hbase_table", sa.String(128), nullable=False),
+    sa.Column("hdfs_dir", sa.String(512), nullable=False),
+    # none (no hot file) / loading / mysql (MySQL took the hot keys over) / failed
+    sa.Column("hot_state", sa.String(16), nullable=False, server_default="none"),
+    sa.Column("taken_over", sa.Double),  # when MySQL took the hot keys over
+    sa.Column("switched", sa.Double),  # when it became the current load (last time)
+    sa.Column("dropped", sa.Double), **_UTF8)  # when cleanup dropped its stores
+
+# The load every coordinator serves (one row); ``previous``: the one it replaced, while its
+# stores exist (``debl rollback``).
+current_table = sa.Table(
+    "debl_current", METADATA,
+    _key("slot", sa.Integer),
+    sa.Column("load_id", sa.String(40), nullable=False),
+    sa.Column("previous", sa.String(40)),
+    sa.Column("switched", sa.Double, nullable=False), **_UTF8)
 
 files_table = sa.Table(
     "debl_load_files", METADATA,
@@ -94,7 +116,8 @@ chunks_table = sa.Table(
     sa.Column("path", sa.String(512), nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("layout", _JSONText, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False), **_UTF8)
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("hot", sa.Boolean, nullable=False, server_default=sa.false()), **_UTF8)
 
 phases_table = sa.Table(
     "debl_phases", METADATA,
@@ -108,19 +131,24 @@ phases_table = sa.Table(
 
 bucket_chunks_table = sa.Table(
     "debl_bucket_chunks", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("hot", sa.Boolean, primary_key=True),
     _key("b_index"),
     _key("chunk_no", sa.Integer),
-    sa.Column("load_id", sa.String(40), nullable=False),
     _rows(),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("checksum", _CHECKSUM, nullable=False),
     sa.Column("path", sa.String(512), nullable=False),
     sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of these rows
     sa.Column("c_hi", sa.BigInteger, nullable=False),
-    sa.Index("debl_bucket_chunks_by_chunk", "chunk_no"), **_UTF8)
+    sa.Index("debl_bucket_chunks_by_chunk", "load_id", "chunk_no"), **_UTF8)
 
+# One row per (load, bucket) of its cold files (hot false: the bucket index) and per bucket of
+# its hot files (hot true: what the raw route reads until MySQL takes the hot keys over).
 buckets_table = sa.Table(
     "debl_buckets", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("hot", sa.Boolean, primary_key=True),
     _key("b_index"),
     sa.Column("k_lo", sa.BigInteger, nullable=False),
     sa.Column("k_hi", sa.BigInteger, nullable=False),
@@ -128,12 +156,12 @@ buckets_table = sa.Table(
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("checksum", _CHECKSUM, nullable=False),
     sa.Column("location", sa.String(512), nullable=False),
-    sa.Column("load_id", sa.String(40), nullable=False),
-    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of the bucket's cold rows
+    sa.Column("c_lo", sa.BigInteger, nullable=False),  # the id1 span of the bucket's rows
     sa.Column("c_hi", sa.BigInteger, nullable=False), **_UTF8)
 
 jobs_table = sa.Table(
     "debl_jobs", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
     _key("b_index"),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("run_id", sa.String(40)),
@@ -148,6 +176,7 @@ jobs_table = sa.Table(
 
 demand_table = sa.Table(
     "debl_demand", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
     sa.Column("coordinator", sa.String(64), primary_key=True),
     _key("b_index"),
     sa.Column("waiting", sa.Integer, nullable=False),
@@ -155,27 +184,43 @@ demand_table = sa.Table(
 
 answers_table = sa.Table(
     "debl_answers", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
     sa.Column("coordinator", sa.String(64), primary_key=True),
     sa.Column("route", sa.String(16), primary_key=True),
     sa.Column("answered", sa.BigInteger, nullable=False),
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
+# The queries each coordinator was asked per bucket of a load, loaded or not (cumulative): the
+# next day's gen_HF starts with the key ranges asked most (docs/ONLINE.md, "Demand carried over").
+asks_table = sa.Table(
+    "debl_asks", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    _key("b_index"),
+    sa.Column("asked", sa.BigInteger, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
 coordinators_table = sa.Table(
     "debl_coordinators", METADATA,
     sa.Column("coordinator", sa.String(64), primary_key=True),
-    sa.Column("load_id", sa.String(40)),  # NULL: none seen yet, or an older one still in use
+    # The load it serves, once no query of another load is in flight (NULL: none yet); and
+    # whether it reads that load's hot keys from MySQL only, no query reading its hot files.
+    sa.Column("load_id", sa.String(40)),
+    sa.Column("hot_mysql", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("interval_s", sa.Double, nullable=False),  # its poll interval: the heartbeat's
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
-# The hot path's key filter (debl.key_filter): one row, the current load's; a new load clears it
-# with the MySQL link table it describes.
+# The hot path's key filter (debl.key_filter): one row per load whose MySQL table holds its hot
+# rows; dropped with the load's stores.
 hot_keys_table = sa.Table(
     "debl_hot_keys", METADATA,
     sa.Column("load_id", sa.String(40), primary_key=True),
     sa.Column("bits", mysql.LONGBLOB, nullable=False), **_UTF8)
 
+# The rows of one load's dataset, dropped with its stores (its loads, files, counts, chunks and
+# phases rows stay: the reports read them).
 DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table,
-                  hot_keys_table)
+                  asks_table, hot_keys_table)
 # Tables of an older schema that this one no longer has: dropped with an older catalog.
 RETIRED_TABLES: tuple[str, ...] = ()
 

@@ -18,18 +18,20 @@ def show_data(data: bytes) -> str:
 
 
 def _how(answer) -> str:
+    hot = {"mysql": "MySQL", "raw": "the hot files' bucket in HDFS (MySQL is still taking "
+                                    "them in)", "none": "nowhere: no hot row has these keys"}[answer.hot.value]
     if answer.route == "mysql":
-        where = "MySQL alone (no cold bucket for this id1)"
+        where = f"the hot rows alone, from {hot} (no cold bucket for this id1)"
     elif answer.route == "merged":
-        where = f"MySQL and HBase merged (bucket {answer.bucket})"
+        where = f"HBase (bucket {answer.bucket}) merged with the hot rows from {hot}"
     elif answer.route == "raw":
-        where = (f"MySQL and the raw HDFS files of bucket {answer.bucket} merged (raw route: "
-                 "not loaded into HBase yet; the same answer)")
+        where = (f"the raw HDFS files of bucket {answer.bucket} (not loaded into HBase yet; the "
+                 f"same answer) merged with the hot rows from {hot}")
     else:
-        where = (f"MySQL ONLY, INCOMPLETE: bucket {answer.bucket} is not loaded yet, its rows "
-                 "are missing and some of these may be superseded")
+        where = (f"the hot rows ONLY, from {hot}, INCOMPLETE: bucket {answer.bucket} is not "
+                 "loaded yet, its rows are missing and some of these may be superseded")
     waited = f"waited {answer.waited_s:.2f} s" if answer.waited else "answered at once"
-    return f"{where}; {waited}"
+    return f"{where}; load {answer.load_id}; {waited}"
 
 
 @click.command("links")
@@ -42,7 +44,7 @@ def _how(answer) -> str:
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Give up after S seconds if the bucket is not loaded (default: wait).")
 @click.option("--partial", is_flag=True,
-              help="At the timeout (default 0 with --partial) print the MySQL rows, marked "
+              help="At the timeout (default 0 with --partial) print the hot rows alone, marked "
                    "incomplete, instead of failing.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON; data is a latin-1 string (one character per byte).")
@@ -69,7 +71,8 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
         click.echo(json.dumps({
             "id1": id1, "link_type": link_type, "min_time": min_time, "max_time": max_time,
             "offset": offset, "limit": limit, "complete": answer.complete,
-            "route": answer.route, "bucket": answer.bucket, "waited_s": answer.waited_s,
+            "route": answer.route.value, "hot": answer.hot.value, "load_id": answer.load_id,
+            "bucket": answer.bucket, "waited_s": answer.waited_s,
             "links": [{"id2": l.id2, "visibility": l.visibility, "time": l.time,
                        "version": l.version, "data": l.data.decode("latin-1")}
                       for l in answer.links]}, indent=2))

@@ -39,6 +39,11 @@ class _Bars(LoadProgress):
         if not self.quiet:
             click.echo(f"\n  dist_ch chunk {chunk_no}: {rows} rows in {seconds:.1f} s", err=True)
 
+    def up(self, summary) -> None:
+        if not self.quiet:
+            click.echo(f"\nload {summary.load_id} is up after {summary.uptime_s:.1f} s: every "
+                       "coordinator now serves it", err=True)
+
     def message(self, text: str) -> None:
         if not self.quiet:
             click.echo(f"\n  {text}", err=True)
@@ -67,16 +72,22 @@ def _time(value: str) -> float:
 @click.option("--approach", default="debl", show_default=True,
               help="debl, debl-cold, or a baseline: fileCopy, bulkLoad-mysql, bulkLoad-hbase, "
                    "batchPut-hbase (docs/DESIGN.md section 7).")
+@click.option("--wait-for-hot", is_flag=True,
+              help="The paper's uptime: up only once MySQL holds the hot files (by default the "
+                   "load is up once every file is bucketed in HDFS, and MySQL takes the hot "
+                   "keys over when it has them).")
 @click.option("--resume", "resume", metavar="LOAD_ID", help="Continue a killed load.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 @friendly_errors
 def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, max_bad, approach,
-         resume, as_json):
-    """Load SOURCE (a directory or an http:// URL) up to uptime.
+         wait_for_hot, resume, as_json):
+    """Load SOURCE (a directory or an http:// URL) as the next day's dataset.
 
-    Hot files go into MySQL, cold files into HDFS buckets; the command returns when the system
-    is up and prints the load's summary. `debl gen-hf` then converts the buckets into HBase.
+    Every file is copied into HDFS and bucketed (the hot ones too); the load is up when the last
+    one is, and every coordinator then serves it (the current day serves until that instant).
+    Hot files also go into MySQL, which takes their keys over when it has them; the command
+    returns then and prints the load's summary. `debl gen-hf` converts the buckets into HBase.
     """
     if sum(x is not None and x is not False for x in (hot_bytes, hot_since, no_hot or None)) > 1:
         raise click.UsageError("give at most one of --hot-bytes, --hot-since, --no-hot")
@@ -84,7 +95,7 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
         hot_bytes=parse_size(hot_bytes) if hot_bytes else None,
         hot_since=_time(hot_since) if hot_since else None,
         chunk_size=parse_size(chunk_size) if chunk_size else None,
-        bucket_width=bucket_width, max_bad=max_bad,
+        bucket_width=bucket_width, max_bad=max_bad, wait_for_hot=wait_for_hot,
         approach="debl-cold" if no_hot and approach == "debl" else approach)
     summary = run_approach(config_of(ctx), source, options, resume=resume,
                            progress=_Bars(as_json))
@@ -93,6 +104,8 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
         return
     s = summary
     click.echo(f"\nload {s.load_id} is up after {s.uptime_s:.1f} s")
+    if s.taken_over_s is not None:
+        click.echo(f"  MySQL took the hot keys over after {s.taken_over_s:.1f} s")
     click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in MySQL")
     click.echo(f"  cold: {s.cold_files} files, {s.cold_bytes / 1e6:.1f} MB, {s.cold_rows} rows in "
                f"{s.buckets} buckets from {s.chunks} chunks")

@@ -1,4 +1,5 @@
-"""``debl status``: the latest load, bucket states, demand, running gen_HF jobs."""
+"""``debl status``: the current load (and a new one beside it), bucket states, demand, running
+gen_HF jobs."""
 
 from __future__ import annotations
 
@@ -19,6 +20,21 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _hot(load: dict) -> str:
+    """Where a load's hot rows are: MySQL (since when), or its hot files' buckets."""
+    state = load["hot_state"]
+    if state == "none":
+        return "none (no hot file)"
+    if state == "mysql":
+        since = ("" if load["taken_over_s"] is None else
+                 f", MySQL took them over {load['taken_over_s']:,.1f} s after the start")
+        return f"MySQL: {load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}{since}"
+    if state == "failed":
+        return "MySQL's hot path failed: answered from the hot files' buckets; resume the load"
+    return ("MySQL is taking them in (the paper's uptime waits for it)" if load["wait_for_hot"]
+            else "answered from the hot files' buckets while MySQL takes them in")
+
+
 def render(s: dict) -> str:
     """The status dict of coordinator.status.read_status as text."""
     load = s["load"]
@@ -33,13 +49,19 @@ def render(s: dict) -> str:
                    f"({_when(load['uptime'])})")
     else:
         out.append("  uptime     not yet: queries wait")
-    hot = (f"{load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}"
-           if load["hot_rows"] else "none")
-    out.append(f"  hot        MySQL {hot}")
+    out.append(f"  hot        {_hot(load)}")
     bmap = load["bucket_map"]
     out.append("  buckets    " + ("not decided yet" if bmap is None else
                                   f"fixed width {bmap['width']}" if bmap["kind"] == "width" else
                                   f"{bmap['buckets']} at sampled split points"))
+    for title, other in (("loading", s.get("loading")), ("previous", s.get("previous"))):
+        if other:
+            state = other["state"] + (f": {other['error'].splitlines()[0][:200]}"
+                                      if other["error"] else "")
+            up = ("" if other["uptime_s"] is None else
+                  f", up {other['uptime_s']:,.1f} s after its start")
+            out.append(f"  {title:<10} load {other['load_id']} ({other['approach']}): "
+                       f"{state}{up}; hot {_hot(other)}")
     if s["phases"]:
         out.append("  phases     items   sum s  wall s        bytes")
         for p in s["phases"]:
@@ -100,7 +122,8 @@ def render(s: dict) -> str:
 @click.pass_context
 @friendly_errors
 def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> None:
-    """Uptime, buckets loaded / total, demand and running gen_HF jobs of the latest load."""
+    """Uptime, hot path, buckets loaded / total, demand and running gen_HF jobs of the current
+    load, and a new load beside it."""
     # lazy import: the coordinator package brings the HBase client, which would cost every
     # `debl` command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from coordinator.status import read_status

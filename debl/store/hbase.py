@@ -40,7 +40,7 @@ from happybase.table import TScan  # the Thrift struct happybase itself uses
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from debl.config import Config
+from debl.config import Config, check_identifier
 from debl.errors import ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
@@ -70,10 +70,9 @@ class HBaseStore(LinkStore):
 
     def __init__(self, config: Config, table: str | None = None, pool_size: int = 32,
                  timeout_ms: int | None = None, acquire_timeout: float | None = None) -> None:
-        if table is not None:
-            config = config.replace(hbase_table=table)  # Config validates the identifier
         self.config = config
-        self.table = config.hbase_table
+        # a load's own table (debl.namespace) is longer than the configured base name
+        self.table = config.hbase_table if table is None else check_identifier(table, "table")
         self._name = self.table.encode()
         self._pool_size = pool_size
         self._timeout_ms = (round(config.service_timeout * 1000) if timeout_ms is None

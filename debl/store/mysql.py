@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 import MySQLdb
 import pymysql
 
-from debl.config import Config
+from debl.config import Config, check_identifier
 from debl.errors import ServiceError
 from debl.mysql import ConnectionPool, connect, connect_reader, describe
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
@@ -144,10 +144,9 @@ class MySQLStore(LinkStore):
 
     def __init__(self, config: Config, table: str | None = None,
                  pool_size: int | None = None) -> None:
-        if table is not None:
-            config = config.replace(link_table=table)  # Config validates the identifier
         self.config = config
-        self.table = config.link_table
+        # a load's own table (debl.namespace) is longer than the configured base name
+        self.table = config.link_table if table is None else check_identifier(table, "table")
         self.pool_size = pool_size or config.mysql_pool_size
         self._pool = ConnectionPool(lambda: connect(self.config), self.pool_size, POOL_WAIT_S)
         self._upsert = _UPSERT.format(table=self.table)

@@ -2,8 +2,8 @@
 
 | name | object |
 |---|---|
-| ``mysql`` | ``debl.store.mysql.MySQLStore(config)`` |
-| ``hbase`` | ``debl.store.hbase.HBaseStore(config)`` |
+| ``mysql`` | ``debl.store.mysql.MySQLStore`` on the current load's link table |
+| ``hbase`` | ``debl.store.hbase.HBaseStore`` on the current load's HBase table |
 | ``debl`` | ``coordinator.Coordinator(config)``: MySQL + HBase + buffering, DeBL proper |
 | ``memory`` | an empty ``MemoryStore``; for tests, which fill it themselves |
 
@@ -29,11 +29,26 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from debl.catalog import Catalog
 from debl.config import Config
-from debl.errors import ConfigError, DeblError, ServiceError
+from debl.errors import ConfigError, DeblError, LoadStateError, ServiceError
 from debl.store.memory import MemoryStore
 from debl.store.mysql import MySQLStore
 from debl.workload.client import TargetSource
+
+
+def _current(config: Config):
+    """The stores' names of the current load (each load has its own: debl.namespace)."""
+    with Catalog(config) as catalog:
+        load = catalog.current()
+    if load is None:
+        raise LoadStateError("no load is up yet, so there is no table to query: run `debl load "
+                             "SOURCE` first (`debl status` shows where it stands)")
+    return load.namespace
+
+
+def _mysql_store(config: Config, **options: Any) -> MySQLStore:
+    return MySQLStore(config, _current(config).link_table, **options)
 
 
 def _hbase_store(config: Config, **options: Any) -> Any:
@@ -41,7 +56,7 @@ def _hbase_store(config: Config, **options: Any) -> Any:
     # start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from debl.store.hbase import HBaseStore
 
-    return HBaseStore(config, **options)
+    return HBaseStore(config, _current(config).hbase_table, **options)
 
 
 def _coordinator(config: Config, **options: Any) -> Any:
@@ -58,7 +73,7 @@ def _memory_store(config: Config, **options: Any) -> MemoryStore:
 
 # name -> (opener(config, **options), what it is, for messages)
 _TARGETS: dict[str, tuple[Callable[..., Any], str]] = {
-    "mysql": (MySQLStore, "the MySQL link store"),
+    "mysql": (_mysql_store, "the MySQL link store"),
     "hbase": (_hbase_store, "the HBase link store"),
     "debl": (_coordinator, "the DeBL coordinator"),
     "memory": (_memory_store, "the in-memory reference store"),

@@ -1,0 +1,134 @@
+"""A coordinator's poller thread: it reads the catalog every ``poll_interval`` seconds (the
+current load and its job states, in one transaction), hands what changed to the coordinator
+(a new current load, MySQL's take-over of the hot keys, buckets landed), and publishes what the
+coordinator knows: its demand (``coordinator.demand``'s policy), its answers per route, the
+queries asked per bucket, and its heartbeat, which says the load it serves and whether it reads
+that load's hot keys from MySQL only (docs/COORDINATOR.md, "Days", "Hot keys").
+
+A failing poll (MySQL restarting) is logged, kept in ``last_error`` and retried each interval on
+a fresh pooled connection; the coordinator keeps answering from the state it has.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from debl.catalog import Catalog
+from coordinator.demand import DemandPolicy
+
+if TYPE_CHECKING:  # the coordinator owns its poller
+    from coordinator.coordinator import Coordinator
+
+log = logging.getLogger("debl.coordinator")
+
+_JOIN_TIMEOUT_S = 10.0
+ASKS_EVERY_S = 10.0  # the queries asked per bucket, published at most this often
+
+
+class Poller:
+    """The poller of *coordinator* (see the module); ``start``, ``wake``, ``stop``."""
+
+    def __init__(self, coordinator: "Coordinator", catalog: Catalog):
+        self.coordinator = coordinator
+        self.catalog = catalog
+        self.interval = max(coordinator.config.poll_interval, 0.01)  # 0 would spin
+        self.policy = DemandPolicy(self.interval)
+        self.polls = 0
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stopped = False
+        self._published: dict[tuple[str, str], dict] = {}  # (what, load) -> last published
+        self._published_at: dict[str, float] = {"answers": float("-inf"),
+                                                "asks": float("-inf")}
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"debl-coordinator-{coordinator.coordinator_id}")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Publish soon: a query changed the demand."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        self._thread.join(_JOIN_TIMEOUT_S)
+
+    # -- one poll
+
+    def poll(self) -> None:
+        """Read the current load and its job states; hand them to the coordinator; then the
+        heartbeat."""
+        current, newest, states = self.catalog.poll()
+        coordinator = self.coordinator
+        coordinator._take(current, newest, states, self.catalog.serving_state)
+        load_id, hot_mysql = coordinator._acknowledged()
+        self.catalog.heartbeat(coordinator.coordinator_id, load_id, hot_mysql, self.interval)
+
+    def publish(self, now: float) -> None:
+        """Publish the demand when the policy says so, the answer counts when they changed (at
+        most once per poll interval), the asks at most every ASKS_EVERY_S."""
+        coordinator = self.coordinator
+        load_id, demand, answered, asked = coordinator._published_state(now)
+        if load_id is None:
+            return
+        if self.policy.due(demand, now):
+            self.catalog.publish_demand(load_id, coordinator.coordinator_id, demand)
+            self.policy.done(demand, now)
+        if self._changed("answers", load_id, answered, now, self.policy.min_interval):
+            self.catalog.publish_answers(load_id, coordinator.coordinator_id, answered)
+        if self._changed("asks", load_id, asked, now, ASKS_EVERY_S):
+            self.catalog.publish_asks(load_id, coordinator.coordinator_id, asked)
+
+    def _changed(self, what: str, load_id: str, counts: dict, now: float,
+                 every: float) -> bool:
+        if counts == self._published.get((what, load_id), {}) or \
+                now - self._published_at[what] < every:
+            return False
+        self._published[(what, load_id)], self._published_at[what] = counts, now
+        return True
+
+    def publish_last(self) -> None:
+        """At close: no demand any more, the final counts."""
+        coordinator = self.coordinator
+        load_id, _, answered, asked = coordinator._published_state(time.monotonic())
+        self.catalog.forget_coordinator(coordinator.coordinator_id)
+        if load_id is not None:
+            self.catalog.publish_demand(load_id, coordinator.coordinator_id, {})
+            self.catalog.publish_answers(load_id, coordinator.coordinator_id, answered)
+            self.catalog.publish_asks(load_id, coordinator.coordinator_id, asked)
+
+    # -- the thread
+
+    def _run(self) -> None:
+        """Poll every interval; publish demand when it changed (at most once per interval) and
+        as a heartbeat. A failing poll is logged and retried: never let the poller die."""
+        coordinator = self.coordinator
+        next_poll = time.monotonic() + self.interval
+        while not self._stopped:
+            now = time.monotonic()
+            due = self.policy.next_due(coordinator.demand(), now)
+            wake_at = next_poll if due is None else min(next_poll, due)
+            if wake_at > now:
+                self._wake.wait(wake_at - now)
+                self._wake.clear()
+                continue  # re-read the counts: a query may have changed them
+            try:
+                if now >= next_poll:
+                    next_poll = now + self.interval
+                    self.poll()
+                    self.polls += 1
+                self.publish(time.monotonic())
+                self.last_error = None
+            except Exception as exc:  # noqa: BLE001 -- never let the poller die
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("coordinator %s: poll failed (retrying): %s",
+                            coordinator.coordinator_id, self.last_error)
+                # The catalog's pool replaces a broken connection on the next call.
+                next_poll = time.monotonic() + self.interval
+                # Back off publishing too, or a dead server turns the loop into a busy one.
+                self.policy.last = time.monotonic()

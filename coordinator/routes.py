@@ -1,0 +1,30 @@
+"""How a query was answered: its route (by where its cold rows came from) and where its hot rows
+came from, as ``Answer`` reports them and the statistics count them (docs/COORDINATOR.md,
+"Routing")."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Route(str, Enum):
+    """Where a query's cold rows came from. A ``str``: compares and prints as its value."""
+
+    MYSQL = "mysql"  # no cold row can have id1: the hot rows alone
+    MERGED = "merged"  # the bucket is loaded: HBase, merged with the hot rows
+    RAW = "raw"  # the bucket is not loaded: its files in HDFS, merged with the hot rows
+    PARTIAL = "partial"  # the deadline passed first: the hot rows alone, marked incomplete
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class HotSide(str, Enum):
+    """Where a query's hot rows came from."""
+
+    NONE = "none"  # no hot row can have these keys (no hot file, or not among its keys)
+    MYSQL = "mysql"  # MySQL, which has taken the load's hot keys over
+    RAW = "raw"  # the hot files' bucket in HDFS, before MySQL has them
+
+    def __str__(self) -> str:
+        return self.value

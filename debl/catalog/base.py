@@ -1,0 +1,105 @@
+"""The catalog's connection and schema: one transaction per call, driver errors worded, the
+schema version checked (and an older catalog replaced by a new load). The roles that read and
+write the tables build on it (``debl.catalog``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from debl.catalog.engines import NamedLock, engine_for, named_lock
+from debl.catalog.schema import METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table, schema_version
+from debl.config import Config
+from debl.errors import CatalogVersionError, ServiceError
+from debl.mysql import describe
+
+_ER_TABLE_EXISTS = 1050
+
+
+class CatalogBase:
+    """The connection and schema half of ``Catalog``. Thread-safe: every call takes a pooled
+    connection for one transaction.
+
+    Raises ServiceError when MySQL cannot be reached, CatalogVersionError when the database
+    holds the catalog of another DeBL version; with *replace_older* (a new load) an older
+    catalog is dropped instead."""
+
+    def __init__(self, config: Config, *, replace_older: bool = False):
+        self.config = config
+        self.engine = engine_for(config)
+        self._check_schema(replace_older)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to release: the connections belong to the process's pool."""
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """A pooled connection in one transaction, committed at the end (rolled back on an
+        error); driver errors become ServiceErrors that name the cause."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except DBAPIError as exc:
+            raise ServiceError(describe(exc.orig, self.config)) from exc
+
+    def named_lock(self, name: str) -> NamedLock | None:
+        """Take the MySQL named lock *name* now, or None if another session holds it. Named
+        locks are server-wide: put the database's name in *name* to keep datasets apart."""
+        return named_lock(self.config, name)
+
+    # -- the schema
+
+    def _check_schema(self, replace_older: bool) -> None:
+        with self._transaction() as conn:
+            found = schema_version(conn)
+        if found is not None and found < SCHEMA_VERSION and replace_older:
+            with self._transaction() as conn:
+                METADATA.drop_all(conn)
+                for name in RETIRED_TABLES:
+                    conn.execute(sa.schema.DropTable(sa.Table(name, sa.MetaData()),
+                                                     if_exists=True))
+            found = None
+        if found is None:
+            found = self._create()
+        if found != SCHEMA_VERSION:
+            raise CatalogVersionError(self._version_message(found))
+
+    def _create(self) -> int | None:
+        """Create what is missing and record the version; returns the version now recorded.
+        Two processes may race here on a fresh database: the loser's CREATE finds the table
+        made, which is what it wanted, and it looks again."""
+        try:
+            with self._transaction() as conn:
+                METADATA.create_all(conn)
+        except ServiceError as exc:
+            orig = getattr(exc.__cause__, "orig", None)
+            if not (orig is not None and orig.args and orig.args[0] == _ER_TABLE_EXISTS):
+                raise
+            with self._transaction() as conn:
+                METADATA.create_all(conn)
+        with self._transaction() as conn:
+            conn.execute(mysql.insert(schema_table).prefix_with("IGNORE")
+                         .values(version=SCHEMA_VERSION))
+            return schema_version(conn)
+
+    def _version_message(self, found: int | None) -> str:
+        where = f"the catalog in MySQL database {self.config.mysql_database!r}"
+        if found is not None and found > SCHEMA_VERSION:
+            return (f"{where} was written by a newer DeBL (schema version {found}; this DeBL "
+                    f"reads version {SCHEMA_VERSION}): use that DeBL, or point this one at "
+                    "another database (mysql_database, DEBL_MYSQL_DATABASE)")
+        return (f"{where} was written by an older DeBL (schema version {found or 0}; this DeBL "
+                f"reads version {SCHEMA_VERSION}), so its loads cannot be read: run `debl load` "
+                "anew (a new load replaces the old catalog), or drop the database, or point "
+                "DeBL at another one (mysql_database, DEBL_MYSQL_DATABASE)")

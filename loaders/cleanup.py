@@ -1,0 +1,121 @@
+"""Dropping the stores of loads nobody serves any more, and rolling back to the previous day
+(docs/LOADING.md, "Days").
+
+Which loads' stores are dropped (MySQL link table and its staging table, HBase table, HDFS
+directory, fileCopy's copies, and the load's dataset rows in the catalog):
+
+- never the current load (the one every coordinator serves);
+- never the newest load while it runs or waits to be resumed (a new day being loaded);
+- the previous load (the one the current replaced) once ``keep_previous_load`` seconds have
+  passed since the switch, for ``debl rollback``, and no live coordinator still serves it;
+- any other load (a failed load that a newer one superseded, an older day) once no live
+  coordinator serves it.
+
+"No live coordinator serves it": every coordinator whose heartbeat is fresh says it serves
+another load with no query of this one in flight. A coordinator that says nothing for three of
+its poll intervals is dead and does not count. With *wait*, cleanup waits for the coordinators
+(at most ``coordinator_ack_timeout`` s) instead of leaving the load to a later cleanup.
+
+Who cleans: ``debl load`` once its load is up and MySQL has its hot keys, the ``debl gen-hf``
+service between runs, and ``debl cleanup``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+
+from debl.catalog import Catalog, LoadRecord
+from debl.config import Config
+from debl.store.mysql import MySQLStore
+from debl.webhdfs import WebHDFS
+
+
+def droppable(loads: list[LoadRecord], current: LoadRecord | None, previous: str | None,
+              keep_previous: float, now: float) -> list[LoadRecord]:
+    """The loads whose stores may go now, by the rules above (coordinators aside)."""
+    newest = loads[0] if loads else None
+    found = []
+    for load in loads:
+        if load.dropped is not None or (current is not None and load.load_id == current.load_id):
+            continue
+        if load is newest and load.state != "up" and (
+                current is None or load.started > current.started):
+            continue  # a new day being loaded, or waiting for --resume
+        if load.load_id == previous and current is not None and (
+                now - (current.switched or now) < keep_previous):
+            continue
+        found.append(load)
+    return found
+
+
+def cleanup(config: Config, wait: bool = False,
+            report: Callable[[str], None] = lambda text: None) -> list[str]:
+    """Drop the stores of every load that may go (see the module); returns their ids. With
+    *wait*, waits for running coordinators to leave a load (at most
+    ``coordinator_ack_timeout`` s); without, a load some coordinator serves is left for later."""
+    with Catalog(config) as catalog:
+        loads = catalog.loads()
+        current = catalog.current()
+        candidates = droppable(loads, current, catalog.previous(),
+                               config.keep_previous_load, time.time())
+        if not candidates:
+            return []
+        deadline = time.monotonic() + (config.coordinator_ack_timeout if wait else 0.0)
+        dropped = []
+        for load in candidates:
+            while _served(catalog, load.load_id) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _served(catalog, load.load_id):
+                report(f"load {load.load_id}: a running coordinator still serves it; its stores "
+                       "are kept until it moves on (a later cleanup drops them)")
+                continue
+            drop_stores(config, load)
+            catalog.forget_dataset(load.load_id)
+            report(f"load {load.load_id}: stores dropped")
+            dropped.append(load.load_id)
+    return dropped
+
+
+def _served(catalog: Catalog, load_id: str) -> bool:
+    """Whether a live coordinator may still read *load_id*: it says it serves it, or it is
+    between two loads (a query of an older one in flight)."""
+    return any(serving in (load_id, None) for serving in catalog.coordinators_serving().values())
+
+
+def drop_stores(config: Config, load: LoadRecord) -> None:
+    """Drop what *load* wrote: its MySQL tables, HBase table, HDFS directory, fileCopy copies.
+    Each drop is idempotent (a store never made, or dropped before a kill, is fine)."""
+    # lazy import: the HBase client (happybase, thriftpy2) would cost every `debl` command's
+    # start-up (docs/ARCHITECTURE.md, "Lazy imports")
+    from debl.store.hbase import HBaseStore
+
+    ns = load.namespace
+    for table in (ns.link_table, f"{ns.link_table}_staging"):
+        with MySQLStore(config, table) as mysql:
+            mysql.drop_table()
+    with HBaseStore(config, ns.hbase_table) as hbase:
+        hbase.drop_table()
+    WebHDFS(config).delete(ns.hdfs_dir, recursive=True)
+    shutil.rmtree(config.state_dir / "filecopy" / config.mysql_database / load.load_id,
+                  ignore_errors=True)
+
+
+def drop_every_load(config: Config) -> None:
+    """Drop the stores of every load, the current one included, and leave no load current:
+    an experiment's clean slate (``debl bench`` before each approach). Never while coordinators
+    serve the dataset."""
+    with Catalog(config) as catalog:
+        catalog.clear_current()
+        for load in catalog.loads():
+            if load.dropped is None:
+                drop_stores(config, load)
+                catalog.forget_dataset(load.load_id)
+
+
+def rollback(config: Config) -> tuple[str, str]:
+    """Make the previous load current again (coordinators move at their next poll); returns
+    (the load that was current, the one that is now). LoadStateError when its stores are gone."""
+    with Catalog(config) as catalog:
+        return catalog.rollback()

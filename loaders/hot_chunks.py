@@ -1,0 +1,79 @@
+"""The hot files as the hot path reads them once they are in HDFS: a ``Source`` over the hot
+chunks, so that the link is crossed once (docs/LOADING.md, "Uptime without MySQL").
+
+A load copies its hot files into HDFS as chunks of their own (before its cold ones), where
+dist_ch buckets them for the raw route; MySQL's hot path then reads the same chunks back from
+HDFS instead of the remote source. ``HotChunkSource.open(name)`` streams a hot file's bytes in
+order from the segments of the chunks that hold it (a file may span chunks, a chunk may hold
+several files).
+
+Pitfall: a file whose last line has no newline reads back with the newline the copier added
+(``loaders.chunker``), one byte more than its listing: the hot path treats both the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from debl.errors import SourceError
+from debl.webhdfs import WebHDFS
+from loaders.chunker import Chunk
+from loaders.source import SourceFile
+
+_BLOCK = 1 << 20
+
+
+class HotChunkSource:
+    """The hot files of a load, read back from its hot chunks in HDFS."""
+
+    def __init__(self, hdfs: WebHDFS, chunks: list[Chunk]):
+        self.hdfs = hdfs
+        # (chunk path, offset in the chunk, length) of each file's segments, in file order
+        self._parts: dict[str, list[tuple[str, int, int]]] = {}
+        for chunk in chunks:
+            at = 0
+            for s in chunk.segments:
+                self._parts.setdefault(s.name, []).append((chunk.path, at, s.end - s.start))
+                at += s.end - s.start
+
+    def describe(self) -> str:
+        return "the load's hot chunks in HDFS"
+
+    def open(self, name: str, offset: int = 0, listed: SourceFile | None = None) -> "_Stream":
+        """The whole hot file *name* (only from its start: the hot path reads files whole)."""
+        if offset:
+            raise ValueError("the hot chunks are read from a file's start")
+        parts = self._parts.get(name)
+        if parts is None:
+            raise SourceError(f"hot file {name!r} is in none of the load's hot chunks")
+        return _Stream(self.hdfs, parts)
+
+
+class _Stream:
+    """A readable stream over a file's segments in the chunks (``read``, ``close``, ``with``)."""
+
+    def __init__(self, hdfs: WebHDFS, parts: list[tuple[str, int, int]]):
+        self._blocks: Iterator[bytes] = (block for path, at, n in parts if n
+                                         for block in hdfs.stream(path, _BLOCK, at, n))
+        self._pending = b""
+
+    def read(self, n: int = -1) -> bytes:
+        while n < 0 or len(self._pending) < n:
+            block = next(self._blocks, None)
+            if block is None:
+                break
+            self._pending += block
+        if n < 0:
+            data, self._pending = self._pending, b""
+        else:
+            data, self._pending = self._pending[:n], self._pending[n:]
+        return data
+
+    def close(self) -> None:
+        self._blocks = iter(())
+
+    def __enter__(self) -> "_Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

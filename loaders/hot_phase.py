@@ -1,0 +1,104 @@
+"""The hot phase of a load: the hot files into the load's MySQL link table
+(``loaders.mysql_bulk``), then MySQL takes the hot keys over (``Catalog.take_over_hot``), and,
+once no coordinator can still read them, the hot files' bucket files go (docs/LOADING.md,
+"Uptime without MySQL").
+
+Two ways in:
+
+- **from the hot chunks** (DeBL as it ships): the hot files were copied into HDFS and bucketed
+  by dist_ch, which counted their lines and wrote their rejects; the hot path reads the chunks
+  back from HDFS (``loaders.hot_chunks``) and drops the bad lines without recording them again;
+- **from the source** (the paper's uptime, ``wait_for_hot``, and bulkLoad-mysql): the hot path
+  streams the files from the source and records their counts and rejects itself.
+
+Pitfalls:
+
+- The take-over is one transaction with the end of the phase, the hot range and the key filter:
+  a resumed load skips the hot path once its phase has ended, and coordinators read MySQL for
+  hot keys from then on.
+- The hot bucket files are deleted only after every live coordinator has said (its heartbeat)
+  that it reads the load's hot keys from MySQL with no query reading those files; a
+  coordinator that says nothing within ``coordinator_ack_timeout`` is taken for dead.
+"""
+
+from __future__ import annotations
+
+import time
+
+from debl.catalog import Catalog
+from debl.config import Config
+from debl.faultpoints import reached
+from debl.namespace import Namespace
+from debl.webhdfs import WebHDFS
+from loaders.chunker import Chunk
+from loaders.hot_chunks import HotChunkSource
+from loaders.mysql_bulk import HotResult, load_hot
+from loaders.rejects import HOT_PART, RejectWriter
+from loaders.source import Source, SourceFile
+
+
+class _Recorded:
+    """The reject part of a hot path whose bad lines dist_ch has recorded already."""
+
+    path = "the load's reject files (written by dist_ch)"
+
+    def write(self, file: str, line_no: int, reason: str, line: bytes) -> None:
+        """Dropped: the line's reject was recorded when its hot chunk was bucketed."""
+
+
+def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: Source,
+                   hot: list[tuple[int, SourceFile]], rejects: RejectWriter, max_bad: int,
+                   chunks: list[Chunk] | None, progress) -> HotResult:
+    """Load the hot files into the load's link table and hand the hot keys to MySQL. *chunks*:
+    read them back from these hot chunks in HDFS (see the module), or from *source* when None.
+    Raises what the hot path raised; the load's hot state then says ``failed`` with it."""
+    with Catalog(config) as catalog:
+        catalog.phase_start(load_id, "hot", "all")
+        try:
+            if chunks is not None:
+                result = load_hot(config, HotChunkSource(WebHDFS(config), chunks), hot,
+                                  _Recorded(), -1, progress=progress.hot,  # type: ignore[arg-type]
+                                  table=namespace.link_table)
+            else:
+                with rejects.open_part(HOT_PART) as part:
+                    try:
+                        result = load_hot(config, source, hot, part, max_bad,
+                                          progress=progress.hot, table=namespace.link_table)
+                    finally:  # before the phase counts as done; a failed one's rejects stay
+                        part.commit()
+        except BaseException as exc:
+            catalog.update_load(load_id, hot_state="failed", error=_first_line(exc))
+            raise
+        reached(config, "hot-loaded")
+        for phase, t0, t1 in result.phases:
+            catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
+        catalog.take_over_hot(load_id, result.bytes, result.rows, result.k_lo, result.k_hi,
+                              result.per_file if chunks is None else None, result.hot_keys)
+    progress.message(f"MySQL took the hot keys over: {result.rows} rows")
+    return result
+
+
+def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progress) -> bool:
+    """Delete the load's hot bucket files once every live coordinator reads its hot keys from
+    MySQL alone (at most ``coordinator_ack_timeout`` s of waiting); False if some coordinator
+    did not say so in time (the files are kept: cleanup drops them with the load)."""
+    deadline = time.monotonic() + config.coordinator_ack_timeout
+    with Catalog(config) as catalog:
+        behind = catalog.coordinators_behind(load_id, hot_mysql=True)
+        while behind and time.monotonic() < deadline:
+            time.sleep(0.05)
+            behind = catalog.coordinators_behind(load_id, hot_mysql=True)
+        if behind:
+            progress.message(f"coordinator(s) {', '.join(behind)} did not say within "
+                             f"{config.coordinator_ack_timeout:.0f} s (coordinator_ack_timeout) "
+                             "that they read the hot keys from MySQL: the hot bucket files are "
+                             "kept until the load is cleaned up")
+            return False
+        t0 = time.time()
+        WebHDFS(config).delete(namespace.hot_dir, recursive=True)
+        catalog.record_phase(load_id, "hot_files_removed", "all", t0, time.time())
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).strip().splitlines()[0][:2000]

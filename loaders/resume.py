@@ -1,0 +1,96 @@
+"""Resuming a load (``debl load SOURCE --resume LOAD_ID``): what it may continue, and the one
+consistent state it continues from (docs/LOADING.md, "Resume").
+
+- Only the newest load can be resumed: resuming an older one, superseded by a newer load, is
+  refused naming the newer one (it once deleted the files of the load being served).
+- A load that is up with its hot keys in MySQL (or without hot files) has nothing to resume; one
+  that is up while MySQL was still taking its hot files in continues with the hot path only.
+- A source whose files changed (size or mtime) since the listing is refused: the recorded byte
+  offsets would be read in another file.
+- The chunks recorded as bucketed, in order from chunk 0, count as done; the copy restarts after
+  the last of them, and the bucket files that later chunks may have left are deleted first (a
+  chunk redone may be cut differently, and its old slice files must never be read beside the
+  new ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from debl.buckets import BucketMap
+from debl.catalog import Catalog, LoadRecord
+from debl.errors import LoadStateError
+from debl.webhdfs import WebHDFS
+from loaders.chunker import Chunk, chunk_no_of
+from loaders.rejects import unescape_name
+from loaders.source import Source, SourceFile, changed_files
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """Where a resumed load goes on from."""
+
+    load: LoadRecord
+    files: list[tuple[int, SourceFile]]  # (file_seq, file) in listing order
+    hot_seqs: set[int]
+    bucket_map: BucketMap | None  # None: killed before the sample decided it
+    done: list[Chunk]  # bucketed chunks, in order from chunk 0
+    hot_done: bool  # MySQL holds the hot rows (or there are none)
+
+
+def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
+    """The state *load_id* continues from, after the checks above (LoadStateError if it may
+    not be resumed). Marks it ``running`` again if it had failed before its uptime."""
+    load = catalog.load(load_id)
+    if load is None:
+        raise LoadStateError(f"no load {load_id!r}; `debl status` lists the loads")
+    newest = catalog.load()
+    if newest.load_id != load_id:
+        raise LoadStateError(f"load {load_id} cannot be resumed: load {newest.load_id} started "
+                             "after it (only the newest load can be resumed; the current day "
+                             "keeps serving whatever happens to a newer one)")
+    if load.dropped is not None:
+        raise LoadStateError(f"load {load_id} cannot be resumed: its stores were dropped")
+    hot_done = load.hot_state in ("mysql", "none")
+    if load.state == "up" and hot_done:
+        raise LoadStateError(f"load {load_id} is already up; nothing to resume")
+    _check_unchanged(catalog, source, load_id)
+    recorded = catalog.files(load_id)
+    files = [(f.file_seq, SourceFile(unescape_name(f.name), f.size, f.mtime)) for f in recorded]
+    done = []
+    for c in catalog.chunks(load_id):
+        if c.state != "bucketed" or c.chunk_no != len(done):
+            break
+        done.append(Chunk.of(c))
+    if load.state != "up":
+        catalog.update_load(load_id, state="running", error=None)
+    return ResumeState(load, files, {f.file_seq for f in recorded if f.hot}, load.bucket_map,
+                       done, hot_done)
+
+
+def _check_unchanged(catalog: Catalog, source: Source, load_id: str) -> None:
+    """Refuse to resume from a source whose files changed since the load listed them: the
+    recorded byte offsets would be read in another file (a fragment can parse as a valid line
+    with another id1)."""
+    recorded = [SourceFile(unescape_name(f.name), f.size, f.mtime)
+                for f in catalog.files(load_id)]
+    changed = changed_files(source, recorded)
+    if changed:
+        shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more"
+                                          if len(changed) > 5 else "")
+        raise LoadStateError(f"load {load_id} cannot be resumed: its source changed since it "
+                             f"was listed ({shown}); start a new load (`debl load SOURCE`)")
+
+
+def drop_stale_bucket_files(hdfs: WebHDFS, bucket_dir: str, first: int) -> None:
+    """Delete the bucket files of chunks numbered *first* and up (not recorded as bucketed:
+    they are redone, maybe cut differently) that a killed dist_ch may have left."""
+    if hdfs.status(bucket_dir) is None:
+        return
+    for directory in hdfs.list(bucket_dir):
+        if not directory.is_dir:
+            continue
+        for status in hdfs.list(directory.path):
+            chunk_no = chunk_no_of(status.path.rsplit("/", 1)[1])
+            if chunk_no is not None and chunk_no >= first:
+                hdfs.delete(status.path)
