@@ -45,6 +45,8 @@ class HotChunkSource:
             raise ValueError("the hot chunks are read from a file's start")
         parts = self._parts.get(name)
         if parts is None:
+            if listed is not None and listed.size == 0:
+                return _Stream(self.hdfs, [])  # an empty file has no segment in any chunk
             raise SourceError(f"hot file {name!r} is in none of the load's hot chunks")
         return _Stream(self.hdfs, parts)
 

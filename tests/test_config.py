@@ -50,7 +50,7 @@ def test_toml_tables_and_env_override(tmp_path):
     ('[mysql]\nuser = "%s"\n' % ("u" * 81), "not a plain MySQL user name"),
     # Names DeBL derives from these must fit MySQL's 64 characters (a lock, a staging table).
     ('[mysql]\ndatabase = "%s"\n' % ("d" * 53), "longer than 52 characters"),
-    ('link_table = "%s"\n' % ("t" * 57), "longer than 56 characters"),
+    ('link_table = "%s"\n' % ("t" * 35), "longer than 34 characters"),
     ("query_timeout = 0\n", "query_timeout must be positive"),
     ("[source]\nretries = -1\n", "source_retries must be 0 or more"),
 ])

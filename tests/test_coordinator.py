@@ -1,9 +1,7 @@
 """The coordinator on the real stack: routing, buffering and release, deadlines, partial answers,
 demand publication, many threads, restart, and random queries against the in-memory reference.
 
-One module-scoped load owns the catalog's dataset tables while this module runs (catalog table
-names are fixed); the link data goes to tables of its own (``coordtest_links`` in MySQL and
-HBase), dropped at the end. The data set is a generated one (updates, hidden rows, bad lines)
+One module-scoped load in a database of its own (``debl_coordtest``), dropped at the end. The data set is a generated one (updates, hidden rows, bad lines)
 plus two crafted files: a cold one and a hot one whose rows conflict on purpose at one id1 (every
 case of the merge rule across stores), and hot-only ids whose bucket has no cold row at all.
 
@@ -32,9 +30,9 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
-from coordinator.state import read_dataset, read_load
+from coordinator.state import Dataset
 from debl.buckets import BucketMap
-from debl.catalog import Catalog
+from debl.catalog import Catalog, LoadRecord
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
 from debl.config import Config
@@ -42,14 +40,14 @@ from debl.errors import QueryTimeout
 from debl.model import MAX_TIME, Link, Origin, ParseError, parse_line
 from debl.store.hbase import HBaseStore
 from debl.store.memory import MemoryStore
-from debl.store.mysql import MySQLStore
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
+from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadProgress, run_load
 
 pytestmark = pytest.mark.stack
 
-TABLE = "coordtest_links"
+DATABASE = "debl_coordtest"
 POLL = 0.2
 WIDTH = 500
 MAP = BucketMap.fixed(WIDTH)
@@ -131,19 +129,20 @@ class World:
     hot_reference: MemoryStore  # the hot lines only: what MySQL alone answers
     cold_rows: dict[int, list[tuple[Link, Origin]]]
     keys: list[tuple[int, int]]
+    load: LoadRecord
     early: dict = field(default_factory=dict)
     loaded_at: float = 0.0
 
     def land(self, *buckets: int) -> float:
-        """Load buckets the way gen_HF ends a run: cold rows into HBase, then the job state.
-        Returns the monotonic time just before the state was set: no query can be released
-        earlier."""
-        with HBaseStore(self.config) as hbase:
+        """Load buckets the way gen_HF ends a run: cold rows into the load's HBase table, then
+        the job state. Returns the monotonic time just before the state was set: no query can
+        be released earlier."""
+        with HBaseStore(self.config, self.load.namespace.hbase_table) as hbase:
             for b in buckets:
                 hbase.write_links(self.cold_rows[b])
         with Catalog(self.config) as catalog:
             before = time.monotonic()
-            catalog.set_job_state(buckets, "loaded", run_id="test")
+            catalog.set_job_state(self.load.load_id, buckets, "loaded", run_id="test")
         return before
 
     def ids_in(self, b: int) -> list[tuple[int, int]]:
@@ -173,8 +172,9 @@ class _StartCoordinatorEarly(LoadProgress):
 @pytest.fixture(scope="module")
 def world(stack_config, tmp_path_factory):
     # The paper's coordinator: buffering only (the raw route: tests/test_raw.py).
-    config = stack_config.replace(link_table=TABLE, hbase_table=TABLE, poll_interval=POLL,
-                                  raw_after=None)
+    config = stack_config.replace(mysql_database=DATABASE, poll_interval=POLL, raw_after=None)
+    Catalog(config, replace_older=True).close()
+    drop_every_load(config)  # no load current: the early coordinator waits for uptime
     directory = tmp_path_factory.mktemp("coordinator") / "links"
     generate(directory, SPEC)
     _craft(directory)
@@ -186,7 +186,9 @@ def world(stack_config, tmp_path_factory):
                        progress=_StartCoordinatorEarly(config, early))
     loaded_at = time.monotonic()
     early["thread"].join(30)
-    with HBaseStore(config) as hbase:  # a load drops it; gen_HF would create it pre-split
+    with Catalog(config) as catalog:
+        load = catalog.load(summary.load_id)
+    with HBaseStore(config, load.namespace.hbase_table) as hbase:  # gen_HF makes it pre-split
         hbase.reset()
 
     files = _files(config, summary.load_id)
@@ -202,15 +204,12 @@ def world(stack_config, tmp_path_factory):
     assert sorted(cold_rows) == [0, 1, 2, 3]
 
     w = World(config, early["coordinator"], reference, hot_reference, dict(cold_rows),
-              sorted(reference.keys()), early, loaded_at)
+              sorted(reference.keys()), load, early, loaded_at)
     try:
         yield w
     finally:
         w.coordinator.close()
-        with HBaseStore(config) as hbase:
-            hbase.drop_table()
-        with MySQLStore(config) as mysql:
-            mysql.drop_table()
+        drop_every_load(config)
 
 
 def _expected(w: World, id1: int, lt: int = LT, *args) -> list[Link]:
@@ -219,7 +218,7 @@ def _expected(w: World, id1: int, lt: int = LT, *args) -> list[Link]:
 
 def _my_demand(w: World, coordinator: Coordinator) -> dict[int, int]:
     with Catalog(w.config) as catalog:
-        return {row.b_index: row.waiting for row in catalog.published_demand()
+        return {row.b_index: row.waiting for row in catalog.published_demand(w.load.load_id)
                 if row.coordinator == coordinator.coordinator_id}
 
 
@@ -271,8 +270,8 @@ def test_ids_without_a_cold_bucket_are_answered_at_once_by_mysql(world):
 
 def test_mysql_is_asked_only_for_keys_the_hot_key_filter_may_hold(world):
     with Catalog(world.config) as catalog:
-        load = read_load(catalog)
-        dataset = read_dataset(catalog, load)
+        dataset = Dataset.of(catalog.serving_state())
+        load = dataset.load
     assert dataset.hot_keys is not None
     hot = set(world.hot_reference.keys())
     # Hidden rows included: a hidden hot row must still hide its cold twin.
@@ -307,7 +306,7 @@ def test_a_pending_bucket_blocks_publishes_demand_and_is_released_when_loaded(wo
     assert all(t.is_alive() for t in threads)  # still buffered
     assert _eventually(lambda: _my_demand(world, c) == {1: len(ids)}, 3 * POLL + 1)
     with Catalog(world.config) as catalog:
-        assert catalog.demand().get(1, 0) >= len(ids)
+        assert catalog.demand(world.load.load_id).get(1, 0) >= len(ids)
 
     landed = world.land(1)
     for t in threads:
@@ -396,7 +395,8 @@ def test_the_crafted_conflicts_follow_the_merge_rule_across_stores(world):
 
     result = CliRunner().invoke(links_command, [str(CONFLICT_ID), str(LT), "--limit", "3"],
                                 obj=world.config, catch_exceptions=False)
-    assert "MySQL and HBase merged (bucket 2); answered at once" in result.output
+    assert (f"HBase (bucket 2) merged with the hot rows from MySQL; load {world.load.load_id}; "
+            "answered at once") in result.output
     assert len(result.output.splitlines()) == 2 + 3
 
 

@@ -120,23 +120,26 @@ class _Catalog:
         self.index = {b.b_index: b for b in buckets}
         self.calls = []
 
-    def load(self):
+    def current(self):
         return LoadRecord("L1", "debl", "src", "up", None, 1, {}, 0.0, 1.0, None, None, None,
-                          0, None, None)
+                          0, None, None, "links_L1", "links_L1", "/debl/loads/L1")
 
-    def buckets(self):
+    def previous(self):
+        return None
+
+    def buckets(self, load_id):
         return list(self.index.values())
 
-    def demand(self):
+    def demand(self, load_id):
         return {}
 
-    def set_job_state(self, buckets, state, run_id=None, error=None, **where):
+    def set_job_state(self, load_id, buckets, state, run_id=None, error=None, **where):
         self.calls.append((list(buckets), state, error))
         for b in buckets:
             self.index[b] = replace(self.index[b], state=state)
         return list(buckets)
 
-    def finish_run(self, run_id, loaded):
+    def finish_run(self, load_id, run_id, loaded):
         for b in loaded:
             self.index[b] = replace(self.index[b], state="loaded")
         return list(loaded)
@@ -151,6 +154,7 @@ class _Runs(GenHF):
         self.reports: list[str] = []
         self.report = self.reports.append
         self.converted: list[int] = []
+        self._carried, self._cleaned = None, float("inf")  # no cleanup between scripted runs
 
     def _keep_lock(self):
         pass
@@ -158,7 +162,7 @@ class _Runs(GenHF):
     def ensure_table(self, load, buckets):
         pass
 
-    def _convert(self, load_id, run_id, chosen):
+    def _convert(self, load, run_id, chosen):
         self.converted += [b.b_index for b in chosen]
         return 0, 0, {b.b_index: (b.rows, 0) for b in chosen}, {}
 

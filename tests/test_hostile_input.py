@@ -115,12 +115,18 @@ def hostile(stack_config, spark, tmp_path_factory):
         {n for n, hot in names.items() if not hot}
 
 
+def _current(config):
+    with Catalog(config) as catalog:
+        return catalog.current()
+
+
 def _mysql_rows(config) -> set[Link]:
+    """The rows of the current load's MySQL table."""
     conn = connect(config)
     try:
         with conn.cursor() as cur:
             cur.execute(f"SELECT id1, link_type, id2, visibility, data, time, version "
-                        f"FROM `{config.link_table}`")
+                        f"FROM `{_current(config).namespace.link_table}`")
             return {Link(*(bytes(v) if isinstance(v, (bytes, bytearray)) else int(v)
                            for v in row)) for row in cur.fetchall()}
     finally:
@@ -159,8 +165,12 @@ def test_crlf_files_load_exactly_as_their_lf_twins(hostile):
     assert _mysql_rows(config) == all_rows(reference_store(twin, hot, "hot", LIMIT))
     with Catalog(config) as catalog:
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
-                   for b in catalog.buckets()}
+                   for b in catalog.buckets(summary.load_id)}
+        hot_buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
+                       for b in catalog.buckets(summary.load_id, hot=True)}
     assert buckets == expected_buckets(twin, cold, BucketMap.fixed(WIDTH), LIMIT)
+    # The hot files were bucketed too (read raw until MySQL took them over), as their twins.
+    assert hot_buckets == expected_buckets(twin, hot, BucketMap.fixed(WIDTH), LIMIT)
     assert summary.hot_rows == len(all_rows(reference_store(twin, hot, "hot", LIMIT)))
 
 
@@ -172,7 +182,7 @@ def test_odd_bytes_round_trip_and_answers_equal_the_reference_after_gen_hf(hosti
     twin = root / "twin"
     with GenHF(config) as gen_hf:
         gen_hf.serve(until_complete=True)
-    with HBaseStore(config) as hbase:
+    with HBaseStore(config, _current(config).namespace.hbase_table) as hbase:
         in_hbase = set(hbase.scan_id1_range(0, U63))
     assert in_hbase == all_rows(reference_store(twin, hot, "cold", LIMIT))
     in_mysql = _mysql_rows(config)
@@ -195,9 +205,11 @@ def test_verify_accounts_for_every_line_of_every_file(hostile):
     assert len([c for c in report.checks if c.what.startswith("file ")]) == 8
 
 
-def test_a_load_without_hot_files_empties_the_link_table_of_the_previous_one(hostile):
+def test_a_load_without_hot_files_never_answers_the_previous_ones_hot_rows(hostile):
     """Defect: after a load with hot files, a --no-hot load left the old rows in MySQL, and
-    verify reported `MySQL link table rows = hot rows recorded: expected 0, found N`."""
+    verify reported `MySQL link table rows = hot rows recorded: expected 0, found N`. Each load
+    has its own tables now: the --no-hot load has none in MySQL, and no answer of it holds a
+    row of the previous load's."""
     config, root, _, _, _ = hostile
     assert _mysql_rows(config)  # the hot rows of the first load
     # The LF twins without the largest id, which a cold load cannot take yet (below).
@@ -207,9 +219,15 @@ def test_a_load_without_hot_files_empties_the_link_table_of_the_previous_one(hos
                            LoadOptions(chunk_size=256 * 1024, bucket_width=WIDTH,
                                        approach="debl-cold"))
     assert summary.hot_files == 0 and summary.hot_rows == 0
-    assert _mysql_rows(config) == set()
+    current = _current(config)
+    assert current.load_id == summary.load_id and current.hot_state == "none"
     report = verify_load(config)
     assert report.ok, report.failures
+    reference = reference_store(root / "nohot", set(), "all", LIMIT)
+    with Coordinator(config) as coordinator:
+        assert coordinator.get_link_list(U63, LT) == []  # a hot row of the previous load only
+        for key in sorted(reference.keys())[::5]:
+            assert coordinator.get_link_list(*key) == reference.get_link_list(*key), key
 
 
 def test_max_bad_exceeded_is_a_clear_error_and_leaves_nothing_visible(hostile):
@@ -225,10 +243,14 @@ def test_max_bad_exceeded_is_a_clear_error_and_leaves_nothing_visible(hostile):
     with Catalog(config) as catalog:
         load = catalog.load()
         assert load.state == "failed" and "bad lines" in load.error
-    with Coordinator(config) as coordinator, pytest.raises(DeblError, match="failed"):
-        coordinator.query(7, LT, timeout=5)
+        current = catalog.current()
+    assert current.load_id != load.load_id  # the day before serves on
+    with Coordinator(config) as coordinator:
+        assert coordinator.query(7, LT, timeout=30).load_id == current.load_id
     with GenHF(config) as gen_hf:
-        assert gen_hf.run_once() is None  # nothing of a failed load is converted
+        gen_hf.run_once()
+    with Catalog(config) as catalog:  # nothing of a failed load is converted
+        assert {j.state for j in catalog.jobs(load.load_id)} <= {"pending"}
 
 
 def test_the_largest_id_loads_cold_too(hostile, tmp_path):

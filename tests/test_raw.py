@@ -94,7 +94,8 @@ def raw(stack_config, spark, tmp_path_factory):
     assert summary.chunks >= 3 and summary.buckets >= 4 and summary.hot_rows
     with Catalog(config) as catalog:
         files = [(f.file_seq, f.name, f.hot) for f in catalog.files(summary.load_id)]
-        prefixes = {b.b_index: catalog.bucket_paths(b.b_index) for b in catalog.buckets()}
+        prefixes = {b.b_index: catalog.bucket_paths(b.b_index, summary.load_id)
+                    for b in catalog.buckets(summary.load_id)}
     assert {name for _, name, hot in files if name.startswith("heavy-") and not hot} == \
         {"heavy-0.tsv", "heavy-1.tsv", "heavy-2.tsv"}
     fs = WebHDFS(config)
@@ -178,7 +179,7 @@ def test_links_and_status_commands_show_the_raw_route(raw):
     assert out.output.count("\n") == 2 + 3
     # Every coordinator so far published its counts (at the latest when it closed).
     with Catalog(config) as catalog:
-        answered, coordinators = catalog.answers()
+        answered, coordinators = catalog.answers(catalog.current().load_id)
     assert answered["raw"] > SAMPLE // 2 and coordinators >= 3
     out = CliRunner().invoke(status_command, ["--json"], obj=config)
     assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]

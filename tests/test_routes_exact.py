@@ -7,15 +7,21 @@ max_time, offset and limit) are asked through the coordinator on each route in t
 answer compared with the in-memory reference built from the raw files
 (``tests.dataset.reference_store``):
 
-1. before any conversion: MySQL alone (ids with no cold row) and the raw route (the bucket's
+1. at uptime, before MySQL has taken the hot files in: every row from the raw files, the hot
+   ones from the hot files' buckets; then, with queries running all along, MySQL takes the hot
+   keys over (docs/LOADING.md, "Uptime without MySQL");
+2. before any conversion: MySQL alone (ids with no cold row) and the raw route (the bucket's
    files in HDFS, merged with MySQL's rows);
-2. the paper's buffering: queries wait on their buckets and are released as gen_HF loads them;
-3. after full conversion: MySQL and HBase merged.
+3. the paper's buffering: queries wait on their buckets and are released as gen_HF loads them;
+4. after full conversion: MySQL and HBase merged.
+
+MySQL's hot path is held (its ``load_hot`` waits for the test) so that the first phase lasts.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -24,8 +30,12 @@ from hypothesis import strategies as st
 
 from coordinator import Coordinator
 from debl.catalog import Catalog
+from debl.webhdfs import WebHDFS
+from loaders import hot_phase
+from loaders.cleanup import drop_every_load
 from loaders.gen_hf import GenHF
-from loaders.load import LoadOptions, run_load
+from loaders.load import LoadOptions, LoadRun
+from loaders.mysql_bulk import load_hot
 from tests.awkward import BIG, HEAVY_ID1, HEAVY_TYPE, write_awkward_input
 from tests.dataset import reference_store
 
@@ -38,18 +48,44 @@ TIMES = st.sampled_from([0, 1, 2, 3, 1_700_000_000_000, 1_700_000_000_003, BIG -
 
 
 @pytest.fixture(scope="module")
-def awkward(stack_config, tmp_path_factory):
-    """The awkward input loaded (two hot files, four cold ones, 64 KiB chunks, small buckets
-    with the heavy id alone in its own), with its reference; nothing converted yet."""
+def loading(stack_config, tmp_path_factory):
+    """The awkward input loading (two hot files, four cold ones, 64 KiB chunks, small buckets
+    with the heavy id alone in its own), up, with MySQL's hot path held: (config, data,
+    reference, the load, the event that lets the hot path go)."""
     data = write_awkward_input(tmp_path_factory.mktemp("awkward"))
     config = stack_config.replace(bucket_target_bytes=32 << 10,
-                                  bucket_target_covers_heaviest=False)
+                                  bucket_target_covers_heaviest=False, mysql_database="debl_routes")
+    Catalog(config, replace_older=True).close()
+    drop_every_load(config)
     hot_bytes = sum((data.directory / n).stat().st_size for n in data.hot_names)
-    summary = run_load(config, str(data.directory),
-                       LoadOptions(hot_bytes=hot_bytes, chunk_size=64 << 10))
-    assert summary.hot_files == 2 and summary.chunks >= 3 and summary.buckets >= 4
+    go = threading.Event()
+
+    def held(*args, **kwargs):
+        assert go.wait(600), "the test never let the hot path go"
+        return load_hot(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hot_phase, "load_hot", held)
+        run = LoadRun(config, str(data.directory),
+                      LoadOptions(hot_bytes=hot_bytes, chunk_size=64 << 10))
+        try:
+            summary = run.wait_up()
+            yield config, data, reference_store(data.directory, data.hot_names), run, go
+        finally:
+            go.set()
+            run.close()
+    assert summary.hot_files == 2 and summary.chunks >= 3
+
+
+@pytest.fixture(scope="module")
+def awkward(loading):
+    """The awkward input loaded, MySQL holding its hot keys; nothing converted yet."""
+    config, data, reference, run, go = loading
+    go.set()
+    summary = run.finish()
+    assert summary.buckets >= 4 and summary.taken_over_s is not None
     assert summary.rejects == 0  # every line is valid, however it is written
-    return config, data, reference_store(data.directory, data.hot_names)
+    return config, data, reference
 
 
 def _check(c: Coordinator, reference, key, min_time=0, max_time=BIG, offset=0,
@@ -66,10 +102,64 @@ def _windows():
                      st.sampled_from([0, 1, 3, 10, 10000]))
 
 
+def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mysql(loading):
+    """Uptime before MySQL has the hot rows: hot keys answered from the hot files' buckets by
+    the merge rule (ties with cold rows included); then queries run without pause across the
+    moment MySQL takes the hot keys over, every answer equal to the reference."""
+    config, data, reference, run, go = loading
+    with Catalog(config) as catalog:
+        load = catalog.current()
+        assert load.load_id == run.summary.load_id and load.hot_state == "loading"
+        assert catalog.buckets(load.load_id, hot=True)  # the hot files' buckets, read raw
+    with Coordinator(config.replace(raw_after=0.0, poll_interval=0.1)) as c:
+        sides = Counter()
+        for key in data.keys:
+            answer = c.query(*key, timeout=300)
+            assert answer.links == reference.get_link_list(*key), (key, answer.route)
+            sides[answer.hot.value] += 1
+        assert sides["raw"] > 0 and sides["mysql"] == 0, sides  # MySQL is not read yet
+
+        @QUERIES
+        @given(st.sampled_from(data.keys + [(HEAVY_ID1, HEAVY_TYPE)] * 20), _windows())
+        def windows(key, window):
+            _check(c, reference, key, *window)
+
+        windows()
+        # MySQL takes over while a client asks without pause.
+        wrong, seen = [], Counter()
+        stop = threading.Event()
+
+        def ask():
+            i = 0
+            while not stop.is_set():
+                key = data.keys[i % len(data.keys)]
+                i += 1
+                answer = c.query(*key, timeout=300)
+                seen[answer.hot.value] += 1
+                if answer.links != reference.get_link_list(*key):
+                    wrong.append((key, answer.route, answer.hot))
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        try:
+            go.set()
+            summary = run.finish()
+            time.sleep(0.5)  # a few polls after the take-over
+        finally:
+            stop.set()
+            asker.join(120)
+        assert wrong == []
+        assert seen["raw"] > 0 and seen["mysql"] > 0, seen  # both sides were answered from
+    assert summary.taken_over_s is not None
+    with Catalog(config) as catalog:
+        assert catalog.load(summary.load_id).hot_in_mysql
+    assert WebHDFS(config).status(load.namespace.hot_dir) is None  # removed after the readers
+
+
 def test_before_any_conversion_mysql_alone_and_the_raw_route_are_exact(awkward):
     config, data, reference = awkward
     with Catalog(config) as catalog:
-        assert {b.state for b in catalog.buckets()} == {"pending"}
+        assert {b.state for b in catalog.buckets(catalog.current().load_id)} == {"pending"}
     with Coordinator(config.replace(raw_after=0.0)) as c:
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "raw"}, routes
@@ -114,7 +204,7 @@ def test_buffered_queries_are_released_with_the_exact_answer(awkward):
 def test_after_full_conversion_every_answer_is_exact(awkward):
     config, data, reference = awkward
     with Catalog(config) as catalog:
-        assert {b.state for b in catalog.buckets()} == {"loaded"}
+        assert {b.state for b in catalog.buckets(catalog.current().load_id)} == {"loaded"}
     with Coordinator(config) as c:
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "merged"}, routes

@@ -265,6 +265,12 @@ class MySQLStore(LinkStore):
         """Create the link table if it does not exist (an existing table is left as it is)."""
         self._execute(link_table_ddl(self.table, self.config.mysql_engine, with_secondary_index))
 
+    def table_exists(self) -> bool:
+        rows = self._execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+            (self.config.mysql_database, self.table))
+        return bool(rows)
+
     def has_secondary_index(self) -> bool:
         rows = self._execute(
             "SELECT 1 FROM information_schema.statistics WHERE table_schema = %s "
