@@ -95,6 +95,9 @@ class Config:
     hbase_regionserver_port: int = 16020
     hbase_table: str = "linktable"
     hbase_heap: str = "1g"
+    # HBase's root directory in HDFS (hbase.rootdir): the local stack's, and where the bench
+    # measures what the HBase tables hold on disk.
+    hbase_root_dir: str = "/hbase"
 
     # Spark. The master of DeBL's applications when spark_workers is 0: local[N] runs the tasks
     # in the driver's JVM; spark://, yarn and k8s:// run them on a cluster (docs/RUNTIME.md,
@@ -145,6 +148,10 @@ class Config:
     dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
+    # At a new day's uptime gen_HF first converts the buckets whose key ranges the previous
+    # day's queries asked most (docs/ONLINE.md, "Demand carried over"); False: today's demand
+    # alone, then bucket order.
+    carry_demand: bool = True
     max_bad: int = -1  # -1: no limit
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first

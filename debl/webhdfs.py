@@ -198,6 +198,16 @@ class WebHDFS:
             raise ServiceError(_remote_error("GETFILESTATUS", path, resp.status, data))
         return _status(path, json.loads(data)["FileStatus"])
 
+    def size(self, path: str) -> int:
+        """The bytes of every file under *path* (0 when it does not exist): one replica's."""
+        resp = self._request("GET", self._url(path, "GETCONTENTSUMMARY"))
+        data = self._body(resp)
+        if resp.status == 404:
+            return 0
+        if resp.status >= 400:
+            raise ServiceError(_remote_error("GETCONTENTSUMMARY", path, resp.status, data))
+        return int(json.loads(data)["ContentSummary"]["length"])
+
     def list(self, path: str) -> list[FileStatus]:
         statuses = self._json("GET", path, "LISTSTATUS")["FileStatuses"]["FileStatus"]
         return [_status(f"{path.rstrip('/')}/{s['pathSuffix']}", s) for s in statuses]

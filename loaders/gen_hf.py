@@ -188,6 +188,8 @@ class GenHF:
     def carried(self, load: LoadRecord, buckets: list[Bucket]) -> dict[int, float]:
         """The previous day's demand mapped onto *load*'s buckets (``carried_demand``), read
         once per load: what its first runs convert before today's queries show their own."""
+        if not self.config.carry_demand:
+            return {}
         if self._carried is None or self._carried[0] != load.load_id:
             previous = self.catalog.previous()
             carried = (carried_demand(self.catalog.buckets(previous),
@@ -227,10 +229,12 @@ class GenHF:
         except BaseException as exc:
             self.catalog.set_job_state(load.load_id, ids, "failed", run_id,
                                        error=str(exc)[:2000], of_run=run_id)
-            now = self.catalog.load(load.load_id)
-            if isinstance(exc, Exception) and (now is None or now.dropped is not None):
-                self.report(f"run {run_id} ended: the stores of load {load.load_id} were "
-                            f"dropped while it ran ({exc})")
+            current = self.catalog.current()
+            if isinstance(exc, Exception) and (current is None
+                                               or current.load_id != load.load_id):
+                # Its day is over: cleanup may drop its stores under the run, as it should.
+                self.report(f"run {run_id} ended: load {load.load_id} is not the current load "
+                            f"any more ({exc})")
                 return None
             raise
         loaded = {}

@@ -216,7 +216,7 @@ def test_a_run_of_yesterday_never_writes_into_today(days, spark, monkeypatch):
             assert catalog.load(yesterday.load_id).dropped is not None
         go.set()
         run.join(300)
-    assert result["run"] is None  # the run ended: its load's stores were dropped
+    assert result["run"] is None  # the run ended: its load is not current, its stores dropped
     assert _store_exists(config, yesterday)["hbase"] is False  # never re-created
     with Catalog(config) as catalog:
         assert {j.state for j in catalog.jobs(today.load_id)} == {"pending"}

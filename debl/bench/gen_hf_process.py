@@ -45,8 +45,10 @@ class GenHFProcess:
     another gen_HF held the lock. ``wait`` returns its record; ``stop`` ends it (SIGINT, then
     SIGKILL of its process group: the JVM included)."""
 
-    def __init__(self, config: Config, order: str, log: Path, report=lambda text: None):
+    def __init__(self, config: Config, order: str, log: Path, report=lambda text: None,
+                 until_complete: bool = True):
         self.config, self.order, self.log, self.report = config, order, log, report
+        self.until_complete = until_complete  # False: a service that follows day after day
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self.started = 0.0
@@ -58,8 +60,10 @@ class GenHFProcess:
     def _spawn(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "debl", "gen-hf", "--until-complete", "--order",
-                 self.order, "--exit-with-parent"], env=config_env(self.config), stdout=out,
+                [sys.executable, "-m", "debl", "gen-hf", *(["--until-complete"]
+                                                           if self.until_complete else []),
+                 "--order", self.order, "--exit-with-parent"], env=config_env(self.config),
+                stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def start(self) -> None:

@@ -11,6 +11,7 @@ import click
 
 from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, ApproachRun, BenchProgress,
                         BenchSpec, bench_root, find_bench, max_id_for_size, run_bench)
+from debl.bench.days import DaysSpec, render as render_days, run_days
 from debl.commands.common import config_of, friendly_errors, parse_size
 from debl.config import Config
 from debl.report import service_from_uptime, write_report
@@ -136,14 +137,25 @@ class Display(BenchProgress):
               help="When DeBL's gen_HF service (its own Spark JVM) starts: with the load, as an "
                    "always-running service is, or at uptime (its JVM start then falls on the "
                    "first queries).")
+@click.option("--days-in-a-row", "days_in_a_row", type=click.IntRange(min=2),
+              help="Instead of the approaches: load N days of the same graph (day k: input "
+                   "seed + k - 1) one after another, DeBL as it ships, while --threads clients "
+                   "ask without pause; report the longest stretch with no answer, which day "
+                   "answered when, wrong-day answers and the disk (docs/BENCHMARKS.md).")
+@click.option("--settle", type=float, default=30.0, show_default=True,
+              help="With --days-in-a-row: seconds the clients ask before each next day's load.")
+@click.option("--after", type=float, default=60.0, show_default=True,
+              help="With --days-in-a-row: seconds they ask after the last day's load ended.")
+@click.option("--no-carry-demand", is_flag=True,
+              help="With --days-in-a-row: the new day's gen_HF ignores the previous day's demand.")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 @friendly_errors
 def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_degree, data_dir,
           source_rate, recency_share, threads, requests, duration, request_rate, seed,
-          chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start, no_report,
-          as_json):
+          chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start,
+          days_in_a_row, settle, after, no_carry_demand, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime the same LinkBench queries run against it.
 
@@ -161,6 +173,13 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
     if data_dir is None:
         data_dir = bench_root(config) / "inputs" / f"{max_id}-{files}-{days}-{input_seed}" \
             f"-{layout}{'' if max_degree is None else f'-d{max_degree}'}"
+    if days_in_a_row:
+        _days(config, DaysSpec(gen, data_dir.absolute(), days_in_a_row, threads, source_rate,
+                               seed, recency_share, hot_share,
+                               parse_size(chunk_size) if chunk_size else None, settle, after,
+                               carry_demand=not no_carry_demand, query_timeout=query_timeout),
+              as_json)
+        return
     spec = BenchSpec(gen, data_dir.absolute(),
                      tuple(a.strip() for a in approaches.split(",") if a.strip()),
                      source_rate=source_rate, threads=threads, requests=requests,
@@ -196,6 +215,21 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
         click.echo(f"report: {report.markdown}\n        {report.html}\n        {report.plot}")
     else:
         click.echo(f"results: {result.directory}")
+
+
+def _days(config, spec: DaysSpec, as_json: bool) -> None:
+    click.echo(f"days in a row in namespace {config.mysql_database} / {config.hbase_table} / "
+               f"{config.hdfs_root}: {spec.days} days, {spec.threads} client threads", err=True)
+    display = Display()
+    try:
+        result = run_days(config, spec, progress=display)
+    finally:
+        display.clear()
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+        return
+    click.echo(render_days(result))
+    click.echo(f"results: {result['directory']}")
 
 
 @click.command("report")

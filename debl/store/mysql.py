@@ -271,6 +271,14 @@ class MySQLStore(LinkStore):
             (self.config.mysql_database, self.table))
         return bool(rows)
 
+    def size_bytes(self) -> int:
+        """What the table holds on disk, data and indexes (0 when it does not exist), as the
+        server reports it."""
+        rows = self._execute(
+            "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
+            "WHERE table_schema = %s AND table_name = %s", (self.config.mysql_database, self.table))
+        return int(rows[0][0])
+
     def has_secondary_index(self) -> bool:
         rows = self._execute(
             "SELECT 1 FROM information_schema.statistics WHERE table_schema = %s "
