@@ -9,10 +9,13 @@ Written next to the bench's results (``<state_dir>/bench/<bench_id>/``):
   Figure 7.6 in numbers: requests served in the first 30 s after uptime, throughput once
   everything is loaded, the longest stall, the last query); the ratios of docs/DESIGN.md section 11
   beside the paper's;
+- the share of requests answered by each second since the load started, per approach, when
+  MySQL took DeBL's hot keys over, and whether debl-raw was at or above every other approach at
+  every second (``debl.bench.service``);
 - ``throughput.png``: requests completed per second against the time since the load started,
-  one line per approach, each approach's uptime marked by a dashed line of its colour (and full
-  availability, for DeBL, by a dotted one); below it the share of the query phase's requests
-  served so far (where it reaches 1: all served).
+  one line per approach, each approach's uptime marked by a dashed line of its colour (full
+  availability, for DeBL, by a dotted one, MySQL's take-over by a dash-dot one); below it the
+  share of the query phase's requests served so far (where it reaches 1: all served).
 
 Every figure comes from the bench's files alone, so a report can be rebuilt any time.
 
@@ -20,10 +23,9 @@ Pitfalls:
 
 - Phase columns are wall spans (first start to last end, in seconds): pipelined phases overlap,
   so a row's phases do not add up to its uptime.
-- Service figures come from the per-second timeline: a second's completions count as spread
-  evenly over it (the last second ends at the last query), so window edges are exact only to
-  that. "Served in the first 30 s" compares approaches only while each query phase lasts 30 s:
-  a phase that ends sooner has served all its requests.
+- Service figures come from the per-second timeline (``debl.bench.service``). "Served in the
+  first 30 s" compares approaches only while each query phase lasts 30 s: a phase that ends
+  sooner has served all its requests.
 - Ratios need their reference approach in the same bench (fileCopy, bulkLoad-mysql, debl-fifo);
   without it the ratio is shown as "-". On one machine only ratios measured in one run compare
   with the paper's (docs/DESIGN.md section 11).
@@ -36,14 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from debl.bench import ApproachRun, read_bench
+from debl.bench.service import (SERVICE_WINDOW_S, STALL_SHARE, answered_share, least_margin,
+                                service_from_uptime)
 from loaders.baselines import APPROACHES
 
 PAPER_FILECOPY_S = 893.0
 PAPER_BULK_MYSQL_S = 2565.0
-SERVICE_WINDOW_S = 30.0  # "served in the first 30 s after uptime" (issue 11, docs/BENCHMARKS.md)
-# A second with fewer completions than this share of the approach's best second is a stall
-# ("~0 req/s": a closed-loop client whose threads all wait on buffered queries).
-STALL_SHARE = 0.01
+# Checkpoints of the "answered by second" table, seconds since the load started.
+ANSWERED_AT_S = (15, 30, 45, 60, 90, 120, 180, 240, 300, 420, 600)
 # (column title, phase names whose wall span it shows)
 PHASE_COLUMNS = (
     ("copy", ("copy",)),
@@ -160,82 +162,6 @@ def _first_minute(waits: dict | None) -> str:
             f"({waits['first_minute_answered']:,})")
 
 
-@dataclass(frozen=True)
-class Service:
-    """How one approach served from its uptime; times in seconds since its load started.
-
-    ``first_window``: requests completed in ``[uptime, uptime + window_s)``. ``loaded_from_s``:
-    full availability (the uptime for approaches that load everything before it);
-    ``loaded_rate``: requests per second from then to the last query (None if that is under a
-    second, or full availability never came before the last query). ``longest_stall_s``: the
-    longest stretch after uptime in which fewer than ``STALL_SHARE`` of the best second's
-    requests completed per second, starting at ``stall_at_s`` (0.0 and None: no stall).
-    ``last_query_s``: when the last request was answered."""
-
-    first_window: int
-    window_s: float
-    loaded_from_s: float | None
-    loaded_rate: float | None
-    longest_stall_s: float
-    stall_at_s: float | None
-    last_query_s: float
-
-
-def _bins(run: ApproachRun) -> list[tuple[float, float, int]]:
-    """(start, end, completed) per second of the query phase, since the load started; the gap
-    from uptime to the client's start is a bin of no completions. The last bin ends at the last
-    query; seconds after it (a --duration phase that ended early) are dropped."""
-    end_all = run.all_served_s
-    bins = []
-    if run.query_start_s is not None and run.query_start_s > run.uptime_s:
-        bins.append((run.uptime_s, run.query_start_s, 0))
-    for point in run.timeline:
-        start, completed = float(point[0]), int(point[1])
-        if end_all is not None and start >= end_all:
-            continue
-        end = start + 1.0 if end_all is None else max(min(start + 1.0, end_all), start + 1e-9)
-        bins.append((start, end, completed))
-    return bins
-
-
-def _completed_between(bins: list[tuple[float, float, int]], lo: float, hi: float) -> float:
-    """Completions in [lo, hi), each bin's spread evenly over it."""
-    total = 0.0
-    for start, end, completed in bins:
-        overlap = min(end, hi) - max(start, lo)
-        if overlap > 0:
-            total += completed * overlap / (end - start)
-    return total
-
-
-def service_from_uptime(run: ApproachRun, window_s: float = SERVICE_WINDOW_S) -> Service | None:
-    """The service figures of *run* (None without a query phase); see ``Service``."""
-    if run.query is None or run.all_served_s is None:
-        return None
-    bins = _bins(run)
-    first = _completed_between(bins, run.uptime_s, run.uptime_s + window_s)
-    loaded_from = run.full_availability_s
-    rate = None
-    if loaded_from is not None:
-        lo = max(loaded_from, bins[0][0] if bins else run.all_served_s)
-        if run.all_served_s - lo >= 1.0:
-            rate = _completed_between(bins, lo, run.all_served_s) / (run.all_served_s - lo)
-    # The best second among whole seconds (a partial last second says little), unless no
-    # whole second served anything.
-    peak = max((c for s, e, c in bins if e - s >= 1.0 - 1e-9), default=0) or \
-        max((c / (e - s) for s, e, c in bins), default=0.0)
-    longest, at, run_start = 0.0, None, None
-    for start, end, completed in bins:
-        if completed / (end - start) < STALL_SHARE * peak or peak == 0:
-            run_start = start if run_start is None else run_start
-            if end - run_start > longest:
-                longest, at = end - run_start, run_start
-        else:
-            run_start = None
-    return Service(int(round(first)), window_s, loaded_from, rate, longest, at,
-                   run.all_served_s)
-
-
 def service_table(runs: list[ApproachRun]) -> Table:
     headers = ("approach", "uptime s", f"served in 1st {SERVICE_WINDOW_S:g} s", "of all",
                "all loaded at s", "req/s once loaded", "longest stall s", "stall from s",
@@ -260,6 +186,32 @@ def service_table(runs: list[ApproachRun]) -> Table:
                  " of the approach's best second's requests per second.")
 
 
+def answered_table(runs: list[ApproachRun]) -> Table:
+    """The share of requests each approach had answered by each checkpoint since its load
+    started, when MySQL took DeBL's hot keys over, and whether DeBL as it ships (debl-raw) was
+    at or above each other approach at every second."""
+    queried = [r for r in runs if r.query is not None]
+    last = max((r.all_served_s or 0.0 for r in queried), default=0.0)
+    points = [t for t in ANSWERED_AT_S if t < last + 15] or [ANSWERED_AT_S[0]]
+    headers = ("approach", "uptime s", "MySQL took over s",
+               *(f"by {t} s" for t in points), "debl-raw at or above it")
+    ours = next((r for r in queried if r.approach == "debl-raw"), None)
+    rows = []
+    for r in queried:
+        margin = "-"
+        if ours is not None and r is not ours:
+            worst, at = least_margin(ours, r)
+            margin = "yes" if worst >= 0 else f"no: {-worst:.1%} below it at {at:.0f} s"
+        rows.append((r.approach, _s(r.uptime_s), _s(r.taken_over_s),
+                     *(f"{answered_share(r, t):.0%}" for t in points), margin))
+    return Table(headers, tuple(rows),
+                 "The share of the query phase's requests answered by each second since the "
+                 "approach's load started (every approach asks the same requests from its "
+                 "uptime on). 'MySQL took over': when MySQL took DeBL's hot keys over (before "
+                 "that they were answered from the hot files' buckets). The last column checks "
+                 "every second up to the last query.")
+
+
 def ratio_table(runs: list[ApproachRun]) -> Table:
     by = {r.approach: r for r in runs}
     rows = []
@@ -271,6 +223,14 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
             rows.append(("uptime / fileCopy uptime", r.approach,
                          _s(_ratio(r.uptime_s, copy.uptime_s if copy else None), 2),
                          _s(_ratio(a.paper_uptime_s, PAPER_FILECOPY_S), 2)))
+    cold, hbase_load = by.get("debl-cold"), by.get("bulkLoad-hbase")
+    for r in runs:
+        if r.approach == "debl-raw" and cold is not None:
+            rows.append(("uptime / debl-cold uptime", r.approach,
+                         _s(_ratio(r.uptime_s, cold.uptime_s), 2), "-"))
+        if r.approach in ("debl-raw", "debl", "debl-cold") and hbase_load is not None:
+            rows.append(("uptime / bulkLoad-hbase uptime", r.approach,
+                         _s(_ratio(r.uptime_s, hbase_load.uptime_s), 2), "-"))
     for r in runs:
         a = APPROACHES[r.approach]
         if r.approach != "bulkLoad-mysql":
@@ -387,6 +347,8 @@ def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
             axis.axvline(r.uptime_s, color=color, ls="--", lw=1.0, alpha=0.8)
             if r.gen_hf and r.full_availability_s is not None:
                 axis.axvline(r.full_availability_s, color=color, ls=":", lw=1.0, alpha=0.8)
+            if r.taken_over_s is not None:
+                axis.axvline(r.taken_over_s, color=color, ls="-.", lw=1.0, alpha=0.8)
     for i, r in enumerate(runs):
         ax.annotate(f"{r.approach} up", (r.uptime_s, top), xytext=(3, -12 - 11 * i),
                     textcoords="offset points", fontsize=8, color=colors[i % len(colors)])
@@ -411,11 +373,13 @@ def write_report(directory: Path) -> Report:
     directory = Path(directory)
     meta, runs = read_bench(directory)
     plot = plot_throughput(runs, directory / "throughput.png",
-                           f"bench {meta['bench_id']}: throughput over time "
-                           "(dashed: each approach's uptime; dotted: DeBL's full availability)")
+                           f"bench {meta['bench_id']}: throughput over time (dashed: each "
+                           "approach's uptime; dotted: DeBL's full availability; dash-dot: "
+                           "MySQL took DeBL's hot keys over)")
     sections = [("Phase latencies (Table 1 analog)", table1(runs)),
                 ("Query latency", latency_table(runs)),
                 ("Service from uptime (Figure 7.6 in numbers)", service_table(runs)),
+                ("Answered by each second since the load started", answered_table(runs)),
                 ("Ratios of docs/DESIGN.md section 11", ratio_table(runs))]
     intro = experiment_lines(meta)
 

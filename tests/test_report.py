@@ -8,6 +8,7 @@ import json
 import pytest
 
 from debl.bench import ApproachRun, BenchSpec, read_bench
+from debl.bench.service import answered_share, least_margin
 from debl.report import spark_line, service_from_uptime, write_report
 from debl.workload.spec import GenerateSpec
 
@@ -112,7 +113,8 @@ def test_report_shows_service_and_reads_old_benches(tmp_path):
     assert "| debl | 10.0 | 2,201 | 100% | 20.2 | 200 | 5.0 | 13.2 | 27.7 |" in md
     assert "| served in 1st 30 s after uptime / bulkLoad-mysql's | debl | 0.55 | - |" in md
     assert "| last query / bulkLoad-hbase's last query | debl | 0.73 | < 1 |" in md
-    assert report.html.read_text().count("<table>") == 4
+    assert report.html.read_text().count("<table>") == 5
+    assert "## Answered by each second since the load started" in md
     assert "spark: not recorded" in md  # a bench.json from before the Spark master was
 
 
@@ -122,3 +124,17 @@ def test_report_names_the_spark_master_of_the_bench():
         "per application"
     assert spark_line({"master": "local[2]", "workers": 0, "cores_max": None}) == \
         "spark: local[2]"
+
+
+def test_the_share_answered_by_each_second_since_the_load_started():
+    early = run("debl-raw", per_second=[100] * 20, last=START + 20.0)  # up at 10 s, 100/s
+    late = run("bulkLoad-mysql", per_second=[400] * 5, last=30.2 + 5.0, uptime=30.0,
+               start=30.2)  # up at 30 s, then 400/s
+    assert answered_share(early, 9.0) == 0.0 and answered_share(early, 20.2) == 0.5
+    assert answered_share(early, 40.0) == 1.0
+    assert answered_share(late, 30.0) == 0.0 and answered_share(late, 32.2) == 0.4
+    worst, at = least_margin(early, late)
+    assert worst >= 0  # at or above it at every second
+    faster = run("bulkLoad-hbase", per_second=[2000], last=11.2, uptime=10.0, start=10.2)
+    worst, at = least_margin(early, faster)
+    assert worst < 0 and 10.0 <= at <= 12.0  # the faster one is ahead right after its uptime
