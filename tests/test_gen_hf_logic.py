@@ -13,7 +13,7 @@ from debl.config import Config
 from debl.errors import ConfigError, DeblError, ServiceError
 from debl.spark import driver_memory_bytes
 from loaders import gen_hf
-from loaders.gen_hf import GenHF, RunResult, pick_buckets
+from loaders.gen_hf import GenHF, RunResult, carried_demand, pick_buckets
 
 
 def bucket(b: int, state: str = "pending", size: int = 100) -> Bucket:
@@ -209,3 +209,15 @@ def test_the_bucket_limit_follows_the_heap_the_tasks_run_in(config, limit_mb, se
     refused = service.oversized([small, large])
     assert list(refused) == [3]
     assert re.search(rf"at most {limit_mb} MB with {setting}", refused[3])
+
+
+def test_yesterdays_queries_are_spread_over_todays_buckets_by_id_span():
+    old = [bucket(0), bucket(1), bucket(2)]  # spans 0..9, 10..19, 20..29
+    new = [Bucket(0, 0, 14, 5, 100, 0, "/b/0", "pending", 0, 14),
+           Bucket(1, 15, 99, 5, 100, 0, "/b/1", "pending", 15, 29)]
+    carried = carried_demand(old, {0: 10, 1: 4, 2: 6}, new)
+    assert carried == pytest.approx({0: 10 + 4 * 5 / 10, 1: 4 * 5 / 10 + 6})
+    assert carried_demand(old, {}, new) == {}
+    # Carried demand orders what today's demand leaves tied, never above it.
+    assert chosen([bucket(b) for b in range(4)], {}, 1, 10_000, carried={3: 2.0, 1: 1.0}) == [3]
+    assert chosen([bucket(b) for b in range(4)], {2: 1}, 1, 10_000, carried={3: 9.0}) == [2]
