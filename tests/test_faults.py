@@ -63,7 +63,8 @@ def test_a_reused_pid_is_not_the_same_process():
 def test_a_kill_moment_at_the_commands_very_end_counts_as_missed(tmp_path):
     """The command ended between the campaign's last look and the kill: no kill, no crash of
     the trial (a bench trial broke with an IndexError on the empty process tree)."""
-    from debl.faults.campaign import MISSED, Trial, _kill_at
+    from debl.faults.kills import _kill_at
+    from debl.faults.trial import MISSED, Trial
 
     class EndingNow(procs.Running):
         def done(self) -> bool:
@@ -133,8 +134,10 @@ def test_stack_stop_names_what_it_knows():
 
 @pytest.mark.stack
 def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
-    from debl.faults.campaign import KILLS, markdown, run_campaign
+    from debl.faults.kills import KILLS
     from debl.faults.outages import OUTAGES
+    from debl.faults.runner import run_campaign
+    from debl.faults.table import markdown
 
     registry = {**KILLS, **OUTAGES}
     groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
