@@ -215,7 +215,9 @@ def _within(seconds: float, call):
 @pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "webhdfs"])
 def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, service):
     from debl.errors import ServiceError
-    from debl.stack.services import HDFS, HBase, MariaDB
+    from debl.stack.hbase import HBase
+    from debl.stack.hdfs import HDFS
+    from debl.stack.mariadb import MariaDB
 
     config = stack_config.replace(service_timeout=2.0)
     if service.startswith("mysql"):

@@ -48,7 +48,7 @@ def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
         == "foundation"
     assert layers["loaders.dist_ch"] == "pipeline" and layers["coordinator.raw"] == "query"
     assert {layers[m] for m in graph.modules if m.startswith("debl.bench")} == {"application"}
-    assert layers["debl.commands.bench"] == layers["debl.stack.services"] == "application"
+    assert layers["debl.commands.bench"] == layers["debl.stack.service"] == "application"
 
 
 def test_the_checker_finds_planted_arrows(tmp_path):
@@ -101,7 +101,7 @@ _SQL_EXCEPTIONS = {
     "debl.mysql": "the connection helper creates the namespace's database on first connect",
     "loaders.mysql_bulk": "the hot path: LOAD DATA LOCAL INFILE into a staging table and the "
                           "merge into the link table, raw pymysql (docs/LOADING.md)",
-    "debl.stack.services": "the local stack's own bootstrap (the debl user) and its probe",
+    "debl.stack.mariadb": "the local stack's own bootstrap (the debl user) and its probe",
 }
 
 
