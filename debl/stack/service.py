@@ -119,9 +119,8 @@ def _port_free(port: int) -> bool:
     return True
 
 
-# A daemon that was just killed (a crash, `debl stack stop --crash`) can hold its ports for a
-# moment after its pid is gone, on a loaded machine for over a minute: seen in CI, where
-# `stack up` right after a DataNode's SIGKILL found its port taken and left HDFS down.
+# A daemon that was just killed (a crash, `debl stack stop --crash`) can hold its ports after
+# its pid is gone, on a loaded machine for long (docs/RUNTIME.md: what CI saw).
 PORT_RELEASE_S = 120.0
 
 

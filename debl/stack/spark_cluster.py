@@ -69,10 +69,13 @@ class SparkCluster(Service):
                              "pyspark (scripts/setup.sh)")
         return home
 
-    def _env(self, **extra: str) -> dict[str, str]:
+    def daemon_env(self, **extra: str) -> dict[str, str]:
+        """The environment of the cluster's daemons (and of the launcher that builds their
+        command line): no ``SPARK_*`` of the caller, this cluster's home and conf, *extra*."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         # The daemons only schedule and the launcher only prints a command line: the C1 JIT and
-        # the serial GC take half the CPU to start them (measured: 3 s against 7 s for a master).
+        # the serial GC start them with about half the CPU (docs/RUNTIME.md, "Spark on a
+        # cluster": scripts/spark_master_cpu.py measures it).
         quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         env.update(SPARK_HOME=str(self.spark_home()), SPARK_CONF_DIR=str(self.conf_dir),
                    SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=self.config.spark_daemon_memory,
@@ -80,7 +83,9 @@ class SparkCluster(Service):
                    SPARK_LOG_DIR=str(self.home / "logs"), **extra)
         return env
 
-    def _argv(self, main_class: str, *args: str) -> list[str]:
+    def daemon_argv(self, main_class: str, *args: str) -> list[str]:
+        """The command line of the daemon *main_class* with *args*, through pyspark's
+        ``spark-class``."""
         # --properties-file puts the home in the command line, which Daemon.pid relies on.
         return [str(self.spark_home() / "bin" / "spark-class"), main_class,
                 "--properties-file", str(self.conf_dir / "spark-defaults.conf"), *args]
@@ -101,10 +106,10 @@ class SparkCluster(Service):
                 worker.stop()
         if master.pid() is None:
             require_free(master, c.spark_master_port, c.spark_master_webui_port)
-            master.start(self._argv("org.apache.spark.deploy.master.Master",
-                                    "--host", "127.0.0.1", "--port", str(c.spark_master_port),
-                                    "--webui-port", str(c.spark_master_webui_port)),
-                         env=self._env(), cwd=self.home)
+            master.start(self.daemon_argv(
+                "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                "--port", str(c.spark_master_port), "--webui-port", str(c.spark_master_webui_port)),
+                env=self.daemon_env(), cwd=self.home)
         # A worker that finds no master retries only after 5-15 s: start them once it answers.
         try:
             Retrying(retry=retry_if_exception_type(Exception)
@@ -122,12 +127,11 @@ class SparkCluster(Service):
             work, local = self.home / f"work-{index}", self.home / f"local-{index}"
             work.mkdir(exist_ok=True)
             local.mkdir(exist_ok=True)
-            worker.start(self._argv("org.apache.spark.deploy.worker.Worker",
-                                    "--host", "127.0.0.1", "--port", str(port),
-                                    "--webui-port", str(ui), "--cores", str(c.spark_worker_cores),
-                                    "--memory", c.spark_worker_memory, "--work-dir", str(work),
-                                    c.spark_url),
-                         env=self._env(SPARK_LOCAL_DIRS=str(local)), cwd=self.home)
+            worker.start(self.daemon_argv(
+                "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(port),
+                "--webui-port", str(ui), "--cores", str(c.spark_worker_cores),
+                "--memory", c.spark_worker_memory, "--work-dir", str(work), c.spark_url),
+                env=self.daemon_env(SPARK_LOCAL_DIRS=str(local)), cwd=self.home)
 
     def _master_alive(self, master: Daemon) -> dict:
         if master.exited():
