@@ -32,11 +32,12 @@ from debl.webhdfs import WebHDFS
 from debl.workload.spec import GenerateSpec
 from loaders.source import LocalSource
 
-# The campaign's input: ~3.7 MB in 6 daily files, updates across files, hidden rows, bad lines.
+# The campaign's input: a few MB in 6 daily files, updates across files, hidden rows, bad lines;
+# its size, chunks and buckets: docs/RELIABILITY.md, "Kill campaign".
 INPUT = GenerateSpec(max_id=40001, files=6, days=6, seed=7, update_share=0.2, hidden_share=0.3,
                      bad_lines=5, max_degree=60)
 HOT_FILES = 2  # the newest files are hot
-CHUNK = "512KiB"  # ~5 cold chunks
+CHUNK = "512KiB"  # several cold chunks
 BUCKETS = 6  # cold bytes / bucket_target_bytes
 ANSWER_SAMPLE = 200  # keys asked through the coordinator per trial
 

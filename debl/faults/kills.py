@@ -30,7 +30,9 @@ from debl.faults.campaign import Campaign
 from debl.faults.kill_points import GEN_HF_START, gen_hf_point, load_point
 from debl.faults.trial import MISSED, Step, Trial
 
-ORPHAN_GRACE_S = 15.0  # a JVM notices its dead parent within a second or two
+# A killed command's processes end soon after it (docs/RELIABILITY.md, "Kill campaign": the
+# Spark JVM within a second of its driver); this leaves room for a busy machine.
+ORPHAN_GRACE_S = 15.0
 MIN_TIMEOUT_S = 300.0  # every command's time limit is at least this, else 4x its measured run
 
 

@@ -6,8 +6,8 @@ of its own Poisson schedule (``debl.workload.pacing``, mean rate ``rate / thread
 that falls behind sends at once, and latency counts from the intended instant, so a stall shows
 in the percentiles as every user who arrived during it would see it.
 
-Processes. Python threads share one interpreter lock, so one process tops out at a few thousand
-requests per second however many threads wait on sockets (docs/BENCHMARKS.md measures it). With
+Processes. Python threads share one interpreter lock, so one process's requests per second stop
+growing however many threads wait on sockets (docs/WORKLOAD.md, "Worker processes": where). With
 ``processes = P > 1`` the threads are dealt round-robin to P worker processes (thread ``t`` to
 process ``t % P``); each worker opens its *own* target from a picklable ``TargetSource`` (config
 in, connections opened in the worker, as pyspark's DataSource does), waits until every worker is
