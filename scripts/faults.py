@@ -18,8 +18,10 @@ import click
 
 from debl.config import load_config
 from debl.errors import DeblError
-from debl.faults.campaign import KILLS, markdown, run_campaign
+from debl.faults.kills import KILLS
 from debl.faults.outages import OUTAGES
+from debl.faults.runner import run_campaign
+from debl.faults.table import markdown
 
 TARGETS = {**KILLS, **OUTAGES}
 

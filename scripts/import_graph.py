@@ -4,12 +4,15 @@
 
 Parses every ``.py`` file under ``debl/``, ``loaders/`` and ``coordinator/`` with ``ast`` (nothing
 is imported or run), puts each module in its layer by its path (``LAYERS`` below: the first
-matching prefix wins) and prints: the number of modules per layer; the **upward** arrows (a
+matching prefix wins) and prints: the number of modules per layer; the arrows (imports of
+DeBL's own modules), within a layer and between each pair of layers; the **upward** arrows (a
 module importing one of a higher layer); the **sideways** arrows (between the pipeline and the
 query side, which stand side by side on the foundation and know nothing of each other); the
 **hidden** arrows (``importlib.import_module`` / ``__import__``, and imports inside a function
-without a ``# lazy import: <why>`` comment on the line or directly above it); and the largest
-module's lines. ``--arrows`` also lists every arrow between layers; ``--check`` exits 1 if any
+without a ``# lazy import: <why>`` comment on the line or directly above it); the largest
+modules with their lines; and the modules over ``MAX_LINES`` lines (one module per role, under
+500 lines: docs/ARCHITECTURE.md). These are the figures docs/ARCHITECTURE.md refers to instead
+of quoting them. ``--arrows`` also lists every arrow between layers; ``--check`` exits 1 if any
 upward, sideways or hidden arrow exists (tests/test_import_graph.py runs the same check).
 
 Pitfalls: an import inside ``if``/``try`` at module level is a module-level import, not a hidden
@@ -51,6 +54,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
 )
 RANK = {"foundation": 0, "pipeline": 1, "query": 1, "application": 2}
 LAZY_MARK = "lazy import:"
+MAX_LINES = 500  # a module's lines, at most (docs/ARCHITECTURE.md)
+LARGEST_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,23 @@ class Graph:
     def largest(self) -> tuple[str, int]:
         name = max(self.lines, key=lambda m: (self.lines[m], m))
         return name, self.lines[name]
+
+    def by_size(self) -> list[tuple[str, int]]:
+        """Every module with its lines, the largest first (ties by name)."""
+        return sorted(self.lines.items(), key=lambda item: (-item[1], item[0]))
+
+    def over(self, limit: int = MAX_LINES) -> list[tuple[str, int]]:
+        """The modules of more than *limit* lines, the largest first."""
+        return [(name, n) for name, n in self.by_size() if n > limit]
+
+    def layer_arrows(self) -> dict[tuple[str, str], int]:
+        """Arrows counted by (importer's layer, imported's layer); a module importing another
+        in several statements counts once."""
+        counts: dict[tuple[str, str], int] = {}
+        for importer, imported in {(a.importer, a.imported) for a in self.arrows}:
+            pair = (layer_of(importer), layer_of(imported))
+            counts[pair] = counts.get(pair, 0) + 1
+        return counts
 
 
 def layer_of(module: str) -> str:
@@ -197,17 +219,29 @@ def main(argv: list[str] | None = None) -> int:
         counts[layer_of(name)] = counts.get(layer_of(name), 0) + 1
     print(f"modules: {len(graph.modules)} ("
           + ", ".join(f"{layer} {counts.get(layer, 0)}" for layer in RANK) + ")")
+    by_layer = graph.layer_arrows()
+    within = sum(n for (a, b), n in by_layer.items() if a == b)
+    print(f"arrows: {sum(by_layer.values())} (within a layer {within}; "
+          + ", ".join(f"{a} -> {b} {n}" for (a, b), n in sorted(by_layer.items()) if a != b)
+          + ")")
     upward, sideways = graph.upward(), graph.sideways()
     _show("upward arrows", upward)
     _show("sideways arrows (pipeline <-> query)", sideways)
     print(f"hidden arrows: {len(graph.hidden)}")
     for a in graph.hidden:
         print(f"  {a.path}:{a.line}  {a.importer} -> {a.imported}")
-    name, n = graph.largest()
-    print(f"largest module: {graph.modules[name].relative_to(ROOT)} ({n} lines)")
+
+    def sized(modules: list[tuple[str, int]]) -> str:
+        return ", ".join(f"{graph.modules[name].relative_to(ROOT)} {n}" for name, n in modules)
+
+    print(f"largest modules (lines): {sized(graph.by_size()[:LARGEST_SHOWN])}")
+    over = graph.over()
+    print(f"modules over {MAX_LINES} lines: {len(over)}" + (f" ({sized(over)})" if over else ""))
     if args.arrows:
-        pairs = sorted({(layer_of(a.importer), layer_of(a.imported)) for a in graph.arrows})
-        print("arrows between layers: " + ", ".join(f"{a} -> {b}" for a, b in pairs if a != b))
+        print("arrows between layers:")
+        for importer, imported in sorted({(a.importer, a.imported) for a in graph.arrows}):
+            if layer_of(importer) != layer_of(imported):
+                print(f"  {importer} ({layer_of(importer)}) -> {imported} ({layer_of(imported)})")
     bad = upward or sideways or graph.hidden
     return 1 if args.check and bad else 0
 

@@ -63,7 +63,8 @@ def test_a_reused_pid_is_not_the_same_process():
 def test_a_kill_moment_at_the_commands_very_end_counts_as_missed(tmp_path):
     """The command ended between the campaign's last look and the kill: no kill, no crash of
     the trial (a bench trial broke with an IndexError on the empty process tree)."""
-    from debl.faults.campaign import MISSED, Trial, _kill_at
+    from debl.faults.kills import _kill_at
+    from debl.faults.trial import MISSED, Trial
 
     class EndingNow(procs.Running):
         def done(self) -> bool:
@@ -133,8 +134,10 @@ def test_stack_stop_names_what_it_knows():
 
 @pytest.mark.stack
 def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
-    from debl.faults.campaign import KILLS, markdown, run_campaign
+    from debl.faults.kills import KILLS
     from debl.faults.outages import OUTAGES
+    from debl.faults.runner import run_campaign
+    from debl.faults.table import markdown
 
     registry = {**KILLS, **OUTAGES}
     groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
@@ -212,7 +215,9 @@ def _within(seconds: float, call):
 @pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "webhdfs"])
 def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, service):
     from debl.errors import ServiceError
-    from debl.stack.services import HDFS, HBase, MariaDB
+    from debl.stack.hbase import HBase
+    from debl.stack.hdfs import HDFS
+    from debl.stack.mariadb import MariaDB
 
     config = stack_config.replace(service_timeout=2.0)
     if service.startswith("mysql"):

@@ -48,7 +48,7 @@ def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
         == "foundation"
     assert layers["loaders.dist_ch"] == "pipeline" and layers["coordinator.raw"] == "query"
     assert {layers[m] for m in graph.modules if m.startswith("debl.bench")} == {"application"}
-    assert layers["debl.commands.bench"] == layers["debl.stack.services"] == "application"
+    assert layers["debl.commands.bench"] == layers["debl.stack.service"] == "application"
 
 
 def test_the_checker_finds_planted_arrows(tmp_path):
@@ -79,6 +79,21 @@ def test_the_checker_finds_planted_arrows(tmp_path):
     assert sorted((a.path, a.line) for a in graph.hidden) == [
         ("debl/commands/go.py", 2), ("loaders/load.py", 3)]
     assert graph.largest() == ("loaders.load", 5)
+    assert graph.over(4) == [("loaders.load", 5)]
+    assert graph.over(1) == [("loaders.load", 5), ("debl.commands.go", 2)]
+    assert graph.layer_arrows() == {("foundation", "pipeline"): 1, ("application", "query"): 1,
+                                    ("pipeline", "query"): 1, ("pipeline", "foundation"): 1,
+                                    ("query", "foundation"): 1}
+
+
+def test_the_script_prints_the_figures_the_docs_refer_to(graph, capsys):
+    """docs/ARCHITECTURE.md quotes no counts: it names this command, whose lines must hold."""
+    assert import_graph.main([]) == 0
+    out = capsys.readouterr().out
+    assert f"modules: {len(graph.modules)} (foundation " in out
+    assert f"arrows: {sum(graph.layer_arrows().values())} (within a layer " in out
+    assert "largest modules (lines): " in out
+    assert f"modules over {import_graph.MAX_LINES} lines: {len(graph.over())}" in out
 
 
 def test_the_cli_starts_without_the_heavy_clients():
@@ -101,7 +116,7 @@ _SQL_EXCEPTIONS = {
     "debl.mysql": "the connection helper creates the namespace's database on first connect",
     "loaders.mysql_bulk": "the hot path: LOAD DATA LOCAL INFILE into a staging table and the "
                           "merge into the link table, raw pymysql (docs/LOADING.md)",
-    "debl.stack.services": "the local stack's own bootstrap (the debl user) and its probe",
+    "debl.stack.mariadb": "the local stack's own bootstrap (the debl user) and its probe",
 }
 
 

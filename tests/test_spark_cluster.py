@@ -29,8 +29,8 @@ from coordinator import Coordinator
 from debl.catalog import Catalog
 from debl.commands.stack import stack as stack_command
 from debl.config import Config
-from debl.stack.services import SparkCluster, all_services
-from debl.stack.stack import stack_status, stack_up
+from debl.stack.spark_cluster import SparkCluster
+from debl.stack.stack import all_services, stack_status, stack_up
 from loaders.source import LocalSource
 from loaders.split import split_files
 from loaders.verify import verify_load

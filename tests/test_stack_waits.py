@@ -12,7 +12,7 @@ import pytest
 from debl.config import Config
 from debl.errors import StackError
 from debl.stack.daemon import Daemon
-from debl.stack.services import Service
+from debl.stack.service import Service
 
 
 class ScriptedService(Service):
@@ -92,7 +92,7 @@ def test_a_port_released_while_a_daemon_starts_is_waited_for_and_one_held_is_nam
     import socket
     import threading
 
-    from debl.stack.services import _require_free
+    from debl.stack.service import require_free as _require_free
 
     daemon = Daemon("portly", tmp_path)
     holder = socket.socket()

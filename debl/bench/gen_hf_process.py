@@ -4,9 +4,8 @@ in the bench's namespace (``config_env`` hands the config over as ``DEBL_*`` var
 When it starts: ``gen_hf_start="load"`` (the default) spawns it as soon as the load is recorded,
 as an always-running gen_HF service is, and as the bench starts the loads' own Spark before the
 first load (its JVM start then competes with the load for the CPUs); ``gen_hf_start="uptime"``
-spawns it at uptime, so its JVM start (15-20 s on a 2-core machine) falls on the first queries:
-at 1 GiB on 2 cores it raised the raw route's slowest answer from 2.1 to 3.0 s
-(docs/BENCHMARKS.md, "When gen_HF starts").
+spawns it at uptime, so its JVM start falls on the first queries and slows the raw route's
+answers then (docs/BENCHMARKS.md, "When gen_HF starts", measures by how much).
 
 Pitfall: a subprocess that exits with an error (a crash, or the lock of the namespace still held
 by an earlier gen_HF) is restarted a few times, 5 s apart; its log is kept.

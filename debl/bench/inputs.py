@@ -33,8 +33,8 @@ from loaders.source import SourceFile
 from loaders.split import split_files
 
 INPUT_MARKER = ".bench-input.json"
-# Size model of `debl generate` (10 files, default shares), measured at 0.1M, 1M and 2.25M ids:
-# the 961,963-link id of LinkBench's rank rule is about 53 MB, every further id about 255 bytes.
+# Size model of `debl generate` (10 files, default shares): the bytes of the 961,963-link id of
+# LinkBench's rank rule, and of every further id (docs/WORKLOAD.md, "Input size": measured).
 _HEAVY_ID_BYTES = 53_000_000
 _BYTES_PER_ID = 255
 # The approaches that load hot files into MySQL (the others: every file cold, or every file hot).
@@ -115,7 +115,7 @@ def load_options(spec: BenchSpec, name: str, files: list[SourceFile],
 def max_id_for_size(size: int, max_degree: int | None = None) -> int:
     """The ``--max-id`` whose input is about *size* bytes (10 files, default shares).
 
-    Without a degree cap LinkBench's heaviest id alone is about 53 MB, so smaller inputs are
-    mostly that one id: give ``max_degree`` for those."""
+    Without a degree cap LinkBench's heaviest id alone is ``_HEAVY_ID_BYTES``, so smaller
+    inputs are mostly that one id: give ``max_degree`` for those."""
     rest = size if max_degree is not None else size - _HEAVY_ID_BYTES
     return max(1001, int(rest / _BYTES_PER_ID)) + 1

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from coordinator import Coordinator
 from debl.errors import DeblError
 from debl.faults import procs
-from debl.faults.campaign import (MISSED, Campaign, GenHFTarget, LoadTarget, Step, Target,
-                                  Trial, Window, gen_hf_point, load_point)
+from debl.faults.campaign import Campaign
+from debl.faults.kill_points import gen_hf_point, load_point
+from debl.faults.kills import GenHFTarget, LoadTarget, Target, Window
+from debl.faults.trial import MISSED, Step, Trial
 from debl.stack.stack import stack_stop
 
 # (daemon that dies, words a message about it must hold: one of them)

@@ -40,8 +40,8 @@ from debl.stack.daemon import rss_kib
 from debl.workload.spec import GenerateSpec
 from loaders.source import LocalSource
 
-# ~90 MB in 8 files, the newest 2 hot: a load of a minute or two on 2 cores, a cold part
-# gen_HF needs minutes for at one bucket per run.
+# 8 files, the newest 2 hot: a short load, and a cold part that gen_HF, at one bucket per run,
+# converts for minutes while the queries run (docs/RELIABILITY.md, "Soak": the figures).
 INPUT = GenerateSpec(max_id=800_001, files=8, days=8, seed=11, update_share=0.2,
                      hidden_share=0.2, max_degree=200)
 

@@ -6,7 +6,7 @@ writes its pid; ``running`` checks that the pid is alive *and* is the process we
 reused by the system after a reboot does not count); ``stop`` sends SIGTERM, waits, then SIGKILL.
 
 Pitfall: the JVM daemons need several seconds to answer after their process exists; the health
-checks in ``debl.stack.services`` decide when a service is up, not this module.
+checks of ``debl.stack.service`` decide when a service is up, not this module.
 """
 
 from __future__ import annotations

@@ -17,11 +17,26 @@ from dataclasses import dataclass
 from debl.config import Config
 from debl.errors import ConfigError
 from debl.stack.daemon import Daemon
-from debl.stack.services import Health, Service, all_services
+from debl.stack.hbase import HBase
+from debl.stack.hdfs import HDFS
+from debl.stack.mariadb import MariaDB
+from debl.stack.service import Health, Service
+from debl.stack.spark_cluster import SparkCluster
 
 # JVM services need a while on 2 cores: HBase's master waits for HDFS to leave safe mode and
 # for its region server to check in before Thrift can list tables.
 START_TIMEOUT = {"MariaDB": 60.0, "HDFS": 120.0, "HBase": 240.0, "Spark": 120.0}
+
+
+def all_services(config: Config, leftovers: bool = False) -> list[Service]:
+    """The stack in start order (stop order is the reverse). The Spark cluster belongs to it
+    when ``spark_workers`` > 0; with *leftovers*, also when one still runs from an earlier
+    configuration (``stack down`` and ``status`` must not miss it)."""
+    services: list[Service] = [MariaDB(config), HDFS(config), HBase(config)]
+    spark = SparkCluster(config)
+    if config.spark_workers > 0 or (leftovers and any(d.pid() for d in spark.daemons)):
+        services.append(spark)
+    return services
 
 
 @dataclass(frozen=True)

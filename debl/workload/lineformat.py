@@ -1,8 +1,9 @@
 """Link records to input lines, vectorized: one numpy byte buffer for a whole chunk.
 
-Formatting ten million lines one at a time in Python costs about a minute; here every field is
-written for all lines at once (one pass per decimal digit), which is some ten times faster and
-produces exactly the bytes of ``debl.model.Link.to_line``: seven tab-separated fields, ``\\n``.
+Every field is written for all lines at once (one pass per decimal digit), straight from the
+generator's arrays, and the result is exactly the bytes of ``debl.model.Link.to_line``: seven
+tab-separated fields, ``\\n``. What it costs against ``Link.to_line`` line by line:
+docs/WORKLOAD.md, "Measured".
 
 Pitfall: integers must be non-negative int64 (negative numbers are not formatted); ``data``
 bytes must not be tab or newline -- the caller's byte range (32..100) guarantees it.

@@ -23,7 +23,8 @@ stream ``s`` of seed ``x`` (a client thread) is the same sequence every time, an
 streams are independent.
 
 Pitfall: the id range must be the generator's ``[start_id, max_id)``, not the range of ids that
-happen to have links (45% of ids have none), or the correlated stream misses the hot ids.
+happen to have links (many have none: docs/WORKLOAD.md, "Out-degree vs LinkBench"), or the
+correlated stream misses the hot ids.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ permutation of exactly ``[0, n)`` by cycle walking (re-encrypt while the result 
 since ``4^h < 4n`` that takes fewer than 4 rounds on average). Unlike LinkBench's group rotation,
 neighbouring ids land far apart, so no residue of the id predicts its rank.
 
-Everything is vectorized with numpy: permuting 10^7 ids takes about a second. uint64 arithmetic
+Everything is vectorized with numpy (its cost: docs/WORKLOAD.md, "Measured"). uint64 arithmetic
 wraps modulo 2^64 silently on arrays; scalars are promoted to one-element arrays for that reason.
 """
 

@@ -43,7 +43,9 @@ from debl.workload.distribution import EmpiricalCDF, load_cdf
 from debl.workload.shuffle import Shuffler, degree_shuffler
 from debl.workload.spec import GenerateSpec
 
-CHUNK_IDS = 1 << 16  # ~270k links per chunk on average; the chunk of the top id ~1.2M
+# Ids per chunk: a chunk's links are what the generator holds at once, so the chunk of the
+# heaviest id sets its peak memory (docs/WORKLOAD.md, "Measured"). Part of the output's bytes.
+CHUNK_IDS = 1 << 16
 DATA_MEDIAN = 8
 DATA_SIGMA = 1.0
 DATA_MAX = 254

@@ -1,0 +1,86 @@
+"""What the request client is asked to do (``debl.workload.client``): the target it queries, how
+a worker process opens its own (``TargetSource``), and the run's shape (``ClientSpec``: threads,
+requests or duration, open-loop rate, worker processes).
+
+Invalid settings raise ``ConfigError`` naming the ``debl query`` option.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from debl.errors import ConfigError
+from debl.workload.requests import RequestSpec
+
+Progress = Callable[[int, float], None]  # (requests done, seconds elapsed)
+
+
+class LinkListTarget(Protocol):
+    def get_link_list(self, id1: int, link_type: int) -> Any: ...
+
+
+@dataclass(frozen=True)
+class TargetSource:
+    """How a worker process gets its own target. Every callable runs in the worker and must be
+    picklable (see the module's pitfalls).
+
+    ``open()`` returns a connected target (closed with ``close()`` after the run);
+    ``on_start(target)``, if given, runs when the run starts (e.g. to zero the target's own
+    counters); ``report(target)``, if given, runs after the last request, and its picklable
+    result is returned in ``ClientResult.target_reports`` (one per process, in process order)."""
+
+    open: Callable[[], Any]
+    on_start: Callable[[Any], None] | None = None
+    report: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """How to drive the target. At least one of ``total`` (requests over all threads) and
+    ``duration`` (seconds); with both, the run stops at whichever comes first. ``processes``
+    worker processes share the ``threads`` (1: the threads run in the calling process)."""
+
+    requests: RequestSpec
+    threads: int = 1
+    total: int | None = 1000
+    duration: float | None = None
+    rate: float | None = None  # requests per second over all threads; None: closed loop
+    processes: int = 1
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ConfigError(f"--threads must be at least 1, not {self.threads}")
+        if self.total is None and self.duration is None:
+            raise ConfigError("give --requests, --duration or both")
+        if self.total is not None and self.total < 0:
+            raise ConfigError(f"--requests must be >= 0, not {self.total}")
+        if self.duration is not None and self.duration <= 0:
+            raise ConfigError(f"--duration must be positive, not {self.duration}")
+        if self.rate is not None and self.rate <= 0:
+            raise ConfigError(f"--rate must be positive, not {self.rate}")
+        if not 1 <= self.processes <= self.threads:
+            raise ConfigError(f"--processes must be between 1 and --threads ({self.threads}), "
+                              f"not {self.processes}: each process runs at least one thread")
+
+    def quota(self, thread: int) -> int | None:
+        """Requests of thread ``thread`` (None: until the duration ends)."""
+        if self.total is None:
+            return None
+        return self.total // self.threads + (thread < self.total % self.threads)
+
+
+def default_processes(threads: int, configured: int = 0) -> int:
+    """Worker processes for ``threads`` threads: ``configured`` if positive, else one per core
+    this process may run on; never more than the threads."""
+    if configured < 0:
+        raise ConfigError(f"--processes must be 0 (one per core) or positive, not {configured}")
+    if configured > 0:
+        return min(configured, threads)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, threads))

@@ -1,0 +1,161 @@
+"""The request loop: the threads of one client process (``Part``), each a requester replaying
+its own request stream against the target, closed loop or at the instants of its own Poisson
+schedule (docs/WORKLOAD.md). Each thread keeps its completions in compact arrays; the part turns
+them into histograms (``RunCounts``) at the end, never keeping raw samples beyond the run.
+
+Pitfall: a request blocked inside the target cannot be interrupted; the threads are daemons, and
+a stopped part waits ``STOP_GRACE_S`` for them before it gives up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from debl.workload.client_spec import ClientSpec, LinkListTarget
+from debl.workload.latency import RunCounts
+from debl.workload.pacing import PoissonSchedule
+from debl.workload.requests import RequestStream
+
+MAX_ERROR_SAMPLES = 5
+PROGRESS_INTERVAL_S = 0.2
+STOP_GRACE_S = 5.0
+
+
+class _Shared:
+    """What the threads of one process share: the start instant, the deadline, the stop flag,
+    the sampled errors."""
+
+    def __init__(self) -> None:
+        self.t0_ns = 0
+        self.deadline_ns: int | None = None
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+
+    def sample_error(self, exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"[:300]
+        with self._lock:
+            if len(self.errors) < MAX_ERROR_SAMPLES and text not in self.errors:
+                self.errors.append(text)
+
+
+class _Requester(threading.Thread):
+    def __init__(self, thread: int, target: LinkListTarget, spec: ClientSpec,
+                 shared: _Shared) -> None:
+        super().__init__(name=f"debl-client-{thread}", daemon=True)
+        self.target, self.shared = target, shared
+        self.quota = spec.quota(thread)
+        self.stream = RequestStream(spec.requests, stream=thread)
+        self.schedule = (PoissonSchedule(spec.rate / spec.threads, spec.requests.seed, thread)
+                         if spec.rate else None)
+        self.end_ns, self.latency_ns, self.ok = array("q"), array("q"), array("b")
+        self.done = self.rows = self.empty = 0
+
+    def _wait_until(self, instant: int) -> bool:
+        """Sleep until ``instant``; False if the run is stopped first."""
+        while True:
+            now = time.perf_counter_ns()
+            if instant <= now:
+                return True
+            if self.shared.stop.wait((instant - now) / 1e9):
+                return False
+
+    def run(self) -> None:
+        sh, get, clock = self.shared, self.target.get_link_list, time.perf_counter_ns
+        t0, deadline, stop, schedule = sh.t0_ns, sh.deadline_ns, sh.stop, self.schedule
+        while self.quota is None or self.done < self.quota:
+            if stop.is_set():
+                return
+            id1, link_type = next(self.stream)
+            if schedule is not None:
+                start = t0 + next(schedule)  # the intended instant, however late we are
+                if deadline is not None and start >= deadline:
+                    return
+                if not self._wait_until(start):
+                    return
+            else:
+                start = clock()
+                if deadline is not None and start >= deadline:
+                    return
+            try:
+                result = get(id1, link_type)
+                ok = True
+            except Exception as exc:  # noqa: BLE001 -- counted, never fatal
+                ok = False
+                sh.sample_error(exc)
+            end = clock()
+            if ok:
+                n = len(result) if result is not None else 0
+                self.rows += n
+                self.empty += n == 0
+            self.end_ns.append(end - t0)
+            self.latency_ns.append(end - start)
+            self.ok.append(ok)
+            self.done += 1
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What one process's threads did; picklable, small (histograms, not samples)."""
+
+    counts: RunCounts
+    rows: int
+    empty: int
+    errors: tuple[str, ...]
+    finished_ns: int  # perf_counter_ns when its last thread ended
+    cpu_s: float  # this process's CPU time (user + system) during the run
+
+
+class Part:
+    """The threads of one process, built (streams drawn, schedules seeded) before the start."""
+
+    def __init__(self, target: LinkListTarget, spec: ClientSpec, threads: Sequence[int]) -> None:
+        self.shared = _Shared()
+        self.requesters = [_Requester(t, target, spec, self.shared) for t in threads]
+
+    def done(self) -> int:
+        return sum(r.done for r in self.requesters)
+
+    def run(self, t0_ns: int, deadline_ns: int | None, tick: Callable[[int], None],
+            stopped: Callable[[], bool] = lambda: False) -> PartResult:
+        """Run from ``t0_ns`` (perf_counter_ns); ``tick(done)`` about five times a second from
+        the calling thread, and once at the end; ``stopped()`` asks the threads to stop.
+        Any exception here (Ctrl-C) stops the threads, waits a grace period and re-raises."""
+        sh = self.shared
+        sh.t0_ns, sh.deadline_ns = t0_ns, deadline_ns
+        cpu0 = time.process_time()
+        for r in self.requesters:
+            r.start()
+        try:
+            running = True
+            while running:  # at least one tick, the final one, however fast the run
+                for r in self.requesters:
+                    r.join(PROGRESS_INTERVAL_S / len(self.requesters))
+                running = any(r.is_alive() for r in self.requesters)
+                if stopped():
+                    sh.stop.set()
+                tick(self.done())
+        except BaseException:
+            sh.stop.set()
+            for r in self.requesters:  # a request blocked in the target cannot be interrupted:
+                r.join(STOP_GRACE_S)  # daemon threads, so give up after a grace period
+            raise
+        finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
+        rs = self.requesters
+        counts = RunCounts.of(
+            np.concatenate([np.frombuffer(r.end_ns, dtype=np.int64) for r in rs]),
+            np.concatenate([np.frombuffer(r.latency_ns, dtype=np.int64) for r in rs]),
+            np.concatenate([np.frombuffer(r.ok, dtype=np.int8) for r in rs]).astype(bool))
+        return PartResult(counts, sum(r.rows for r in rs), sum(r.empty for r in rs),
+                          tuple(sh.errors), finished, cpu)
+
+
+def threads_of(spec: ClientSpec, process: int) -> list[int]:
+    """The threads of worker process *process*: every P-th from it (P = ``spec.processes``)."""
+    return list(range(process, spec.threads, spec.processes))
