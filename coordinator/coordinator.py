@@ -59,13 +59,12 @@ from debl.catalog import Catalog, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
-from debl.store.hbase import HBaseStore
-from debl.store.mysql import MySQLStore
 from coordinator.demand import new_coordinator_id
 from coordinator.merge import NewestFirst, answer
 from coordinator.poller import Poller
 from coordinator.raw import RawBucket, RawReader
 from coordinator.routes import HotSide, Route
+from coordinator.sources import LoadStores, RawFiles
 from coordinator.state import BucketState, Dataset, HotBucket
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
@@ -121,47 +120,6 @@ class _Route:
     waited_s: float
 
 
-class _Stores:
-    """The stores of one load, opened on first use (a load without hot rows never opens its
-    MySQL table; HBase is connected only once a bucket is loaded)."""
-
-    def __init__(self, config: Config, load: LoadRecord):
-        self.config, self.load = config, load
-        self._mysql: MySQLStore | None = None
-        self._hbase: HBaseStore | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def mysql(self) -> MySQLStore:
-        with self._lock:
-            if self._mysql is None:
-                self._mysql = MySQLStore(self.config, self.load.namespace.link_table)
-            return self._mysql
-
-    @property
-    def hbase(self) -> HBaseStore:
-        with self._lock:
-            if self._hbase is None:
-                self._hbase = HBaseStore(self.config, self.load.namespace.hbase_table)
-            return self._hbase
-
-    def close(self) -> None:
-        with self._lock:
-            for store in (self._mysql, self._hbase):
-                if store is not None:
-                    store.close()
-
-
-class _RawFiles:
-    """One bucket's files in HDFS as a source of the merge (``NewestFirst``)."""
-
-    def __init__(self, reader: RawReader, bucket: RawBucket):
-        self.reader, self.bucket = reader, bucket
-
-    def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0):
-        return self.reader.scan_newest_first(self.bucket, id1, link_type, min_time)
-
-
 class Coordinator:
     """Routes get_link_list over the current load's stores; buffers queries on buckets not yet
     loaded.
@@ -187,7 +145,7 @@ class Coordinator:
         self._recorder = WaitRecorder()
         self._fetching: Counter = Counter()  # load id -> queries reading its stores now
         self._hot_raw: Counter = Counter()  # load id -> queries reading its hot files now
-        self._stores: dict[str, _Stores] = {}
+        self._stores: dict[str, LoadStores] = {}
         self._catalog = Catalog(config)  # thread-safe: the poller's, the raw reader's, close's
         self._raw = RawReader(config, self._catalog)
         self._poller = Poller(self, self._catalog)
@@ -384,7 +342,7 @@ class Coordinator:
         args = (id1, link_type, min_time, max_time, offset, limit)
         hot: NewestFirst | None = (
             stores.mysql if route.hot is HotSide.MYSQL else
-            _RawFiles(self._raw, RawBucket(load.load_id, route.hot_bucket.b_index,
+            RawFiles(self._raw, RawBucket(load.load_id, route.hot_bucket.b_index,
                                            route.hot_bucket.rows, hot=True))
             if route.hot is HotSide.RAW else None)
         cold: NewestFirst | None = None
@@ -393,17 +351,17 @@ class Coordinator:
                 return stores.hbase.get_link_list(*args)
             cold = stores.hbase
         elif route.route is Route.RAW:
-            cold = _RawFiles(self._raw, RawBucket(load.load_id, route.bucket.b_index,
+            cold = RawFiles(self._raw, RawBucket(load.load_id, route.bucket.b_index,
                                                   route.bucket.rows))
         elif route.hot is HotSide.MYSQL:  # the hot rows alone, from MySQL: one statement
             return stores.mysql.get_link_list(*args)
         return answer(hot, cold, *args)
 
-    def _stores_of(self, load: LoadRecord) -> _Stores:
+    def _stores_of(self, load: LoadRecord) -> LoadStores:
         with self._cond:
             stores = self._stores.get(load.load_id)
             if stores is None:
-                stores = self._stores[load.load_id] = _Stores(self.config, load)
+                stores = self._stores[load.load_id] = LoadStores(self.config, load)
             return stores
 
     # ------------------------------------------------------------------ the poller's side

@@ -14,6 +14,7 @@ import time
 import pytest
 
 import coordinator.coordinator as coordinator_module
+import coordinator.sources as sources_module
 from coordinator import Coordinator
 from debl.buckets import BucketMap
 from debl.catalog import Bucket, LoadRecord, ServingState
@@ -123,9 +124,9 @@ def world(monkeypatch):
     monkeypatch.setattr(coordinator_module, "Catalog", lambda config: FakeCatalog(world))
     world["hot"] = hot
     world["tables"] = []  # the tables the coordinator opened, in order
-    monkeypatch.setattr(coordinator_module, "MySQLStore",
+    monkeypatch.setattr(sources_module, "MySQLStore",
                         lambda config, table: world["tables"].append(table) or world["hot"])
-    monkeypatch.setattr(coordinator_module, "HBaseStore",
+    monkeypatch.setattr(sources_module, "HBaseStore",
                         lambda config, table: world["tables"].append(table) or cold)
     world["raw"] = FakeRawReader(cold)
     monkeypatch.setattr(coordinator_module, "RawReader", lambda config, catalog: world["raw"])
