@@ -101,11 +101,11 @@ class Campaign:
         return argv + (["--hot-bytes", str(self.hot_bytes)] if hot else ["--no-hot"])
 
     def latest_load(self):
-        """The namespace's latest load; None also when its catalog is another DeBL version's
+        """The namespace's current load; None also when its catalog is another DeBL version's
         (the next load replaces it)."""
         try:
             with Catalog(self.config) as catalog:
-                return catalog.load()
+                return catalog.current()
         except CatalogVersionError:
             return None
 
@@ -127,10 +127,11 @@ class Campaign:
         to the raw route (marked pending again): a dataset gen_HF is half-way through, where a
         query may need MySQL, HBase or HDFS. Returns (loaded, raw) bucket counts."""
         self.ensure_dataset(reset=False)
+        load = self.latest_load()
         with Catalog(self.config) as catalog:
-            buckets = catalog.buckets()
+            buckets = catalog.buckets(load.load_id)
         lower, upper = buckets[:len(buckets) // 2], buckets[len(buckets) // 2:]
-        with HBaseStore(self.config) as hbase:
+        with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
             converted = hbase.table_exists() and all(b.state == "loaded" for b in lower)
         if not converted:
             self.reset_conversion()
@@ -139,18 +140,19 @@ class Campaign:
                 raise RuntimeError(f"the campaign's setup gen-hf failed: "
                                    f"{outcome.output[-2000:]}")
         with Catalog(self.config) as catalog:
-            catalog.set_job_state([b.b_index for b in upper], "pending")
+            catalog.set_job_state(load.load_id, [b.b_index for b in upper], "pending")
         return len(lower), len(upper)
 
     def reset_conversion(self) -> None:
         """Undo gen_HF's work on the current load (every bucket pending, the HBase table and
         HFile directories gone): the state right after a load, without loading again."""
+        load = self.latest_load()
         with Catalog(self.config) as catalog:
-            catalog.set_job_state([b.b_index for b in catalog.buckets()], "pending")
-        with HBaseStore(self.config) as hbase:
+            catalog.set_job_state(load.load_id, [b.b_index for b in
+                                                 catalog.buckets(load.load_id)], "pending")
+        with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
             hbase.drop_table()
-        WebHDFS(self.config).delete(f"{self.config.hdfs_root.rstrip('/')}/hfiles",
-                                    recursive=True)
+        WebHDFS(self.config).delete(f"{load.namespace.hdfs_dir}/hfiles", recursive=True)
 
     # -- checks shared by every target
 

@@ -124,13 +124,20 @@ def compare_rows(name: str, found: list[Link], want: dict[tuple[int, int, int], 
     return check
 
 
+def _current(config: Config):
+    with Catalog(config) as catalog:
+        return catalog.current()
+
+
 def check_mysql(config: Config, ref: Reference) -> StoreCheck:
-    with MySQLStore(config) as mysql:
+    """The current load's MySQL rows against the hot lines."""
+    with MySQLStore(config, _current(config).namespace.link_table) as mysql:
         return compare_rows("MySQL", list(mysql.scan_id1_range(0, MAX_ID)), _rows(ref.hot_store))
 
 
 def check_hbase(config: Config, ref: Reference) -> StoreCheck:
-    with HBaseStore(config) as hbase:
+    """The current load's HBase rows against the cold lines."""
+    with HBaseStore(config, _current(config).namespace.hbase_table) as hbase:
         return compare_rows("HBase", list(hbase.scan_id1_range(0, MAX_ID)), _rows(ref.cold_store))
 
 
@@ -145,9 +152,10 @@ def check_hdfs(config: Config, ref: Reference) -> HdfsCheck:
     check = HdfsCheck("HDFS")
     fs = WebHDFS(config)
     with Catalog(config) as catalog:
-        load = catalog.load()
+        load = catalog.current()
         bucket_map = load.bucket_map if load else None
-        prefixes = {b.b_index: catalog.bucket_paths(b.b_index) for b in catalog.buckets()}
+        prefixes = {b.b_index: catalog.bucket_paths(b.b_index, load.load_id)
+                    for b in catalog.buckets(load.load_id)} if load else {}
     seen: Counter = Counter()
     for b, paths in prefixes.items():
         for prefix in paths:
@@ -253,4 +261,6 @@ def check_answers(config: Config, ref: Reference, sample: int, seed: int,
 def all_loaded(config: Config) -> bool:
     """Whether every bucket of the current load is in HBase."""
     with Catalog(config) as catalog:
-        return all(b.state == "loaded" for b in catalog.buckets())
+        load = catalog.current()
+        return load is not None and all(b.state == "loaded"
+                                        for b in catalog.buckets(load.load_id))

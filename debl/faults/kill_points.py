@@ -6,6 +6,7 @@ moment of the kill.
 from __future__ import annotations
 
 from debl.catalog import Catalog
+from debl.catalog.probes import running_statements
 from debl.config import Config
 
 
@@ -16,11 +17,13 @@ def load_point(config: Config, before: str | None) -> list[str]:
         load = catalog.load()
         if load is None or load.load_id == before:
             return ["start-up (before the load is recorded)"]
-        if load.state == "up":
+        if load.state == "up" and load.hot_state != "loading":
             return ["after uptime"]
         phases = catalog.phases(load.load_id)
-        statements = catalog.running_statements()
+        statements = running_statements(catalog)
     points = []
+    if load.state == "up":  # up, MySQL still taking the hot keys in (docs/LOADING.md)
+        points.append("after uptime, before MySQL took over")
     for p in phases:
         if p.ended is not None:
             continue
@@ -51,10 +54,10 @@ def gen_hf_point(config: Config, since: float) -> list[str]:
     """Where gen_HF stands now: inside a run's HFile writing or bulk load (open phases), just
     after a bulk load (ended, buckets not yet marked), or outside runs."""
     with Catalog(config) as catalog:
-        load = catalog.load()
+        load = catalog.current()
         phases = [p for p in catalog.phases(load.load_id) if p.started >= since
                   and p.phase in ("hfiles", "bulkload")]
-        jobs = catalog.jobs()
+        jobs = catalog.jobs(load.load_id)
     running = {j.run_id for j in jobs if j.state == "running"}
     open_steps = [p for p in phases if p.ended is None]
     if open_steps:

@@ -203,7 +203,7 @@ class GenHFTarget(LoadTarget):
 # debl.faultpoints' point *name*. Trial i aims at point i modulo their number.
 LOAD_AIMS = [("watch", "hot: LOAD DATA"), ("watch", "hot: merge (INSERT ... SELECT)"),
              ("hook", "hot-loaded"), ("watch", "copy"), ("watch", "dist_ch"),
-             ("hook", "dist_ch-done"), ("hook", "index-recorded")]
+             ("hook", "dist_ch-done"), ("watch", "after uptime, before MySQL took over")]
 GEN_HF_AIMS = [("watch", "HFile writing"), ("watch", "bulk load"), ("hook", "bulk-loaded")]
 
 
@@ -284,8 +284,10 @@ class CoordinatorTarget(Target):
         argv = self.argv(trial.seed)
         running = camp.start(argv, f"{self.name}-{trial.number}", DEBL_RAW_AFTER="off")
         deadline = time.monotonic() + 120.0
+        load_id = camp.latest_load().load_id
         with Catalog(camp.config) as catalog:
-            while not catalog.demand() and not running.done() and time.monotonic() < deadline:
+            while not catalog.demand(load_id) and not running.done() and \
+                    time.monotonic() < deadline:
                 time.sleep(0.1)
         at = running.elapsed() + rng.uniform(0.0, window.seconds)
         victim = "worker" if trial.number % 2 == 0 else "client"
@@ -300,7 +302,7 @@ class CoordinatorTarget(Target):
                        and "forkserver" in p.cmdline
                        and any(q.pid == p.ppid and "forkserver" in q.cmdline for q in tree)]
             with Catalog(camp.config) as catalog:
-                waiting = sum(catalog.demand().values())
+                waiting = sum(catalog.demand(load_id).values())
             trial.landed = [f"{victim} killed, {waiting} queries buffered"]
             target = rng.choice(workers) if victim == "worker" and workers else tree[0]
             trial.kill_at_s = round(running.elapsed(), 2)
