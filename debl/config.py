@@ -153,6 +153,11 @@ class Config:
     # alone, then bucket order.
     carry_demand: bool = True
     max_bad: int = -1  # -1: no limit
+    # When MySQL's hot path starts taking the hot files in (docs/LOADING.md, "Uptime without
+    # MySQL"): "uptime" (once every chunk is bucketed: nothing then competes with the copy and
+    # dist_ch, the load is up as soon as it could be) or "copied" (as soon as the hot chunks are
+    # in HDFS: MySQL takes them over sooner, competing with dist_ch for the CPUs).
+    hot_path_start: str = "uptime"
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
     # 1 KiB (docs/DESIGN.md section 8). Valid LinkBench lines are under 400 bytes.
@@ -227,6 +232,9 @@ class Config:
         if not self.service_timeout > 0:
             raise ConfigError(f"service_timeout must be positive seconds, not "
                               f"{self.service_timeout}")
+        if self.hot_path_start not in ("uptime", "copied"):
+            raise ConfigError(f"hot_path_start must be \"uptime\" or \"copied\", not "
+                              f"{self.hot_path_start!r}")
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
         self._check_spark()

@@ -259,12 +259,14 @@ class LoadRun:
             self._hot_path = self._background.submit(self._run_hot, source, hot, rejects,
                                                      max_bad, None)
         to_bucket = [] if wait_for_hot else hot
+        hot_chunks: list[Chunk] = []
         if to_bucket or cold:
             decided = (self._background.submit(self._sample, source, [f for _, f in cold])
                        if state.bucket_map is None else _done(state.bucket_map))
 
             def hot_copied(chunks: list[Chunk]) -> None:
-                if chunks and not state.hot_done:
+                hot_chunks[:] = chunks
+                if chunks and not state.hot_done and config.hot_path_start == "copied":
                     self._hot_path = self._background.submit(self._run_hot, source, hot,
                                                              rejects, max_bad, chunks)
             copied = copy_and_bucket(
@@ -290,6 +292,11 @@ class LoadRun:
             summary.phases = phase_sums(catalog.phases(load_id))
             catalog.make_current(load_id, t_up, summary.as_dict())
         progress.up(summary)
+        if hot_chunks and not state.hot_done and self._hot_path is None:
+            # hot_path_start "uptime": MySQL takes the hot files in once nothing else of the
+            # load competes with it for the CPU (docs/LOADING.md, "Uptime without MySQL").
+            self._hot_path = self._background.submit(self._run_hot, source, hot, rejects,
+                                                     max_bad, hot_chunks)
 
     def _hot_failed_before_up(self) -> bool:
         return (self._hot_path is not None and self._hot_path.done()
