@@ -5,10 +5,14 @@ today, and the demand carried over (docs/LOADING.md, "Days").
 
 Two days of the same graph: day 2 is a later generation (another seed: other links, updates and
 deletions of the same ids), so an answer of the wrong day, or a mix of days, differs from both
-days' references."""
+days' references.
+
+The tests run in file order and go on from the loads the ones before them left (each load costs
+tens of seconds: the days are not loaded again for every test); each says what it starts from."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -17,9 +21,12 @@ import threading
 import time
 
 import pytest
+from click.testing import CliRunner
 
 from coordinator import Coordinator
 from debl.catalog import Catalog
+from debl.commands.days import rollback as rollback_command
+from debl.commands.status import status as status_command
 from debl.errors import LoadStateError
 from debl.faults.procs import config_env
 from debl.store.hbase import HBaseStore
@@ -169,10 +176,10 @@ def test_resuming_a_superseded_load_is_refused_naming_the_newer_one(days):
 def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
     config, refs = days
     kept = config.replace(keep_previous_load=3600.0)
-    day_a = run_load(kept, str(refs[2][0]), OPTIONS)  # its previous: the resumed load
+    previous = run_load(kept, str(refs[1][0]), OPTIONS).load_id
+    day_a = run_load(kept, str(refs[2][0]), OPTIONS)
     with Catalog(config) as catalog:
-        previous = catalog.previous()
-    assert previous is not None
+        assert catalog.previous() == previous
     with Coordinator(config) as c:
         assert c.query(1, 7, timeout=60).load_id == day_a.load_id
         assert rollback(config) == (day_a.load_id, previous)
@@ -183,6 +190,14 @@ def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
         day = _day_of(config, refs)[previous]
         for key in sorted(refs[day][1].keys())[::60]:
             assert c.query(*key, timeout=60).links == refs[day][1].get_link_list(*key)
+        # The command says it, and `debl status` shows both days.
+        out = CliRunner().invoke(rollback_command, [], obj=config)
+        assert out.exit_code == 0, out.output
+        assert f"load {day_a.load_id} is current again" in out.output
+        status = json.loads(CliRunner().invoke(status_command, ["--json"], obj=config).output)
+        assert status["load"]["load_id"] == day_a.load_id
+        assert status["previous"]["load_id"] == previous
+        assert rollback(config) == (day_a.load_id, previous)
         assert rollback(config) == (previous, day_a.load_id)  # and forth again
     # Past keep_previous_load, cleanup drops the previous day: no rollback any more.
     assert cleanup(config, wait=True) == [previous]
