@@ -101,20 +101,25 @@ class Campaign:
         return argv + (["--hot-bytes", str(self.hot_bytes)] if hot else ["--no-hot"])
 
     def latest_load(self):
-        """The namespace's current load; None also when its catalog is another DeBL version's
-        (the next load replaces it)."""
+        """The namespace's newest load (maybe killed before its uptime); None also when its
+        catalog is another DeBL version's (the next load replaces it)."""
         try:
             with Catalog(self.config) as catalog:
-                return catalog.current()
+                return catalog.load()
         except CatalogVersionError:
             return None
+
+    def current_load(self):
+        """The load the namespace serves (None before any is up)."""
+        with Catalog(self.config) as catalog:
+            return catalog.current()
 
     def ensure_dataset(self, timeout: float = 600.0, reset: bool = True) -> None:
         """An up load of the campaign's input with its hot files; with *reset*, nothing of it
         in HBase."""
-        load = self.latest_load()
+        load = self.current_load() if self.latest_load() is not None else None
         want_source = str(self.input_dir)
-        if not (load and load.state == "up" and load.source == want_source
+        if not (load and load.hot_in_mysql and load.source == want_source
                 and load.approach == "debl"):
             outcome = self.run(self.load_argv(), "setup-load", timeout)
             if not outcome.ok:
@@ -127,7 +132,7 @@ class Campaign:
         to the raw route (marked pending again): a dataset gen_HF is half-way through, where a
         query may need MySQL, HBase or HDFS. Returns (loaded, raw) bucket counts."""
         self.ensure_dataset(reset=False)
-        load = self.latest_load()
+        load = self.current_load()
         with Catalog(self.config) as catalog:
             buckets = catalog.buckets(load.load_id)
         lower, upper = buckets[:len(buckets) // 2], buckets[len(buckets) // 2:]
@@ -146,7 +151,7 @@ class Campaign:
     def reset_conversion(self) -> None:
         """Undo gen_HF's work on the current load (every bucket pending, the HBase table and
         HFile directories gone): the state right after a load, without loading again."""
-        load = self.latest_load()
+        load = self.current_load()
         with Catalog(self.config) as catalog:
             catalog.set_job_state(load.load_id, [b.b_index for b in
                                                  catalog.buckets(load.load_id)], "pending")

@@ -156,7 +156,8 @@ class LoadTarget(Target):
         if load is None or load.load_id == before:
             step = camp.run(argv, f"{self.name}-{trial.number}-again", _timeout(window))
             trial.steps.append(Step.of(step))
-        elif load.state != "up":
+        elif load.state != "up" or load.hot_state in ("loading", "failed"):
+            # killed before uptime, or after it before MySQL took the hot keys over
             step = camp.run(argv + ["--resume", load.load_id],
                             f"{self.name}-{trial.number}-resume", _timeout(window))
             trial.steps.append(Step.of(step))
@@ -284,7 +285,7 @@ class CoordinatorTarget(Target):
         argv = self.argv(trial.seed)
         running = camp.start(argv, f"{self.name}-{trial.number}", DEBL_RAW_AFTER="off")
         deadline = time.monotonic() + 120.0
-        load_id = camp.latest_load().load_id
+        load_id = camp.current_load().load_id
         with Catalog(camp.config) as catalog:
             while not catalog.demand(load_id) and not running.done() and \
                     time.monotonic() < deadline:
@@ -376,7 +377,7 @@ def _bench_point(camp: Campaign, before: str | None) -> list[str]:
     load = camp.latest_load()
     if load is None or load.load_id == before:
         return ["before the load (input, Spark start, reset)"]
-    if load.state != "up":
+    if load.state != "up" or load.hot_state == "loading":
         return ["load: " + p for p in load_point(camp.config, before)]
     return ["query phase / gen_HF (after uptime)"]
 

@@ -149,7 +149,8 @@ class OutageTarget(Target):
             camp.verify_and_compare(trial, hbase=True)
             return
         load = camp.latest_load()
-        if load is not None and load.load_id != before and load.state != "up":
+        if load is not None and load.load_id != before and (
+                load.state != "up" or load.hot_state in ("loading", "failed")):
             again = camp.run(argv + ["--resume", load.load_id],
                              f"{self.name}-{trial.number}-resume", HARD_LIMIT_S)
         elif load is None or load.load_id == before:
