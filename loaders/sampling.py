@@ -113,7 +113,9 @@ def split_points(weights: Iterable[tuple[int, float]], target_bytes: int,
     sizes = np.array([per_id[i] for i in ids.tolist()], dtype=np.float64)
     total, heaviest = float(sizes.sum()), float(sizes.max())
     target = max(float(target_bytes), heaviest) if covers_heaviest else float(target_bytes)
-    buckets = math.ceil(total / target - 1e-9)
+    # At least one: a cold input far below the target (1e-9 of it) once made this 0 and the
+    # limit below a division by zero. The 1e-9 keeps an exact multiple from an extra bucket.
+    buckets = max(1, math.ceil(total / target - 1e-9))
     # The smallest limit whose greedy cut needs at most `buckets` buckets. Past total/buckets +
     # heaviest every closed bucket outweighs total/buckets, so that limit always fits.
     lo, hi = total / buckets, total / buckets + heaviest
