@@ -9,9 +9,19 @@ file answer carries ``Last-Modified``: the HTTP source compares it before and af
 It never serves outside its directory (docs/RELIABILITY.md, "Security"): a file is a plain name
 in the directory (no ``/``, no leading dot, no NUL, whatever the percent-encoding), and its real
 path (symlinks resolved) must lie in the directory's real path; ``index.json`` lists only such
-files. At most *max_threads* requests are served at once (more connections wait in the listen
-queue), and a connection idle for *timeout* seconds is closed, so idle or slow clients cannot
-pile up threads.
+files.
+
+Many clients, some hostile (docs/RELIABILITY.md, "Security"): each connection has a thread of
+its own and the accept loop never waits for one, so clients that connect and send nothing
+cannot stop others from being served (16 of them once held every handler slot, and the accept
+loop with them, for a minute). At most *max_connections* are open at once: past that a new
+client is answered 503 at once and its connection closed. A connection that sends no request
+(or nothing more on a kept-alive one), or stops reading its answer, for *timeout* seconds is
+closed. A connection serves any number of requests (HTTP/1.1 keep-alive: every answer carries
+its ``Content-Length``), which the HTTP source reuses for its ranged reads.
+
+A ``Range`` is answered whatever its numbers: one of thousands of digits (past ``int()``'s limit)
+starts past any file (416) or ends past it (to the file's end); it once dropped the connection.
 """
 
 from __future__ import annotations
@@ -45,14 +55,24 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None | str:
         return None
     first, last = m.groups()
     if not first:  # the last N bytes
-        n = int(last)
+        n = _number(last)
         return (max(0, size - n), size - 1) if n and size else "unsatisfiable"
-    start = int(first)
-    if last and int(last) < start:  # invalid: the header is ignored
+    start = _number(first)
+    if last and _number(last) < start:  # invalid: the header is ignored
         return None
     if start >= size:
         return "unsatisfiable"
-    return start, min(int(last), size - 1) if last else size - 1
+    return start, min(_number(last), size - 1) if last else size - 1
+
+
+_PAST_ANY_FILE = 1 << 64
+
+
+def _number(digits: str) -> int:
+    """A Range number; one of more than 19 significant digits (``int()`` refuses past 4,300)
+    is past the end of any file, and stands as 2^64."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 19 else _PAST_ANY_FILE
 
 
 class RateLimiter:
@@ -79,29 +99,62 @@ class RateLimiter:
                 time.sleep(wait)
 
 
-class _BoundedServer(ThreadingHTTPServer):
-    """A thread per request, at most *max_threads* at once: the accept loop waits for a free
-    slot, so further connections queue in the kernel's listen backlog."""
+class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most *max_connections* open: past that a client is told
+    503 at once, so the accept loop never waits (see the module's docstring)."""
 
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: a burst of connections is not refused
+    _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain"
+             b"\r\nContent-Length: 41\r\nConnection: close\r\n\r\n"
+             b"too many connections: try again shortly\r\n")
 
-    def __init__(self, address, handler, max_threads: int):
-        self._slots = threading.BoundedSemaphore(max_threads)
+    def __init__(self, address, handler, max_connections: int):
+        self.max_connections = max_connections
+        self._open = 0
+        self._count_lock = threading.Lock()
         super().__init__(address, handler)
 
     def process_request(self, request, client_address) -> None:
-        self._slots.acquire()
+        with self._count_lock:
+            busy = self._open >= self.max_connections
+            if not busy:
+                self._open += 1
+        if busy:
+            self._refuse(request)
+            return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._closed()
             raise
 
     def process_request_thread(self, request, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._closed()
+
+    def _closed(self) -> None:
+        with self._count_lock:
+            self._open -= 1
+
+    def _refuse(self, request) -> None:
+        """Answer 503 without a thread and without waiting: the request is not read. What
+        it already sent is read first (without blocking), so the close is a FIN the client
+        reads the answer before, not a reset that may discard it."""
+        try:
+            request.setblocking(False)
+            try:
+                request.sendall(self._BUSY)
+                time.sleep(0.001)  # the request usually follows the connection at once
+                while request.recv(65536):
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
+        except OSError:
+            pass
+        self.shutdown_request(request)
 
     def handle_error(self, request, client_address) -> None:
         """A client that hangs up mid-request (a sampler that has read what it needed, a killed
@@ -133,7 +186,7 @@ class _Files:
 
 
 def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
-                rate_mb_s: float | None = None, max_threads: int = 16,
+                rate_mb_s: float | None = None, max_connections: int = 256,
                 timeout: float = 60.0) -> ThreadingHTTPServer:
     """An HTTP server for *directory*; call ``serve_forever()`` (or run it in a thread)."""
     files = _Files(directory)
@@ -204,4 +257,4 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
                     except (BrokenPipeError, ConnectionResetError):
                         return
 
-    return _BoundedServer((host, port), Handler, max_threads)
+    return _Server((host, port), Handler, max_connections)
