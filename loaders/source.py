@@ -22,8 +22,18 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
   listed size and that the file's size and mtime are still the listed ones (``stat``): a file
   shorter or longer than its listing, or one that changed while it was read, is a SourceError
   and never a silent mix of two versions.
-- A ``user:password@`` in an HTTP URL is sent as HTTP basic authentication and never shown:
-  ``describe()`` (what the catalog, the reports and every message hold) drops the password.
+
+Credentials (docs/LOADING.md, "HTTP sources"): an HTTP source's password comes from the config
+(``source_password`` / ``DEBL_SOURCE_PASSWORD``, or ``source_password_file``, a file only its
+owner may read), never from the URL: a URL with a password is refused, since it would sit in
+``debl load``'s argv (readable by any local user in /proc) and the shell's history. The user is
+``source_user`` or the URL's ``user@``. ``describe()`` and every message show a URL without a
+password (``redact_url``).
+
+Connections: an HTTP source keeps its connections open between requests (HTTP/1.1 keep-alive,
+a few idle ones per source, reused by any thread): a ranged read of the split-point sample then
+costs one round trip, not a TCP handshake and a server thread each. A kept-alive connection the
+server has closed meanwhile is replaced once, transparently (a GET may be sent again).
 """
 
 from __future__ import annotations
@@ -34,16 +44,20 @@ import http.client
 import json
 import os
 import re
+import stat
+import threading
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from debl.errors import SourceError
+from debl.config import Config
+from debl.errors import ConfigError, SourceError
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
+IDLE_CONNECTIONS = 32  # kept-alive connections an HTTP source keeps for its next requests
 _RETRY_PAUSE_S = 0.1  # doubled after each fruitless resume
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
@@ -91,6 +105,10 @@ class Source(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where the files are, as DeBL records and shows it (never with a password)."""
+
+    def close(self) -> None:
+        """Let go of what the source keeps open between reads (an HTTP source's kept-alive
+        connections); it may still be used afterwards."""
 
 
 def _ordered(files: list[SourceFile]) -> list[SourceFile]:
@@ -205,47 +223,128 @@ class LocalSource(Source):
         return str(self.path.absolute())
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """HTTP basic authentication for a source; *user* None: the URL's ``user@``. Never shown:
+    ``repr`` leaves the password out."""
+
+    user: str | None
+    password: str = field(repr=False)
+
+
+def source_credentials(config: Config) -> Credentials | None:
+    """The configured credentials of HTTP sources: ``source_password``, else the first line of
+    ``source_password_file``, with ``source_user``; None when no password is configured.
+    ConfigError for a password file that group or others may read or write (or that cannot be
+    read): a password readable by other local users is what this avoids."""
+    password = config.source_password
+    path = config.source_password_file
+    if password is None and path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if mode & 0o077:
+                    raise ConfigError(
+                        f"source_password_file {path} has mode {stat.filemode(mode)}: group or "
+                        f"others may read or change it; make it yours alone (chmod 600 {path})")
+                password = f.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError(f"source_password_file {path} cannot be read: {exc.strerror}"
+                              ) from None
+    if password is None:
+        return None
+    return Credentials(config.source_user, password)
+
+
 class HttpSource(Source):
     mtime_as_listed = False
 
-    def __init__(self, url: str, timeout: float = 60.0, retries: int = RETRIES):
+    def __init__(self, url: str, timeout: float = 60.0, retries: int = RETRIES,
+                 credentials: Credentials | None = None):
         parsed = urllib.parse.urlparse(url.rstrip("/"))
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise SourceError(f"not an http(s) URL: {_redacted(parsed)}")
-        self._auth = ({"Authorization": "Basic " + base64.b64encode(
-            f"{urllib.parse.unquote(parsed.username or '')}:"
-            f"{urllib.parse.unquote(parsed.password or '')}".encode()).decode()}
-            if parsed.username is not None else {})
         self.url = _redacted(parsed)
+        check_no_password(url)
+        user = (credentials.user if credentials and credentials.user is not None
+                else urllib.parse.unquote(parsed.username) if parsed.username is not None
+                else None)
+        if credentials is not None and user is None:
+            raise SourceError(f"source {self.url}: a source password is configured but no "
+                              "user: set source_user (DEBL_SOURCE_USER) or give user@ in the URL")
+        password = credentials.password if credentials is not None else ""
+        self._auth = ({"Authorization": "Basic " + base64.b64encode(
+            f"{user}:{password}".encode()).decode()} if user is not None else {})
         self._parsed = parsed
         self.timeout = timeout
         self.retries = retries
+        self._idle: list[http.client.HTTPConnection] = []
+        self._idle_lock = threading.Lock()
 
-    def _get(self, path: str, headers: dict[str, str] | None = None,
-             accept: tuple[int, ...] = (200,)) -> http.client.HTTPResponse:
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """A kept-alive connection of the pool (True) or a new one (False)."""
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop(), True
         p = self._parsed
         cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
-        conn = cls(p.hostname, p.port, timeout=self.timeout)
-        try:
-            conn.request("GET", f"{p.path}/{path}", headers={**self._auth, **(headers or {})})
-            resp = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
+        return cls(p.hostname, p.port, timeout=self.timeout), False
+
+    def _done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """Back to the pool if *resp* was read to its end (the connection can take the next
+        request), else closed."""
+        # Closed with bytes still due (``length``): the server hung up early; not reusable.
+        reusable = (resp.isclosed() and not resp.length and not resp.will_close
+                    and conn.sock is not None)
+        resp.close()
+        if not reusable:
             conn.close()
-            raise SourceError(f"source {self.url} is unreachable: {exc}") from exc
+            return
+        with self._idle_lock:
+            if len(self._idle) < IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _get(self, path: str, headers: dict[str, str] | None = None,
+             accept: tuple[int, ...] = (200,),
+             ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send a GET on a pooled connection; its response, which the caller reads and hands
+        to ``_done``."""
+        while True:
+            conn, reused = self._connection()
+            try:
+                conn.request("GET", f"{self._parsed.path}/{path}",
+                             headers={**self._auth, **(headers or {})})
+                resp = conn.getresponse()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                # A kept-alive connection the server closed while it was idle: a new one.
+                if reused and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
+                    continue
+                raise SourceError(f"source {self.url} is unreachable: {exc}") from exc
         if resp.status not in accept:
             conn.close()
             hint = (" instead of 206: the server does not answer ranged reads, which choosing "
                     "bucket split points and resuming a dropped transfer need (give `debl load "
                     "--bucket-width W` to do without the sample)"
                     if 206 in accept and resp.status == 200 else
-                    ": it wants credentials (give them in the URL, user:password@host; DeBL "
-                    "never stores the password, so give the URL again to resume or verify)"
+                    ": it wants credentials (or others): set DEBL_SOURCE_USER and "
+                    "DEBL_SOURCE_PASSWORD, or source_user and source_password_file, a file only "
+                    "you can read (README, \"Configuration\")"
                     if resp.status in (401, 403) else "")
             raise SourceError(f"source {self.url}/{path} answered HTTP {resp.status}{hint}")
-        return resp
+        return conn, resp
 
     def list(self) -> list[SourceFile]:
-        resp = self._get("index.json")
+        conn, resp = self._get("index.json")
         try:
             entries = json.loads(_read_whole(resp, f"{self.url}/index.json"))
             return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]))
@@ -253,12 +352,12 @@ class HttpSource(Source):
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:
-            resp.close()
+            self._done(conn, resp)
 
     def stat(self, name: str) -> SourceFile:
         """Size from a one-byte ranged read (``Content-Range: bytes 0-0/SIZE``, or ``*/0`` for
         an empty file), mtime from its ``Last-Modified`` (0 if the server sends none)."""
-        resp = self._get(self._path(name), {"Range": "bytes=0-0"}, accept=(206, 416))
+        conn, resp = self._get(self._path(name), {"Range": "bytes=0-0"}, accept=(206, 416))
         try:
             m = re.match(r"^bytes (?:\d+-\d+|\*)/(\d+)$", resp.getheader("Content-Range", ""))
             if m is None:
@@ -269,9 +368,10 @@ class HttpSource(Source):
                 mtime = email.utils.parsedate_to_datetime(modified).timestamp() if modified else 0.0
             except (TypeError, ValueError):
                 mtime = 0.0
+            _read_whole(resp, f"{self.url}/{self._path(name)}")
             return SourceFile(name, int(m.group(1)), mtime)
         finally:
-            resp.close()
+            self._done(conn, resp)
 
     def _path(self, name: str) -> str:
         return "files/" + urllib.parse.quote(name, safe="")
@@ -302,6 +402,7 @@ class _HttpStream:
         self._end = end  # narrowed to the file's end once a response says where it is
         self._total: int | None = None  # the file's size, as the first response gave it
         self._resp: http.client.HTTPResponse | None = None
+        self._conn: http.client.HTTPConnection | None = None  # the response's, kept-alive
         self._request()
 
     def _request(self) -> None:
@@ -309,17 +410,22 @@ class _HttpStream:
         416 when the file ends at or before pos)."""
         ranged = self._pos > 0 or self._end is not None
         if not ranged:
-            resp = self._source._get(self._source._path(self._name))
+            conn, resp = self._source._get(self._source._path(self._name))
             length = resp.getheader("Content-Length")
             total = end = int(length) if length is not None and length.isdigit() else None
         else:
             last = "" if self._end is None else str(self._end - 1)
-            resp = self._source._get(self._source._path(self._name),
-                                     {"Range": f"bytes={self._pos}-{last}"}, accept=(206, 416))
+            conn, resp = self._source._get(self._source._path(self._name),
+                                           {"Range": f"bytes={self._pos}-{last}"},
+                                           accept=(206, 416))
             header = resp.getheader("Content-Range", "")
             m = _CONTENT_RANGE.match(header)
             if resp.status == 416:
-                resp.close()
+                try:
+                    resp.read()  # its (empty) body: the connection can take the next request
+                except (OSError, http.client.HTTPException):
+                    pass
+                self._source._done(conn, resp)
                 m = re.match(r"^bytes \*/(\d+)$", header)
                 total = int(m.group(1)) if m else None
                 self._check_total(total)
@@ -329,7 +435,7 @@ class _HttpStream:
                 self._end = self._pos  # nothing from pos on
                 return
             if m is None or int(m.group(1)) != self._pos:
-                resp.close()
+                conn.close()
                 raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
                                   f"byte {self._pos} and answered Content-Range {header!r}")
             total = None if m.group(3) == "*" else int(m.group(3))
@@ -337,11 +443,11 @@ class _HttpStream:
         try:
             self._check_total(total)
         except SourceError:
-            resp.close()
+            conn.close()
             raise
         if end is not None and (self._end is None or end < self._end):
             self._end = end
-        self._resp = resp
+        self._conn, self._resp = conn, resp
 
     def _check_total(self, total: int | None) -> None:
         """The file's size must stay what the transfer's first response said."""
@@ -370,8 +476,7 @@ class _HttpStream:
                 if self._end is None:  # no length given: the server's close is the end
                     return b""
                 # Ended before its length: resume from the first byte not received.
-                self._resp.close()
-                self._resp = None
+                self.close()
             fruitless += 1
             if fruitless > self._source.retries:
                 raise SourceError(
@@ -389,9 +494,11 @@ class _HttpStream:
                 cause = str(exc)
 
     def close(self) -> None:
+        """The connection goes back to the source's pool if the response was read to its
+        end, else it is closed."""
         if self._resp is not None:
-            self._resp.close()
-            self._resp = None
+            self._source._done(self._conn, self._resp)
+            self._conn, self._resp = None, None
 
     def __enter__(self) -> "_HttpStream":
         return self
@@ -423,6 +530,20 @@ def _redacted(parsed: urllib.parse.ParseResult) -> str:
     return parsed._replace(netloc=netloc).geturl()
 
 
+def check_no_password(spec: str | Path) -> None:
+    """SourceError if *spec* is an http(s) URL that holds a password (refused: see the module
+    docstring); the message shows the URL without it and says where the password goes."""
+    text = str(spec)
+    if not text.startswith(("http://", "https://")):
+        return
+    if urllib.parse.urlparse(text).password is not None:
+        raise SourceError(
+            f"source {redact_url(text)}: the URL holds a password, which would be in the "
+            "command line (readable by every local user in /proc) and in the shell's history: "
+            "give the URL without it, and the password in DEBL_SOURCE_PASSWORD or in a file "
+            "only you can read named by source_password_file (README, \"Configuration\")")
+
+
 def redact_url(text: str) -> str:
     """*text* with the password of an http(s) URL dropped; any other text unchanged."""
     if not text.startswith(("http://", "https://")):
@@ -430,9 +551,14 @@ def redact_url(text: str) -> str:
     return _redacted(urllib.parse.urlparse(text))
 
 
-def open_source(spec: str | Path, retries: int = RETRIES) -> Source:
-    """A Source for a directory path or an http(s) URL."""
+def open_source(spec: str | Path, config: Config | None = None, *,
+                retries: int | None = None) -> Source:
+    """A Source for a directory path or an http(s) URL; with *config*, an HTTP source takes
+    its retries (``source_retries``) and credentials (``source_credentials``) from it."""
     text = str(spec)
+    if retries is None:
+        retries = config.source_retries if config is not None else RETRIES
     if text.startswith(("http://", "https://")):
-        return HttpSource(text, retries=retries)
+        credentials = source_credentials(config) if config is not None else None
+        return HttpSource(text, retries=retries, credentials=credentials)
     return LocalSource(Path(text))

@@ -1,8 +1,9 @@
 """Security (issue 15, item 6): ``debl source serve`` never serves outside its directory and
 cannot be made to pile up threads; every service and server listens on loopback unless the
 config says otherwise (checked on the listening sockets themselves); no password in any
-process's argv, in the catalog or in any file under the state directory; LOCAL INFILE sends
-only the files DeBL chose."""
+process's argv, in the catalog or in any file under the state directory (a source's password
+is never in its URL: tests/test_source_credentials.py); LOCAL INFILE sends only the files DeBL
+chose."""
 
 from __future__ import annotations
 
@@ -270,21 +271,24 @@ def test_no_password_in_any_argv_during_a_load_nor_in_any_file_of_the_state_dir(
 
 
 @pytest.mark.stack
-def test_a_password_in_the_source_url_is_never_stored(stack_config, spark, tmp_path):
+def test_a_password_in_the_source_url_is_refused_before_anything_is_recorded(stack_config,
+                                                                            tmp_path):
+    """The password goes in the config, never the URL (tests/test_source_credentials.py)."""
+    from debl.errors import SourceError
     from loaders.load import LoadOptions, run_load
     from tests.hostile_http import HostileSource
 
     (tmp_path / "a.tsv").write_bytes(b"1\t1\t1\t1\tx\t1\t1\n2\t1\t1\t1\ty\t1\t1\n")
-    from loaders.verify import verify_load
-
+    with Catalog(stack_config) as catalog:
+        before = catalog.load()
     with HostileSource(tmp_path) as server:
         url = server.url.replace("http://", "http://alice:Pa55-in-the-URL@")
-        summary = run_load(stack_config, url, LoadOptions(hot_bytes=1 << 30))
-        assert verify_load(stack_config, source_spec=url).ok  # the URL given again
-    assert summary.source == server.url.replace("http://", "http://alice@")
+        with pytest.raises(SourceError, match="holds a password") as err:
+            run_load(stack_config, url, LoadOptions(hot_bytes=1 << 30))
+    assert "Pa55" not in str(err.value)
     with Catalog(stack_config) as catalog:
-        load = catalog.load(summary.load_id)
-    assert load.source == summary.source and "Pa55" not in str(load.summary)
+        after = catalog.load()
+    assert (after and after.load_id) == (before and before.load_id)
     assert _files_holding(stack_config.state_dir, b"Pa55-in-the-URL") == []
 
 
