@@ -63,7 +63,7 @@ from loaders.chunker import Chunk, ChunkCopier, Position
 from loaders.mysql_bulk import load_hot
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name, unescape_name
 from loaders.sampling import sample_bucket_map
-from loaders.source import Source, SourceFile, changed_files, open_source
+from loaders.source import Source, SourceFile, changed_files, open_source, redact_url
 from loaders.split import split_files
 
 
@@ -165,7 +165,7 @@ def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOption
 def _run_load(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
               progress: LoadProgress) -> LoadSummary:
     t_start = time.time()
-    source = open_source(source_spec, retries=config.source_retries)
+    source = open_source(source_spec, config)
     max_bad = config.max_bad if options.max_bad is None else options.max_bad
     chunk_size = options.chunk_size or config.chunk_size
     explicit_chunk_size = options.chunk_size is not None
@@ -283,8 +283,8 @@ def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) 
         pass  # the original error says what happened; it is the one raised
     if isinstance(exc, (ServiceError, SourceError)):
         exc.add_note(f"load {load_id} stopped there; once that is fixed (`debl stack up` for a "
-                     f"service of the stack), continue it: debl load {source_spec} --resume "
-                     f"{load_id}")
+                     f"service of the stack), continue it: debl load {redact_url(source_spec)} "
+                     f"--resume {load_id}")
 
 
 def phase_sums(phases: list[Phase]) -> dict[str, float]:

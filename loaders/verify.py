@@ -56,8 +56,8 @@ class VerifyReport:
 def verify_load(config: Config, load_id: str | None = None, *, source: bool = True,
                 source_spec: str | None = None, progress=lambda what: None) -> VerifyReport:
     """Verify the latest load (or *load_id*). ``source=False`` skips re-reading the source;
-    *source_spec* reads it from there instead of the recorded one (which never holds a URL's
-    password)."""
+    *source_spec* reads it from there instead of the recorded one (an HTTP source's
+    credentials come from the config, as for the load)."""
     with Catalog(config) as catalog:
         load = catalog.load(load_id)
         if load is None:
@@ -82,7 +82,7 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
     for count in counts:
         good[count.file_seq] += count.rows
     if source:
-        src = open_source(source_spec or load.source, retries=config.source_retries)
+        src = open_source(source_spec or load.source, config)
         for f in files:
             progress(f"source file {f.name}")
             with src.open(f.name) as stream:
