@@ -35,6 +35,7 @@ Pitfalls:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ import numpy as np
 
 from debl.buckets import BucketMap
 from debl.config import Config
+from debl.line_block import LINE
 from debl.model import ParseError, parse_line
 from loaders.source import Source, SourceFile
 
@@ -89,14 +91,35 @@ def weighted_ids(block: bytes, read: Read) -> list[tuple[int, float]]:
         block = block[block.find(b"\n") + 1:] if b"\n" in block else b""
     if not read.at_eof:  # drop the line the read ends inside
         block = block[:block.rfind(b"\n") + 1]
-    found = []
+    ids, lengths = _ids_and_lengths(block)
+    total = sum(lengths)
+    return [(id1, read.stands_for * n / total) for id1, n in zip(ids, lengths)]
+
+
+_WELL_FORMED = re.compile(rb"(?:" + LINE + rb")*")
+
+
+def _ids_and_lengths(block: bytes) -> tuple[list[int], list[int]]:
+    """The id1 and length (line end included) of each valid line of *block* (whole lines; the
+    last may lack its newline at the end of a file). A block whose lines all take
+    ``parse_line``'s fast path (``debl.line_block.LINE``, checked at C speed) has its id1s
+    read straight off (a third of the time); any other is parsed line by line, bad lines left
+    out."""
+    whole = block if block.endswith(b"\n") or not block else block + b"\n"
+    if _WELL_FORMED.fullmatch(whole) is not None:
+        lines = whole.split(b"\n")[:-1]
+        lengths = [len(line) + 1 for line in lines]
+        if lines and whole is not block:
+            lengths[-1] -= 1  # the newline added above is not the file's
+        return [int(line[:line.index(b"\t")]) for line in lines], lengths
+    ids, lengths = [], []
     for line in block.splitlines(keepends=True):
         try:
-            found.append((parse_line(line).id1, len(line)))
+            ids.append(parse_line(line).id1)
         except ParseError:
             continue
-    total = sum(n for _, n in found)
-    return [(id1, read.stands_for * n / total) for id1, n in found]
+        lengths.append(len(line))
+    return ids, lengths
 
 
 def split_points(weights: Iterable[tuple[int, float]], target_bytes: int,
