@@ -2,9 +2,11 @@
 
 It stands in for the paper's remote server behind a 100 Mbit/s link: every response shares one
 token bucket, so the cap holds for the sum of all concurrent transfers, as on a real link.
-A file request may carry one HTTP ``Range`` (``bytes=A-B``, ``bytes=A-``, ``bytes=-N``): the
-answer is 206 with those bytes, or 416 when the range starts past the end (RFC 9110). Every
-file answer carries ``Last-Modified``: the HTTP source compares it before and after a transfer.
+A file request may carry an HTTP ``Range`` (``bytes=A-B``, ``bytes=A-``, ``bytes=-N``, or
+several of them, comma-separated): the answer is 206 with those bytes (several ranges: one
+``multipart/byteranges`` body, which the split-point sample asks for, a file's reads at once),
+or 416 when every range starts past the end (RFC 9110). Every file answer carries
+``Last-Modified``: the HTTP source compares it before and after a transfer.
 
 It never serves outside its directory (docs/RELIABILITY.md, "Security"): a file is a plain name
 in the directory (no ``/``, no leading dot, no NUL, whatever the percent-encoding), and its real
@@ -31,6 +33,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import sys
 import threading
 import time
@@ -43,17 +46,48 @@ from loaders.source import LocalSource
 log = logging.getLogger(__name__)
 
 BLOCK = 64 * 1024
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_SPEC = re.compile(r"^(\d*)-(\d*)$")
+MAX_RANGES = 1024  # ranges of one request; more, or overlapping ones, get the whole file
+
+
+def byte_ranges(header: str | None, size: int) -> list[tuple[int, int]] | None | str:
+    """The inclusive ``(first, last)`` bytes of a ``Range`` header (``bytes=A-B, C-, -N``)
+    over a file of *size* bytes, in the header's order; None to send the whole file (no
+    header, an invalid one, another unit, more than MAX_RANGES ranges, or ranges that overlap:
+    a request of many overlapping ranges would make the answer larger than the file, as RFC
+    9110 lets a server decline); "unsatisfiable" when every range starts past the end. Ranges
+    that start past the end are left out."""
+    if not header or not header.strip().startswith("bytes="):
+        return None
+    specs = header.strip()[6:].split(",")
+    if len(specs) > MAX_RANGES:
+        return None
+    wanted = []
+    for spec in specs:
+        m = _SPEC.match(spec.strip())
+        if m is None or m.groups() == ("", ""):
+            return None
+        one = _one_range(*m.groups(), size)
+        if one is None:
+            return None
+        if one != "unsatisfiable":
+            wanted.append(one)
+    if not wanted:
+        return "unsatisfiable"
+    spans = sorted(wanted)
+    if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
+        return None
+    return wanted
 
 
 def byte_range(header: str | None, size: int) -> tuple[int, int] | None | str:
-    """The inclusive ``(first, last)`` byte of a ``Range`` header over a file of *size* bytes;
-    None to send the whole file (no header, an invalid one, or one this server does not serve:
-    several ranges, another unit), "unsatisfiable" for a range that starts past the end."""
-    m = _RANGE.match(header.strip()) if header else None
-    if m is None or m.groups() == ("", ""):
-        return None
-    first, last = m.groups()
+    """``byte_ranges`` of a header that asks for one range (None for several)."""
+    wanted = byte_ranges(header, size)
+    return wanted[0] if isinstance(wanted, list) and len(wanted) == 1 else (
+        None if isinstance(wanted, list) else wanted)
+
+
+def _one_range(first: str, last: str, size: int) -> tuple[int, int] | None | str:
     if not first:  # the last N bytes
         n = _number(last)
         return (max(0, size - n), size - 1) if n and size else "unsatisfiable"
@@ -232,32 +266,59 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
             with f:
                 st = os.fstat(f.fileno())
                 size = st.st_size
-                wanted = byte_range(self.headers.get("Range"), size)
+                modified = email.utils.formatdate(st.st_mtime, usegmt=True)
+                wanted = byte_ranges(self.headers.get("Range"), size)
                 if wanted == "unsatisfiable":
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{size}")
-                    self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime,
-                                                                             usegmt=True))
+                    self.send_header("Last-Modified", modified)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                first, last = wanted or (0, size - 1)
                 self.send_response(206 if wanted else 200)
-                self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Accept-Ranges", "bytes")
-                self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
+                self.send_header("Last-Modified", modified)
+                if wanted and len(wanted) > 1:
+                    self._send_parts(f, size, wanted)
+                    return
+                first, last = wanted[0] if wanted else (0, size - 1)
+                self.send_header("Content-Type", "application/octet-stream")
                 if wanted:
                     self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
                 self.send_header("Content-Length", str(last - first + 1))
                 self.end_headers()
-                f.seek(first)
-                left = last - first + 1
-                while left > 0 and (block := f.read(min(BLOCK, left))):
-                    left -= len(block)
-                    limiter.take(len(block))
-                    try:
-                        self.wfile.write(block)
-                    except (BrokenPipeError, ConnectionResetError):
-                        return
+                self._send_bytes(f, first, last)
+
+        def _send_parts(self, f, size: int, wanted: list[tuple[int, int]]) -> None:
+            """A ``multipart/byteranges`` body (RFC 9110 section 14.6): each range after
+            its own head, in the header's order; its length told up front."""
+            boundary = secrets.token_hex(16)
+            heads = [(f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n"
+                      f"Content-Range: bytes {a}-{b}/{size}\r\n\r\n").encode()
+                     for a, b in wanted]
+            tail = f"\r\n--{boundary}--\r\n".encode()
+            length = sum(map(len, heads)) + sum(b - a + 1 for a, b in wanted) + len(tail)
+            self.send_header("Content-Type", f"multipart/byteranges; boundary={boundary}")
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+            for head, (first, last) in zip(heads, wanted):
+                limiter.take(len(head))
+                self.wfile.write(head)
+                if not self._send_bytes(f, first, last):
+                    return
+            self.wfile.write(tail)
+
+        def _send_bytes(self, f, first: int, last: int) -> bool:
+            """Bytes first..last of *f*; False if the client hung up."""
+            f.seek(first)
+            left = last - first + 1
+            while left > 0 and (block := f.read(min(BLOCK, left))):
+                left -= len(block)
+                limiter.take(len(block))
+                try:
+                    self.wfile.write(block)
+                except (BrokenPipeError, ConnectionResetError):
+                    return False
+            return True
 
     return _Server((host, port), Handler, max_connections)

@@ -38,28 +38,26 @@ server has closed meanwhile is replaced once, transparently (a GET may be sent a
 
 from __future__ import annotations
 
-import base64
+import bisect
 import email.utils
 import http.client
 import json
 import os
 import re
-import stat
-import threading
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from debl.config import Config
-from debl.errors import ConfigError, SourceError
+from debl.errors import SourceError
+from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
+                                 HttpStream, basic_auth, coalesce, parse_byteranges,
+                                 range_header, read_whole, source_credentials)
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
-IDLE_CONNECTIONS = 32  # kept-alive connections an HTTP source keeps for its next requests
-_RETRY_PAUSE_S = 0.1  # doubled after each fruitless resume
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
 @dataclass(frozen=True)
@@ -101,6 +99,11 @@ class Source(ABC):
     @abstractmethod
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         """Up to *length* bytes of one file from *offset* (fewer only at the end of the file)."""
+
+    def read_ranges(self, name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """``read_range`` of each ``(offset, length)`` of one file, in order; a source may
+        read them together (an HTTP source: several a request)."""
+        return [self.read_range(name, offset, length) for offset, length in ranges]
 
     @abstractmethod
     def describe(self) -> str:
@@ -223,39 +226,6 @@ class LocalSource(Source):
         return str(self.path.absolute())
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """HTTP basic authentication for a source; *user* None: the URL's ``user@``. Never shown:
-    ``repr`` leaves the password out."""
-
-    user: str | None
-    password: str = field(repr=False)
-
-
-def source_credentials(config: Config) -> Credentials | None:
-    """The configured credentials of HTTP sources: ``source_password``, else the first line of
-    ``source_password_file``, with ``source_user``; None when no password is configured.
-    ConfigError for a password file that group or others may read or write (or that cannot be
-    read): a password readable by other local users is what this avoids."""
-    password = config.source_password
-    path = config.source_password_file
-    if password is None and path is not None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                mode = os.fstat(f.fileno()).st_mode
-                if mode & 0o077:
-                    raise ConfigError(
-                        f"source_password_file {path} has mode {stat.filemode(mode)}: group or "
-                        f"others may read or change it; make it yours alone (chmod 600 {path})")
-                password = f.readline().rstrip("\r\n")
-        except OSError as exc:
-            raise ConfigError(f"source_password_file {path} cannot be read: {exc.strerror}"
-                              ) from None
-    if password is None:
-        return None
-    return Credentials(config.source_user, password)
-
-
 class HttpSource(Source):
     mtime_as_listed = False
 
@@ -273,63 +243,21 @@ class HttpSource(Source):
             raise SourceError(f"source {self.url}: a source password is configured but no "
                               "user: set source_user (DEBL_SOURCE_USER) or give user@ in the URL")
         password = credentials.password if credentials is not None else ""
-        self._auth = ({"Authorization": "Basic " + base64.b64encode(
-            f"{user}:{password}".encode()).decode()} if user is not None else {})
+        self._auth = basic_auth(user, password) if user is not None else {}
         self._parsed = parsed
         self.timeout = timeout
         self.retries = retries
-        self._idle: list[http.client.HTTPConnection] = []
-        self._idle_lock = threading.Lock()
-
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        """A kept-alive connection of the pool (True) or a new one (False)."""
-        with self._idle_lock:
-            if self._idle:
-                return self._idle.pop(), True
-        p = self._parsed
-        cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
-        return cls(p.hostname, p.port, timeout=self.timeout), False
-
-    def _done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
-        """Back to the pool if *resp* was read to its end (the connection can take the next
-        request), else closed."""
-        # Closed with bytes still due (``length``): the server hung up early; not reusable.
-        reusable = (resp.isclosed() and not resp.length and not resp.will_close
-                    and conn.sock is not None)
-        resp.close()
-        if not reusable:
-            conn.close()
-            return
-        with self._idle_lock:
-            if len(self._idle) < IDLE_CONNECTIONS:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def close(self) -> None:
-        with self._idle_lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self._connections = Connections(parsed.scheme, parsed.hostname, parsed.port, timeout,
+                                        self.url)
+        self._several_ranges = True  # until the server answers several ranges with 200
 
     def _get(self, path: str, headers: dict[str, str] | None = None,
              accept: tuple[int, ...] = (200,),
              ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Send a GET on a pooled connection; its response, which the caller reads and hands
-        to ``_done``."""
-        while True:
-            conn, reused = self._connection()
-            try:
-                conn.request("GET", f"{self._parsed.path}/{path}",
-                             headers={**self._auth, **(headers or {})})
-                resp = conn.getresponse()
-                break
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                # A kept-alive connection the server closed while it was idle: a new one.
-                if reused and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
-                    continue
-                raise SourceError(f"source {self.url} is unreachable: {exc}") from exc
+        """Send a GET on a kept-alive connection; its response, which the caller reads and
+        hands to ``_done``. SourceError for a status not in *accept*, with what to do."""
+        conn, resp = self._connections.get(f"{self._parsed.path}/{path}",
+                                           {**self._auth, **(headers or {})})
         if resp.status not in accept:
             conn.close()
             hint = (" instead of 206: the server does not answer ranged reads, which choosing "
@@ -343,16 +271,28 @@ class HttpSource(Source):
             raise SourceError(f"source {self.url}/{path} answered HTTP {resp.status}{hint}")
         return conn, resp
 
+    def get_file(self, name: str, headers: dict[str, str], accept: tuple[int, ...],
+                 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """``_get`` of one file's bytes (what an ``HttpStream`` asks)."""
+        return self._get(self._path(name), headers, accept)
+
+    def done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """Give a response's connection back (see ``Connections.done``)."""
+        self._connections.done(conn, resp)
+
+    def close(self) -> None:
+        self._connections.close()
+
     def list(self) -> list[SourceFile]:
         conn, resp = self._get("index.json")
         try:
-            entries = json.loads(_read_whole(resp, f"{self.url}/index.json"))
+            entries = json.loads(read_whole(resp, f"{self.url}/index.json"))
             return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]))
                              for e in entries])
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:
-            self._done(conn, resp)
+            self.done(conn, resp)
 
     def stat(self, name: str) -> SourceFile:
         """Size from a one-byte ranged read (``Content-Range: bytes 0-0/SIZE``, or ``*/0`` for
@@ -368,155 +308,95 @@ class HttpSource(Source):
                 mtime = email.utils.parsedate_to_datetime(modified).timestamp() if modified else 0.0
             except (TypeError, ValueError):
                 mtime = 0.0
-            _read_whole(resp, f"{self.url}/{self._path(name)}")
+            read_whole(resp, f"{self.url}/{self._path(name)}")
             return SourceFile(name, int(m.group(1)), mtime)
         finally:
-            self._done(conn, resp)
+            self.done(conn, resp)
 
     def _path(self, name: str) -> str:
         return "files/" + urllib.parse.quote(name, safe="")
 
     def _open(self, name: str, offset: int) -> BinaryIO:
-        return _HttpStream(self, name, offset, None)  # type: ignore[return-value]
+        return HttpStream(self, name, offset, None)  # type: ignore[return-value]
 
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
-        with _HttpStream(self, name, offset, offset + length) as stream:
+        with HttpStream(self, name, offset, offset + length) as stream:
             parts = []
             while block := stream.read(1 << 20):
                 parts.append(block)
             return b"".join(parts)
 
-    def describe(self) -> str:
-        return self.url
+    def read_ranges(self, name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Up to MAX_RANGES ranges a request (``multipart/byteranges``): the split-point
+        sample's reads of a file in a request or a few, not one each. A server that answers
+        several ranges with the whole file is asked one range a request from then on; a batch
+        whose transfer fails is read again one range a request (each resumed as a stream)."""
+        if not self._several_ranges:
+            return super().read_ranges(name, ranges)
+        spans = coalesce([(offset, offset + length) for offset, length in ranges if length > 0])
+        parts: list[tuple[int, bytes, int | None]] = []
+        for k in range(0, len(spans), MAX_RANGES):
+            got = self._read_spans(name, spans[k:k + MAX_RANGES])
+            if got is None:
+                self._several_ranges = False
+                return super().read_ranges(name, ranges)
+            parts += got
+        parts.sort(key=lambda part: part[0])
+        return [self._cut(name, parts, offset, length) for offset, length in ranges]
 
-
-class _HttpStream:
-    """One file's bytes ``[offset, end)`` over HTTP (*end* None: to the file's end), resumed
-    with ``Range`` from the first byte not yet received when a transfer ends early."""
-
-    def __init__(self, source: HttpSource, name: str, offset: int, end: int | None):
-        self._source, self._name = source, name
-        self._pos = offset
-        self._end = end  # narrowed to the file's end once a response says where it is
-        self._total: int | None = None  # the file's size, as the first response gave it
-        self._resp: http.client.HTTPResponse | None = None
-        self._conn: http.client.HTTPConnection | None = None  # the response's, kept-alive
-        self._request()
-
-    def _request(self) -> None:
-        """Ask for ``[pos, end)``: a plain GET for the whole file, else a ranged one (206;
-        416 when the file ends at or before pos)."""
-        ranged = self._pos > 0 or self._end is not None
-        if not ranged:
-            conn, resp = self._source._get(self._source._path(self._name))
-            length = resp.getheader("Content-Length")
-            total = end = int(length) if length is not None and length.isdigit() else None
-        else:
-            last = "" if self._end is None else str(self._end - 1)
-            conn, resp = self._source._get(self._source._path(self._name),
-                                           {"Range": f"bytes={self._pos}-{last}"},
-                                           accept=(206, 416))
-            header = resp.getheader("Content-Range", "")
-            m = _CONTENT_RANGE.match(header)
-            if resp.status == 416:
-                try:
-                    resp.read()  # its (empty) body: the connection can take the next request
-                except (OSError, http.client.HTTPException):
-                    pass
-                self._source._done(conn, resp)
-                m = re.match(r"^bytes \*/(\d+)$", header)
-                total = int(m.group(1)) if m else None
-                self._check_total(total)
-                if total is None or total > self._pos:
-                    raise SourceError(f"source {self._source.url}: {self._name!r} from byte "
-                                      f"{self._pos} answered HTTP 416 ({header!r})")
-                self._end = self._pos  # nothing from pos on
-                return
-            if m is None or int(m.group(1)) != self._pos:
-                conn.close()
-                raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
-                                  f"byte {self._pos} and answered Content-Range {header!r}")
-            total = None if m.group(3) == "*" else int(m.group(3))
-            end = int(m.group(2)) + 1
+    def _read_spans(self, name: str, spans: list[tuple[int, int]],
+                    ) -> list[tuple[int, bytes, int | None]] | None:
+        """``(first, data, file size)`` of the parts answering *spans*; None if the server
+        does not answer several ranges at once."""
+        if len(spans) == 1:
+            (start, end), = spans
+            return [(start, self.read_range(name, start, end - start), None)]
         try:
-            self._check_total(total)
+            conn, resp = self._get(self._path(name), {"Range": range_header(spans)},
+                                   accept=(200, 206, 416))
+        except SourceError:  # a server that fails on several ranges: one a request tells
+            return None
+        if resp.status == 200:  # several ranges ignored: not the whole file for a sample
+            conn.close()
+            return None
+        try:
+            body = read_whole(resp, f"{self.url}/{self._path(name)}")
         except SourceError:
             conn.close()
-            raise
-        if end is not None and (self._end is None or end < self._end):
-            self._end = end
-        self._conn, self._resp = conn, resp
+            return [(start, self.read_range(name, start, end - start), None)
+                    for start, end in spans]
+        self.done(conn, resp)
+        if resp.status == 416:
+            return []
+        ctype = resp.getheader("Content-Type", "")
+        try:
+            if ctype.lower().startswith("multipart/byteranges"):
+                return parse_byteranges(ctype, body)
+            m = CONTENT_RANGE.match(resp.getheader("Content-Range", ""))
+            if m is None:
+                raise ValueError(f"Content-Range {resp.getheader('Content-Range')!r}")
+        except ValueError:
+            return None  # not an answer this source can read: one range a request
+        return [(int(m.group(1)), body, None if m.group(3) == "*" else int(m.group(3)))]
 
-    def _check_total(self, total: int | None) -> None:
-        """The file's size must stay what the transfer's first response said."""
-        if self._total is None:
-            self._total = total
-        elif total is not None and total != self._total:
-            raise SourceError(f"source {self._source.url}: {self._name!r} changed while it "
-                              f"was read ({self._total} bytes when its transfer began, {total} "
-                              f"when it resumed at byte {self._pos}); nothing of this load is "
-                              "visible: load it again once the source is stable")
+    def _cut(self, name: str, parts: list[tuple[int, bytes, int | None]], offset: int,
+             length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` out of *parts* (fewer only at the file's
+        end), or from a request of their own if the parts do not hold them."""
+        if length <= 0:
+            return b""
+        k = bisect.bisect_right(parts, offset, key=lambda part: part[0]) - 1
+        if k >= 0:
+            first, data, size = parts[k]
+            got = data[offset - first:offset - first + length]
+            if len(got) == length or (size is not None and first + len(data) == size):
+                return got
+        return self.read_range(name, offset, length)
 
-    def read(self, n: int = -1) -> bytes:
-        fruitless, pause = 0, _RETRY_PAUSE_S
-        cause = "the connection closed early"
-        while True:
-            if self._end is not None and self._pos >= self._end:
-                return b""
-            if self._resp is not None:
-                try:
-                    data = self._resp.read(n if n >= 0 else None)
-                except (OSError, http.client.HTTPException) as exc:
-                    data, cause = b"", f"{type(exc).__name__}: {exc}"
-                if data:
-                    self._pos += len(data)
-                    return data
-                if self._end is None:  # no length given: the server's close is the end
-                    return b""
-                # Ended before its length: resume from the first byte not received.
-                self.close()
-            fruitless += 1
-            if fruitless > self._source.retries:
-                raise SourceError(
-                    f"source {self._source.url}: reading {self._name!r} failed at byte "
-                    f"{self._pos} of {self._end} ({cause}); {self._source.retries} resumes "
-                    "in a row brought nothing; nothing of this load is visible: check the "
-                    "server, then load again (or resume the load)")
-            time.sleep(pause)
-            pause *= 2
-            try:
-                self._request()
-            except SourceError as exc:  # unreachable for now: another try; anything else ends it
-                if not isinstance(exc.__cause__, (OSError, http.client.HTTPException)):
-                    raise
-                cause = str(exc)
-
-    def close(self) -> None:
-        """The connection goes back to the source's pool if the response was read to its
-        end, else it is closed."""
-        if self._resp is not None:
-            self._source._done(self._conn, self._resp)
-            self._conn, self._resp = None, None
-
-    def __enter__(self) -> "_HttpStream":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _read_whole(resp: http.client.HTTPResponse, what: str) -> bytes:
-    """A small body whole, or SourceError if it ends before its Content-Length."""
-    try:
-        body = resp.read()
-    except (OSError, http.client.HTTPException) as exc:
-        raise SourceError(f"{what}: the transfer failed: {exc}") from exc
-    length = resp.getheader("Content-Length")
-    if length is not None and length.isdigit() and len(body) != int(length):
-        raise SourceError(f"{what}: {len(body)} bytes received of the {length} announced")
-    return body
+    def describe(self) -> str:
+        return self.url
 
 
 def _redacted(parsed: urllib.parse.ParseResult) -> str:

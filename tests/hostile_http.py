@@ -12,6 +12,8 @@ demand:
 - ``require_auth(user, password)``: every request without that HTTP basic authentication is
   answered 401.
 
+A ``Range`` of several ranges is ignored (the whole file, 200), as a simple server does.
+
 ``ranges`` records every ``Range`` header asked, per file; ``peers`` every client address
 (host, port) a request came from: one per connection.
 """
@@ -80,6 +82,8 @@ class HostileSource:
                 header = self.headers.get("Range")
                 with source.lock:
                     source.ranges[name].append(header)
+                if header and "," in header:
+                    header = None  # several ranges: ignored, the whole file (as RFC 9110 allows)
                 gate = source.gates.get(name)
                 if gate is not None and header is None:
                     gate.wait(300)

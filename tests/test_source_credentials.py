@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from debl.cli import main
 from debl.config import Config, load_config
 from debl.errors import ConfigError, SourceError
-from loaders.source import Credentials, HttpSource, open_source, source_credentials
+from loaders.http_client import Credentials, source_credentials
+from loaders.source import HttpSource, open_source
 from tests.hostile_http import HostileSource
 
 SECRET = "s3cr#t p@ss:w0rd"  # characters a URL would have to escape

@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from loaders.http_client import IDLE_CONNECTIONS
 from loaders.serve import make_server
-from loaders.source import IDLE_CONNECTIONS, HttpSource
+from loaders.source import HttpSource
 from tests.hostile_http import HostileSource
 
 BODY = bytes(range(256)) * 400  # 102,400 bytes
