@@ -6,6 +6,9 @@ config, and several byte ranges in one request (docs/LOADING.md, "HTTP sources")
   (the split-point sample's reads) costs a round trip each, not a TCP handshake and a server
   thread. Any thread may use the pool. A kept-alive connection the server closed while it sat
   idle fails at once when reused: the request is sent again on another (a GET may be).
+- **Streams** (``HttpStream``): one file's bytes from an offset, resumed with ``Range`` from
+  the first byte not received when a transfer ends before its ``Content-Length``
+  (docs/RELIABILITY.md, "Sources that misbehave").
 - **Credentials** (``source_credentials``): ``source_password`` (``DEBL_SOURCE_PASSWORD``),
   else the first line of ``source_password_file``, which must be its owner's alone; the user
   ``source_user``. Never from a URL (``loaders.source.check_no_password``).

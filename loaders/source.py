@@ -4,9 +4,11 @@ A source lists its files (name, size, modification time) and opens one as a byte
 loader never downloads everything first. The HTTP protocol is the one ``debl source serve``
 speaks and any static web server can imitate: ``GET <url>/index.json`` returns
 ``[{"name": ..., "size": ..., "mtime": <unix seconds>}, ...]`` and ``GET <url>/files/<name>``
-returns the bytes; with a ``Range: bytes=A-B`` header it answers 206 with bytes A..B only (the
-split-point sample reads a few slices of every file that way, and a dropped transfer resumes
-that way, docs/LOADING.md).
+returns the bytes; with a ``Range: bytes=A-B`` header it answers 206 with bytes A..B only (a
+dropped transfer resumes that way, docs/LOADING.md), and with several ranges
+(``bytes=A-B,C-D``) one ``multipart/byteranges`` answer: the split-point sample reads a few
+slices of every file that way, a file's at once (``read_ranges``; a server that ignores several
+ranges is asked one a request instead).
 
 Files are ordered oldest first (by mtime, then name); that order is the ``file_seq`` of the
 merge rule ("the later file wins").
@@ -31,9 +33,9 @@ owner may read), never from the URL: a URL with a password is refused, since it 
 password (``redact_url``).
 
 Connections: an HTTP source keeps its connections open between requests (HTTP/1.1 keep-alive,
-a few idle ones per source, reused by any thread): a ranged read of the split-point sample then
-costs one round trip, not a TCP handshake and a server thread each. A kept-alive connection the
-server has closed meanwhile is replaced once, transparently (a GET may be sent again).
+a few idle ones per source, reused by any thread), and a kept-alive connection the server has
+closed meanwhile is replaced transparently; the transfers themselves (connections, resumed
+streams, several ranges) are ``loaders.http_client``'s.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ it; its wall time, reads, bytes and HTTP requests; then its bucket map applied t
 of buckets, largest / mean and smallest / mean bucket bytes (input bytes, without the origin
 fields dist_ch adds). Run it alone on the machine: the times are wall-clock.
 
-    python scripts/sample_cost.py DIR [DIR ...] [--url URL ...] [--repeat N]
+    python scripts/sample_cost.py DIR [DIR ...] [--url URL ...] [--repeat N] [--busy]
 
 ``--url`` is given once per DIR, in the same order. The config is the usual one (debl.toml,
 ``DEBL_*``): ``bucket_target_bytes``, ``sample_reads_per_bucket``, ``sample_bytes``.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,13 +97,25 @@ def sample(spec: str, config) -> tuple[float, Counted, BucketMap]:
     return seconds, source, bucket_map
 
 
+def _burn() -> None:
+    x = 0
+    while True:
+        for i in range(10_000):
+            x += i * i
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path)
     parser.add_argument("--url", action="append", default=[])
     parser.add_argument("--repeat", type=int, default=1, help="samples per source (times)")
+    parser.add_argument("--busy", action="store_true",
+                        help="a CPU-bound Python thread beside the samples, as the hot path's "
+                             "feeder is in a load (each request then waits for the GIL)")
     args = parser.parse_args()
     config = load_config()
+    if args.busy:
+        threading.Thread(target=_burn, daemon=True).start()
     for k, directory in enumerate(args.dirs):
         specs = [str(directory)] + ([args.url[k]] if k < len(args.url) else [])
         maps = []

@@ -1,7 +1,10 @@
 """The split-point sample on the smallest inputs (issue 24): any number of empty files, one
 line, lines none of which is valid, and a ``bucket_target_bytes`` far above the input (a
 tiny cold input with a large target once divided by zero). Every such input gets a bucket map
-that covers every id, from the real sampler over a local directory. Pure unit tests."""
+that covers every id, from the real sampler over a local directory. And the sample's speed-ups
+change nothing: its fast path weighs lines exactly as ``parse_line`` does, and over HTTP (a
+request per file, several ranges each) it draws the local sample's map. Unit tests; the last
+against a real ``debl source serve`` on loopback."""
 
 from __future__ import annotations
 
@@ -16,8 +19,11 @@ from hypothesis import strategies as st
 
 from debl.buckets import MAX_ID, BucketMap
 from debl.config import Config
-from loaders.sampling import sample_bucket_map, split_points
+from debl.model import ParseError, parse_line
+from loaders.http_client import MAX_RANGES
+from loaders.sampling import Read, plan_reads, sample_bucket_map, split_points, weighted_ids
 from loaders.source import LocalSource
+from tests.hostile_lines import every_line
 
 GOOD = b"%d\t123456789\t2\t1\tdata\t1700000000\t1\n"
 
@@ -81,3 +87,73 @@ def test_any_tiny_input_gets_a_map_of_every_id(files, last_newline, target, cove
         assert bucket_map.count <= max(1, len(ids))  # splits only at ids the sample saw
     finally:
         shutil.rmtree(directory)
+
+
+def _reference(block: bytes, read: Read) -> list[tuple[int, float]]:
+    """weighted_ids by parse_line, line by line: what the fast path must give."""
+    if read.offset > 0:
+        block = block[block.find(b"\n") + 1:] if b"\n" in block else b""
+    if not read.at_eof:
+        block = block[:block.rfind(b"\n") + 1]
+    found = []
+    for one in block.splitlines(keepends=True):
+        try:
+            found.append((parse_line(one).id1, len(one)))
+        except ParseError:
+            pass
+    total = sum(n for _, n in found)
+    return [(id1, read.stands_for * n / total) for id1, n in found]
+
+
+good_line = st.builds(lambda i, zeros, data: b"0" * zeros + GOOD.replace(b"data", data) % i,
+                      st.integers(0, MAX_ID), st.integers(0, 3),
+                      st.binary(max_size=20).filter(lambda d: not set(d) & set(b"\t\n\r%")))
+any_line = st.one_of(good_line, good_line.map(lambda l: l[:-1] + b"\r\n"),
+                     st.sampled_from([l + b"\n" for l in every_line()[:40] if len(l) < 500]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(any_line, max_size=8), offset=st.integers(0, 3), at_eof=st.booleans(),
+       cut=st.integers(0, 5))
+def test_the_fast_path_weighs_exactly_as_parse_line(lines, offset, at_eof, cut):
+    block = b"".join(lines)
+    block = block[:len(block) - cut] if at_eof else block
+    read = Read("f", offset, len(block), 1000.0, at_eof)
+    assert weighted_ids(block, read) == _reference(block, read)
+
+
+def test_the_sample_over_http_is_the_local_one_in_a_request_per_file(tmp_path):
+    """The same reads, the same map; over HTTP a file's reads are one request (or one per
+    128), answered multipart by `debl source serve`."""
+    import threading
+
+    from loaders.serve import make_server
+    from loaders.source import HttpSource
+
+    class Counted(HttpSource):
+        requests = 0
+
+        def _get(self, *args, **kwargs):
+            Counted.requests += 1
+            return super()._get(*args, **kwargs)
+
+    for k in range(3):
+        (tmp_path / f"f{k}.tsv").write_bytes(b"".join(GOOD % (k * 100_000 + i)
+                                                      for i in range(10_000)))
+        os.utime(tmp_path / f"f{k}.tsv", (k + 1, k + 1))
+    config = Config(bucket_target_bytes=64 << 10, sample_reads_per_bucket=32, sample_bytes=256)
+    server = make_server(tmp_path, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        http = Counted(f"http://127.0.0.1:{server.server_address[1]}")
+        local = LocalSource(tmp_path)
+        files = local.list()
+        reads = plan_reads(files, 64 << 10, 32, 256)
+        assert len(reads) > 3 * MAX_RANGES  # more than one request per file
+        assert sample_bucket_map(config, http, http.list()) == sample_bucket_map(config, local,
+                                                                                 files)
+        assert Counted.requests == 1 + sum(-(-sum(r.name == f.name for r in reads) // MAX_RANGES)
+                                           for f in files)
+    finally:
+        server.shutdown()
+        server.server_close()
