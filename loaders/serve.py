@@ -83,8 +83,9 @@ def byte_ranges(header: str | None, size: int) -> list[tuple[int, int]] | None |
 def byte_range(header: str | None, size: int) -> tuple[int, int] | None | str:
     """``byte_ranges`` of a header that asks for one range (None for several)."""
     wanted = byte_ranges(header, size)
-    return wanted[0] if isinstance(wanted, list) and len(wanted) == 1 else (
-        None if isinstance(wanted, list) else wanted)
+    if isinstance(wanted, list):
+        return wanted[0] if len(wanted) == 1 else None
+    return wanted
 
 
 def _one_range(first: str, last: str, size: int) -> tuple[int, int] | None | str:
@@ -139,9 +140,10 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     request_queue_size = 128  # the listen backlog: a burst of connections is not refused
+    _BUSY_BODY = b"too many connections: try again shortly\r\n"
     _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain"
-             b"\r\nContent-Length: 41\r\nConnection: close\r\n\r\n"
-             b"too many connections: try again shortly\r\n")
+             b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+             % (len(_BUSY_BODY), _BUSY_BODY))
 
     def __init__(self, address, handler, max_connections: int):
         self.max_connections = max_connections

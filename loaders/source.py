@@ -257,7 +257,7 @@ class HttpSource(Source):
              accept: tuple[int, ...] = (200,),
              ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Send a GET on a kept-alive connection; its response, which the caller reads and
-        hands to ``_done``. SourceError for a status not in *accept*, with what to do."""
+        hands to ``done``. SourceError for a status not in *accept*, with what to do."""
         conn, resp = self._connections.get(f"{self._parsed.path}/{path}",
                                            {**self._auth, **(headers or {})})
         if resp.status not in accept:

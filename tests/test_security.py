@@ -254,12 +254,7 @@ def test_no_password_in_any_argv_during_a_load_nor_in_any_file_of_the_state_dir(
     scans = 0
     leaked = []
     while proc.poll() is None:
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                if secret in cmdline.read_bytes():
-                    leaked.append(cmdline.parent.name)
-            except OSError:
-                pass
+        leaked += _argv_holding(secret)
         scans += 1
         time.sleep(0.2)
     out, err = proc.communicate()
@@ -290,6 +285,18 @@ def test_a_password_in_the_source_url_is_refused_before_anything_is_recorded(sta
         after = catalog.load()
     assert (after and after.load_id) == (before and before.load_id)
     assert _files_holding(stack_config.state_dir, b"Pa55-in-the-URL") == []
+
+
+def _argv_holding(needle: bytes) -> list[str]:
+    """The pids of every process whose argv holds *needle*, as /proc shows them now."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if needle in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:
+            pass
+    return found
 
 
 def _files_holding(root: Path, needle: bytes, but: Path | None = None) -> list[str]:

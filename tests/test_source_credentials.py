@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -105,17 +104,6 @@ def test_credentials_come_from_the_environment_and_are_never_shown(tmp_path):
     assert source_credentials(Config()) is None
 
 
-def _argv_holding(needle: bytes) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if needle in cmdline.read_bytes():
-                found.append(cmdline.parent.name)
-        except OSError:
-            pass
-    return found
-
-
 @pytest.mark.stack
 @pytest.mark.parametrize("how", ["environment", "password file"])
 def test_a_load_from_a_guarded_source_shows_its_password_nowhere(stack_config, spark,
@@ -125,7 +113,7 @@ def test_a_load_from_a_guarded_source_shows_its_password_nowhere(stack_config, s
     after it. Then `debl verify` re-reads the source with the same credentials."""
     from debl.catalog import Catalog
     from tests.dataset import make_dataset
-    from tests.test_security import _files_holding
+    from tests.test_security import _argv_holding, _files_holding
 
     data = tmp_path / "data"
     data.mkdir()
@@ -178,3 +166,19 @@ def test_the_resume_hint_of_a_failed_load_shows_no_password(stack_config, tmp_pa
     notes = "\n".join(getattr(err.value, "__notes__", []))
     assert f"debl load {url} --resume " in notes
     assert SECRET not in str(err.value) + notes
+
+
+@pytest.mark.stack
+def test_debl_status_never_shows_the_password_of_a_recorded_source(stack_config):
+    """A catalog is not trusted to hold URLs without passwords (an older DeBL's row)."""
+    from debl.catalog import Catalog
+    from loaders.load import new_load_id
+
+    load_id = new_load_id()
+    with Catalog(stack_config) as catalog:
+        catalog.begin_load(load_id, "debl", "http://bob:hunter2@host/links", 1 << 20, {})
+        catalog.update_load(load_id, state="failed", error="a test's load")
+    for args in (["status"], ["status", "--json"]):
+        result = CliRunner().invoke(main, args, obj=stack_config)
+        assert result.exit_code == 0, result.output
+        assert "hunter2" not in result.output and "http://bob@host/links" in result.output
