@@ -166,6 +166,14 @@ class Config:
     # after this many resumes in a row that bring no byte, the load fails naming the file and
     # the offset (loaders.source).
     source_retries: int = 5
+    # HTTP basic authentication for an HTTP source (loaders.source, README "Configuration"):
+    # never in the URL, which would put the password in `debl load`'s argv. The password comes
+    # from source_password (DEBL_SOURCE_PASSWORD) or else from the first line of
+    # source_password_file, which must be readable by its owner alone; the user from
+    # source_user, else the URL's user@.
+    source_user: str | None = None
+    source_password: str | None = None
+    source_password_file: Path | None = None
     # How long a load, or cleanup, waits for running coordinators to leave a load's stores
     # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
@@ -320,8 +328,9 @@ class Config:
                 f"no MySQL password: set DEBL_MYSQL_PASSWORD or run `debl stack up`, "
                 f"which writes {self.mysql_password_file}") from None
 
-    def __repr__(self) -> str:  # keeps the password out of logs and tracebacks
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "mysql_password"}
+    def __repr__(self) -> str:  # keeps the passwords out of logs and tracebacks
+        shown = {f.name: getattr(self, f.name) for f in fields(self)
+                 if f.name not in ("mysql_password", "source_password")}
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     def replace(self, **changes: Any) -> "Config":

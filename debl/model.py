@@ -179,13 +179,33 @@ def select_links(winners: list[Link], min_time: int, max_time: int, offset: int,
     return rows[offset:offset + limit]
 
 
+MAX_ID = (1 << 63) - 1
+"""The largest id1, link_type (and id2) DeBL takes: a signed 64-bit integer, as LinkBench's
+Java ``long``, MySQL's ``BIGINT`` and the 8-byte fields of the HBase row key hold it."""
+
+MAX_COUNT = (1 << 63) - 1
+"""The largest offset and limit of a query: both fit MySQL's ``LIMIT``/``OFFSET`` (64 bits
+unsigned, their sum too) and a Java ``long``."""
+
+
 def check_query(id1: int, link_type: int, min_time: int, max_time: int, offset: int,
                 limit: int) -> None:
-    """Reject arguments that no store could answer meaningfully."""
-    if id1 < 0 or link_type < 0:
-        raise ValueError("id1 and link_type must be non-negative")
-    if offset < 0 or limit < 0:
-        raise ValueError("offset and limit must be non-negative")
+    """Reject arguments that no store could answer meaningfully, with a ValueError naming the
+    argument and its range: id1 and link_type in 0..MAX_ID, min_time and max_time in
+    0..MAX_TIME (an empty window, min_time > max_time, is valid), offset and limit in
+    0..MAX_COUNT. Pitfall: without the upper bounds a link_type of 2^64 reached the HBase row
+    key's ``struct.pack`` and a huge limit MySQL's parser, as their own errors."""
+    for name, value, top in (("id1", id1, MAX_ID), ("link_type", link_type, MAX_ID),
+                             ("min_time", min_time, MAX_TIME), ("max_time", max_time, MAX_TIME),
+                             ("offset", offset, MAX_COUNT), ("limit", limit, MAX_COUNT)):
+        if not 0 <= value <= top:
+            raise ValueError(f"{name} must be an integer from 0 to {top} (2^63-1), not "
+                             f"{_shown(value)}")
+
+
+def _shown(value: int) -> str:
+    # str() of an int over 4300 digits raises; a number that long is shown by its size.
+    return str(value) if value.bit_length() <= 256 else f"a number of {value.bit_length()} bits"
 
 
 def line_checksum(line: bytes) -> int:

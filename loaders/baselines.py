@@ -136,7 +136,7 @@ def _no_hot_options(options: LoadOptions, why: str) -> None:
 def _load_debl(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
                progress: LoadProgress) -> LoadSummary:
     if options.hot_bytes is None and options.hot_since is None and not resume:
-        total = sum(f.size for f in open_source(source_spec).list())
+        total = sum(f.size for f in open_source(source_spec, config).list())
         options = dataclasses.replace(options, hot_bytes=int(total * DEFAULT_HOT_SHARE))
     return run_load(config, source_spec, options, resume, progress)
 
@@ -230,7 +230,7 @@ def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
 
 def _copy_files(config: Config, source_spec: str, options: LoadOptions,
                 progress: LoadProgress) -> LoadSummary:
-    source = open_source(source_spec, retries=config.source_retries)
+    source = open_source(source_spec, config)
     files = source.list()
     if not files:
         raise DeblError(f"source {source.describe()} holds no files")

@@ -57,7 +57,7 @@ from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name
 from loaders.resume import ResumeState, drop_stale_bucket_files, resume_state
 from loaders.sampling import sample_bucket_map
-from loaders.source import Source, SourceFile, open_source
+from loaders.source import Source, SourceFile, open_source, redact_url
 from loaders.split import split_files
 
 
@@ -177,7 +177,7 @@ class LoadRun:
         """Run the load to its uptime; returns its summary then (the hot path may still run)."""
         config, options = self.config, self.options
         t_start = time.time()
-        source = open_source(self.source_spec, retries=config.source_retries)
+        source = open_source(self.source_spec, config)
         max_bad = config.max_bad if options.max_bad is None else options.max_bad
         with Catalog(config, replace_older=not self.resume) as catalog:
             if self.resume:
@@ -339,7 +339,8 @@ class LoadRun:
                 if isinstance(exc, DeblError):
                     exc.add_note(f"load {load_id} is up and answers its hot keys from the hot "
                                  "files' buckets in HDFS; once the cause is fixed, hand them "
-                                 f"to MySQL: debl load {self.source_spec} --resume {load_id}")
+                                 f"to MySQL: debl load {redact_url(self.source_spec)} --resume "
+                                 f"{load_id}")
                 raise
             with Catalog(config) as catalog:
                 load = catalog.load(load_id)
@@ -370,8 +371,8 @@ def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) 
         pass  # the original error says what happened; it is the one raised
     if isinstance(exc, (ServiceError, SourceError)):
         exc.add_note(f"load {load_id} stopped there; once that is fixed (`debl stack up` for a "
-                     f"service of the stack), continue it: debl load {source_spec} --resume "
-                     f"{load_id}")
+                     f"service of the stack), continue it: debl load {redact_url(source_spec)} "
+                     f"--resume {load_id}")
 
 
 def phase_sums(phases: list[Phase]) -> dict[str, float]:

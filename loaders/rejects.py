@@ -2,7 +2,8 @@
 
 One directory per load, ``<state_dir>/loads/<load_id>/rejects/``, and in it one file per part of
 the load: ``hot.tsv`` for the hot path, ``chunk-NNNNN.tsv`` for each cold chunk (the part names
-of ``debl_file_counts``). Each holds a header, then one record per line:
+of ``debl_file_counts``). Each holds a header (its first line, the only one that starts with
+``#`` on purpose), then one record per line:
 ``file <TAB> line_no <TAB> reason <TAB> the raw line`` (the raw line last, since it may hold tabs;
 of a line over ``max_line_bytes`` only its first bytes, as the reason says).
 
@@ -151,8 +152,14 @@ def read_rejects(directory: Path) -> list[tuple[str, int, str, bytes]]:
 
 
 def _records(data: bytes) -> list[bytes]:
+    """The records of one reject file: every line after its header. Only the first line is
+    the header: a record may start with ``#`` (a file named ``#...``; names are escaped, but
+    ``#`` needs no escape), so no ``#`` line is taken for a comment."""
     # Not splitlines: a raw line may hold \r.
-    return [r for r in data.split(b"\n") if r and not r.startswith(b"#")]
+    lines = data.split(b"\n")
+    if lines[0] == HEADER.rstrip(b"\n"):
+        lines = lines[1:]
+    return [r for r in lines if r]
 
 
 _SPECIAL = {b"\\": b"\\\\", b"\t": b"\\t", b"\n": b"\\n", b"\r": b"\\r"}

@@ -4,9 +4,11 @@ A source lists its files (name, size, modification time) and opens one as a byte
 loader never downloads everything first. The HTTP protocol is the one ``debl source serve``
 speaks and any static web server can imitate: ``GET <url>/index.json`` returns
 ``[{"name": ..., "size": ..., "mtime": <unix seconds>}, ...]`` and ``GET <url>/files/<name>``
-returns the bytes; with a ``Range: bytes=A-B`` header it answers 206 with bytes A..B only (the
-split-point sample reads a few slices of every file that way, and a dropped transfer resumes
-that way, docs/LOADING.md).
+returns the bytes; with a ``Range: bytes=A-B`` header it answers 206 with bytes A..B only (a
+dropped transfer resumes that way, docs/LOADING.md), and with several ranges
+(``bytes=A-B,C-D``) one ``multipart/byteranges`` answer: the split-point sample reads a few
+slices of every file that way, a file's at once (``read_ranges``; a server that ignores several
+ranges is asked one a request instead).
 
 Files are ordered oldest first (by mtime, then name); that order is the ``file_seq`` of the
 merge rule ("the later file wins").
@@ -22,13 +24,23 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
   listed size and that the file's size and mtime are still the listed ones (``stat``): a file
   shorter or longer than its listing, or one that changed while it was read, is a SourceError
   and never a silent mix of two versions.
-- A ``user:password@`` in an HTTP URL is sent as HTTP basic authentication and never shown:
-  ``describe()`` (what the catalog, the reports and every message hold) drops the password.
+
+Credentials (docs/LOADING.md, "HTTP sources"): an HTTP source's password comes from the config
+(``source_password`` / ``DEBL_SOURCE_PASSWORD``, or ``source_password_file``, a file only its
+owner may read), never from the URL: a URL with a password is refused, since it would sit in
+``debl load``'s argv (readable by any local user in /proc) and the shell's history. The user is
+``source_user`` or the URL's ``user@``. ``describe()`` and every message show a URL without a
+password (``redact_url``).
+
+Connections: an HTTP source keeps its connections open between requests (HTTP/1.1 keep-alive,
+a few idle ones per source, reused by any thread), and a kept-alive connection the server has
+closed meanwhile is replaced transparently; the transfers themselves (connections, resumed
+streams, several ranges) are ``loaders.http_client``'s.
 """
 
 from __future__ import annotations
 
-import base64
+import bisect
 import email.utils
 import http.client
 import json
@@ -41,11 +53,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from debl.config import Config
 from debl.errors import SourceError
+from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
+                                 HttpStream, basic_auth, coalesce, parse_byteranges,
+                                 range_header, read_whole, source_credentials)
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
-_RETRY_PAUSE_S = 0.1  # doubled after each fruitless resume
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
 @dataclass(frozen=True)
@@ -88,9 +102,18 @@ class Source(ABC):
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         """Up to *length* bytes of one file from *offset* (fewer only at the end of the file)."""
 
+    def read_ranges(self, name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """``read_range`` of each ``(offset, length)`` of one file, in order; a source may
+        read them together (an HTTP source: several a request)."""
+        return [self.read_range(name, offset, length) for offset, length in ranges]
+
     @abstractmethod
     def describe(self) -> str:
         """Where the files are, as DeBL records and shows it (never with a password)."""
+
+    def close(self) -> None:
+        """Let go of what the source keeps open between reads (an HTTP source's kept-alive
+        connections); it may still be used afterwards."""
 
 
 def _ordered(files: list[SourceFile]) -> list[SourceFile]:
@@ -208,57 +231,75 @@ class LocalSource(Source):
 class HttpSource(Source):
     mtime_as_listed = False
 
-    def __init__(self, url: str, timeout: float = 60.0, retries: int = RETRIES):
+    def __init__(self, url: str, timeout: float = 60.0, retries: int = RETRIES,
+                 credentials: Credentials | None = None):
         parsed = urllib.parse.urlparse(url.rstrip("/"))
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise SourceError(f"not an http(s) URL: {_redacted(parsed)}")
-        self._auth = ({"Authorization": "Basic " + base64.b64encode(
-            f"{urllib.parse.unquote(parsed.username or '')}:"
-            f"{urllib.parse.unquote(parsed.password or '')}".encode()).decode()}
-            if parsed.username is not None else {})
         self.url = _redacted(parsed)
+        check_no_password(url)
+        user = (credentials.user if credentials and credentials.user is not None
+                else urllib.parse.unquote(parsed.username) if parsed.username is not None
+                else None)
+        if credentials is not None and user is None:
+            raise SourceError(f"source {self.url}: a source password is configured but no "
+                              "user: set source_user (DEBL_SOURCE_USER) or give user@ in the URL")
+        password = credentials.password if credentials is not None else ""
+        self._auth = basic_auth(user, password) if user is not None else {}
         self._parsed = parsed
         self.timeout = timeout
         self.retries = retries
+        self._connections = Connections(parsed.scheme, parsed.hostname, parsed.port, timeout,
+                                        self.url)
+        self._several_ranges = True  # until the server answers several ranges with 200
 
     def _get(self, path: str, headers: dict[str, str] | None = None,
-             accept: tuple[int, ...] = (200,)) -> http.client.HTTPResponse:
-        p = self._parsed
-        cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
-        conn = cls(p.hostname, p.port, timeout=self.timeout)
-        try:
-            conn.request("GET", f"{p.path}/{path}", headers={**self._auth, **(headers or {})})
-            resp = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise SourceError(f"source {self.url} is unreachable: {exc}") from exc
+             accept: tuple[int, ...] = (200,),
+             ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send a GET on a kept-alive connection; its response, which the caller reads and
+        hands to ``done``. SourceError for a status not in *accept*, with what to do."""
+        conn, resp = self._connections.get(f"{self._parsed.path}/{path}",
+                                           {**self._auth, **(headers or {})})
         if resp.status not in accept:
             conn.close()
             hint = (" instead of 206: the server does not answer ranged reads, which choosing "
                     "bucket split points and resuming a dropped transfer need (give `debl load "
                     "--bucket-width W` to do without the sample)"
                     if 206 in accept and resp.status == 200 else
-                    ": it wants credentials (give them in the URL, user:password@host; DeBL "
-                    "never stores the password, so give the URL again to resume or verify)"
+                    ": it wants credentials (or others): set DEBL_SOURCE_USER and "
+                    "DEBL_SOURCE_PASSWORD, or source_user and source_password_file, a file only "
+                    "you can read (README, \"Configuration\")"
                     if resp.status in (401, 403) else "")
             raise SourceError(f"source {self.url}/{path} answered HTTP {resp.status}{hint}")
-        return resp
+        return conn, resp
+
+    def get_file(self, name: str, headers: dict[str, str], accept: tuple[int, ...],
+                 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """``_get`` of one file's bytes (what an ``HttpStream`` asks)."""
+        return self._get(self._path(name), headers, accept)
+
+    def done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """Give a response's connection back (see ``Connections.done``)."""
+        self._connections.done(conn, resp)
+
+    def close(self) -> None:
+        self._connections.close()
 
     def list(self) -> list[SourceFile]:
-        resp = self._get("index.json")
+        conn, resp = self._get("index.json")
         try:
-            entries = json.loads(_read_whole(resp, f"{self.url}/index.json"))
+            entries = json.loads(read_whole(resp, f"{self.url}/index.json"))
             return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]))
                              for e in entries])
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:
-            resp.close()
+            self.done(conn, resp)
 
     def stat(self, name: str) -> SourceFile:
         """Size from a one-byte ranged read (``Content-Range: bytes 0-0/SIZE``, or ``*/0`` for
         an empty file), mtime from its ``Last-Modified`` (0 if the server sends none)."""
-        resp = self._get(self._path(name), {"Range": "bytes=0-0"}, accept=(206, 416))
+        conn, resp = self._get(self._path(name), {"Range": "bytes=0-0"}, accept=(206, 416))
         try:
             m = re.match(r"^bytes (?:\d+-\d+|\*)/(\d+)$", resp.getheader("Content-Range", ""))
             if m is None:
@@ -269,147 +310,95 @@ class HttpSource(Source):
                 mtime = email.utils.parsedate_to_datetime(modified).timestamp() if modified else 0.0
             except (TypeError, ValueError):
                 mtime = 0.0
+            read_whole(resp, f"{self.url}/{self._path(name)}")
             return SourceFile(name, int(m.group(1)), mtime)
         finally:
-            resp.close()
+            self.done(conn, resp)
 
     def _path(self, name: str) -> str:
         return "files/" + urllib.parse.quote(name, safe="")
 
     def _open(self, name: str, offset: int) -> BinaryIO:
-        return _HttpStream(self, name, offset, None)  # type: ignore[return-value]
+        return HttpStream(self, name, offset, None)  # type: ignore[return-value]
 
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
-        with _HttpStream(self, name, offset, offset + length) as stream:
+        with HttpStream(self, name, offset, offset + length) as stream:
             parts = []
             while block := stream.read(1 << 20):
                 parts.append(block)
             return b"".join(parts)
 
+    def read_ranges(self, name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Up to MAX_RANGES ranges a request (``multipart/byteranges``): the split-point
+        sample's reads of a file in a request or a few, not one each. A server that answers
+        several ranges with the whole file is asked one range a request from then on; a batch
+        whose transfer fails is read again one range a request (each resumed as a stream)."""
+        if not self._several_ranges:
+            return super().read_ranges(name, ranges)
+        spans = coalesce([(offset, offset + length) for offset, length in ranges if length > 0])
+        parts: list[tuple[int, bytes, int | None]] = []
+        for k in range(0, len(spans), MAX_RANGES):
+            got = self._read_spans(name, spans[k:k + MAX_RANGES])
+            if got is None:
+                self._several_ranges = False
+                return super().read_ranges(name, ranges)
+            parts += got
+        parts.sort(key=lambda part: part[0])
+        return [self._cut(name, parts, offset, length) for offset, length in ranges]
+
+    def _read_spans(self, name: str, spans: list[tuple[int, int]],
+                    ) -> list[tuple[int, bytes, int | None]] | None:
+        """``(first, data, file size)`` of the parts answering *spans*; None if the server
+        does not answer several ranges at once."""
+        if len(spans) == 1:
+            (start, end), = spans
+            return [(start, self.read_range(name, start, end - start), None)]
+        try:
+            conn, resp = self._get(self._path(name), {"Range": range_header(spans)},
+                                   accept=(200, 206, 416))
+        except SourceError:  # a server that fails on several ranges: one a request tells
+            return None
+        if resp.status == 200:  # several ranges ignored: not the whole file for a sample
+            conn.close()
+            return None
+        try:
+            body = read_whole(resp, f"{self.url}/{self._path(name)}")
+        except SourceError:
+            conn.close()
+            return [(start, self.read_range(name, start, end - start), None)
+                    for start, end in spans]
+        self.done(conn, resp)
+        if resp.status == 416:
+            return []
+        ctype = resp.getheader("Content-Type", "")
+        try:
+            if ctype.lower().startswith("multipart/byteranges"):
+                return parse_byteranges(ctype, body)
+            m = CONTENT_RANGE.match(resp.getheader("Content-Range", ""))
+            if m is None:
+                raise ValueError(f"Content-Range {resp.getheader('Content-Range')!r}")
+        except ValueError:
+            return None  # not an answer this source can read: one range a request
+        return [(int(m.group(1)), body, None if m.group(3) == "*" else int(m.group(3)))]
+
+    def _cut(self, name: str, parts: list[tuple[int, bytes, int | None]], offset: int,
+             length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` out of *parts* (fewer only at the file's
+        end), or from a request of their own if the parts do not hold them."""
+        if length <= 0:
+            return b""
+        k = bisect.bisect_right(parts, offset, key=lambda part: part[0]) - 1
+        if k >= 0:
+            first, data, size = parts[k]
+            got = data[offset - first:offset - first + length]
+            if len(got) == length or (size is not None and first + len(data) == size):
+                return got
+        return self.read_range(name, offset, length)
+
     def describe(self) -> str:
         return self.url
-
-
-class _HttpStream:
-    """One file's bytes ``[offset, end)`` over HTTP (*end* None: to the file's end), resumed
-    with ``Range`` from the first byte not yet received when a transfer ends early."""
-
-    def __init__(self, source: HttpSource, name: str, offset: int, end: int | None):
-        self._source, self._name = source, name
-        self._pos = offset
-        self._end = end  # narrowed to the file's end once a response says where it is
-        self._total: int | None = None  # the file's size, as the first response gave it
-        self._resp: http.client.HTTPResponse | None = None
-        self._request()
-
-    def _request(self) -> None:
-        """Ask for ``[pos, end)``: a plain GET for the whole file, else a ranged one (206;
-        416 when the file ends at or before pos)."""
-        ranged = self._pos > 0 or self._end is not None
-        if not ranged:
-            resp = self._source._get(self._source._path(self._name))
-            length = resp.getheader("Content-Length")
-            total = end = int(length) if length is not None and length.isdigit() else None
-        else:
-            last = "" if self._end is None else str(self._end - 1)
-            resp = self._source._get(self._source._path(self._name),
-                                     {"Range": f"bytes={self._pos}-{last}"}, accept=(206, 416))
-            header = resp.getheader("Content-Range", "")
-            m = _CONTENT_RANGE.match(header)
-            if resp.status == 416:
-                resp.close()
-                m = re.match(r"^bytes \*/(\d+)$", header)
-                total = int(m.group(1)) if m else None
-                self._check_total(total)
-                if total is None or total > self._pos:
-                    raise SourceError(f"source {self._source.url}: {self._name!r} from byte "
-                                      f"{self._pos} answered HTTP 416 ({header!r})")
-                self._end = self._pos  # nothing from pos on
-                return
-            if m is None or int(m.group(1)) != self._pos:
-                resp.close()
-                raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
-                                  f"byte {self._pos} and answered Content-Range {header!r}")
-            total = None if m.group(3) == "*" else int(m.group(3))
-            end = int(m.group(2)) + 1
-        try:
-            self._check_total(total)
-        except SourceError:
-            resp.close()
-            raise
-        if end is not None and (self._end is None or end < self._end):
-            self._end = end
-        self._resp = resp
-
-    def _check_total(self, total: int | None) -> None:
-        """The file's size must stay what the transfer's first response said."""
-        if self._total is None:
-            self._total = total
-        elif total is not None and total != self._total:
-            raise SourceError(f"source {self._source.url}: {self._name!r} changed while it "
-                              f"was read ({self._total} bytes when its transfer began, {total} "
-                              f"when it resumed at byte {self._pos}); nothing of this load is "
-                              "visible: load it again once the source is stable")
-
-    def read(self, n: int = -1) -> bytes:
-        fruitless, pause = 0, _RETRY_PAUSE_S
-        cause = "the connection closed early"
-        while True:
-            if self._end is not None and self._pos >= self._end:
-                return b""
-            if self._resp is not None:
-                try:
-                    data = self._resp.read(n if n >= 0 else None)
-                except (OSError, http.client.HTTPException) as exc:
-                    data, cause = b"", f"{type(exc).__name__}: {exc}"
-                if data:
-                    self._pos += len(data)
-                    return data
-                if self._end is None:  # no length given: the server's close is the end
-                    return b""
-                # Ended before its length: resume from the first byte not received.
-                self._resp.close()
-                self._resp = None
-            fruitless += 1
-            if fruitless > self._source.retries:
-                raise SourceError(
-                    f"source {self._source.url}: reading {self._name!r} failed at byte "
-                    f"{self._pos} of {self._end} ({cause}); {self._source.retries} resumes "
-                    "in a row brought nothing; nothing of this load is visible: check the "
-                    "server, then load again (or resume the load)")
-            time.sleep(pause)
-            pause *= 2
-            try:
-                self._request()
-            except SourceError as exc:  # unreachable for now: another try; anything else ends it
-                if not isinstance(exc.__cause__, (OSError, http.client.HTTPException)):
-                    raise
-                cause = str(exc)
-
-    def close(self) -> None:
-        if self._resp is not None:
-            self._resp.close()
-            self._resp = None
-
-    def __enter__(self) -> "_HttpStream":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _read_whole(resp: http.client.HTTPResponse, what: str) -> bytes:
-    """A small body whole, or SourceError if it ends before its Content-Length."""
-    try:
-        body = resp.read()
-    except (OSError, http.client.HTTPException) as exc:
-        raise SourceError(f"{what}: the transfer failed: {exc}") from exc
-    length = resp.getheader("Content-Length")
-    if length is not None and length.isdigit() and len(body) != int(length):
-        raise SourceError(f"{what}: {len(body)} bytes received of the {length} announced")
-    return body
 
 
 def _redacted(parsed: urllib.parse.ParseResult) -> str:
@@ -423,6 +412,20 @@ def _redacted(parsed: urllib.parse.ParseResult) -> str:
     return parsed._replace(netloc=netloc).geturl()
 
 
+def check_no_password(spec: str | Path) -> None:
+    """SourceError if *spec* is an http(s) URL that holds a password (refused: see the module
+    docstring); the message shows the URL without it and says where the password goes."""
+    text = str(spec)
+    if not text.startswith(("http://", "https://")):
+        return
+    if urllib.parse.urlparse(text).password is not None:
+        raise SourceError(
+            f"source {redact_url(text)}: the URL holds a password, which would be in the "
+            "command line (readable by every local user in /proc) and in the shell's history: "
+            "give the URL without it, and the password in DEBL_SOURCE_PASSWORD or in a file "
+            "only you can read named by source_password_file (README, \"Configuration\")")
+
+
 def redact_url(text: str) -> str:
     """*text* with the password of an http(s) URL dropped; any other text unchanged."""
     if not text.startswith(("http://", "https://")):
@@ -430,9 +433,14 @@ def redact_url(text: str) -> str:
     return _redacted(urllib.parse.urlparse(text))
 
 
-def open_source(spec: str | Path, retries: int = RETRIES) -> Source:
-    """A Source for a directory path or an http(s) URL."""
+def open_source(spec: str | Path, config: Config | None = None, *,
+                retries: int | None = None) -> Source:
+    """A Source for a directory path or an http(s) URL; with *config*, an HTTP source takes
+    its retries (``source_retries``) and credentials (``source_credentials``) from it."""
     text = str(spec)
+    if retries is None:
+        retries = config.source_retries if config is not None else RETRIES
     if text.startswith(("http://", "https://")):
-        return HttpSource(text, retries=retries)
+        credentials = source_credentials(config) if config is not None else None
+        return HttpSource(text, retries=retries, credentials=credentials)
     return LocalSource(Path(text))

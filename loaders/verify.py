@@ -58,8 +58,8 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
                 source_spec: str | None = None, progress=lambda what: None) -> VerifyReport:
     """Verify the current load (or *load_id*, any load whose stores exist; before any load is
     up, the newest). ``source=False`` skips re-reading the source;
-    *source_spec* reads it from there instead of the recorded one (which never holds a URL's
-    password)."""
+    *source_spec* reads it from there instead of the recorded one (an HTTP source's
+    credentials come from the config, as for the load)."""
     with Catalog(config) as catalog:
         load = catalog.load(load_id) if load_id else (catalog.current() or catalog.load())
         if load is None:
@@ -83,7 +83,7 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
     for count in counts:
         good[count.file_seq] += count.rows
     if source:
-        src = open_source(source_spec or load.source, retries=config.source_retries)
+        src = open_source(source_spec or load.source, config)
         for f in files:
             progress(f"source file {f.name}")
             with src.open(f.name) as stream:

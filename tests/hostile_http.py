@@ -8,13 +8,19 @@ demand:
 - ``lie(name, size)``: index.json gives *size* for *name*;
 - ``mutate(name, at, change)``: once a transfer of *name* has sent the bytes before *at*,
   ``change(path)`` runs (it rewrites the file), then the transfer goes on;
-- ``hold(name)``: whole-file transfers of *name* wait until the returned event is set.
+- ``hold(name)``: whole-file transfers of *name* wait until the returned event is set;
+- ``require_auth(user, password)``: every request without that HTTP basic authentication is
+  answered 401.
 
-``ranges`` records every ``Range`` header asked, per file.
+A ``Range`` of several ranges is ignored (the whole file, 200), as a simple server does.
+
+``ranges`` records every ``Range`` header asked, per file; ``peers`` every client address
+(host, port) a request came from: one per connection.
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import os
@@ -33,17 +39,28 @@ class HostileSource:
         self.lies: dict[str, int] = {}
         self.mutations: dict[str, tuple[int, Callable[[Path], None]]] = {}
         self.gates: dict[str, threading.Event] = {}
+        self.auth: str | None = None  # the Authorization header every request must carry
+        self.peers: set[tuple[str, int]] = set()
         self.ranges: dict[str, list[str | None]] = defaultdict(list)
         self.lock = threading.Lock()
         source = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # no delayed-ACK wait on kept-alive connections
 
             def log_message(self, *args) -> None:
                 pass
 
             def do_GET(self) -> None:
+                with source.lock:
+                    source.peers.add(self.client_address)
+                if source.auth is not None and self.headers.get("Authorization") != source.auth:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="links"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.path.endswith("/index.json"):
                     entries = []
                     for p in sorted(source.directory.iterdir()):
@@ -65,6 +82,8 @@ class HostileSource:
                 header = self.headers.get("Range")
                 with source.lock:
                     source.ranges[name].append(header)
+                if header and "," in header:
+                    header = None  # several ranges: ignored, the whole file (as RFC 9110 allows)
                 gate = source.gates.get(name)
                 if gate is not None and header is None:
                     gate.wait(300)
@@ -124,6 +143,9 @@ class HostileSource:
     def hold(self, name: str) -> threading.Event:
         self.gates[name] = threading.Event()
         return self.gates[name]
+
+    def require_auth(self, user: str, password: str) -> None:
+        self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
     def lie(self, name: str, size: int) -> None:
         self.lies[name] = size

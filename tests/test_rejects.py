@@ -98,3 +98,14 @@ def test_a_kill_keeps_committed_parts_and_drops_uncommitted_ones(tmp_path):
     assert after.count == 1000
     assert [r[1] for r in read_rejects(tmp_path / "r")] == list(range(1, 1001))
     assert [p.name for p in (tmp_path / "r").iterdir()] == ["chunk-00000.tsv"]
+
+
+def test_records_of_files_named_like_comments_are_read_back(tmp_path):
+    """Only the header line is a comment: a record whose file name starts with ``#`` (or is
+    the header's own text) is a record; it was once skipped, and verify raised a false alarm."""
+    records = [("#notes.tsv", 1, "expected 7 tab-separated fields, found 1", b"x"),
+               ("# file", 2, "id1 is negative: b'-1'", b"-1\t1\t1\t1\tx\t1\t1"),
+               ("plain.tsv", 3, "expected 7 tab-separated fields, found 2", b"#\tcomment?")]
+    RejectWriter(tmp_path / "r").write_part("hot", records)
+    assert read_rejects(tmp_path / "r") == records
+    assert RejectWriter(tmp_path / "r").count == 3  # the count a resumed load starts from

@@ -1,22 +1,19 @@
 """A source that misbehaves (issue 15): an HTTP transfer dropped mid-file is resumed with
 ``Range`` and loses nothing; one dropped again and again ends in a clear error naming the file
 and the offset; a listing that lies about a size and a file that changes while it is read are
-errors, never a silent mix. A user:password in a URL is sent, never shown.
+errors, never a silent mix. (Credentials: tests/test_source_credentials.py.)
 
 The stream-level tests here need no stack; tests/test_load_faults.py runs the same faults through
 ``debl load`` on the real stack."""
 
 from __future__ import annotations
 
-import base64
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from debl.errors import SourceError
-from loaders.source import HttpSource, LocalSource, SourceFile, open_source, redact_url
+from loaders.source import HttpSource, LocalSource, SourceFile, redact_url
 from tests.hostile_http import HostileSource, rewrite_later
 
 BODY = b"".join(b"%d\t1\t%d\t1\tdata-%d\t%d\t99999\n" % (i, i, i, 1000 + i) for i in range(2000))
@@ -137,38 +134,6 @@ def test_an_unchanged_file_reads_whole_from_either_source(directory):
     with HostileSource(directory) as server:
         http_source = HttpSource(server.url)
         assert read_all(http_source.open("f.tsv", listed=listed(http_source))) == BODY
-
-
-class _BasicAuth(BaseHTTPRequestHandler):
-    """A listing that only a request with the right basic authentication gets."""
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        good = "Basic " + base64.b64encode(b"alice:s3cr#t p@ss").decode()
-        body = b"[]" if self.headers.get("Authorization") == good else b"no"
-        self.send_response(200 if body == b"[]" else 401)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-def test_a_password_in_the_url_is_sent_as_basic_auth_and_never_shown():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BasicAuth)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        port = server.server_address[1]
-        source = open_source(f"http://alice:s3cr%23t%20p%40ss@127.0.0.1:{port}/data")
-        assert source.list() == []
-        assert source.describe() == f"http://alice@127.0.0.1:{port}/data"
-        wrong = HttpSource(f"http://alice:nope@127.0.0.1:{port}/data")
-        with pytest.raises(SourceError) as err:
-            wrong.list()
-        assert "nope" not in str(err.value) and "credentials" in str(err.value)
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_redact_url_drops_only_the_password():

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from debl.errors import SourceError
-from loaders.serve import byte_range, make_server
+from loaders.http_client import parse_byteranges
+from loaders.serve import byte_range, byte_ranges, make_server
 from loaders.source import HttpSource, LocalSource
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes
@@ -61,8 +62,8 @@ def test_a_range_past_the_end_is_416_and_no_range_is_the_whole_file(served):
     assert get(port, "/files/empty.tsv", "bytes=0-")[0] == 416
     status, headers, body = get(port, "/files/f.tsv")
     assert (status, body, headers["Accept-Ranges"]) == (200, BODY, "bytes")
-    # Several ranges, another unit or an invalid range: the server sends the whole file.
-    for header in ("bytes=0-1,5-6", "items=0-1", "bytes=9-3"):
+    # Another unit, an invalid range, overlapping ranges: the server sends the whole file.
+    for header in ("items=0-1", "bytes=9-3", "bytes=0-5,3-8", "bytes=0-1,x"):
         assert get(port, "/files/f.tsv", header)[:3:2] == (200, BODY)
 
 
@@ -71,6 +72,57 @@ def test_byte_range_parsing():
     assert byte_range("bytes=-0", 10) == "unsatisfiable"
     assert byte_range("bytes=-20", 10) == (0, 9)
     assert byte_range("bytes=3-", 10) == (3, 9)
+    assert byte_ranges("bytes=0-1, 5-6,-2", 10) == [(0, 1), (5, 6), (8, 9)]
+    assert byte_ranges("bytes=0-1,20-30", 10) == [(0, 1)]  # past the end: left out
+    assert byte_ranges("bytes=20-30,40-", 10) == "unsatisfiable"
+    assert byte_ranges("bytes=0-5,5-6", 10) is None  # overlapping: the whole file
+    assert byte_ranges("bytes=" + ",".join(f"{k}-{k}" for k in range(1025)), 2000) is None
+
+
+def test_several_ranges_are_one_multipart_answer_of_exactly_their_bytes(served):
+    _, port = served
+    status, headers, body = get(port, "/files/f.tsv", "bytes=5000-5099,0-9,-5")
+    assert status == 206 and int(headers["Content-Length"]) == len(body)
+    ctype = headers["Content-Type"]
+    assert ctype.startswith("multipart/byteranges; boundary=")
+    boundary = ctype.split("boundary=")[1].encode()
+    # RFC 9110 section 14.6, by hand: each part's head, its bytes, the closing delimiter.
+    expected = b"".join(b"\r\n--%s\r\nContent-Type: application/octet-stream\r\n"
+                        b"Content-Range: bytes %d-%d/%d\r\n\r\n%s" % (
+                            boundary, a, b, len(BODY), BODY[a:b + 1])
+                        for a, b in ((5000, 5099), (0, 9), (len(BODY) - 5, len(BODY) - 1)))
+    assert body == expected + b"\r\n--%s--\r\n" % boundary
+    assert parse_byteranges(ctype, body) == [(5000, BODY[5000:5100], len(BODY)),
+                                             (0, BODY[:10], len(BODY)),
+                                             (len(BODY) - 5, BODY[-5:], len(BODY))]
+
+
+@pytest.mark.parametrize("ranges", [
+    [(0, 10), (100, 50), (5000, 4096), (len(BODY) - 5, 100)],  # the last runs past the end
+    [(10, 20), (15, 20), (0, 5), (25, 3)],  # overlapping, touching, out of order
+    [(len(BODY) + 10, 5), (3, 0), (7, 1)],  # past the end, empty, one byte
+    [(k * 37, 11) for k in range(270)],  # more than one request's worth
+])
+def test_http_and_local_sources_read_the_same_several_ranges(served, ranges):
+    directory, port = served
+    http_source = HttpSource(f"http://127.0.0.1:{port}")
+    assert http_source.read_ranges("f.tsv", ranges) == [BODY[o:o + n] for o, n in ranges]
+    assert LocalSource(directory).read_ranges("f.tsv", ranges) == [BODY[o:o + n]
+                                                                   for o, n in ranges]
+
+
+def test_a_server_that_ignores_several_ranges_is_asked_one_at_a_time(tmp_path):
+    from tests.hostile_http import HostileSource
+
+    (tmp_path / "f.tsv").write_bytes(BODY)
+    with HostileSource(tmp_path) as server:  # answers several ranges with the whole file
+        source = HttpSource(server.url)
+        ranges = [(0, 10), (500, 20), (9000, 100)]
+        for _ in range(2):
+            assert source.read_ranges("f.tsv", ranges) == [BODY[o:o + n] for o, n in ranges]
+    asked = server.ranges["f.tsv"]
+    assert asked[0] == "bytes=0-9,500-519,9000-9099"  # once; then one range a request
+    assert asked[1:] == ["bytes=0-9", "bytes=500-519", "bytes=9000-9099"] * 2
 
 
 def test_http_and_local_sources_read_the_same_ranges(served):

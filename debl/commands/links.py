@@ -7,7 +7,7 @@ import json
 import click
 
 from debl.commands.common import config_of, friendly_errors
-from debl.model import DEFAULT_LIMIT, MAX_TIME
+from debl.model import DEFAULT_LIMIT, MAX_COUNT, MAX_ID, MAX_TIME
 
 
 def show_data(data: bytes) -> str:
@@ -35,12 +35,15 @@ def _how(answer) -> str:
 
 
 @click.command("links")
-@click.argument("id1", type=click.IntRange(min=0))
-@click.argument("link_type", type=click.IntRange(min=0))
-@click.option("--min-time", type=click.IntRange(min=0), default=0, show_default=True)
+# The bounds of debl.model.check_query: past them click refuses the argument as a usage error.
+@click.argument("id1", type=click.IntRange(min=0, max=MAX_ID))
+@click.argument("link_type", type=click.IntRange(min=0, max=MAX_ID))
+@click.option("--min-time", type=click.IntRange(min=0, max=MAX_TIME), default=0, show_default=True)
 @click.option("--max-time", type=click.IntRange(min=0, max=MAX_TIME), default=MAX_TIME)
-@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0, max=MAX_COUNT), default=0,
+              show_default=True)
+@click.option("--limit", type=click.IntRange(min=0, max=MAX_COUNT), default=DEFAULT_LIMIT,
+              show_default=True)
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Give up after S seconds if the bucket is not loaded (default: wait).")
 @click.option("--partial", is_flag=True,

@@ -13,6 +13,7 @@ from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.baselines import run_approach
 from loaders.load import LoadOptions, LoadProgress
 from loaders.serve import make_server
+from loaders.source import check_no_password
 
 
 class _Bars(LoadProgress):
@@ -88,9 +89,12 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     one is, and every coordinator then serves it (the current day serves until that instant).
     Hot files also go into MySQL, which takes their keys over when it has them; the command
     returns then and prints the load's summary. `debl gen-hf` converts the buckets into HBase.
+    An HTTP source's password is never in SOURCE: it comes from DEBL_SOURCE_PASSWORD or
+    source_password_file (README, "Configuration").
     """
     if sum(x is not None and x is not False for x in (hot_bytes, hot_since, no_hot or None)) > 1:
         raise click.UsageError("give at most one of --hot-bytes, --hot-since, --no-hot")
+    check_no_password(source)  # before anything starts (docs/LOADING.md, "HTTP sources")
     options = LoadOptions(
         hot_bytes=parse_size(hot_bytes) if hot_bytes else None,
         hot_since=_time(hot_since) if hot_since else None,

@@ -10,6 +10,7 @@ import click
 
 from debl.catalog import Catalog
 from debl.commands.common import config_of, friendly_errors
+from loaders.source import redact_url
 
 
 def _when(epoch: float | None) -> str:
@@ -130,4 +131,6 @@ def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> N
 
     with Catalog(config_of(ctx)) as catalog:
         report = read_status(catalog, top=top, every_bucket=every_bucket)
+    if report["load"] is not None:  # recorded without a password; a catalog is not trusted
+        report["load"]["source"] = redact_url(report["load"]["source"])
     click.echo(json.dumps(report, indent=2) if as_json else render(report))

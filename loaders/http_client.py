@@ -1,0 +1,322 @@
+"""HTTP/1.1 as the HTTP source speaks it: kept-alive connections, basic authentication from the
+config, and several byte ranges in one request (docs/LOADING.md, "HTTP sources").
+
+- **Connections** (``Connections``): a request takes an idle connection of the pool (or opens
+  one) and gives it back once its response was read to its end, so a run of small requests
+  (the split-point sample's reads) costs a round trip each, not a TCP handshake and a server
+  thread. Any thread may use the pool. A kept-alive connection the server closed while it sat
+  idle fails at once when reused: the request is sent again on another (a GET may be).
+- **Streams** (``HttpStream``): one file's bytes from an offset, resumed with ``Range`` from
+  the first byte not received when a transfer ends before its ``Content-Length``
+  (docs/RELIABILITY.md, "Sources that misbehave").
+- **Credentials** (``source_credentials``): ``source_password`` (``DEBL_SOURCE_PASSWORD``),
+  else the first line of ``source_password_file``, which must be its owner's alone; the user
+  ``source_user``. Never from a URL (``loaders.source.check_no_password``).
+- **Several ranges** (``range_header``, ``parse_byteranges``): ``Range: bytes=A-B,C-D,...``
+  answered 206 with a ``multipart/byteranges`` body (RFC 9110 section 14.6), each part with its
+  ``Content-Range``. A part is cut by its length, never by searching for the boundary, which
+  the data may hold. A server may merge ranges that overlap or nearly touch, or answer several
+  with one range, or ignore them (200, the whole file): the caller handles each.
+
+Pitfalls: a connection is reusable only when its response was read to exactly its end; one
+given back early (a stream left half-read, a transfer cut short) is closed, never pooled.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import os
+import re
+import stat
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from debl.config import Config
+from debl.errors import ConfigError, SourceError
+
+IDLE_CONNECTIONS = 32  # kept-alive connections a pool keeps for the next requests
+MAX_RANGES = 128  # ranges per request: a Range header of a few KiB, which any server takes
+RETRY_PAUSE_S = 0.1  # before a stream's resume; doubled after each fruitless one
+CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_PART_RANGE = re.compile(rb"^bytes (\d+)-(\d+)/(\d+|\*)$")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """HTTP basic authentication for a source; *user* None: the URL's ``user@``. Never shown:
+    ``repr`` leaves the password out."""
+
+    user: str | None
+    password: str = field(repr=False)
+
+
+def source_credentials(config: Config) -> Credentials | None:
+    """The configured credentials of HTTP sources: ``source_password``, else the first line of
+    ``source_password_file``, with ``source_user``; None when no password is configured.
+    ConfigError for a password file that group or others may read or write (or that cannot be
+    read): a password readable by other local users is what this avoids."""
+    password = config.source_password
+    path = config.source_password_file
+    if password is None and path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if mode & 0o077:
+                    raise ConfigError(
+                        f"source_password_file {path} has mode {stat.filemode(mode)}: group or "
+                        f"others may read or change it; make it yours alone (chmod 600 {path})")
+                password = f.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError(f"source_password_file {path} cannot be read: {exc.strerror}"
+                              ) from None
+    if password is None:
+        return None
+    return Credentials(config.source_user, password)
+
+
+def basic_auth(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+class Connections:
+    """Kept-alive connections to one server (see the module's docstring). *shown* names the
+    server in messages (a URL without its password)."""
+
+    def __init__(self, scheme: str, host: str, port: int | None, timeout: float, shown: str):
+        self._cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        self._host, self._port, self._timeout, self._shown = host, port, timeout, shown
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def get(self, path: str, headers: dict[str, str],
+            ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send a GET; its connection and response (any status), which the caller reads and
+        hands to ``done``. SourceError if the server cannot be reached."""
+        while True:
+            with self._lock:
+                conn, reused = (self._idle.pop(), True) if self._idle else (None, False)
+            if conn is None:
+                conn = self._cls(self._host, self._port, timeout=self._timeout)
+            try:
+                conn.request("GET", path, headers=headers)
+                return conn, conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                # A kept-alive connection the server closed while it was idle: another one.
+                if reused and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
+                    continue
+                raise SourceError(f"source {self._shown} is unreachable: {exc}") from exc
+
+    def done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """Back to the pool if *resp* was read to its end, else closed."""
+        # Closed with bytes still due (``length``): the server hung up early; not reusable.
+        reusable = (resp.isclosed() and not resp.length and not resp.will_close
+                    and conn.sock is not None)
+        resp.close()
+        if reusable:
+            with self._lock:
+                if len(self._idle) < IDLE_CONNECTIONS:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def coalesce(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Half-open byte spans ``[start, end)`` sorted, with those that overlap or touch merged
+    (a server may refuse overlapping ranges)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def range_header(spans: list[tuple[int, int]]) -> str:
+    """The ``Range`` value asking for the half-open *spans*."""
+    return "bytes=" + ",".join(f"{start}-{end - 1}" for start, end in spans)
+
+
+def parse_byteranges(content_type: str, body: bytes) -> list[tuple[int, bytes, int | None]]:
+    """``(first byte, data, file size or None)`` of each part of a ``multipart/byteranges``
+    *body*; ValueError if it is not one."""
+    m = re.search(r'boundary="?([^";]+)"?', content_type)
+    if m is None:
+        raise ValueError(f"no boundary in {content_type!r}")
+    delimiter = b"--" + m.group(1).encode()
+    parts = []
+    pos = body.find(delimiter)
+    while pos >= 0:
+        pos += len(delimiter)
+        if body[pos:pos + 2] == b"--":  # the closing delimiter
+            return parts
+        head_end = body.find(b"\r\n\r\n", pos)
+        if head_end < 0:
+            raise ValueError("a part without the end of its headers")
+        found = None
+        for line in body[pos:head_end].split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-range":
+                found = _PART_RANGE.match(value.strip())
+        if found is None:
+            raise ValueError("a part without a valid Content-Range")
+        first, last = int(found.group(1)), int(found.group(2))
+        start = head_end + 4
+        if last < first or start + last - first + 1 > len(body):
+            raise ValueError(f"a part of bytes {first}-{last} longer than the body")
+        parts.append((first, body[start:start + last - first + 1],
+                      None if found.group(3) == b"*" else int(found.group(3))))
+        pos = body.find(delimiter, start + last - first + 1)
+    raise ValueError("no closing delimiter")
+
+
+class FileServer(Protocol):
+    """What an ``HttpStream`` reads through (``loaders.source.HttpSource``)."""
+
+    url: str
+    retries: int
+
+    def get_file(self, name: str, headers: dict[str, str], accept: tuple[int, ...],
+                 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]: ...
+
+    def done(self, conn: http.client.HTTPConnection,
+             resp: http.client.HTTPResponse) -> None: ...
+
+
+class HttpStream:
+    """One file's bytes ``[offset, end)`` over HTTP (*end* None: to the file's end), resumed
+    with ``Range`` from the first byte not yet received when a transfer ends early; *source*
+    sends the requests (``get_file``), takes the connections back (``done``) and says how
+    many fruitless resumes in a row to allow (``retries``) and what to call itself (``url``)."""
+
+    def __init__(self, source: FileServer, name: str, offset: int, end: int | None):
+        self._source, self._name = source, name
+        self._pos = offset
+        self._end = end  # narrowed to the file's end once a response says where it is
+        self._total: int | None = None  # the file's size, as the first response gave it
+        self._resp: http.client.HTTPResponse | None = None
+        self._conn: http.client.HTTPConnection | None = None  # the response's, kept-alive
+        self._request()
+
+    def _request(self) -> None:
+        """Ask for ``[pos, end)``: a plain GET for the whole file, else a ranged one (206;
+        416 when the file ends at or before pos)."""
+        ranged = self._pos > 0 or self._end is not None
+        if not ranged:
+            conn, resp = self._source.get_file(self._name, {}, (200,))
+            length = resp.getheader("Content-Length")
+            total = end = int(length) if length is not None and length.isdigit() else None
+        else:
+            last = "" if self._end is None else str(self._end - 1)
+            conn, resp = self._source.get_file(self._name,
+                                               {"Range": f"bytes={self._pos}-{last}"},
+                                               (206, 416))
+            header = resp.getheader("Content-Range", "")
+            m = CONTENT_RANGE.match(header)
+            if resp.status == 416:
+                try:
+                    resp.read()  # its (empty) body: the connection can take the next request
+                except (OSError, http.client.HTTPException):
+                    pass
+                self._source.done(conn, resp)
+                m = re.match(r"^bytes \*/(\d+)$", header)
+                total = int(m.group(1)) if m else None
+                self._check_total(total)
+                if total is None or total > self._pos:
+                    raise SourceError(f"source {self._source.url}: {self._name!r} from byte "
+                                      f"{self._pos} answered HTTP 416 ({header!r})")
+                self._end = self._pos  # nothing from pos on
+                return
+            if m is None or int(m.group(1)) != self._pos:
+                conn.close()
+                raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
+                                  f"byte {self._pos} and answered Content-Range {header!r}")
+            total = None if m.group(3) == "*" else int(m.group(3))
+            end = int(m.group(2)) + 1
+        try:
+            self._check_total(total)
+        except SourceError:
+            conn.close()
+            raise
+        if end is not None and (self._end is None or end < self._end):
+            self._end = end
+        self._conn, self._resp = conn, resp
+
+    def _check_total(self, total: int | None) -> None:
+        """The file's size must stay what the transfer's first response said."""
+        if self._total is None:
+            self._total = total
+        elif total is not None and total != self._total:
+            raise SourceError(f"source {self._source.url}: {self._name!r} changed while it "
+                              f"was read ({self._total} bytes when its transfer began, {total} "
+                              f"when it resumed at byte {self._pos}); nothing of this load is "
+                              "visible: load it again once the source is stable")
+
+    def read(self, n: int = -1) -> bytes:
+        fruitless, pause = 0, RETRY_PAUSE_S
+        cause = "the connection closed early"
+        while True:
+            if self._end is not None and self._pos >= self._end:
+                return b""
+            if self._resp is not None:
+                try:
+                    data = self._resp.read(n if n >= 0 else None)
+                except (OSError, http.client.HTTPException) as exc:
+                    data, cause = b"", f"{type(exc).__name__}: {exc}"
+                if data:
+                    self._pos += len(data)
+                    return data
+                if self._end is None:  # no length given: the server's close is the end
+                    return b""
+                # Ended before its length: resume from the first byte not received.
+                self.close()
+            fruitless += 1
+            if fruitless > self._source.retries:
+                raise SourceError(
+                    f"source {self._source.url}: reading {self._name!r} failed at byte "
+                    f"{self._pos} of {self._end} ({cause}); {self._source.retries} resumes "
+                    "in a row brought nothing; nothing of this load is visible: check the "
+                    "server, then load again (or resume the load)")
+            time.sleep(pause)
+            pause *= 2
+            try:
+                self._request()
+            except SourceError as exc:  # unreachable for now: another try; anything else ends it
+                if not isinstance(exc.__cause__, (OSError, http.client.HTTPException)):
+                    raise
+                cause = str(exc)
+
+    def close(self) -> None:
+        """The connection goes back to the source's pool if the response was read to its
+        end, else it is closed."""
+        if self._resp is not None:
+            self._source.done(self._conn, self._resp)
+            self._conn, self._resp = None, None
+
+    def __enter__(self) -> "HttpStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_whole(resp: http.client.HTTPResponse, what: str) -> bytes:
+    """A small body whole, or SourceError if it ends before its Content-Length."""
+    try:
+        body = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise SourceError(f"{what}: the transfer failed: {exc}") from exc
+    length = resp.getheader("Content-Length")
+    if length is not None and length.isdigit() and len(body) != int(length):
+        raise SourceError(f"{what}: {len(body)} bytes received of the {length} announced")
+    return body
