@@ -35,7 +35,7 @@ from debl.webhdfs import WebHDFS
 from loaders import gen_hf as gen_hf_module
 from loaders.cleanup import cleanup, drop_every_load, rollback
 from loaders.gen_hf import GenHF
-from loaders.load import LoadOptions, LoadRun, run_load
+from loaders.load import LoadOptions, run_load
 from tests.dataset import make_dataset, reference_store
 
 pytestmark = pytest.mark.stack

@@ -24,7 +24,7 @@ import pytest
 from coordinator import Coordinator
 from debl.buckets import BucketMap
 from debl.catalog import Catalog
-from debl.errors import BadInputError, DeblError
+from debl.errors import BadInputError
 from debl.model import REJECT_PREFIX, Link
 from debl.mysql import connect
 from loaders.baselines import run_approach
