@@ -1,12 +1,15 @@
 """What ``debl status`` reports, read from the catalog as one JSON-ready dict.
 
 The current load (the day every coordinator serves: its state, uptime, hot path and MySQL's
-take-over, bucket map and per-phase timings), a newer load being loaded beside it and the
-previous one while its stores exist (docs/LOADING.md, "Days"), the current load's buckets per job
-state (and, asked for, every bucket), the demand summed over coordinators, the queries the
-coordinators answered per route, the gen_HF jobs running now, and full availability once every
-bucket is loaded. Everything comes from MySQL: the report is the same from any machine and does
-not need a coordinator.
+take-over, bucket map, input, per-phase timings and rejected lines), a newer load being loaded
+beside it (the same, and its buckets) and the previous one while its stores exist
+(docs/LOADING.md, "Days"), the current load's buckets per job state (and, asked for, every bucket
+with its demand), the demand summed over coordinators, the queries the coordinators answered per
+route, the gen_HF jobs running now, and full availability once every bucket is loaded.
+Everything comes from MySQL: the report is the same from any machine and does not need a
+coordinator. ``debl status --json`` prints it and ``debl ui`` serves it (docs/UI.md): both read it
+here, and neither holds a credential (a source URL's password is dropped before the catalog
+records it, ``loaders.source``).
 
 Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; docs/DESIGN.md's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.
@@ -18,7 +21,7 @@ import time
 from collections import Counter
 
 from debl.buckets import BucketMap
-from debl.catalog import STATES, Catalog, LoadRecord, Phase
+from debl.catalog import STATES, Bucket, Catalog, LoadRecord, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dead coordinators
 
@@ -28,8 +31,12 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     ...}`` when there never was one. ``loading``: a newer load being loaded (or failed) beside
     the current one; ``previous``: the load the current one replaced, while its stores exist.
     With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
-    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state; and the
-    load's ``bucket_map`` its split points."""
+    k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state, demand (as
+    gen_HF reads it: summed over live coordinators) and asked (queries that needed it, every
+    coordinator's, closed ones included); ``loading["buckets"]`` the same for the new load
+    (demand 0: nobody serves it yet); and the load's ``bucket_map`` its split points. A load's
+    ``input`` counts its source files and bytes (hot ones apart), ``rejects`` its rejected lines
+    per file (the lines themselves are in the load's reject files, ``loaders.rejects``)."""
     now = time.time()
     current, newest = catalog.current(), catalog.load()
     load = current or newest
@@ -56,15 +63,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         "loading": None,
         "previous": None if previous is None else _brief(catalog.load(previous), now),
         "phases": [],
-        "buckets": {
-            "total": len(buckets),
-            "loaded": by_state.get("loaded", 0),
-            "by_state": {s: by_state.get(s, 0) for s in STATES},
-            "rows": sum(b.rows for b in buckets),
-            "bytes": sum(b.bytes for b in buckets),
-            "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
-            "largest_bytes": max((b.bytes for b in buckets), default=0),
-        },
+        "buckets": _bucket_summary(buckets),
         "demand": {
             "total": sum(demand.values()),
             "buckets": len(demand),
@@ -79,16 +78,19 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         "full_availability": None,
     }
     if every_bucket:
-        status["buckets"]["list"] = [
-            {"b_index": b.b_index, "k_lo": b.k_lo, "k_hi": b.k_hi, "c_lo": b.c_lo,
-             "c_hi": b.c_hi, "rows": b.rows, "bytes": b.bytes, "state": b.state}
-            for b in buckets]
+        status["buckets"]["list"] = _bucket_list(buckets, demand,
+                                                 catalog.asks(load_id) if load else {})
     if load is None:
         return status
     if current is not None and newest.load_id != current.load_id:
-        status["loading"] = {**_brief(newest, now), "phases": _phases(
-            catalog.phases(newest.load_id), now)}
-    status["load"] = {**_brief(load, now),
+        new_buckets = catalog.buckets(newest.load_id)
+        status["loading"] = {**_brief(newest, now), **_files(catalog, newest.load_id),
+                             "bucket_map": _map_summary(newest.bucket_map, False),
+                             "phases": _phases(catalog.phases(newest.load_id), now),
+                             "buckets": _bucket_summary(new_buckets)}
+        if every_bucket:
+            status["loading"]["buckets"]["list"] = _bucket_list(new_buckets, {}, {})
+    status["load"] = {**_brief(load, now), **_files(catalog, load.load_id),
                       "bucket_map": _map_summary(load.bucket_map, every_bucket),
                       "chunk_size": load.chunk_size}
     status["phases"] = _phases(catalog.phases(load.load_id), now)
@@ -102,6 +104,47 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _bucket_summary(buckets: list[Bucket]) -> dict:
+    """Buckets per job state, their rows and bytes."""
+    by_state = Counter(b.state for b in buckets)
+    return {
+        "total": len(buckets),
+        "loaded": by_state.get("loaded", 0),
+        "by_state": {s: by_state.get(s, 0) for s in STATES},
+        "rows": sum(b.rows for b in buckets),
+        "bytes": sum(b.bytes for b in buckets),
+        "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
+        "largest_bytes": max((b.bytes for b in buckets), default=0),
+    }
+
+
+def _bucket_list(buckets: list[Bucket], demand: dict[int, int],
+                 asked: dict[int, int]) -> list[dict]:
+    return [{"b_index": b.b_index, "k_lo": b.k_lo, "k_hi": b.k_hi, "c_lo": b.c_lo,
+             "c_hi": b.c_hi, "rows": b.rows, "bytes": b.bytes, "state": b.state,
+             "demand": demand.get(b.b_index, 0), "asked": asked.get(b.b_index, 0)}
+            for b in buckets]
+
+
+def _files(catalog: Catalog, load_id: str) -> dict:
+    """A load's input (source files and bytes, hot ones apart: the copy's and the hot path's
+    totals) and its rejected lines per source file (most first)."""
+    files = catalog.files(load_id)
+    names = {f.file_seq: f.name for f in files}
+    rejected: Counter = Counter()
+    for count in catalog.file_counts(load_id):
+        rejected[count.file_seq] += count.rejects
+    return {
+        "input": {"files": len(files), "bytes": sum(f.size for f in files),
+                  "hot_files": sum(1 for f in files if f.hot),
+                  "hot_bytes": sum(f.size for f in files if f.hot)},
+        "rejects": {"total": sum(rejected.values()),
+                    "files": [{"file": names.get(seq, f"#{seq}"), "rejects": n}
+                              for seq, n in sorted(rejected.items(), key=lambda x: (-x[1], x[0]))
+                              if n]},
+    }
 
 
 def _brief(load: LoadRecord, now: float) -> dict:

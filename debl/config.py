@@ -211,6 +211,10 @@ class Config:
     # one Python process tops out at a few thousand requests/s (docs/BENCHMARKS.md).
     client_processes: int = 0
 
+    # `debl ui`: the live status page's port, always on 127.0.0.1 (docs/UI.md); 0: a free port
+    # the system picks (the command prints it).
+    ui_port: int = 8790
+
     def __post_init__(self) -> None:
         for name in ("mysql_database", "link_table", "hbase_table"):
             value = check_identifier(getattr(self, name), name)
@@ -237,6 +241,9 @@ class Config:
         if self.client_processes < 0:
             raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
                               f"not {self.client_processes}")
+        if not 0 <= self.ui_port <= 65535:
+            raise ConfigError(f"ui_port must be a TCP port (0 for any free one), not "
+                              f"{self.ui_port}")
         if not self.service_timeout > 0:
             raise ConfigError(f"service_timeout must be positive seconds, not "
                               f"{self.service_timeout}")

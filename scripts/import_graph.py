@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("debl.report", "application"),
     ("debl.workload", "application"),  # LinkBench's generator and query client, and its targets
     ("debl.faults", "application"),  # the fault campaign (scripts/faults.py)
+    ("debl.ui", "application"),  # the live status page (`debl ui`)
     # pipeline and query side
     ("loaders", "pipeline"),
     ("coordinator", "query"),

@@ -2,6 +2,8 @@
 # Set up DeBL on a fresh Debian machine, idempotently:
 #   - Debian packages: MariaDB server and client; a JDK 17 and Maven only if missing; what pip
 #     needs to build mysqlclient (the link store's read path: libmariadb headers, pkg-config, gcc);
+#     Chromium and its driver, with a font, for the tests of `debl ui`'s page in a real browser
+#     (tests/test_ui_page.py: a test tool's own browser download cannot work offline);
 #   - a virtualenv (.venv) with DeBL installed in editable mode, with the dev extra;
 #   - the HBase/Hadoop runtime (scripts/maven/stack/pom.xml) and the Spark-side HBase jars
 #     (scripts/maven/spark/pom.xml) resolved from Maven Central into ~/.m2 and copied to .debl/lib;
@@ -26,6 +28,9 @@ pkg-config --exists libmariadb 2>/dev/null || need+=(libmariadb-dev pkg-config)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 py_include=$("${PYTHON:-python3}" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$py_include/Python.h" ] || need+=(python3-dev)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+fc-list 2>/dev/null | grep -q . || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing Debian packages: ${need[*]}"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -55,6 +55,10 @@ def render(s: dict) -> str:
     out.append("  buckets    " + ("not decided yet" if bmap is None else
                                   f"fixed width {bmap['width']}" if bmap["kind"] == "width" else
                                   f"{bmap['buckets']} at sampled split points"))
+    rejects = load.get("rejects") or {"total": 0}
+    if rejects["total"]:
+        per_file = ", ".join(f"{f['file']}: {f['rejects']}" for f in rejects["files"][:5])
+        out.append(f"  rejects    {rejects['total']:,} lines ({per_file}); `debl ui` shows them")
     for title, other in (("loading", s.get("loading")), ("previous", s.get("previous"))):
         if other:
             state = other["state"] + (f": {other['error'].splitlines()[0][:200]}"
