@@ -69,6 +69,12 @@ from coordinator.state import BucketState, Dataset, HotBucket
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 
+# The answer counts a coordinator publishes besides its outcomes (coordinator.stats): where the
+# cold rows came from (MySQL alone, HBase, the raw files), and how many read the hot files raw.
+VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase", Route.RAW: "via_raw",
+       Route.PARTIAL: "via_partial"}
+
+
 @dataclass(frozen=True)
 class Answer:
     """One get_link_list through the coordinator.
@@ -145,6 +151,7 @@ class Coordinator:
         self._recorder = WaitRecorder()
         self._fetching: Counter = Counter()  # load id -> queries reading its stores now
         self._hot_raw: Counter = Counter()  # load id -> queries reading its hot files now
+        self._via: Counter = Counter()  # answers per store they came from (VIA)
         self._stores: dict[str, LoadStores] = {}
         self._catalog = Catalog(config)  # thread-safe: the poller's, the raw reader's, close's
         self._raw = RawReader(config, self._catalog)
@@ -216,6 +223,10 @@ class Coordinator:
                 if route.hot is HotSide.RAW:
                     self._hot_raw[load_id] -= 1
         self._recorder.record(route.outcome, route.waited_s, started)
+        with self._cond:  # where the answer came from, for `debl status` and `debl ui`
+            self._via[VIA[route.route]] += 1
+            if route.hot is HotSide.RAW:
+                self._via["via_hot_raw"] += 1
         return Answer(links, route.route is not Route.PARTIAL, route.waited_s,
                       None if route.bucket is None else route.bucket.b_index, route.route,
                       load_id, route.hot)
@@ -427,7 +438,8 @@ class Coordinator:
             dataset = self._dataset
             if dataset is None:
                 return None, {}, {}, {}
-            return (dataset.load.load_id, dataset.demand(now), self._recorder.answered(),
+            return (dataset.load.load_id, dataset.demand(now),
+                    {**self._recorder.answered(), **self._via},
                     dict(dataset.asked))
 
     # ------------------------------------------------------------------ state, for callers

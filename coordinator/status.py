@@ -72,7 +72,8 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                     for b, n in sorted(demand.items(), key=lambda x: (-x[1], x[0]))[:top]],
         },
         "answers": {"by_route": answered, "coordinators": answering,
-                    "total": sum(n for route, n in answered.items() if route != "timeouts")},
+                    "total": sum(n for route, n in answered.items()
+                              if route != "timeouts" and not route.startswith("via_"))},
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,

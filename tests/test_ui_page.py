@@ -399,6 +399,10 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
                     c.query(*key, timeout=60)
             state = wait_for(browser, "answers at once", lambda s: s["routes"]["immediate"]
                              ["total"] >= len(keys))
+            # ... and the legend says which store they came from
+            assert state["routes"]["via_hbase"]["total"] + state["routes"]["via_mysql"][
+                "total"] >= len(keys)
+            assert state["routes"]["via_raw"]["total"] == state["routes"]["raw"]["total"]
             # the next day loads beside the current one
             day2 = threading.Thread(target=lambda: done.update(
                 day2=run_load(config, str(directory), options)))

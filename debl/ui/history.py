@@ -1,6 +1,8 @@
 """Answers per second by route over the last minutes, from the cumulative counts coordinators
-publish per load (``Catalog.answers``: ``immediate``, ``raw``, ``buffered``, ``waited_uptime``,
-``partial``, ``timeouts``; coordinator/stats.py says what each means).
+publish per load (``Catalog.answers``: the outcomes ``immediate``, ``raw``, ``buffered``,
+``waited_uptime``, ``partial``, ``timeouts``, coordinator/stats.py says what each means; and
+where each answer's rows came from, ``via_mysql``, ``via_hbase``, ``via_raw``, ``via_hot_raw``,
+``via_partial``: coordinator.coordinator.VIA).
 
 Each sample is the counts of the load served at that moment. A rate is the growth of the counts
 over the last few samples (``span``) divided by the time between them: a coordinator publishes
@@ -19,7 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 
 # In the order the page draws them; a route a coordinator publishes that is not here follows.
-ROUTES = ("immediate", "raw", "buffered", "waited_uptime", "partial", "timeouts")
+ROUTES = ("immediate", "raw", "buffered", "waited_uptime", "partial", "timeouts", "via_mysql",
+          "via_hbase", "via_raw", "via_hot_raw", "via_partial")
 
 
 @dataclass(frozen=True)
