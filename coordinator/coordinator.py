@@ -69,10 +69,9 @@ from coordinator.state import BucketState, Dataset, HotBucket
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 
-# The answer counts a coordinator publishes besides its outcomes (coordinator.stats): where the
-# cold rows came from (MySQL alone, HBase, the raw files), and how many read the hot files raw.
-VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase", Route.RAW: "via_raw",
-       Route.PARTIAL: "via_partial"}
+# Answer counts published besides the outcomes (coordinator.stats: ``raw``, ``partial`` are
+# routes already): those at once by store, and how many read the hot files raw.
+VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase"}
 
 
 @dataclass(frozen=True)
@@ -224,7 +223,8 @@ class Coordinator:
                     self._hot_raw[load_id] -= 1
         self._recorder.record(route.outcome, route.waited_s, started)
         with self._cond:  # where the answer came from, for `debl status` and `debl ui`
-            self._via[VIA[route.route]] += 1
+            if route.route in VIA:
+                self._via[VIA[route.route]] += 1
             if route.hot is HotSide.RAW:
                 self._via["via_hot_raw"] += 1
         return Answer(links, route.route is not Route.PARTIAL, route.waited_s,

@@ -107,9 +107,9 @@ def render(s: dict) -> str:
                    f"{n.get('waited_uptime', 0):,} at uptime, {n.get('partial', 0):,} partial; "
                    f"{n.get('timeouts', 0):,} timed out")
         if any(route.startswith("via_") for route in n):
-            out.append(f"           from MySQL alone {n.get('via_mysql', 0):,}, HBase "
-                       f"{n.get('via_hbase', 0):,}, raw bucket files {n.get('via_raw', 0):,}; "
-                       f"hot keys from the hot files {n.get('via_hot_raw', 0):,}")
+            out.append(f"           at once from MySQL alone {n.get('via_mysql', 0):,}, from "
+                       f"HBase {n.get('via_hbase', 0):,}; hot keys from the hot files "
+                       f"{n.get('via_hot_raw', 0):,}")
     if s["running_jobs"]:
         out.append("running    bucket  run id                      for s  attempt")
         for j in s["running_jobs"]:

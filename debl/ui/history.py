@@ -1,8 +1,8 @@
 """Answers per second by route over the last minutes, from the cumulative counts coordinators
 publish per load (``Catalog.answers``: the outcomes ``immediate``, ``raw``, ``buffered``,
 ``waited_uptime``, ``partial``, ``timeouts``, coordinator/stats.py says what each means; and
-where each answer's rows came from, ``via_mysql``, ``via_hbase``, ``via_raw``, ``via_hot_raw``,
-``via_partial``: coordinator.coordinator.VIA).
+the answers at once by store, ``via_mysql`` and ``via_hbase``, and ``via_hot_raw``, those whose
+hot rows came from the hot files: coordinator.coordinator.VIA).
 
 Each sample is the counts of the load served at that moment. A rate is the growth of the counts
 over the last few samples (``span``) divided by the time between them: a coordinator publishes
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 # In the order the page draws them; a route a coordinator publishes that is not here follows.
 ROUTES = ("immediate", "raw", "buffered", "waited_uptime", "partial", "timeouts", "via_mysql",
-          "via_hbase", "via_raw", "via_hot_raw", "via_partial")
+          "via_hbase", "via_hot_raw")
 
 
 @dataclass(frozen=True)

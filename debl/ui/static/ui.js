@@ -15,9 +15,7 @@
     // where the cold rows came from (coordinator.coordinator.VIA), and the hot files read raw
     via_mysql: ["from MySQL alone (no cold row)", "#0e7490"],
     via_hbase: ["from HBase (bucket loaded)", "#15803d"],
-    via_raw: ["from a bucket's raw files", "#1d4ed8"],
     via_hot_raw: ["hot keys from the hot files (before MySQL took over)", "#c2410c"],
-    via_partial: ["from the hot rows only (partial)", "#64748b"],
   };
   const PHASES = {
     sample: "sample (split points)", copy: "copy", dist_ch: "dist_ch (bucketing)",
