@@ -36,6 +36,7 @@ Pitfalls:
 from __future__ import annotations
 
 import heapq
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
@@ -160,12 +161,11 @@ class RawReader:
         """The file's rows of the key with time >= min_time, newest first (*last*: the bytes of
         the last of *blocks*, already read); rows of one time in reverse file order (any order
         is fine: the merge ranks them)."""
-        prefix = b"%d\t%d\t" % (id1, link_type)
         stop, batch = blocks.stop, 1
         while stop > blocks.start:
             start = max(blocks.start, stop - batch)
             data = last if stop == blocks.stop else self._read_blocks(bucket, f, start, stop)
-            lines = _key_lines(data, prefix)
+            lines = _key_lines(data, id1, link_type)
             for line in reversed(lines):
                 row = parse_row(line)
                 if row[0].time < min_time:
@@ -269,20 +269,16 @@ class RawReader:
         return files
 
 
-def _key_lines(data: bytes, prefix: bytes) -> list[bytes]:
-    """The lines (without newline) of whole sorted blocks that start with *prefix*: one run."""
-    if data.startswith(prefix):
-        start = 0
-    else:
-        start = data.find(b"\n" + prefix) + 1
-        if start == 0:
-            return []
-    lines = []
-    for line in data[start:].split(b"\n"):
-        if not line.startswith(prefix):
-            break
-        lines.append(line)
-    return lines
+def _key_lines(data: bytes, id1: int, link_type: int) -> list[bytes]:
+    """The lines (without newline) of (id1, link_type) in whole sorted blocks: one run.
+
+    Matched by value, not by text: a bucket line keeps the input's bytes, and the input may
+    write a number with leading zeros (docs/LOADING.md, "Integers in the input"), so ``05``
+    and ``5`` are one id1 and their lines are sorted together; a text match on ``5\\t``
+    would end the run at the first ``05``. Fields are plain digits (dist_ch wrote only lines
+    that parse), so ``0*5`` at a line start is exactly "parses to 5"."""
+    run = re.compile(rb"(?m)^(?:0*%d\t0*%d\t[^\n]*\n)+" % (id1, link_type)).search(data)
+    return run.group().split(b"\n")[:-1] if run else []
 
 
 def _merge_newest_first(streams: list[Iterator[tuple[Link, Origin]]]) -> Iterator[Link]:

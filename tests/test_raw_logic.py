@@ -45,10 +45,65 @@ def test_key_lines_are_exactly_the_keys_run(keys, id1, link_type):
     index = parse_tail("/f.0", len(content), content)
     data = content[:index.data_length]
     expected = [l for l in data_lines(data) if parse_row(l)[0][:2] == (id1, link_type)]
-    assert _key_lines(data, b"%d\t%d\t" % (id1, link_type)) == expected
+    assert _key_lines(data, id1, link_type) == expected
     for i in index.blocks(id1, link_type):  # any whole blocks of the run give their part of it
         block = data[index.offset(i):index.offset(i + 1)]
-        assert _key_lines(block, b"%d\t%d\t" % (id1, link_type)) == \
+        assert _key_lines(block, id1, link_type) == \
+            [l for l in data_lines(block) if parse_row(l)[0][:2] == (id1, link_type)]
+
+
+U63 = (1 << 63) - 1
+
+
+def _padded(value: int, zeros: int) -> bytes:
+    return b"0" * zeros + b"%d" % value
+
+
+def _bucket_line(id1: bytes, link_type: bytes, id2: int, time: bytes, line_no: int) -> bytes:
+    """A bucket line (input line, file_seq, line_no) whose numbers are written as given."""
+    return b"%s\t%s\t%d\t1\tl%d\t%s\t0\t0\t%d\n" % (id1, link_type, id2, line_no, time,
+                                                       line_no)
+
+
+def test_key_lines_match_numbers_by_value_not_by_text():
+    """Defect (issue 24): the run was found by the text ``b"5\\t1\\t"``, so a line ``05\\t1``
+    of key 5, sorted among its lines by value, ended the run there (one of three lines found:
+    the oldest version won), and a run starting with ``05`` was not found at all."""
+    written = [(b"5", b"1", b"1"), (b"05", b"1", b"2"), (b"5", b"001", b"3"), (b"6", b"1", b"1"),
+               (b"%d" % U63, b"1", b"1"), (b"0%d" % U63, b"01", b"2"),
+               (b"000%d" % U63, b"1", b"3"), (b"%d" % U63, b"2", b"1")]
+    content = encode(_bucket_line(a, b, j, t, j) for j, (a, b, t) in enumerate(written))
+    data = content[:parse_tail("/f.0", len(content), content).data_length]
+    for id1, link_type, expected in ((5, 1, 3), (6, 1, 1), (U63, 1, 3), (U63, 2, 1), (1, 5, 0),
+                                     (5, 5, 0), (0, 1, 0)):
+        found = _key_lines(data, id1, link_type)
+        assert [parse_row(l)[0][:2] for l in found] == [(id1, link_type)] * expected, \
+            (id1, link_type)
+    only_padded = encode([_bucket_line(b"05", b"1", 1, b"1", 1), _bucket_line(b"005", b"1", 2,
+                                                                             b"2", 2)])
+    data = only_padded[:parse_tail("/f.0", len(only_padded), only_padded).data_length]
+    assert len(_key_lines(data, 5, 1)) == 2
+
+
+numbers = st.sampled_from([0, 1, 5, 10, 50, 2**62, U63 - 1, U63])
+
+
+@given(st.lists(st.tuples(numbers, st.integers(0, 3), st.integers(0, 2), st.integers(0, 2),
+                          st.integers(0, 9), st.integers(0, 2)), max_size=40),
+       numbers, st.integers(0, 2))
+def test_key_lines_are_the_keys_run_whatever_the_leading_zeros(spec, id1, link_type):
+    """Every number form parse_line accepts (leading zeros, 19 digits) is matched by value, in
+    the whole data and in any whole blocks of the key's run."""
+    lines = [_bucket_line(_padded(a, za), _padded(b, zb), j, _padded(t, zt), j)
+             for j, (a, za, b, zb, t, zt) in enumerate(spec)]
+    content = encode(lines, block=1)
+    index = parse_tail("/f.0", len(content), content)
+    data = content[:index.data_length]
+    assert _key_lines(data, id1, link_type) == \
+        [l for l in data_lines(data) if parse_row(l)[0][:2] == (id1, link_type)]
+    for i in index.blocks(id1, link_type):
+        block = data[index.offset(i):index.offset(i + 1)]
+        assert _key_lines(block, id1, link_type) == \
             [l for l in data_lines(block) if parse_row(l)[0][:2] == (id1, link_type)]
 
 
