@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -215,10 +216,12 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     key = (first.id1, first.link_type)
     prefix = victim.rsplit(".", 1)[0]
     with Coordinator(config) as c:
-        # Opened before the file goes (its index is cached, its blocks are not): the read of
-        # the file names it.
+        # Opened before the file goes (its index is kept, its blocks are not read yet): a read
+        # by block would still find the renamed file's bytes, so the reader lists the bucket
+        # again before it reads once poll_interval has passed, and names the file.
         assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
+        time.sleep(config.poll_interval)
         try:
             with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
                 c.get_link_list(*key)
@@ -238,6 +241,27 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     finally:
         fs.rename(victim + "-gone", victim)
     with Coordinator(config) as c:  # back: right again
+        assert c.get_link_list(*key) == reference.get_link_list(*key)
+
+
+def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(raw):
+    """A file written again at its path (new blocks, a new time) after the bucket was opened:
+    the reader's blocks would be the old file's, so it names the file instead of answering."""
+    config, reference, bucket_files = raw
+    fs = WebHDFS(config)
+    victim = bucket_files[1][0]
+    content = fs.read(victim)
+    index = parse_tail(victim, len(content), content)
+    first = parse_line(next(data_lines(content[:index.data_length])).rsplit(b"\t", 2)[0])
+    key = (first.id1, first.link_type)
+    with Coordinator(config) as c:
+        assert c.get_link_list(key[0], 0) == []  # opens bucket 1, reads no block
+        fs.write(victim, content, overwrite=True)
+        time.sleep(config.poll_interval)
+        with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} changed in HDFS "
+                                                  r"since it was opened"):
+            c.get_link_list(*key)
+    with Coordinator(config) as c:  # opened again: the same bytes, right again
         assert c.get_link_list(*key) == reference.get_link_list(*key)
 
 
