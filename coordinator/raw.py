@@ -10,16 +10,18 @@ Bloom filter of its keys as its footer (debl.bucket_file). For a query the reade
    tail), all files in parallel; it checks that each chunk's files hold exactly the rows
    dist_ch recorded for it, and the bucket the rows of the bucket index, so that a file gone or
    changed is an error naming it, never a smaller answer;
-2. tests the key against every file's filter at once (``FileFilters``) and finds, in the files
-   that may hold it, the blocks that can (``BucketIndex.key_blocks``); reads them newest first:
-   the last block of every such file in parallel, then, as the merge asks for more, 2, 4, ...
-   blocks back, so a heavy id1 read for one page of its newest links stops early, as HBase's
-   scan does; each read is one request to the DataNode;
+2. tests the key against every file's filter (``FileFilters``) and finds, in the files that
+   may hold it, the blocks that can (``BucketIndex.key_blocks``); reads them newest first, each
+   read one request to the DataNode: a light key's blocks (at most ``EAGER_BLOCKS`` over all
+   files) all at once; a heavy id1's newest block of every file, then, as the merge asks for
+   more, 2, 4, ... blocks back of the files it waits for, so that a page of its newest links
+   stops early, as HBase's scan does;
 3. finds the key's lines in the blocks by a binary search, by value (``key_lines``), parses them
    with the one line parser (``debl.bucket_file.parse_row``) and merges the files by the one
-   merge rule (``merge_newest_first``), yielding one winner per key, hidden ones included,
-   newest first (ties: id2 descending): exactly ``LinkStore.scan_newest_first``, so the
-   coordinator merges it with MySQL's rows as it merges HBase's.
+   merge rule (``NewestFirstMerge``: ``debl.model.merge_batch`` over each round's rows),
+   yielding one winner per key, hidden ones included, newest first (ties: id2 descending):
+   exactly ``LinkStore.scan_newest_first``, so the coordinator merges it with MySQL's rows as
+   it merges HBase's.
 
 Memory: the opened buckets (indexes and filters, about 1% of their files) and an LRU cache of
 blocks read (``BlockCache``) share ``raw_cache_bytes``: the blocks get what the opened buckets
@@ -30,9 +32,9 @@ Pitfalls:
 - Thread-safe: the coordinator's client threads share one reader. A bucket is opened by one
   thread while the others wait for it; HDFS reads run outside every lock.
 - A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
-  bucket was opened, or fails. So before it reads from HDFS the reader lists the bucket's
-  directory again if it has not for ``poll_interval`` seconds: a file gone or changed since is
-  a BucketFileError naming it, within one interval. A query answered from cached blocks alone
+  bucket was opened, or fails. So before it reads from HDFS the reader checks the bucket's
+  directory if it has not for ``poll_interval`` seconds (its modification time; a listing when
+  it moved): a file gone or changed since is a BucketFileError naming it, within one interval. A query answered from cached blocks alone
   reads nothing and checks nothing: those are the file's bytes as written.
 - Cache keys carry the load id, and opening a bucket of another load forgets the previous
   load's buckets and blocks: the bucket directory is the dataset's and a new load rewrites it.
@@ -51,13 +53,16 @@ from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
-from debl.hdfs_reads import FileGone, NativeHDFS, OpenFile, read_file
-from debl.model import Link, Origin
+from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
+from debl.model import Link
 from debl.webhdfs import FileStatus, WebHDFS
 from coordinator.raw_cache import BlockCache
-from coordinator.raw_scan import FileFilters, key_lines, merge_newest_first
+from coordinator.raw_scan import FileFilters, NewestFirstMerge, key_lines
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
+# A key whose blocks over all files are at most this many (1 MiB, about 10,000 lines: the default
+# page) is read and merged at once; a heavier one lazily, newest first.
+EAGER_BLOCKS = 16
 # HDFS calls in flight per reader: a query's first read of each file (and a bucket's index
 # reads) go out together, since a read is mostly waiting on the DataNode.
 READ_THREADS = 16
@@ -66,6 +71,17 @@ READ_TIMEOUT_S = 30.0
 # the objects) and per index entry (its key tuple and offset as Python objects).
 _FILE_COST = 2048
 _ENTRY_COST = 256
+
+
+@dataclass(frozen=True)
+class ReaderMemory:
+    """What the reader holds (``RawReader.memory``): opened buckets and cached blocks, whose
+    bytes together stay under ``raw_cache_bytes``."""
+
+    buckets: int
+    bucket_bytes: int
+    blocks: int
+    block_bytes: int
 
 
 @dataclass(frozen=True)
@@ -139,41 +155,51 @@ class RawReader:
     def close(self) -> None:
         self._hdfs.close()
 
+    def memory(self) -> ReaderMemory:
+        """The opened buckets and the cached blocks, counted as the budget counts them."""
+        with self._lock:
+            buckets, bucket_bytes = len(self._opened), self._opened_bytes
+        return ReaderMemory(buckets, bucket_bytes, len(self.cache), self.cache.size)
+
     # ------------------------------------------------------------------ queries
 
     def scan_newest_first(self, bucket: RawBucket, id1: int, link_type: int,
                           min_time: int = 0) -> Iterator[Link]:
         """Every winner of (id1, link_type) with time >= min_time in the bucket's files,
-        hidden ones included, time descending (ties: id2 descending). Lazy: blocks past each
-        file's newest are read as the iterator is consumed. Raises BucketFileError naming a
+        hidden ones included, time descending (ties: id2 descending). Lazy for a heavy id1:
+        older blocks are read as the iterator is consumed. Raises BucketFileError naming a
         file gone or damaged."""
         opened = self._open(bucket)
         wanted = opened.wanted(id1, link_type, min_time)
         if not wanted:
             return iter(())
-        # The newest block of every file at once: the merge needs each file's first row.
-        lasts = self._read_blocks(bucket, opened, [(f, b.stop - 1, b.stop) for f, b in wanted])
-        return merge_newest_first([self._file_rows(bucket, opened, f, blocks, last, id1,
-                                                   link_type, min_time)
-                                   for (f, blocks), last in zip(wanted, lasts)])
+        eager = sum(len(blocks) for _, blocks in wanted) <= EAGER_BLOCKS
+        return self._rounds(bucket, opened, wanted, id1, link_type, min_time, eager)
 
-    def _file_rows(self, bucket: RawBucket, opened: _Bucket, f: _File, blocks: range,
-                   last: bytes, id1: int, link_type: int,
-                   min_time: int) -> Iterator[tuple[Link, Origin]]:
-        """The file's rows of the key with time >= min_time, newest first (*last*: the bytes of
-        the last of *blocks*, already read); rows of one time in reverse file order (any order
-        is fine: the merge ranks them)."""
-        stop, batch = blocks.stop, 1
-        while stop > blocks.start:
-            start = max(blocks.start, stop - batch)
-            data = last if stop == blocks.stop else \
-                self._read_blocks(bucket, opened, [(f, start, stop)])[0]
-            for line in reversed(key_lines(data, id1, link_type)):
-                row = parse_row(line)
-                if row[0].time < min_time:
-                    return
-                yield row
-            stop, batch = start, min(batch * 2, MAX_READ_BLOCKS)
+    def _rounds(self, bucket: RawBucket, opened: _Bucket, wanted: list[tuple[_File, range]],
+                id1: int, link_type: int, min_time: int, eager: bool) -> Iterator[Link]:
+        """Read the files' blocks of the key newest first, in rounds: the first reads the
+        newest block of every file (all of them when *eager*), each next one a batch twice as
+        long (1, 2, 4 ... blocks back) of the files the merge waits for, all at once; each
+        round gives the winners no older row can change."""
+        merge = NewestFirstMerge(len(wanted))
+        stops = [blocks.stop for _, blocks in wanted]
+        batches = [EAGER_BLOCKS if eager else 1] * len(wanted)
+        while files := merge.wanted():
+            spans = [(i, max(wanted[i][1].start, stops[i] - batches[i]), stops[i]) for i in files]
+            datas = self._read_blocks(bucket, opened,
+                                      [(wanted[i][0], start, stop) for i, start, stop in spans])
+            for (i, start, _), data in zip(spans, datas):
+                rows, older = [], False
+                for line in reversed(key_lines(data, id1, link_type)):
+                    row = parse_row(line)
+                    if row[0].time < min_time:
+                        older = True  # the rest of the file is older still
+                        break
+                    rows.append(row)
+                stops[i], batches[i] = start, min(batches[i] * 2, MAX_READ_BLOCKS)
+                merge.add(i, rows, older or start == wanted[i][1].start)
+            yield from merge.winners()
 
     def _read_blocks(self, bucket: RawBucket, opened: _Bucket,
                      wanted: list[tuple[_File, int, int]]) -> list[bytes]:
@@ -214,6 +240,8 @@ class RawReader:
         self._check_listing(bucket, opened)
         try:
             return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
+        except HdfsTimeout:
+            raise  # a server that hangs: asking again would only wait as long again
         except ServiceError:
             files = list({id(f): f for f, _, _ in ranges}.values())
             self._check_listing(bucket, opened, force=True)
@@ -273,14 +301,16 @@ class RawReader:
                 self._opened.move_to_end(key)
                 return opened
             lock = self._opening.setdefault(key, threading.Lock())
-        with lock:  # one thread opens it; the others find it opened
+        try:
+            with lock:  # one thread opens it; the others find it opened
+                with self._lock:
+                    opened = self._opened.get(key)
+                if opened is None:
+                    opened = self._read_files(bucket)
+                    self._keep(key, opened)
+        finally:
             with self._lock:
-                opened = self._opened.get(key)
-            if opened is None:
-                opened = self._read_files(bucket)
-                self._keep(key, opened)
-        with self._lock:
-            self._opening.pop(key, None)
+                self._opening.pop(key, None)
         return opened
 
     def _keep(self, key: tuple, opened: _Bucket) -> None:

@@ -39,6 +39,10 @@ class FileGone(ServiceError):
     """The NameNode says the path does not exist (anymore)."""
 
 
+class HdfsTimeout(ServiceError):
+    """HDFS did not answer a call within the timeout (the call's thread may still be stuck)."""
+
+
 @dataclass(frozen=True)
 class OpenFile:
     """A file opened for ranged reads (its block locations, as the NameNode gave them)."""
@@ -120,7 +124,7 @@ class NativeHDFS:
         for call in pending:
             if not call.wait(max(deadline - time.monotonic(), 0.0)):
                 host = urlparse(self.uri).netloc
-                raise ServiceError(f"HDFS at {host} (NameNode or DataNode) did not answer within "
+                raise HdfsTimeout(f"HDFS at {host} (NameNode or DataNode) did not answer within "
                                    f"{self.timeout:g} s ({what}); is the stack up "
                                    "(`debl stack status`)?")
         for call in pending:

@@ -13,7 +13,7 @@ import pytest
 
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.hdfs_reads import FileGone, NativeHDFS
+from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS
 from debl.webhdfs import WebHDFS
 
 
@@ -22,7 +22,7 @@ def test_a_call_that_never_returns_is_an_error_naming_hdfs_within_the_timeout():
     release = threading.Event()
     try:
         started = time.monotonic()
-        with pytest.raises(ServiceError, match=r"HDFS at 127\.0\.0\.1:\d+ .*did not answer "
+        with pytest.raises(HdfsTimeout, match=r"HDFS at 127\.0\.0\.1:\d+ .*did not answer "
                                                r"within 0.3 s \(read /some/file\)"):
             hdfs.run([(release.wait, ())], "read /some/file")
         assert time.monotonic() - started < 2.0

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
+from coordinator.raw import RawBucket, RawReader
 from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
 from debl.catalog import Catalog
 from debl.commands.links import links as links_command
@@ -171,6 +172,20 @@ def test_time_ranges_offsets_and_limits_on_the_heavy_id1_and_others(raw):
     assert len(heavy) > 3000 and any(l.data == b"hot" for l in heavy)
 
 
+def test_keys_read_lazily_block_by_block_equal_the_reference(raw, monkeypatch):
+    """A key over more blocks than EAGER_BLOCKS is read newest block first and merged lazily;
+    here every key is (EAGER_BLOCKS 0): the heavy id1 over 1, 2, 4 ... blocks back per file."""
+    import coordinator.raw as raw_module
+
+    config, reference, _ = raw
+    monkeypatch.setattr(raw_module, "EAGER_BLOCKS", 0)
+    with Coordinator(config) as c:
+        for key in [(HEAVY, LT)] + _keys(reference)[::10]:
+            for kw in RANGES:
+                assert c.get_link_list(*key, **kw) == reference.get_link_list(*key, **kw), \
+                    (key, kw)
+
+
 def test_links_and_status_commands_show_the_raw_route(raw):
     config, reference, _ = raw
     out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), "--limit", "3"], obj=config)
@@ -185,6 +200,33 @@ def test_links_and_status_commands_show_the_raw_route(raw):
     assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]
     out = CliRunner().invoke(status_command, [], obj=config)
     assert f"{answered['raw']:,} raw (bucket not loaded)" in out.output
+
+
+def test_the_readers_memory_stays_within_its_budget(raw):
+    """The opened buckets and the cached blocks together stay within raw_cache_bytes (here
+    1 MiB, less than the blocks the sampled keys read), and a bucket whose files disagree with
+    its rows is an error, never kept."""
+    config, reference, _ = raw
+    with Catalog(config) as catalog:
+        load_id = catalog.load().load_id
+        buckets = {b.b_index: RawBucket(load_id, b.b_index, b.rows) for b in catalog.buckets()}
+        reader = RawReader(config, catalog)
+        try:
+            wrong = replace(buckets[1], rows=buckets[1].rows + 1)
+            with pytest.raises(BucketFileError, match=r"the bucket index says"):
+                reader.scan_newest_first(wrong, HEAVY, LT)
+            assert reader.memory().buckets == 0
+            read = 0
+            for id1, link_type in _keys(reference):
+                if id1 // WIDTH in buckets:
+                    read += len(list(reader.scan_newest_first(buckets[id1 // WIDTH], id1,
+                                                              link_type)))
+            memory = reader.memory()
+            assert read > 1000 and memory.buckets == len(buckets) and memory.blocks > 0
+            assert memory.bucket_bytes + memory.block_bytes <= config.raw_cache_bytes
+            assert reader.cache.misses > memory.blocks  # more blocks read than kept
+        finally:
+            reader.close()
 
 
 def test_a_dist_ch_temporary_file_is_never_read(raw):

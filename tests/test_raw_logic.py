@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.raw_cache import BlockCache
-from coordinator.raw_scan import FileFilters, key_lines, merge_newest_first
+from coordinator.raw_scan import FileFilters, NewestFirstMerge, key_lines
 from debl.bucket_file import bloom_filter, bloom_holds, data_lines, encode, parse_row, parse_tail
 from debl.model import Link, Origin
 from debl.store.memory import MemoryStore
@@ -143,8 +143,11 @@ rows = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 1), st.integers(0, 4
                           st.integers(0, 2), st.integers(0, 2)), max_size=50)
 
 
-@given(rows)
-def test_merged_files_equal_the_reference_store_newest_first(spec):
+@given(rows, st.lists(st.integers(1, 4), min_size=1, max_size=8), st.booleans())
+def test_files_merged_in_batches_equal_the_reference_store_newest_first(spec, sizes, at_once):
+    """Each file read newest first in batches of the given sizes (or whole, as the eager path
+    does), the files the merge waits for read next, as RawReader reads them: the winners come
+    out as the in-memory reference gives them, each key once."""
     per_file: dict[int, list[tuple[Link, Origin]]] = {}
     everything = []
     for line_no, (id2, vis, time, version, file_seq) in enumerate(spec, 1):
@@ -152,8 +155,22 @@ def test_merged_files_equal_the_reference_store_newest_first(spec):
                Origin(0, file_seq, line_no))
         per_file.setdefault(file_seq, []).append(row)
         everything.append(row)
-    # Each file's stream as the reader yields it: the sorted file's lines read backwards.
-    streams = [iter(sorted(rows, key=lambda r: r[0].time)[::-1]) for rows in per_file.values()]
+    # Each file's rows as the reader finds them: the sorted file's lines read backwards.
+    files = [sorted(rows, key=lambda r: r[0].time)[::-1] for rows in per_file.values()]
+    merge = NewestFirstMerge(len(files))
+    taken = [0] * len(files)
+    got: list[Link] = []
+    rounds = 0
+    while wanted := merge.wanted():
+        for i in wanted:
+            size = len(files[i]) if at_once else sizes[rounds % len(sizes)]
+            batch = files[i][taken[i]:taken[i] + size]
+            taken[i] += len(batch)
+            merge.add(i, batch, taken[i] == len(files[i]))
+        got += merge.winners()
+        rounds += 1
     reference = MemoryStore()
     reference.write_links(everything)
-    assert list(merge_newest_first(streams)) == list(reference.scan_newest_first(7, 1))
+    assert got == list(reference.scan_newest_first(7, 1))
+    if at_once:
+        assert rounds <= 1
