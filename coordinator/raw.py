@@ -4,98 +4,84 @@ for a bucket that gen_HF has not loaded into HBase yet (docs/COORDINATOR.md, "Th
 dist_ch writes every bucket file sorted by (id1, link_type, time) with a sparse index and a
 Bloom filter of its keys as its footer (debl.bucket_file). For a query the reader
 
-1. opens the bucket once: its files (the catalog's path prefix per chunk, one directory
-   listing) and each file's index and filter (one ranged read of the file's tail, all files in
-   parallel), checking that each chunk's files hold exactly the rows dist_ch recorded for it,
-   and the bucket the rows of the bucket index, so that a file gone or changed is an error
-   naming it, never a smaller answer;
-2. reads, in only the files whose filter and index say they may hold the key
-   (``BucketIndex.blocks``), the blocks that can hold it, newest first: the last block of every
-   such file in parallel, then, as the merge asks for more, 2, 4, ... blocks back, so a heavy
-   id1 read for one page of its newest links stops early, as HBase's scan does; each read is one
-   WebHDFS OPEN with offset and length (``WebHDFS.read_range``: straight to the DataNode);
-3. parses the key's lines with the one line parser (``debl.bucket_file.parse_row``, i.e.
-   ``debl.model.parse_line``) and merges the files by the one merge rule
-   (``debl.model.merge_batch``), yielding one winner per key, hidden ones included, newest first
-   (ties: id2 descending): exactly ``LinkStore.scan_newest_first``, so the coordinator merges it
-   with MySQL's rows as it merges HBase's.
+1. opens the bucket once per load: its files (the catalog's path prefix per chunk, one
+   directory listing), each opened for reads over HDFS's own protocols (``debl.hdfs_reads``:
+   the NameNode's block locations) and its index and filter read (a ranged read of the file's
+   tail), all files in parallel; it checks that each chunk's files hold exactly the rows
+   dist_ch recorded for it, and the bucket the rows of the bucket index, so that a file gone or
+   changed is an error naming it, never a smaller answer;
+2. tests the key against every file's filter (``FileFilters``) and finds, in the files that
+   may hold it, the blocks that can (``BucketIndex.key_blocks``); reads them newest first, each
+   read one request to the DataNode: a light key's blocks (at most ``EAGER_BLOCKS`` over all
+   files) all at once; a heavy id1's newest block of every file, then, as the merge asks for
+   more, 2, 4, ... blocks back of the files it waits for, so that a page of its newest links
+   stops early, as HBase's scan does;
+3. finds the key's lines in the blocks by a binary search, by value (``key_lines``), parses them
+   with the one line parser (``debl.bucket_file.parse_row``) and merges the files by the one
+   merge rule (``NewestFirstMerge``: ``debl.model.merge_batch`` over each round's rows),
+   yielding one winner per key, hidden ones included, newest first (ties: id2 descending):
+   exactly ``LinkStore.scan_newest_first``, so the coordinator merges it with MySQL's rows as
+   it merges HBase's.
 
-Recently read blocks and opened buckets stay in an LRU cache under ``raw_cache_bytes``
-(``BlockCache``): LinkBench's requests are skewed, so a few blocks answer most of them.
+Memory: the opened buckets (indexes and filters, about 1% of their files) and an LRU cache of
+blocks read (``BlockCache``) share ``raw_cache_bytes``: the blocks get what the opened buckets
+leave. LinkBench's requests are skewed, so cached blocks answer many of them.
 
 Pitfalls:
 
 - Thread-safe: the coordinator's client threads share one reader. A bucket is opened by one
   thread while the others wait for it; HDFS reads run outside every lock.
-- Cache keys carry the load id: the bucket directory is the dataset's and a new load rewrites it.
-- A bucket file that vanished raises BucketFileError naming it, even if some of its blocks are
-  cached: those are the file's bytes as written, so an answer from them would still be right,
-  but the next block would be missing.
+- A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
+  bucket was opened, or fails. So before it reads from HDFS the reader checks the bucket's
+  directory if it has not for ``poll_interval`` seconds (its modification time; a listing when
+  it moved): a file gone or changed since is a BucketFileError naming it, within one interval. A query answered from cached blocks alone
+  reads nothing and checks nothing: those are the file's bytes as written.
+- Cache keys carry the load id, and opening a bucket of another load forgets the previous
+  load's buckets and blocks: the bucket directory is the dataset's and a new load rewrites it.
 """
 
 from __future__ import annotations
 
-import heapq
+import dataclasses
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import groupby
 
 from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
-from debl.model import Link, Origin, merge_batch
-from debl.webhdfs import WebHDFS
+from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
+from debl.model import Link
+from debl.webhdfs import FileStatus, WebHDFS
+from coordinator.raw_cache import BlockCache
+from coordinator.raw_scan import FileFilters, NewestFirstMerge, key_lines
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
-# HDFS reads in flight per reader: a query's first read of each file (and a bucket's index
-# reads) go out together, since a WebHDFS read is mostly waiting on the DataNode (2.4-3.9 ms on
-# the 2-core stack under load, measured; a query over 10 files took half the time in parallel).
+# A key whose blocks over all files are at most this many (1 MiB, about 10,000 lines: the default
+# page) is read and merged at once; a heavier one lazily, newest first.
+EAGER_BLOCKS = 16
+# HDFS calls in flight per reader: a query's first read of each file (and a bucket's index
+# reads) go out together, since a read is mostly waiting on the DataNode.
 READ_THREADS = 16
-_OPENED_COST = 256  # bytes of memory an opened bucket takes per file, beside its index
+READ_TIMEOUT_S = 30.0
+# Memory of an opened bucket beside its filters: per file (the open file's block locations,
+# the objects) and per index entry (its key tuple and offset as Python objects).
+_FILE_COST = 2048
+_ENTRY_COST = 256
 
 
-class BlockCache:
-    """A least-recently-used map under a budget of bytes; each entry's cost is given when it is
-    put. Thread-safe. An entry costlier than the whole budget is not kept."""
+@dataclass(frozen=True)
+class ReaderMemory:
+    """What the reader holds (``RawReader.memory``): opened buckets and cached blocks, whose
+    bytes together stay under ``raw_cache_bytes``."""
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.size = 0
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: Hashable) -> object | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry[0]
-
-    def put(self, key: Hashable, value: object, cost: int) -> None:
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self.size -= old[1]
-            if cost > self.budget:
-                return
-            self._entries[key] = (value, cost)
-            self.size += cost
-            while self.size > self.budget:
-                _, (_, evicted) = self._entries.popitem(last=False)
-                self.size -= evicted
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
+    buckets: int
+    bucket_bytes: int
+    blocks: int
+    block_bytes: int
 
 
 @dataclass(frozen=True)
@@ -109,10 +95,43 @@ class RawBucket:
     hot: bool = False  # the bucket's hot files (read until MySQL takes the hot keys over)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _File:
-    path: str
-    index: BucketIndex
+    """One file of an opened bucket; ``opened`` is replaced when it is opened again."""
+
+    opened: OpenFile
+    index: BucketIndex  # keys and offsets; its filter is in the bucket's FileFilters
+    modified_ms: int  # the listing's, to tell a file rewritten since
+
+
+class _Bucket:
+    """An opened bucket: its files with their indexes, and all their filters."""
+
+    def __init__(self, b_index: int, directories: dict[str, int | None],
+                 files: list[_File]) -> None:
+        self.b_index = b_index
+        self.directories = directories  # directory -> its modification time when listed
+        self.files = files
+        self.filters = FileFilters([f.index.bloom for f in files]) if files else None
+        for f in files:  # the filter is in self.filters now; the keys are unpacked once here
+            f.index = dataclasses.replace(f.index, bloom=b"")
+            f.index.keys, f.index.offsets  # noqa: B018 -- computed now, under the open lock
+        self.cost = (self.filters.nbytes if self.filters else 0) + sum(
+            _FILE_COST + len(f.index.raw) + f.index.entries * _ENTRY_COST for f in files)
+        self.checked_at = time.monotonic()
+        self.checking = threading.Lock()
+
+    def wanted(self, id1: int, link_type: int, min_time: int) -> list[tuple[_File, range]]:
+        """The files that may hold the key, each with the blocks that can."""
+        if self.filters is None:
+            return []
+        wanted = []
+        for i in self.filters.holding(id1, link_type):
+            f = self.files[i]
+            blocks = f.index.key_blocks(id1, link_type, min_time)
+            if blocks:
+                wanted.append((f, blocks))
+        return wanted
 
 
 class RawReader:
@@ -124,122 +143,204 @@ class RawReader:
     def __init__(self, config: Config, catalog: Catalog) -> None:
         self.config = config
         self.cache = BlockCache(config.raw_cache_bytes)
-        self._fs = WebHDFS(config, timeout=30.0)
+        self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S, threads=READ_THREADS)
+        self._fs = WebHDFS(config, timeout=READ_TIMEOUT_S)  # listings and status
         self._catalog = catalog
+        self._recheck_s = config.poll_interval
+        self._lock = threading.Lock()  # guards the three below
+        self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
+        self._opened_bytes = 0
         self._opening: dict[tuple, threading.Lock] = {}
-        self._opening_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="debl-raw-read")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._hdfs.close()
+
+    def memory(self) -> ReaderMemory:
+        """The opened buckets and the cached blocks, counted as the budget counts them."""
+        with self._lock:
+            buckets, bucket_bytes = len(self._opened), self._opened_bytes
+        return ReaderMemory(buckets, bucket_bytes, len(self.cache), self.cache.size)
 
     # ------------------------------------------------------------------ queries
 
     def scan_newest_first(self, bucket: RawBucket, id1: int, link_type: int,
                           min_time: int = 0) -> Iterator[Link]:
         """Every winner of (id1, link_type) with time >= min_time in the bucket's files,
-        hidden ones included, time descending (ties: id2 descending). Lazy: blocks are read
-        as the iterator is consumed. Raises BucketFileError naming a file gone or damaged."""
-        wanted = [(f, blocks) for f in self._open(bucket)
-                  if (blocks := f.index.blocks(id1, link_type, min_time))]
-        # The newest block of every file, read in parallel: the merge needs each file's first row.
-        lasts = self._map(lambda fb: self._read_blocks(bucket, fb[0], fb[1].stop - 1,
-                                                       fb[1].stop), wanted)
-        streams = [self._file_rows(bucket, f, blocks, last, id1, link_type, min_time)
-                   for (f, blocks), last in zip(wanted, lasts)]
-        return _merge_newest_first(streams)
+        hidden ones included, time descending (ties: id2 descending). Lazy for a heavy id1:
+        older blocks are read as the iterator is consumed. Raises BucketFileError naming a
+        file gone or damaged."""
+        opened = self._open(bucket)
+        wanted = opened.wanted(id1, link_type, min_time)
+        if not wanted:
+            return iter(())
+        eager = sum(len(blocks) for _, blocks in wanted) <= EAGER_BLOCKS
+        return self._rounds(bucket, opened, wanted, id1, link_type, min_time, eager)
 
-    def _map(self, fn, items: list) -> list:
-        """fn over items, in parallel on the reader's pool when there is more than one."""
-        if len(items) < 2:
-            return [fn(item) for item in items]
-        return list(self._pool.map(fn, items))
+    def _rounds(self, bucket: RawBucket, opened: _Bucket, wanted: list[tuple[_File, range]],
+                id1: int, link_type: int, min_time: int, eager: bool) -> Iterator[Link]:
+        """Read the files' blocks of the key newest first, in rounds: the first reads the
+        newest block of every file (all of them when *eager*), each next one a batch twice as
+        long (1, 2, 4 ... blocks back) of the files the merge waits for, all at once; each
+        round gives the winners no older row can change."""
+        merge = NewestFirstMerge(len(wanted))
+        stops = [blocks.stop for _, blocks in wanted]
+        batches = [EAGER_BLOCKS if eager else 1] * len(wanted)
+        while files := merge.wanted():
+            spans = [(i, max(wanted[i][1].start, stops[i] - batches[i]), stops[i]) for i in files]
+            datas = self._read_blocks(bucket, opened,
+                                      [(wanted[i][0], start, stop) for i, start, stop in spans])
+            for (i, start, _), data in zip(spans, datas):
+                rows, older = [], False
+                for line in reversed(key_lines(data, id1, link_type)):
+                    row = parse_row(line)
+                    if row[0].time < min_time:
+                        older = True  # the rest of the file is older still
+                        break
+                    rows.append(row)
+                stops[i], batches[i] = start, min(batches[i] * 2, MAX_READ_BLOCKS)
+                merge.add(i, rows, older or start == wanted[i][1].start)
+            yield from merge.winners()
 
-    def _file_rows(self, bucket: RawBucket, f: _File, blocks: range, last: bytes, id1: int,
-                   link_type: int, min_time: int) -> Iterator[tuple[Link, Origin]]:
-        """The file's rows of the key with time >= min_time, newest first (*last*: the bytes of
-        the last of *blocks*, already read); rows of one time in reverse file order (any order
-        is fine: the merge ranks them)."""
-        prefix = b"%d\t%d\t" % (id1, link_type)
-        stop, batch = blocks.stop, 1
-        while stop > blocks.start:
-            start = max(blocks.start, stop - batch)
-            data = last if stop == blocks.stop else self._read_blocks(bucket, f, start, stop)
-            lines = _key_lines(data, prefix)
-            for line in reversed(lines):
-                row = parse_row(line)
-                if row[0].time < min_time:
-                    return
-                yield row
-            stop, batch = start, min(batch * 2, MAX_READ_BLOCKS)
+    def _read_blocks(self, bucket: RawBucket, opened: _Bucket,
+                     wanted: list[tuple[_File, int, int]]) -> list[bytes]:
+        """Blocks [start, stop) of each file: from the cache, the missing runs by one read
+        each, all in parallel."""
+        load = bucket.load_id
+        parts = [[self.cache.get((load, f.opened.path, i)) for i in range(start, stop)]
+                 for f, start, stop in wanted]
+        runs = []  # (which, first part, past the last part) of each missing run
+        for which, ((f, start, _), got) in enumerate(zip(wanted, parts)):
+            i = 0
+            while i < len(got):
+                if got[i] is not None:
+                    i += 1
+                    continue
+                j = i
+                while j < len(got) and got[j] is None:
+                    j += 1
+                runs.append((which, i, j))
+                i = j
+        if runs:
+            offsets = [(wanted[w][0], wanted[w][0].index.offsets, wanted[w][1] + i,
+                        wanted[w][1] + j) for w, i, j in runs]
+            datas = self._read(bucket, opened, [(f, offs[a], offs[b] - offs[a])
+                                                for f, offs, a, b in offsets])
+            for (which, i, j), (f, offs, a, _), data in zip(runs, offsets, datas):
+                for k in range(i, j):
+                    lo, hi = offs[a + k - i] - offs[a], offs[a + k - i + 1] - offs[a]
+                    parts[which][k] = data[lo:hi]
+                    self.cache.put((load, f.opened.path, a + k - i), parts[which][k], hi - lo)
+        return [got[0] if len(got) == 1 else b"".join(got) for got in parts]  # type: ignore
 
-    def _read_blocks(self, bucket: RawBucket, f: _File, start: int, stop: int) -> bytes:
-        """Blocks [start, stop) of a file: from the cache, the missing runs by one read each."""
-        parts: list[bytes | None] = [self.cache.get((bucket.load_id, f.path, i))
-                                     for i in range(start, stop)]
-        i = 0
-        while i < len(parts):
-            if parts[i] is not None:
-                i += 1
-                continue
-            j = i
-            while j < len(parts) and parts[j] is None:
-                j += 1
-            lo, hi = f.index.offset(start + i), f.index.offset(start + j)
-            data = self._read_range(bucket, f.path, lo, hi - lo)
-            for k in range(i, j):
-                a, b = f.index.offset(start + k) - lo, f.index.offset(start + k + 1) - lo
-                parts[k] = data[a:b]
-                self.cache.put((bucket.load_id, f.path, start + k), parts[k], b - a)
-            i = j
-        return b"".join(parts)  # type: ignore[arg-type]
-
-    def _read_range(self, bucket: RawBucket, path: str, offset: int, length: int) -> bytes:
+    def _read(self, bucket: RawBucket, opened: _Bucket,
+              ranges: list[tuple[_File, int, int]]) -> list[bytes]:
+        """The bytes of each (file, offset, length), read in parallel; the listing checked
+        first when it is due. A failed read is retried once on the files opened again (their
+        blocks may have moved: a DataNode restarted), unless a file is gone or changed."""
+        self._check_listing(bucket, opened)
         try:
-            return self._fs.read_range(path, offset, length)
+            return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
+        except HdfsTimeout:
+            raise  # a server that hangs: asking again would only wait as long again
+        except ServiceError:
+            files = list({id(f): f for f, _, _ in ranges}.values())
+            self._check_listing(bucket, opened, force=True)
+            for f, again in zip(files, self._hdfs.run(
+                    [(self._hdfs.open_file, (f.opened.path,)) for f in files], "open again")):
+                f.opened = again
+            return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
+
+    # ------------------------------------------------------------------ the listing
+
+    def _check_listing(self, bucket: RawBucket, opened: _Bucket, force: bool = False) -> None:
+        """BucketFileError if a file of the bucket is gone or changed since the bucket was
+        opened. Done when *force*d; else when the last check is older than
+        ``poll_interval`` (by one thread; the others go on), and then cheaply: a directory's
+        modification time changes with every file created, deleted or renamed in it, so the
+        directory is listed again only when its time moved."""
+        if not force and time.monotonic() - opened.checked_at < self._recheck_s:
+            return
+        if not force and not opened.checking.acquire(blocking=False):
+            return
+        try:
+            started = time.monotonic()
+            directories = list(opened.directories)
+            if not force:
+                now = self._hdfs.modified_ms(directories)
+                directories = [d for d, ms in zip(directories, now)
+                               if ms != opened.directories[d]]
+            for directory in directories:
+                ms = self._hdfs.modified_ms([directory])[0]
+                listed = {s.path: s for s in self._list(bucket, directory)}
+                for f in opened.files:
+                    if f.opened.path.rsplit("/", 1)[0] == directory:
+                        _check_file(bucket, f, listed.get(f.opened.path))
+                opened.directories[directory] = ms
+            opened.checked_at = started
+        finally:
+            if not force:
+                opened.checking.release()
+
+    def _list(self, bucket: RawBucket, directory: str) -> list[FileStatus]:
+        try:
+            return self._fs.list(directory)
         except ServiceError as exc:
-            if self._fs.status(path) is None:
+            if self._fs.status(directory) is None:
                 raise BucketFileError(
-                    f"bucket {bucket.b_index}: its file {path} is gone from HDFS, so the query "
-                    "cannot be answered from the raw files; run `debl verify`, and reload the "
-                    "input if the file is lost") from exc
+                    f"bucket {bucket.b_index}: its directory {directory} is gone from HDFS; "
+                    "run `debl verify`, and reload the input") from exc
             raise
 
     # ------------------------------------------------------------------ opening a bucket
 
-    def _open(self, bucket: RawBucket) -> list[_File]:
-        key = ("bucket", bucket.load_id, bucket.b_index, bucket.hot)
-        files = self.cache.get(key)
-        if files is not None:
-            return files  # type: ignore[return-value]
-        with self._opening_lock:
+    def _open(self, bucket: RawBucket) -> _Bucket:
+        key = (bucket.load_id, bucket.b_index, bucket.hot)
+        with self._lock:
+            opened = self._opened.get(key)
+            if opened is not None:
+                self._opened.move_to_end(key)
+                return opened
             lock = self._opening.setdefault(key, threading.Lock())
-        with lock:  # one thread opens it; the others find it in the cache
-            files = self.cache.get(key)
-            if files is None:
-                files = self._read_files(bucket)
-                self.cache.put(key, files, sum(len(f.index.raw) + len(f.index.bloom)
-                                               + _OPENED_COST for f in files))
-        with self._opening_lock:
-            self._opening.pop(key, None)
-        return files  # type: ignore[return-value]
+        try:
+            with lock:  # one thread opens it; the others find it opened
+                with self._lock:
+                    opened = self._opened.get(key)
+                if opened is None:
+                    opened = self._read_files(bucket)
+                    self._keep(key, opened)
+        finally:
+            with self._lock:
+                self._opening.pop(key, None)
+        return opened
 
-    def _read_files(self, bucket: RawBucket) -> list[_File]:
-        """The bucket's files and their indexes, checked against the bucket index's rows."""
+    def _keep(self, key: tuple, opened: _Bucket) -> None:
+        """Keep an opened bucket; forget other loads' buckets and blocks; the blocks get what
+        the opened buckets leave of the budget (the least recently used buckets go when they
+        alone exceed it, never the one just opened)."""
+        with self._lock:
+            if any(k[0] != key[0] for k in self._opened):
+                self._opened.clear()
+                self._opened_bytes = 0
+                self.cache.clear()
+            self._opened[key] = opened
+            self._opened_bytes += opened.cost
+            while self._opened_bytes > self.config.raw_cache_bytes and len(self._opened) > 1:
+                _, evicted = self._opened.popitem(last=False)
+                self._opened_bytes -= evicted.cost
+            self.cache.set_budget(self.config.raw_cache_bytes - self._opened_bytes)
+
+    def _read_files(self, bucket: RawBucket) -> _Bucket:
+        """The bucket's files opened with their indexes, checked against the bucket index's
+        rows."""
         chunks = self._catalog.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
-        listings: dict[str, list] = {}
+        listings: dict[str, list[FileStatus]] = {}
+        modified: dict[str, int | None] = {}
         per_chunk = []
         for chunk in chunks:
             directory, stem = chunk.path.rsplit("/", 1)
-            if directory not in listings:
-                try:
-                    listings[directory] = self._fs.list(directory)
-                except ServiceError as exc:
-                    if self._fs.status(directory) is None:
-                        raise BucketFileError(
-                            f"bucket {bucket.b_index}: its directory {directory} is gone from "
-                            "HDFS; run `debl verify`, and reload the input") from exc
-                    raise
+            if directory not in listings:  # its time first: a change after it shows later
+                modified[directory] = self._hdfs.modified_ms([directory])[0]
+                listings[directory] = self._list(bucket, directory)
             found = [s for s in listings[directory]
                      if is_bucket_file(s.path.rsplit("/", 1)[1], stem)]
             if not found:
@@ -247,12 +348,12 @@ class RawReader:
                     f"bucket {bucket.b_index}: no file {chunk.path}.<slice> in HDFS, though "
                     "dist_ch wrote one; run `debl verify`, and reload the input")
             per_chunk.append((chunk, found))
-        indexes = iter(self._map(lambda s: read_index(
-            s.path, s.length, lambda offset, n: self._read_range(bucket, s.path, offset, n)),
-            [s for _, found in per_chunk for s in found]))
+        statuses = [s for _, found in per_chunk for s in found]
+        opened = iter(self._hdfs.run([(self._open_file, (bucket, s)) for s in statuses],
+                                     f"open bucket {bucket.b_index}"))
         files: list[_File] = []
         for chunk, found in per_chunk:
-            mine = [_File(s.path, next(indexes)) for s in found]
+            mine = [next(opened) for _ in found]
             rows = sum(f.index.rows for f in mine)
             if rows != chunk.rows:
                 raise BucketFileError(
@@ -266,36 +367,34 @@ class RawReader:
                 f"bucket {bucket.b_index}: its HDFS files hold {rows} rows, the bucket index "
                 f"says {bucket.rows}: a file is missing or changed since dist_ch wrote it; run "
                 "`debl verify`, and reload the input")
-        return files
+        return _Bucket(bucket.b_index, modified, [f for f in files if f.index.rows])
+
+    def _open_file(self, bucket: RawBucket, status: FileStatus) -> _File:
+        """One file opened and its index read (on a read thread)."""
+        try:
+            f = self._hdfs.open_file(status.path)
+        except FileGone as exc:
+            raise BucketFileError(
+                f"bucket {bucket.b_index}: its file {status.path} is gone from HDFS; run `debl "
+                "verify`, and reload the input") from exc
+        if f.length != status.length:
+            raise BucketFileError(
+                f"bucket {bucket.b_index}: its file {status.path} changed while it was opened "
+                f"({status.length} bytes listed, {f.length} opened); run `debl verify`")
+        index = read_index(f.path, f.length, lambda offset, n: read_file(f, offset, n))
+        return _File(f, index, status.modification_time_ms)
 
 
-def _key_lines(data: bytes, prefix: bytes) -> list[bytes]:
-    """The lines (without newline) of whole sorted blocks that start with *prefix*: one run."""
-    if data.startswith(prefix):
-        start = 0
-    else:
-        start = data.find(b"\n" + prefix) + 1
-        if start == 0:
-            return []
-    lines = []
-    for line in data[start:].split(b"\n"):
-        if not line.startswith(prefix):
-            break
-        lines.append(line)
-    return lines
-
-
-def _merge_newest_first(streams: list[Iterator[tuple[Link, Origin]]]) -> Iterator[Link]:
-    """One winner per key by the merge rule, newest first (ties: id2 descending), from
-    per-file streams of one (id1, link_type) in time-descending order.
-
-    The rows of one time form a group: a key's winner is in the first group that holds the key
-    (the greatest time), where merge_batch ranks its rows (version, then file, then line); a
-    key seen in an earlier group has already won."""
-    merged = heapq.merge(*streams, key=lambda row: row[0].time, reverse=True)
-    seen: set[int] = set()
-    for _, group in groupby(merged, key=lambda row: row[0].time):
-        _, winners = merge_batch(row for row in group if row[0].id2 not in seen)
-        for link in sorted(winners.values(), key=lambda link: link.id2, reverse=True):
-            seen.add(link.id2)
-            yield link
+def _check_file(bucket: RawBucket, f: _File, status: FileStatus | None) -> None:
+    """BucketFileError naming the file if it is gone from the listing or changed since opened."""
+    path = f.opened.path
+    if status is None:
+        raise BucketFileError(
+            f"bucket {bucket.b_index}: its file {path} is gone from HDFS, so the query cannot be "
+            "answered from the raw files; run `debl verify`, and reload the input if the file "
+            "is lost")
+    if (status.length, status.modification_time_ms) != (f.opened.length, f.modified_ms):
+        raise BucketFileError(
+            f"bucket {bucket.b_index}: its file {path} changed in HDFS since it was opened "
+            f"({f.opened.length} bytes then, {status.length} now); run `debl verify`, and "
+            "reload the input")

@@ -40,6 +40,7 @@ import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from debl.errors import BucketFileError
 from debl.model import MAX_TIME, Link, Origin, parse_line
@@ -67,11 +68,18 @@ def _mix(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def bloom_hash(id1: int, link_type: int) -> tuple[int, int]:
+    """The two 32-bit hashes (h1, h2 odd) of a key whose positions are ``h1 + i * h2`` modulo
+    the filter's bits (``debl.jobs.BucketFile.bloomHash`` computes the same): one per key, for
+    every filter it is tested against."""
+    h = _mix((id1 + _mix(link_type)) & _M64)
+    return h & 0xFFFFFFFF, (h >> 32) | 1
+
+
 def bloom_positions(id1: int, link_type: int, bits: int) -> list[int]:
     """The filter bits of a key, for a filter of *bits* bits: double hashing of one 64-bit
-    hash (``debl.jobs.BucketFile.bloomHash`` computes the same)."""
-    h = _mix((id1 + _mix(link_type)) & _M64)
-    h1, h2 = h & 0xFFFFFFFF, (h >> 32) | 1
+    hash."""
+    h1, h2 = bloom_hash(id1, link_type)
     return [(h1 + i * h2) % bits for i in range(BLOOM_HASHES)]
 
 
@@ -172,6 +180,16 @@ class BucketIndex:
     def entry(self, i: int) -> tuple[int, int, int, int]:
         return ENTRY.unpack_from(self.raw, i * ENTRY.size)
 
+    @cached_property
+    def keys(self) -> list[tuple[int, int, int]]:
+        """Every entry's ``(id1, link_type, time)``, unpacked once: bisect runs in C on them."""
+        return [entry[:3] for entry in ENTRY.iter_unpack(self.raw)]
+
+    @cached_property
+    def offsets(self) -> list[int]:
+        """Every entry's offset: block i is ``[offsets[i], offsets[i + 1])``."""
+        return [entry[3] for entry in ENTRY.iter_unpack(self.raw)]
+
     def blocks(self, id1: int, link_type: int, min_time: int = 0) -> range:
         """The blocks that can hold lines of (id1, link_type) with time at or after
         *min_time* (empty when none can); block i is ``[offset(i), offset(i + 1))``. Block i
@@ -179,12 +197,17 @@ class BucketIndex:
         next block. None at all when the filter says the file holds no line of the key."""
         if not self.entries or not self.may_hold(id1, link_type):
             return range(0)
-        lo, hi = (id1, link_type, min_time), (id1, link_type, MAX_TIME)
-        keys = _Keys(self)
+        return self.key_blocks(id1, link_type, min_time)
+
+    def key_blocks(self, id1: int, link_type: int, min_time: int = 0) -> range:
+        """``blocks`` without the filter's test (for a caller that made it)."""
+        keys, entries = self.keys, self.entries
+        if entries < 2:  # an empty file (and bisect would read hi=-1 as "the whole list")
+            return range(0)
         # First block: the first one whose successor's key is not below lo.
-        first = bisect_left(keys, lo, 1, self.entries) - 1
+        first = bisect_left(keys, (id1, link_type, min_time), 1, entries) - 1
         # Past the last block: the first one whose own key is above hi.
-        end = bisect_right(keys, hi, 0, self.entries - 1)
+        end = bisect_right(keys, (id1, link_type, MAX_TIME), 0, entries - 1)
         return range(first, max(first, end))
 
     def may_hold(self, id1: int, link_type: int) -> bool:
@@ -193,25 +216,12 @@ class BucketIndex:
 
     def offset(self, i: int) -> int:
         """Where block i starts (``offset(entries - 1)`` is the data's length)."""
-        return self.entry(i)[3]
+        return self.offsets[i]
 
     def byte_range(self, id1: int, link_type: int, min_time: int = 0) -> tuple[int, int] | None:
         """[start, end) of ``blocks(...)``, or None when no block can hold such a line."""
         found = self.blocks(id1, link_type, min_time)
         return (self.offset(found.start), self.offset(found.stop)) if found else None
-
-
-class _Keys:
-    """The index's keys as a sequence, for bisect, without unpacking them all."""
-
-    def __init__(self, index: BucketIndex) -> None:
-        self.index = index
-
-    def __len__(self) -> int:
-        return self.index.entries
-
-    def __getitem__(self, i: int) -> tuple[int, int, int]:
-        return self.index.entry(i)[:3]
 
 
 def parse_tail(path: str, file_length: int, tail: bytes) -> BucketIndex:

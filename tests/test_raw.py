@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
+from coordinator.raw import RawBucket, RawReader
 from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
 from debl.catalog import Catalog
 from debl.commands.links import links as links_command
@@ -171,6 +173,20 @@ def test_time_ranges_offsets_and_limits_on_the_heavy_id1_and_others(raw):
     assert len(heavy) > 3000 and any(l.data == b"hot" for l in heavy)
 
 
+def test_keys_read_lazily_block_by_block_equal_the_reference(raw, monkeypatch):
+    """A key over more blocks than EAGER_BLOCKS is read newest block first and merged lazily;
+    here every key is (EAGER_BLOCKS 0): the heavy id1 over 1, 2, 4 ... blocks back per file."""
+    import coordinator.raw as raw_module
+
+    config, reference, _ = raw
+    monkeypatch.setattr(raw_module, "EAGER_BLOCKS", 0)
+    with Coordinator(config) as c:
+        for key in [(HEAVY, LT)] + _keys(reference)[::10]:
+            for kw in RANGES:
+                assert c.get_link_list(*key, **kw) == reference.get_link_list(*key, **kw), \
+                    (key, kw)
+
+
 def test_links_and_status_commands_show_the_raw_route(raw):
     config, reference, _ = raw
     out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), "--limit", "3"], obj=config)
@@ -185,6 +201,33 @@ def test_links_and_status_commands_show_the_raw_route(raw):
     assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]
     out = CliRunner().invoke(status_command, [], obj=config)
     assert f"{answered['raw']:,} raw (bucket not loaded)" in out.output
+
+
+def test_the_readers_memory_stays_within_its_budget(raw):
+    """The opened buckets and the cached blocks together stay within raw_cache_bytes (here
+    1 MiB, less than the blocks the sampled keys read), and a bucket whose files disagree with
+    its rows is an error, never kept."""
+    config, reference, _ = raw
+    with Catalog(config) as catalog:
+        load_id = catalog.load().load_id
+        buckets = {b.b_index: RawBucket(load_id, b.b_index, b.rows) for b in catalog.buckets()}
+        reader = RawReader(config, catalog)
+        try:
+            wrong = replace(buckets[1], rows=buckets[1].rows + 1)
+            with pytest.raises(BucketFileError, match=r"the bucket index says"):
+                reader.scan_newest_first(wrong, HEAVY, LT)
+            assert reader.memory().buckets == 0
+            read = 0
+            for id1, link_type in _keys(reference):
+                if id1 // WIDTH in buckets:
+                    read += len(list(reader.scan_newest_first(buckets[id1 // WIDTH], id1,
+                                                              link_type)))
+            memory = reader.memory()
+            assert read > 1000 and memory.buckets == len(buckets) and memory.blocks > 0
+            assert memory.bucket_bytes + memory.block_bytes <= config.raw_cache_bytes
+            assert reader.cache.misses > memory.blocks  # more blocks read than kept
+        finally:
+            reader.close()
 
 
 def test_a_dist_ch_temporary_file_is_never_read(raw):
@@ -216,10 +259,12 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     key = (first.id1, first.link_type)
     prefix = victim.rsplit(".", 1)[0]
     with Coordinator(config) as c:
-        # Opened before the file goes (its index is cached, its blocks are not): the read of
-        # the file names it.
+        # Opened before the file goes (its index is kept, its blocks are not read yet): a read
+        # by block would still find the renamed file's bytes, so the reader lists the bucket
+        # again before it reads once poll_interval has passed, and names the file.
         assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
+        time.sleep(config.poll_interval)
         try:
             with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
                 c.get_link_list(*key)
@@ -239,6 +284,27 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     finally:
         fs.rename(victim + "-gone", victim)
     with Coordinator(config) as c:  # back: right again
+        assert c.get_link_list(*key) == reference.get_link_list(*key)
+
+
+def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(raw):
+    """A file written again at its path (new blocks, a new time) after the bucket was opened:
+    the reader's blocks would be the old file's, so it names the file instead of answering."""
+    config, reference, bucket_files = raw
+    fs = WebHDFS(config)
+    victim = bucket_files[1][0]
+    content = fs.read(victim)
+    index = parse_tail(victim, len(content), content)
+    first = parse_line(next(data_lines(content[:index.data_length])).rsplit(b"\t", 2)[0])
+    key = (first.id1, first.link_type)
+    with Coordinator(config) as c:
+        assert c.get_link_list(key[0], 0) == []  # opens bucket 1, reads no block
+        fs.write(victim, content, overwrite=True)
+        time.sleep(config.poll_interval)
+        with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} changed in HDFS "
+                                                  r"since it was opened"):
+            c.get_link_list(*key)
+    with Coordinator(config) as c:  # opened again: the same bytes, right again
         assert c.get_link_list(*key) == reference.get_link_list(*key)
 
 

@@ -1,0 +1,145 @@
+"""The raw reader's pure parts (docs/COORDINATOR.md, "The raw route"): which files of a bucket
+may hold a key (their Bloom filters, tested together), the run of one key's lines in sorted
+blocks (a binary search), and the newest-first merge of the files' rows read in batches.
+
+Pitfalls:
+
+- Keys are matched by value, never by text: a bucket line keeps the input's bytes, and numbers
+  may be written with leading zeros, any number of them (docs/LOADING.md, "Integers in the
+  input"), so ``05`` and ``5`` are one id1, sorted together.
+- ``key_lines`` needs whole lines, each ending in ``\\n``, sorted by ``(id1, link_type)``: whole
+  blocks of a bucket file's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from debl.bucket_file import BLOOM_HASHES, bloom_hash
+from debl.model import Link, Origin, merge_batch
+
+_INT_DIGITS = 4300  # int() refuses longer strings of digits (Python's conversion limit)
+
+
+class FileFilters:
+    """The Bloom filters of a bucket's files, tested for one key together: the key is hashed
+    once, and each filter is probed position by position until the first bit not set, so a file
+    that does not hold the key (most, in a change log) costs about two probes. 4.6 µs for 13
+    files, where computing the 7 positions and testing them for each filter in turn took 28 µs,
+    and one numpy pass over all the filters 9 µs (its calls' overhead). Every filter has at
+    least one byte."""
+
+    def __init__(self, blooms: Sequence[bytes]) -> None:
+        if not blooms or not all(blooms):
+            raise ValueError("FileFilters needs at least one filter, each of at least one byte")
+        self._filters = [(bloom, len(bloom) * 8) for bloom in blooms]
+        self.nbytes = sum(len(bloom) for bloom in blooms)
+
+    def holding(self, id1: int, link_type: int) -> list[int]:
+        """The files (their positions in the sequence given) whose filter may hold the key:
+        every file that holds it, and about 1% of the others."""
+        h1, h2 = bloom_hash(id1, link_type)
+        held = []
+        for i, (bloom, bits) in enumerate(self._filters):
+            position = h1
+            for _ in range(BLOOM_HASHES):  # the positions h1 + k * h2, as bloom_positions
+                bit = position % bits
+                if not bloom[bit >> 3] >> (bit & 7) & 1:
+                    break
+                position += h2
+            else:
+                held.append(i)
+        return held
+
+
+def _number(field: bytes) -> int:
+    return int(field) if len(field) < _INT_DIGITS else int(field.lstrip(b"0") or b"0")
+
+
+def _line_key(data: bytes, start: int) -> tuple[int, int]:
+    """(id1, link_type) of the line starting at *start*."""
+    tab = data.index(b"\t", start)
+    return _number(data[start:tab]), _number(data[tab + 1:data.index(b"\t", tab + 1)])
+
+
+def _first_line(data: bytes, key: tuple[int, int], lo: int, past: bool) -> int:
+    """The start of the first line from *lo* (a line start) whose key is at or above *key*
+    (past: above it); ``len(data)`` if none. A binary search over bytes: each probe finds the
+    line around the middle."""
+    hi = len(data)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = data.rfind(b"\n", lo, mid) + 1 or lo
+        k = _line_key(data, start)
+        if k < key or (past and k == key):
+            lo = data.index(b"\n", start) + 1
+        else:
+            hi = start
+    return lo
+
+
+def key_lines(data: bytes, id1: int, link_type: int) -> list[bytes]:
+    """The lines (without newline) of (id1, link_type) in whole sorted blocks: one run, found
+    by two binary searches (about 20 probes in a 64 KiB block), by value."""
+    key = (id1, link_type)
+    first = _first_line(data, key, 0, False)
+    if first == len(data) or _line_key(data, first) != key:
+        return []
+    return data[first:_first_line(data, key, first, True) - 1].split(b"\n")
+
+
+class NewestFirstMerge:
+    """One winner per key by the merge rule, newest first (ties: id2 descending), from the rows
+    of one (id1, link_type) in several files, each read newest first in batches (every batch of
+    a file no newer than the one before it).
+
+    ``add`` a file's next batch; ``winners`` gives the winners no unread row can change, the rows
+    newer than every unfinished file's oldest row so far (an unread row is no newer than that),
+    merged at once by ``merge_batch`` and sorted: one pass per batch of rows, where a heap over
+    per-file streams cost a few µs per row more. A key's winner is its newest row, so a key
+    given once is never given again."""
+
+    def __init__(self, files: int) -> None:
+        self._oldest: list[int | None] = [None] * files  # per file: the oldest time added
+        self._done = [False] * files
+        self._pending: list[tuple[Link, Origin]] = []
+        self._given: set[int] = set()
+
+    def wanted(self) -> list[int]:
+        """The files to read next: those not done whose oldest row so far is the newest among
+        them (or that gave nothing yet): the others' further rows are older still, and can
+        only be given after these."""
+        open_files = [(t, i) for i, (t, done) in enumerate(zip(self._oldest, self._done))
+                      if not done]
+        if any(t is None for t, _ in open_files):
+            return [i for t, i in open_files if t is None]
+        newest = max((t for t, _ in open_files), default=None)
+        return [i for t, i in open_files if t == newest]
+
+    def add(self, file: int, rows: list[tuple[Link, Origin]], done: bool) -> None:
+        """The file's next batch; *done*: the file has no more rows to give."""
+        if rows:
+            oldest = min(row[0].time for row in rows)
+            seen = self._oldest[file]
+            self._oldest[file] = oldest if seen is None else min(seen, oldest)
+            self._pending += rows
+        self._done[file] = done
+
+    def winners(self) -> list[Link]:
+        """The winners now certain, newest first; after every file is done, all the rest."""
+        open_files = [t for t, done in zip(self._oldest, self._done) if not done]
+        if None in open_files:  # a file that gave nothing yet may hold anything
+            return []
+        bound = max(open_files, default=-1)
+        final = [row for row in self._pending if row[0].time > bound]
+        if not final:
+            return []
+        self._pending = [row for row in self._pending if row[0].time <= bound]
+        _, winners = merge_batch(row for row in final if row[0].id2 not in self._given)
+        given = sorted(winners.values(), key=_newest_first, reverse=True)
+        self._given.update(link.id2 for link in given)
+        return given
+
+
+def _newest_first(link: Link) -> tuple[int, int]:
+    return link.time, link.id2

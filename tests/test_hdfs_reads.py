@@ -1,0 +1,77 @@
+"""The raw route's HDFS reads over HDFS's own protocols (debl.hdfs_reads): exact bytes, errors
+that name the file, and waits bounded by the timeout whatever the client library does (it has no
+timeouts of its own). The thread mechanism alone is a pure unit test; the reads use the real
+stack."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+
+from debl.config import Config
+from debl.errors import ServiceError
+from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS
+from debl.webhdfs import WebHDFS
+
+
+def test_a_call_that_never_returns_is_an_error_naming_hdfs_within_the_timeout():
+    hdfs = NativeHDFS(Config(), timeout=0.3, threads=2)
+    release = threading.Event()
+    try:
+        started = time.monotonic()
+        with pytest.raises(HdfsTimeout, match=r"HDFS at 127\.0\.0\.1:\d+ .*did not answer "
+                                               r"within 0.3 s \(read /some/file\)"):
+            hdfs.run([(release.wait, ())], "read /some/file")
+        assert time.monotonic() - started < 2.0
+        # The stuck thread does not stop the other one from serving.
+        assert hdfs.run([(lambda: 7, ())], "x") == [7]
+    finally:
+        release.set()
+        hdfs.close()
+
+
+def test_calls_run_in_parallel_and_give_results_in_order_and_their_first_error():
+    hdfs = NativeHDFS(Config(), timeout=5.0, threads=4)
+    try:
+        barrier = threading.Barrier(3, timeout=2.0)  # three calls must run at once to pass
+        assert hdfs.run([(lambda i=i: (barrier.wait(), i)[1], ()) for i in range(3)], "x") == \
+            [0, 1, 2]
+
+        def fail() -> None:
+            raise ServiceError("HDFS DataNode could not read /f")
+        with pytest.raises(ServiceError, match="could not read /f"):
+            hdfs.run([(lambda: 1, ()), (fail, ())], "x")
+    finally:
+        hdfs.close()
+
+
+@pytest.mark.stack
+def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
+    config = replace(stack_config, hdfs_root="/debl-hdfsreads")
+    fs = WebHDFS(config)
+    path = f"{config.hdfs_root}/f.bin"
+    content = bytes(range(256)) * 4096  # 1 MiB: several HDFS packets
+    fs.write(path, content, overwrite=True)
+    hdfs = NativeHDFS(config, timeout=30.0)
+    try:
+        f = hdfs.open(path)
+        assert f.length == len(content)
+        assert hdfs.read_many([(f, 0, 10), (f, 65536 * 3 + 5, 70000), (f, len(content) - 1, 1)]) \
+            == [content[:10], content[65536 * 3 + 5:65536 * 3 + 5 + 70000], content[-1:]]
+        with pytest.raises(ServiceError, match=rf"{path} at {len(content) - 5} for 10 bytes: the "
+                                               rf"file has {len(content)} bytes"):
+            hdfs.read(f, len(content) - 5, 10)  # past the end: an error, never a panic
+        with pytest.raises(FileGone, match=rf"{path}-missing does not exist"):
+            hdfs.open(path + "-missing")
+        directory = config.hdfs_root
+        before, missing = hdfs.modified_ms([directory, directory + "/missing"])
+        assert missing is None
+        time.sleep(0.01)
+        fs.rename(path, path + "-renamed")
+        assert hdfs.modified_ms([directory])[0] > before  # a rename in it moves its time
+    finally:
+        hdfs.close()
+        fs.delete(config.hdfs_root, recursive=True)
