@@ -210,7 +210,8 @@ def test_the_readers_memory_stays_within_its_budget(raw):
     config, reference, _ = raw
     with Catalog(config) as catalog:
         load_id = catalog.load().load_id
-        buckets = {b.b_index: RawBucket(load_id, b.b_index, b.rows) for b in catalog.buckets()}
+        buckets = {b.b_index: RawBucket(load_id, b.b_index, b.rows)
+                   for b in catalog.buckets(load_id)}
         reader = RawReader(config, catalog)
         try:
             wrong = replace(buckets[1], rows=buckets[1].rows + 1)
