@@ -1,4 +1,5 @@
-"""The cross-store merge: one get_link_list answer from a load's hot rows (MySQL, or the hot
+"""The one merge of newest-first rows (``NewestFirstMerge``): across a bucket's files in the raw
+reader, and across stores for one get_link_list answer from a load's hot rows (MySQL, or the hot
 files' buckets before MySQL has them) and its cold rows (HBase, or the bucket's files before
 gen_HF has converted it). Every source offers one thing, ``scan_newest_first`` (the
 ``NewestFirst`` protocol: MySQLStore, HBaseStore, and a bucket's raw files through
@@ -19,24 +20,25 @@ wrong in two ways:
   window, so the scans are not bounded by ``max_time`` (only by ``min_time``: a row older than
   ``min_time`` can never beat one at or after it, and would be filtered out if it won).
 
-Both scans come newest first (time, then id2, descending), so the merge streams: a key's first
-appearance in the merged order carries its greatest time, and the two rows of one key with equal
-time are adjacent. The merge stops as soon as ``offset + limit`` visible winners inside the window
-are known, so a heavy id1 costs one page per store, not its whole list.
+Both scans come newest first (time, then id2, descending), so the merge streams: it reads each
+side in batches, and the rows newer than every unfinished side's oldest row so far are final (a
+key's winner is its newest row). The merge stops as soon as ``offset + limit`` visible winners
+inside the window are known, so a heavy id1 costs a page or so per store, not its whole list.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Protocol
 
-from debl.model import Link, Origin, merge_rank, select_links
+from debl.model import Link, Origin, merge_batch, select_links
 
 # Only the hot/cold flag decides between two stores' rows of one key; file and line order are
 # already settled inside each store.
 HOT = Origin(hot=1, file_seq=0, line_no=0)
 COLD = Origin(hot=0, file_seq=0, line_no=0)
+_BATCH = 256  # rows a side gives the merge at a time (a page of a list is read lazily)
 
 
 class NewestFirst(Protocol):
@@ -64,27 +66,75 @@ def merge_newest_first(hot: Iterable[Link], cold: Iterable[Link]) -> Iterator[Li
     """The winner of every key, newest first (ties: id2 descending), hidden rows included.
 
     *hot* and *cold* are ``scan_newest_first`` iterators of one (id1, link_type): each holds a
-    key at most once and comes in (time, id2) descending order.
+    key at most once and comes in (time, id2) descending order. The same merge as the raw
+    reader's across a bucket's files (``NewestFirstMerge``), the two sides tagged hot and cold.
     """
-    tagged = heapq.merge(((l, HOT) for l in hot), ((l, COLD) for l in cold),
-                         key=lambda item: (item[0].time, item[0].id2), reverse=True)
-    seen: set[int] = set()
-    pending: tuple[Link, Origin] | None = None
-    for link, origin in tagged:
-        if pending is not None:
-            if (link.time, link.id2) == (pending[0].time, pending[0].id2):
-                # The same key in both stores at one time: version, then hot over cold.
-                if merge_rank(link, origin) > merge_rank(*pending):
-                    pending = (link, origin)
-                continue
-            seen.add(pending[0].id2)
-            yield pending[0]
-            pending = None
-        if link.id2 in seen:
-            continue  # this key already won at a greater time
-        pending = (link, origin)
-    if pending is not None:
-        yield pending[0]
+    sides = [(iter(hot), HOT), (iter(cold), COLD)]
+    merge = NewestFirstMerge(len(sides))
+    while wanted := merge.wanted():
+        for i in wanted:
+            stream, origin = sides[i]
+            batch = [(link, origin) for link in islice(stream, _BATCH)]
+            merge.add(i, batch, done=len(batch) < _BATCH)
+        yield from merge.winners()
+    yield from merge.winners()
+
+
+class NewestFirstMerge:
+    """One winner per key by the merge rule, newest first (ties: id2 descending), from the rows
+    of one (id1, link_type) in several files (or stores), each read newest first in batches
+    (every batch of a file no newer than the one before it).
+
+    ``add`` a file's next batch; ``winners`` gives the winners no unread row can change, the rows
+    newer than every unfinished file's oldest row so far (an unread row is no newer than that),
+    merged at once by ``merge_batch`` and sorted: one pass per batch of rows, where a heap over
+    per-file streams cost a few µs per row more. A key's winner is its newest row, so a key
+    given once is never given again."""
+
+    def __init__(self, files: int) -> None:
+        self._oldest: list[int | None] = [None] * files  # per file: the oldest time added
+        self._done = [False] * files
+        self._pending: list[tuple[Link, Origin]] = []
+        self._given: set[int] = set()
+
+    def wanted(self) -> list[int]:
+        """The files to read next: those not done whose oldest row so far is the newest among
+        them (or that gave nothing yet): the others' further rows are older still, and can
+        only be given after these."""
+        open_files = [(t, i) for i, (t, done) in enumerate(zip(self._oldest, self._done))
+                      if not done]
+        if any(t is None for t, _ in open_files):
+            return [i for t, i in open_files if t is None]
+        newest = max((t for t, _ in open_files), default=None)
+        return [i for t, i in open_files if t == newest]
+
+    def add(self, file: int, rows: list[tuple[Link, Origin]], done: bool) -> None:
+        """The file's next batch; *done*: the file has no more rows to give."""
+        if rows:
+            oldest = min(row[0].time for row in rows)
+            seen = self._oldest[file]
+            self._oldest[file] = oldest if seen is None else min(seen, oldest)
+            self._pending += rows
+        self._done[file] = done
+
+    def winners(self) -> list[Link]:
+        """The winners now certain, newest first; after every file is done, all the rest."""
+        open_files = [t for t, done in zip(self._oldest, self._done) if not done]
+        if None in open_files:  # a file that gave nothing yet may hold anything
+            return []
+        bound = max(open_files, default=-1)
+        final = [row for row in self._pending if row[0].time > bound]
+        if not final:
+            return []
+        self._pending = [row for row in self._pending if row[0].time <= bound]
+        _, winners = merge_batch(row for row in final if row[0].id2 not in self._given)
+        given = sorted(winners.values(), key=_newest_first, reverse=True)
+        self._given.update(link.id2 for link in given)
+        return given
+
+
+def _newest_first(link: Link) -> tuple[int, int]:
+    return link.time, link.id2
 
 
 def select_merged(winners: Iterable[Link], min_time: int, max_time: int, offset: int,

@@ -57,7 +57,8 @@ from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_fi
 from debl.model import Link
 from debl.webhdfs import FileStatus, WebHDFS
 from coordinator.raw_cache import BlockCache
-from coordinator.raw_scan import FileFilters, NewestFirstMerge, key_lines
+from coordinator.merge import NewestFirstMerge
+from coordinator.raw_scan import FileFilters, key_lines
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
 # A key whose blocks over all files are at most this many (1 MiB, about 10,000 lines: the default

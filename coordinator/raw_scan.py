@@ -1,6 +1,6 @@
 """The raw reader's pure parts (docs/COORDINATOR.md, "The raw route"): which files of a bucket
 may hold a key (their Bloom filters, tested together), the run of one key's lines in sorted
-blocks (a binary search), and the newest-first merge of the files' rows read in batches.
+blocks (a binary search); the files' rows are merged by ``coordinator.merge.NewestFirstMerge``.
 
 Pitfalls:
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from debl.bucket_file import BLOOM_HASHES, bloom_hash
-from debl.model import Link, Origin, merge_batch
 
 _INT_DIGITS = 4300  # int() refuses longer strings of digits (Python's conversion limit)
 
@@ -86,60 +85,3 @@ def key_lines(data: bytes, id1: int, link_type: int) -> list[bytes]:
     if first == len(data) or _line_key(data, first) != key:
         return []
     return data[first:_first_line(data, key, first, True) - 1].split(b"\n")
-
-
-class NewestFirstMerge:
-    """One winner per key by the merge rule, newest first (ties: id2 descending), from the rows
-    of one (id1, link_type) in several files, each read newest first in batches (every batch of
-    a file no newer than the one before it).
-
-    ``add`` a file's next batch; ``winners`` gives the winners no unread row can change, the rows
-    newer than every unfinished file's oldest row so far (an unread row is no newer than that),
-    merged at once by ``merge_batch`` and sorted: one pass per batch of rows, where a heap over
-    per-file streams cost a few µs per row more. A key's winner is its newest row, so a key
-    given once is never given again."""
-
-    def __init__(self, files: int) -> None:
-        self._oldest: list[int | None] = [None] * files  # per file: the oldest time added
-        self._done = [False] * files
-        self._pending: list[tuple[Link, Origin]] = []
-        self._given: set[int] = set()
-
-    def wanted(self) -> list[int]:
-        """The files to read next: those not done whose oldest row so far is the newest among
-        them (or that gave nothing yet): the others' further rows are older still, and can
-        only be given after these."""
-        open_files = [(t, i) for i, (t, done) in enumerate(zip(self._oldest, self._done))
-                      if not done]
-        if any(t is None for t, _ in open_files):
-            return [i for t, i in open_files if t is None]
-        newest = max((t for t, _ in open_files), default=None)
-        return [i for t, i in open_files if t == newest]
-
-    def add(self, file: int, rows: list[tuple[Link, Origin]], done: bool) -> None:
-        """The file's next batch; *done*: the file has no more rows to give."""
-        if rows:
-            oldest = min(row[0].time for row in rows)
-            seen = self._oldest[file]
-            self._oldest[file] = oldest if seen is None else min(seen, oldest)
-            self._pending += rows
-        self._done[file] = done
-
-    def winners(self) -> list[Link]:
-        """The winners now certain, newest first; after every file is done, all the rest."""
-        open_files = [t for t, done in zip(self._oldest, self._done) if not done]
-        if None in open_files:  # a file that gave nothing yet may hold anything
-            return []
-        bound = max(open_files, default=-1)
-        final = [row for row in self._pending if row[0].time > bound]
-        if not final:
-            return []
-        self._pending = [row for row in self._pending if row[0].time <= bound]
-        _, winners = merge_batch(row for row in final if row[0].id2 not in self._given)
-        given = sorted(winners.values(), key=_newest_first, reverse=True)
-        self._given.update(link.id2 for link in given)
-        return given
-
-
-def _newest_first(link: Link) -> tuple[int, int]:
-    return link.time, link.id2
