@@ -54,7 +54,7 @@ from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
-RUN_BYTES = 3 << 30  # input bytes merged in memory at once: about 2.5 bytes of RSS each
+RUN_BYTES = 1 << 30  # input bytes merged in memory at once: about 2.6 bytes of RSS each
 STREAMS = 1  # LOAD DATA statements that load the winners side by side
 PIPE_BYTES = 1 << 20
 
