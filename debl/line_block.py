@@ -9,8 +9,8 @@ is no verdict: the caller parses that block line by line and finds the reason.
 ``block_columns(buf, lo, hi)`` then parses such a block's lines column-wise with numpy, once it
 is in a byte array without its CRs: the five numbers of every line (``LineColumns``) and where
 each line ends. A number is read eight digits at a time from the eight bytes that end at its
-last digit (one unaligned 64-bit load per eight digits, the bytes before the number masked to
-``'0'``, then the digits combined pairwise in the word), not one digit column at a time.
+last digit (one unaligned 64-bit load per eight digits, the bytes before the number masked off,
+then the digits combined pairwise in the word), not one digit column at a time.
 
 Pitfalls:
 
@@ -43,8 +43,9 @@ LONGEST_LINE = 5 * 18 + 1 + MAX_DATA + 6  # the longest body LINE accepts, its l
 HEAD_ROOM = 24  # bytes before a block that block_columns reads: a number's 18 digits, in words
 
 _U64 = np.dtype("<u8")
-_ASCII_ZEROS = np.uint64(0x3030303030303030)
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+# For d digits (0 to 8) at the top of a word: the mask of their bytes, and their '0's.
+_KEEP = np.array([((1 << 64) - 1) ^ ((1 << (64 - 8 * d)) - 1) for d in range(9)], dtype=np.uint64)
+_KEPT_ZEROS = _KEEP & np.uint64(0x3030303030303030)
 _PAIR_MASK = np.uint64(0x000000FF000000FF)
 _PAIRS_HI = np.uint64(100 + (1000000 << 32))
 _PAIRS_LO = np.uint64(1 + (10000 << 32))
@@ -104,10 +105,7 @@ def _numbers(words: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
 def _eight(words: np.ndarray, ends: np.ndarray, digits: np.ndarray) -> np.ndarray:
     """The numbers written by the *digits* (0 to 8) bytes before each of *ends*."""
     word = words[ends - 8]  # its last byte, the last digit, is the word's most significant
-    # Keep the top `digits` bytes; the ones before the number become '0'. Two shifts, as a
-    # shift by 64 bits is undefined.
-    drop = (_8 - digits.astype(np.uint64)) * np.uint64(4)
-    keep = (_ALL << drop) << drop
-    word = ((word & keep) | (_ASCII_ZEROS & ~keep)) - _ASCII_ZEROS
+    # The top `digits` bytes are the number's; the ones before it become 0.
+    word = (word & _KEEP[digits]) - _KEPT_ZEROS[digits]
     word = word * _TEN + (word >> _8)  # pairs of digits
     return ((word & _PAIR_MASK) * _PAIRS_HI + ((word >> _16) & _PAIR_MASK) * _PAIRS_LO) >> _32

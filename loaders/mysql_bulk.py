@@ -55,7 +55,7 @@ from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
 RUN_BYTES = 1 << 30  # input bytes merged in memory at once: about 2.6 bytes of RSS each
-STREAMS = 1  # LOAD DATA statements that load the winners side by side
+STREAMS = 2  # LOAD DATA statements that load the winners side by side (two cores)
 PIPE_BYTES = 1 << 20
 
 LOAD_SQL = ("LOAD DATA LOCAL INFILE %s INTO TABLE `{table}` CHARACTER SET binary "

@@ -76,19 +76,22 @@ def reference(files: list[list[bytes]]) -> list[Link]:
     return sorted(all_rows(store), key=lambda link: (link.link_type, link.id1, link.id2))
 
 
-def winners_of(rows: HotRows) -> tuple[list[Link], list[bytes], tuple]:
+def winners_of(rows: HotRows, lines_per_block: int = 2) -> tuple[list[Link], list[bytes], tuple]:
+    """The winners as LOAD DATA gets them: (their links, their lines, (k_lo, k_hi))."""
     winners = rows.merge()
-    loaded = b"".join(winners.blocks())
+    loaded = b"".join(bytes(block) for block in winners.blocks(lines=lines_per_block))
     text = loaded.split(b"\n")[:-1]
     assert loaded == b"".join(line + b"\n" for line in text)  # each line ends in one LF
     return [parse_line(line) for line in text], text, (winners.k_lo, winners.k_hi)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(lines(), max_size=25), min_size=1, max_size=3), st.integers(1, 6))
-def test_the_winners_are_the_reference_stores_rows_in_primary_key_order(files, block_lines):
+@given(st.lists(st.lists(lines(), max_size=25), min_size=1, max_size=3), st.integers(1, 6),
+       st.integers(1, 50))
+def test_the_winners_are_the_reference_stores_rows_in_primary_key_order(files, block_lines,
+                                                                         lines_per_block):
     expected = reference(files)
-    got, text, (k_lo, k_hi) = winners_of(hold(files, block_lines))
+    got, text, (k_lo, k_hi) = winners_of(hold(files, block_lines), lines_per_block)
     assert got == expected
     assert (k_lo, k_hi) == ((min(l.id1 for l in expected), max(l.id1 for l in expected))
                             if expected else (None, None))
@@ -125,4 +128,5 @@ def test_a_run_refuses_lines_past_its_capacity():
 def test_an_empty_run_has_no_winners():
     winners = HotRows(1024).merge()
     assert len(winners) == 0 and list(winners.blocks()) == []
+    assert list(HotRows(1024).merge().blocks(0, 0)) == []
     assert (winners.k_lo, winners.k_hi) == (None, None)
