@@ -1,65 +1,80 @@
-"""The hot path: bulk-load files into the MySQL link table with the server's bulk path.
+"""The hot path: bulk-load files into a MySQL link table, merged on the client.
 
-Steps: each file is streamed from the source and checked (bad lines go to the reject file, never
-to MySQL; a block whose lines are all well formed is checked at C speed, ``debl.line_block``);
-good lines flow through a named pipe into ``LOAD DATA LOCAL INFILE`` of an unindexed staging
-table, which numbers them (file, line) as they arrive; one ``INSERT ... SELECT ... ORDER BY ...
-ON DUPLICATE KEY UPDATE`` applies the merge rule into the link table, created without its
-secondary index: rows come in key order, each key's winner last, so the last write of a key is
-its winner; the index is then built in one pass (``ALTER TABLE ADD KEY``). docs/LOADING.md,
-"The hot path's cost", has what each step costs and why it is done this way.
+Steps (docs/LOADING.md, "The hot path's cost", has what each costs and why it is done this way):
+
+1. **Read**: each file is streamed from the source and checked (bad lines go to the reject file,
+   never to MySQL; a block whose lines are all well formed is checked and parsed at C speed,
+   ``debl.line_block``); the good lines are held in memory with their numbers, in input order
+   (``loaders.hot_merge.HotRows``).
+2. **Merge**: each key's winner is chosen on the client by the merge rule, and the winners go,
+   each once and in primary-key order, through a named pipe into ``LOAD DATA LOCAL INFILE`` of
+   the empty link table, created without its secondary index: InnoDB appends every row to the
+   end of its primary key, with no staging table and no sort on the server.
+3. **Index**: ``ALTER TABLE ADD KEY`` builds the secondary index in one sorted pass.
+
+Memory: the lines held are at most *run_bytes* of input at a time. A larger hot set is merged
+in runs, cut between blocks in input order: the first run is loaded as above; each later one is
+loaded, merged within itself, into a staging table and from there upserted into the link table,
+a row replacing the stored one when its ``(time, version)`` is not less (a later run holds later
+lines, so it wins ties, as the merge rule says).
 
 Pitfalls:
 
 - ``ESCAPED BY ''`` and ``CHARACTER SET binary``: LinkBench data holds ``\\`` and ``"``; with
   the default escape a trailing backslash swallows the tab (RUNTIME_NOTES).
-- The named pipe lets pymysql stream a remote file into the server without a local copy; the
+- The named pipe lets pymysql stream from memory into the server without a local copy; the
   writer thread must close it (EOF) even on error, or LOAD DATA waits forever.
-- The merge's ``ON DUPLICATE KEY UPDATE`` relies on ``INSERT ... SELECT`` writing rows in the
-  ``ORDER BY``'s order (MySQL and MariaDB do; it is what makes such a statement deterministic).
+- The winners must be unique per key: ``LOAD DATA LOCAL`` skips a duplicate key with a warning
+  (it does not fail), so a merge that let two rows of one key through would lose one silently.
 - Raw pymysql, not the catalog's SQLAlchemy Core: ``LOAD DATA LOCAL INFILE`` has no Core form and
   needs the driver's local-infile support (docs/STORES.md section 3).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from debl.config import Config
-from debl.errors import BadInputError
+from debl.errors import BadInputError, ServiceError
 from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
-from debl.line_block import LONGEST_LINE, block_keys
-from debl.model import REJECT_PREFIX, ParseError, line_body, parse_line, too_long
+from debl.line_block import LONGEST_LINE, well_formed
+from debl.model import REJECT_PREFIX, Link, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect, mysql_errors
 from debl.store.mysql import add_index_ddl, link_table_ddl
+from loaders.hot_merge import HotRows, Winners
 from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
+RUN_BYTES = 1 << 30  # input bytes merged in memory at once: about 2.6 bytes of RSS each
+STREAMS = 2  # LOAD DATA statements that load the winners side by side (two cores)
+PIPE_BYTES = 1 << 20
 
-STAGING_DDL = """CREATE TABLE `{table}` (
-  id1 BIGINT UNSIGNED NOT NULL, link_type BIGINT UNSIGNED NOT NULL, id2 BIGINT UNSIGNED NOT NULL,
-  visibility TINYINT NOT NULL, data VARBINARY(255) NOT NULL, time BIGINT UNSIGNED NOT NULL,
-  version BIGINT UNSIGNED NOT NULL, file_seq INT NOT NULL, line_no BIGINT NOT NULL
-) ENGINE={engine} DEFAULT CHARSET=binary"""
-
-LOAD_SQL = ("LOAD DATA LOCAL INFILE %s INTO TABLE `{staging}` CHARACTER SET binary "
+LOAD_SQL = ("LOAD DATA LOCAL INFILE %s INTO TABLE `{table}` CHARACTER SET binary "
             "FIELDS TERMINATED BY '\\t' ESCAPED BY '' LINES TERMINATED BY '\\n' "
-            "(id1, link_type, id2, visibility, data, time, version) "
-            "SET file_seq = %s, line_no = (@debl_line := @debl_line + 1)")
+            "(id1, link_type, id2, visibility, data, time, version)")
 
-# Each key's rows in merge-rule order, the winner last: the last write of a key is its winner.
-MERGE_SQL = """INSERT INTO `{table}` (id1, link_type, id2, visibility, data, time, version)
-SELECT id1, link_type, id2, visibility, data, time, version FROM `{staging}`
-ORDER BY link_type, id1, id2, time, version, file_seq, line_no
-ON DUPLICATE KEY UPDATE visibility = VALUES(visibility), data = VALUES(data),
-  time = VALUES(time), version = VALUES(version)"""
+# A later run's winners into the link table: the stored row gives way when the new row's
+# (time, version) is not less. The assignments run left to right and each sees the columns
+# already assigned, so the two the condition reads go last, `time` very last (as the link
+# store's upsert, debl/store/mysql.py).
+_WINS = "(VALUES(time), VALUES(version)) >= (`{table}`.time, `{table}`.version)"
+RUN_MERGE_SQL = (
+    "INSERT INTO `{table}` (id1, link_type, id2, visibility, data, time, version) "
+    "SELECT id1, link_type, id2, visibility, data, time, version FROM `{staging}` "
+    "ORDER BY link_type, id1, id2 ON DUPLICATE KEY UPDATE "
+    f"visibility = IF({_WINS}, VALUES(visibility), `{{table}}`.visibility), "
+    f"data = IF({_WINS}, VALUES(data), `{{table}}`.data), "
+    f"version = IF({_WINS}, VALUES(version), `{{table}}`.version), "
+    f"time = IF({_WINS}, VALUES(time), `{{table}}`.time)")
 
 
 @dataclass
@@ -74,50 +89,59 @@ class HotResult:
     phases: list[tuple[str, float, float]] = field(default_factory=list)
     keys: KeyFilterBuilder = field(default_factory=KeyFilterBuilder)  # every good line's key
     hot_keys: KeyFilter | None = None  # built from ``keys`` once every file is loaded
+    runs: int = 0  # merges in memory (more than one: the input was over run_bytes)
 
 
 def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]],
              rejects: RejectPart, max_bad: int = -1,
-             progress: Callable[[int], None] = lambda n: None, *,
-             table: str | None = None) -> HotResult:
-    """Load *files* (``(file_seq, file)``) into *table* (default ``config.link_table``),
-    replacing its content.
+             progress: Callable[[int], None] = lambda n: None, *, table: str | None = None,
+             run_bytes: int = RUN_BYTES) -> HotResult:
+    """Load *files* (``(file_seq, file)``) into *table* (by default ``config.link_table``),
+    replacing its content; its staging table, for a hot set over *run_bytes*, is
+    ``<table>_staging``.
 
-    Returns counts and phase timings (``load``, ``merge``, ``index``). Raises BadInputError once
-    more than *max_bad* lines were rejected (-1: no limit), after closing everything.
+    Returns counts and phase timings: ``mysql_load`` (the files read, checked and held),
+    ``mysql_merge`` (the winners chosen and written into the table), ``mysql_index``. Raises
+    BadInputError once more than *max_bad* lines were rejected (-1: no limit), after closing
+    everything; ConfigError for a table name that is not a plain identifier.
     """
-    table = table or config.link_table
-    staging = f"{table}_staging"
+    if table is not None:
+        config = config.replace(link_table=table)  # Config checks the name (and its _staging)
+    table = config.link_table
     result = HotResult()
+    listed = sum(file.size for _, file in files)
+    # A run holds the whole input if it can, and any one good line (with a CRLF) in any case.
+    rows = HotRows(max(min(run_bytes, listed), config.max_line_bytes + 2, LONGEST_LINE + 2))
     conn = connect(config, local_infile=True, bulk=True)
     try:
         with conn.cursor() as cur, mysql_errors(config, f"the hot path into `{table}`"):
             cur.execute(f"DROP TABLE IF EXISTS `{table}`")
             cur.execute(link_table_ddl(table, config.mysql_engine, with_secondary_index=False))
-            cur.execute(f"DROP TABLE IF EXISTS `{staging}`")
-            # The staging table is written once and read once: MyISAM-like cost is what we want,
-            # but Aria/MyISAM are not crash-safe for the link table; staging may be.
-            cur.execute(STAGING_DDL.format(table=staging, engine="Aria"))
-
+            cur.execute(f"DROP TABLE IF EXISTS `{table}_staging`")
             # The filter is stored in one catalog row: it must fit the server's packet, with
             # room for the statement around it.
             cur.execute("SELECT @@max_allowed_packet")
             result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, cur.fetchone()[0] // 2))
+
+            def write_run() -> None:
+                _write_run(config, cur, rows, result)
+                rows.reset()
+
             t0 = time.time()
             for seq, file in files:
-                good, bad = _load_file(cur, staging, source, seq, file, rejects, max_bad,
-                                       config.max_line_bytes, result, progress)
-                result.per_file[seq] = (good, bad)
+                result.per_file[seq] = _read_file(source, file, rejects, max_bad,
+                                                  config.max_line_bytes, rows, result,
+                                                  progress, write_run)
             result.phases.append(("mysql_load", t0, time.time()))
 
-            # The key filter is built while MySQL merges: numpy and the server, not one core.
+            # The key filter is built while the winners load: numpy and the server, not one core.
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-keys") as building:
                 built = building.submit(result.keys.build)
                 t0 = time.time()
-                cur.execute(MERGE_SQL.format(table=table, staging=staging))
-                cur.execute(f"DROP TABLE `{staging}`")
-                cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
-                result.rows, result.k_lo, result.k_hi = cur.fetchone()
+                write_run()
+                if result.runs > 1:
+                    cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
+                    result.rows, result.k_lo, result.k_hi = cur.fetchone()
                 result.phases.append(("mysql_merge", t0, time.time()))
 
                 t0 = time.time()
@@ -129,38 +153,97 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     return result
 
 
-def _load_file(cur, staging: str, source: Source, seq: int, file: SourceFile,
-               rejects: RejectPart, max_bad: int, max_line: int, result: HotResult,
-               progress: Callable[[int], None]) -> tuple[int, int]:
+def _write_run(config: Config, cur, rows: HotRows, result: HotResult) -> None:
+    """Merge the lines held and write the winners: straight into the empty link table for the
+    first run, through the staging table for a later one."""
+    if result.runs and not rows.lines:
+        return  # the input ended exactly where a run did
+    winners = rows.merge()
+    table = config.link_table
+    staging = f"{table}_staging"
+    if not result.runs:
+        _load_winners(config, cur, table, winners)
+        result.rows, result.k_lo, result.k_hi = len(winners), winners.k_lo, winners.k_hi
+    else:
+        cur.execute(link_table_ddl(staging, config.mysql_engine, with_secondary_index=False))
+        _load_winners(config, cur, staging, winners)
+        cur.execute(RUN_MERGE_SQL.format(table=table, staging=staging))
+        cur.execute(f"DROP TABLE `{staging}`")
+    result.runs += 1
+
+
+def _load_winners(config: Config, cur, table: str, winners: Winners) -> None:
+    """LOAD DATA the winners into *table*, in STREAMS statements side by side (each a
+    contiguous range of the primary key; the first on *cur*, the others on connections of
+    their own). Fails if the table did not take every one of them."""
+    cuts = [len(winners) * i // STREAMS for i in range(STREAMS + 1)]
+    parts = [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if lo < hi]
+    if not parts:
+        return
+    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="hot-load") as pool:
+        others = [pool.submit(_load_on_own_connection, config, table, winners.blocks(lo, hi))
+                  for lo, hi in parts[1:]]
+        loaded = _load_lines(cur, table, winners.blocks(*parts[0]))
+        loaded += sum(other.result() for other in others)
+    if loaded != len(winners):  # LOAD DATA LOCAL skips what it cannot take, with a warning
+        raise ServiceError(f"MySQL took {loaded} of the {len(winners)} rows loaded into "
+                           f"`{table}` (a key twice, or a value it refused); the load stopped")
+
+
+def _load_on_own_connection(config: Config, table: str, blocks: Iterable[bytes]) -> int:
+    conn = connect(config, local_infile=True, bulk=True)
+    try:
+        with conn.cursor() as cur, mysql_errors(config, f"the hot path into `{table}`"):
+            return _load_lines(cur, table, blocks)
+    finally:
+        conn.close()
+
+
+def _load_lines(cur, table: str, blocks: Iterable[bytes]) -> int:
+    """One LOAD DATA of *blocks* (whole lines) into *table*, through a named pipe; returns
+    the rows it inserted."""
     with tempfile.TemporaryDirectory(prefix="debl-hot-") as tmp:
         fifo = Path(tmp) / "lines"
         os.mkfifo(fifo, 0o600)
-        # Leaving the pool waits for the feeding thread; it always closes the pipe.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hot-feed-{seq}") as pool:
-            feeding = pool.submit(_feed, fifo, source, file, rejects, max_bad, max_line,
-                                  result, progress)
+        # Leaving the pool waits for the writing thread; it always closes the pipe.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-pipe") as pool:
+            writing = pool.submit(_write_pipe, fifo, blocks)
             cur.connection.allow(str(fifo))  # the only file this statement may send
             try:
-                cur.execute("SET @debl_line := 0")  # LOAD_SQL numbers the file's lines
-                cur.execute(LOAD_SQL.format(staging=staging), (str(fifo), seq))
+                loaded = cur.execute(LOAD_SQL.format(table=table), (str(fifo),))
             except BaseException:
-                _unblock(fifo, feeding)
+                _unblock(fifo, writing)
                 raise
-        return feeding.result()  # raises what the feeding raised
+        writing.result()  # raises what the writing raised
+    return loaded
 
 
-def _feed(fifo: Path, source: Source, file: SourceFile, rejects: RejectPart, max_bad: int,
-          max_line: int, result: HotResult, progress: Callable[[int], None]) -> tuple[int, int]:
-    """Stream one file's good lines into the pipe, in the file's order; returns (good,
-    rejected) lines. Always closes the pipe.
+def _write_pipe(fifo: Path, blocks: Iterable[bytes]) -> None:
+    out = open(fifo, "wb", buffering=0)
+    try:
+        with contextlib.suppress(OSError):  # Linux: a deeper pipe, fewer waits on either side
+            fcntl.fcntl(out.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        for block in blocks:
+            out.write(block)
+    finally:
+        try:
+            out.close()
+        except BrokenPipeError:
+            pass
 
-    A block of whole lines that are all well formed goes to the pipe as it is (its CRs before
-    LFs dropped), checked and keyed at C speed (``debl.line_block``); any other block is parsed
+
+def _read_file(source: Source, file: SourceFile, rejects: RejectPart, max_bad: int,
+               max_line: int, rows: HotRows, result: HotResult, progress: Callable[[int], None],
+               write_run: Callable[[], None]) -> tuple[int, int]:
+    """Read one file's good lines into *rows*, in the file's order; returns (good, rejected)
+    lines. *write_run* empties *rows* when the next line would not fit.
+
+    A block of whole lines that are all well formed is held as it is (its CRs before LFs
+    dropped), checked and parsed at C speed (``debl.line_block``); any other block is parsed
     line by line. Memory stays bounded: an unfinished line is kept only up to *max_line* bytes
     (and the reject prefix); past that it is read on to its newline and rejected as too long.
-    The line that goes to MySQL is its body and a LF: LOAD DATA sees a CRLF line's LF twin."""
+    A line is held as its body and a LF: MySQL sees a CRLF line's LF twin."""
     counts = [0, 0]
-    out = open(fifo, "wb", buffering=BLOCK)
     hold = max(max_line, REJECT_PREFIX) + 1  # as DistCh.Lines: the same lines are too long
     checked_whole = max_line >= LONGEST_LINE  # else a block's lines need the length check
     line_no = 0
@@ -174,18 +257,38 @@ def _feed(fifo: Path, source: Source, file: SourceFile, rejects: RejectPart, max
                 f"more than {max_bad} bad lines (the last: {file.name} line "
                 f"{line_no}: {exc}); see {rejects.path}")
 
-    def send(lines: bytes) -> None:
-        """*lines*: whole lines, each ending in LF."""
+    def keep(good: int) -> None:
+        counts[0] += good
+        result.lines += good
+
+    def hold_checked(lines: bytes) -> None:
         nonlocal line_no
-        keys = block_keys(lines) if checked_whole else None
-        if keys is not None:
-            line_no += len(keys[0])
-            out.write(lines.replace(b"\r\n", b"\n") if b"\r" in lines else lines)
-            counts[0] += len(keys[0])
-            result.lines += len(keys[0])
-            result.keys.add(*keys)
+        columns = rows.add_checked(lines)
+        result.keys.add(columns.id1, columns.link_type)
+        line_no += len(columns.ends)
+        keep(len(columns.ends))
+
+    def hold_parsed(bodies: list[bytes], links: list[Link]) -> None:
+        rows.add_parsed(bodies, links)
+        result.keys.add([link.id1 for link in links], [link.link_type for link in links])
+        keep(len(bodies))
+
+    def take(lines: bytes) -> None:
+        """*lines*: whole lines, each ending in LF. Where the run is full, it is written and
+        the lines go on into the next; a run holds any good line (load_hot sizes it so)."""
+        nonlocal line_no
+        if checked_whole and well_formed(lines):
+            while len(lines) > rows.room:
+                cut = lines.rfind(b"\n", 0, rows.room) + 1
+                if cut:
+                    hold_checked(lines[:cut])
+                    lines = lines[cut:]
+                write_run()
+            hold_checked(lines)
             return
-        batch, id1s, types = [], [], []
+        bodies: list[bytes] = []
+        links: list[Link] = []
+        size = 0
         for line in lines.split(b"\n")[:-1]:
             line_no += 1
             body = line_body(line)
@@ -197,37 +300,33 @@ def _feed(fifo: Path, source: Source, file: SourceFile, rejects: RejectPart, max
             except ParseError as exc:
                 reject(line_no, exc, line)
                 continue
-            id1s.append(link.id1)
-            types.append(link.link_type)
-            batch.append(body + b"\n")
-        out.write(b"".join(batch))
-        counts[0] += len(batch)
-        result.lines += len(batch)
-        result.keys.add(id1s, types)
+            if size + len(body) + 1 > rows.room:
+                hold_parsed(bodies, links)
+                bodies, links, size = [], [], 0
+                write_run()
+            bodies.append(body)
+            links.append(link)
+            size += len(body) + 1
+        hold_parsed(bodies, links)
 
-    try:
-        with source.open(file.name, listed=file) as stream:
-            tail = b""
-            while block := stream.read(BLOCK):
-                progress(len(block))
-                result.bytes += len(block)
-                block = tail + block
-                cut = block.rfind(b"\n") + 1
-                send(block[:cut])
-                tail = block[cut:]
-                if len(tail) > hold:
-                    (length, prefix), tail, nbytes = _pass_long_line(stream, tail)
-                    progress(nbytes)
-                    result.bytes += nbytes
-                    line_no += 1
-                    reject(line_no, too_long(length, max_line), prefix)
-            if tail:  # the last line without its LF (and whole lines read past a long one)
-                send(tail if tail.endswith(b"\n") else tail + b"\n")
-    finally:
-        try:
-            out.close()
-        except BrokenPipeError:
-            pass
+    with source.open(file.name, listed=file) as stream:
+        tail = b""
+        while block := stream.read(BLOCK):
+            progress(len(block))
+            result.bytes += len(block)
+            block = tail + block
+            cut = block.rfind(b"\n") + 1
+            if cut:
+                take(block[:cut])
+            tail = block[cut:]
+            if len(tail) > hold:
+                (length, prefix), tail, nbytes = _pass_long_line(stream, tail)
+                progress(nbytes)
+                result.bytes += nbytes
+                line_no += 1
+                reject(line_no, too_long(length, max_line), prefix)
+        if tail:  # the last line without its LF (and whole lines read past a long one)
+            take(tail if tail.endswith(b"\n") else tail + b"\n")
     return counts[0], counts[1]
 
 
@@ -249,11 +348,11 @@ def _pass_long_line(stream, head: bytes) -> tuple[tuple[int, bytes], bytes, int]
     return (length - (last == b"\r"), head[:REJECT_PREFIX]), rest, nbytes
 
 
-def _unblock(fifo: Path, feeding: Future) -> None:
-    """LOAD DATA failed before reading the pipe: open and drain it so the feeding can finish."""
+def _unblock(fifo: Path, writing: Future) -> None:
+    """LOAD DATA failed before reading the pipe: open and drain it so the writing can finish."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        while not feeding.done():
+        while not writing.done():
             try:
                 if not os.read(fd, BLOCK):
                     time.sleep(0.01)

@@ -1,13 +1,14 @@
 """debl.line_block against debl.model.parse_line: a block is accepted only if every one of its
-lines parses, and then with the same keys; a block of ordinary lines is accepted. Pure unit
-tests (docs/LOADING.md, "The hot path's cost")."""
+lines parses, and then parsed column-wise into the parser's numbers; a block of ordinary lines is
+accepted. Pure unit tests (docs/LOADING.md, "The hot path's cost")."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl.line_block import LONGEST_LINE, block_keys
+from debl.line_block import HEAD_ROOM, LONGEST_LINE, block_columns, well_formed
 from debl.model import Link, ParseError, parse_line
 from tests.hostile_lines import every_line
 
@@ -25,25 +26,40 @@ line = st.builds(lambda a, b, c, v, d, t, r, end: b"\t".join([a, b, c, v, d, t, 
                  number, number, st.sampled_from([b"\n", b"\r\n"]))
 
 
-def parsed_keys(block: bytes) -> list[tuple[int, int]] | None:
-    """Each line's (id1, link_type) by parse_line, or None if one line is bad."""
-    keys = []
+def parsed_numbers(block: bytes) -> list[tuple[int, ...]] | None:
+    """Each line's (id1, link_type, id2, time, version) by parse_line, or None if one line is
+    bad."""
+    numbers = []
     for one in block.split(b"\n")[:-1]:
         try:
             link = parse_line(one)
         except ParseError:
             return None
-        keys.append((link.id1, link.link_type))
-    return keys
+        numbers.append((link.id1, link.link_type, link.id2, link.time, link.version))
+    return numbers
+
+
+def columns_of(block: bytes) -> list[tuple[int, ...]] | None:
+    """Each line's numbers by block_columns, as the hot path takes them (CRs before LFs
+    dropped, the block after HEAD_ROOM bytes of anything); None if well_formed refuses it.
+    Also checks the line ends it gives."""
+    if not well_formed(block):
+        return None
+    body = block.replace(b"\r\n", b"\n")
+    buf = np.frombuffer(b"9\t" * HEAD_ROOM + body, dtype=np.uint8)
+    columns = block_columns(buf, 2 * HEAD_ROOM, len(buf))
+    assert (columns.ends - 2 * HEAD_ROOM).tolist() == [
+        i for i, byte in enumerate(body) if byte == ord("\n")]
+    return list(zip(*(c.tolist() for c in columns[:5])))
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(line, min_size=1, max_size=20))
-def test_a_block_is_accepted_only_if_every_line_parses_and_with_the_parsers_keys(lines):
+def test_a_block_is_accepted_only_if_every_line_parses_and_with_the_parsers_numbers(lines):
     block = b"".join(lines)
-    keys = block_keys(block)
-    if keys is not None:
-        assert list(zip(keys[0].tolist(), keys[1].tolist())) == parsed_keys(block)
+    numbers = columns_of(block)
+    if numbers is not None:
+        assert numbers == parsed_numbers(block)
 
 
 @settings(max_examples=200, deadline=None)
@@ -55,9 +71,7 @@ def test_a_block_is_accepted_only_if_every_line_parses_and_with_the_parsers_keys
                 min_size=1, max_size=50), st.booleans())
 def test_a_block_of_well_formed_lines_is_accepted_with_every_key(links, crlf):
     block = b"".join(link.to_line()[:-1] + (b"\r\n" if crlf else b"\n") for link in links)
-    keys = block_keys(block)
-    assert keys is not None
-    assert list(zip(keys[0].tolist(), keys[1].tolist())) == [(k.id1, k.link_type) for k in links]
+    assert columns_of(block) == [(k.id1, k.link_type, k.id2, k.time, k.version) for k in links]
     assert max(len(link.to_line()) - 1 for link in links) <= LONGEST_LINE
 
 
@@ -65,7 +79,17 @@ def test_one_hostile_line_refuses_its_whole_block():
     good = Link(5, 123456789, 6, 1, b"ok", 100, 1).to_line()
     for hostile in every_line():
         block = good + hostile + b"\n" + good
-        if parsed_keys(block) is None:
-            assert block_keys(block) is None, hostile[:60]
-    assert block_keys(b"") is None
-    assert block_keys(good[:-1]) is None  # a block ends with a whole line
+        if parsed_numbers(block) is None:
+            assert not well_formed(block), hostile[:60]
+    assert not well_formed(b"")
+    assert not well_formed(good[:-1])  # a block ends with a whole line
+
+
+def test_numbers_of_every_length_with_and_without_leading_zeros():
+    lines = []
+    for digits in range(1, 19):
+        for number in (b"9" * digits, b"0" * (digits - 1) + b"7", b"1" + b"0" * (digits - 1)):
+            lines.append(b"\t".join([number, number, number, b"0", b"d\\\"", number, number]))
+    block = b"\n".join(lines) + b"\n"
+    assert columns_of(block) == parsed_numbers(block)
+    assert columns_of(block)[-3] == (10**18 - 1,) * 5
