@@ -96,8 +96,8 @@ def test_a_load_killed_after_uptime_before_mysql_took_over_resumes_to_the_take_o
 
 
 def test_a_hot_path_failing_in_mysql_after_uptime_leaves_exact_raw_answers(data, spark):
-    """The hot path is held until the load is up, then MySQL refuses its staging table (a
-    view holds the name): the load stays up and exact from the hot buckets, says what failed,
+    """The hot path is held until the load is up, then MySQL refuses its link table (a view
+    holds the name): the load stays up and exact from the hot buckets, says what failed,
     and a resume hands the keys to MySQL."""
     config, directory, options, reference = data
     go = threading.Event()
@@ -115,13 +115,13 @@ def test_a_hot_path_failing_in_mysql_after_uptime_leaves_exact_raw_answers(data,
             conn = connect(config)
             try:
                 with conn.cursor() as cur:
-                    cur.execute(f"CREATE VIEW `{table}_staging` AS SELECT 1 AS x")
+                    cur.execute(f"CREATE VIEW `{table}` AS SELECT 1 AS x")
                 go.set()
                 with pytest.raises(ServiceError) as failed:
                     run.finish()
             finally:
                 with conn.cursor() as cur:
-                    cur.execute(f"DROP VIEW IF EXISTS `{table}_staging`")
+                    cur.execute(f"DROP VIEW IF EXISTS `{table}`")
                 conn.close()
     notes = "\n".join(getattr(failed.value, "__notes__", ()))
     assert f"--resume {up.load_id}" in notes and "hot files' buckets" in notes
