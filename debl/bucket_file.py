@@ -263,8 +263,15 @@ def file_rows(path: str, content: bytes) -> Iterator[tuple[Link, Origin]]:
         yield parse_row(line)
 
 
+def bucket_file_stem(name: str) -> str | None:
+    """The stem of a bucket file's name, ``<stem>.<slice digits>`` (the stem is the chunk's
+    name: dist_ch's ``debl.jobs.BucketFile.fileName``), or None for any other name, such as a
+    ``._COPYING_`` temporary."""
+    stem, dot, suffix = name.rpartition(".")
+    return stem if dot and stem and suffix.isdigit() and suffix.isascii() else None
+
+
 def is_bucket_file(name: str, stem: str) -> bool:
     """Whether a file name in a bucket directory is one of the files of the chunk whose path
     prefix ends with *stem*: ``<stem>.<slice digits>``, never a ``._COPYING_`` temporary."""
-    suffix = name[len(stem) + 1:]
-    return name.startswith(stem + ".") and suffix.isdigit() and suffix.isascii()
+    return bucket_file_stem(name) == stem

@@ -6,8 +6,8 @@ standalone cluster (``spark://127.0.0.1:spark_master_port``) when ``spark_worker
 on the JVM side — hbase-shaded-mapreduce and its few unrelocated dependencies (``lib/spark``),
 and DeBL's own JVM tasks (``lib/debl-jobs.jar``: dist_ch's and gen_HF's per-row work, table
 creation, bulk load) — go on the driver and executor classpaths; ``fs.defaultFS`` is the
-configured HDFS. ``call_jvm`` calls into those classes and turns a Java exception into a
-ServiceError that names its innermost cause.
+configured HDFS. Only ``loaders.jobs`` calls into those classes (docs/ARCHITECTURE.md, "The JVM
+tasks").
 
 Pitfalls:
 
@@ -27,16 +27,13 @@ Pitfalls:
 
 from __future__ import annotations
 
-import logging
 import os
-import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from debl.config import Config, jvm_bytes
-from debl.errors import ConfigError, JvmGone, ServiceError
+from debl.errors import ConfigError, ServiceError
 from debl.jvm_reaper import reaped_on_parent_death
 
 
@@ -114,6 +111,9 @@ def spark_session(config: Config, app_name: str = "debl"):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # DeBL draws its own progress
         .config("spark.sql.shuffle.partitions", "8")
+        # Silences the driver's expected warnings (a reused session, HBase's client retries)
+        # from its start: debl.jobs.QuietLogs.
+        .config("spark.plugins", "debl.jobs.QuietLogs")
     )
     if local:
         # A cluster's executors take their scratch directories from the cluster manager
@@ -137,110 +137,4 @@ def spark_session(config: Config, app_name: str = "debl"):
     except Exception as exc:  # py4j and Java gateway errors carry no useful type
         raise ServiceError(f"Spark could not start (master {master}): {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
-    _quiet(session)
     return session
-
-
-# Warnings that are expected in DeBL's use and tell a user nothing: a second getOrCreate in one
-# process (dist_ch, gen_HF reuse the session by design), HBase's client registry and metrics
-# defaults, the HBase client's retries.
-_QUIET_LOGGERS = ("org.apache.spark.sql.SparkSession",
-                  "org.apache.hadoop.hbase.client.ZKConnectionRegistry",
-                  "org.apache.hadoop.metrics2.impl.MetricsConfig",
-                  # HBase or its ZooKeeper down: a stack trace per reconnect attempt; the call
-                  # fails after service_timeout with a ServiceError that says so.
-                  "org.apache.hadoop.hbase.shaded.org.apache.zookeeper",
-                  "org.apache.hadoop.hbase.zookeeper",
-                  "org.apache.hadoop.hbase.client")
-
-
-def _quiet(session) -> None:
-    jvm = session.sparkContext._jvm
-    try:
-        error = jvm.org.apache.logging.log4j.Level.ERROR
-        for name in _QUIET_LOGGERS:
-            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
-    except Exception:  # noqa: BLE001 - another logging backend: the warnings stay, no harm
-        pass
-
-
-def call_jvm(what: str, fn, *args):
-    """``fn(*args)`` through py4j; a Java exception becomes ServiceError("<what> failed: <the
-    innermost Java exception>"), without the Spark job-abort wrapping around a task's error.
-
-    A JVM that is gone (killed, crashed) becomes JvmGone, which callers must not retry. Pass a
-    ``lambda`` for *fn* when the call names JVM classes (``sc._jvm.debl.jobs.X.m``): looking a
-    class up is itself a call into the JVM, and must fail the same way."""
-    try:
-        return fn(*args)
-    except Exception as exc:  # py4j errors carry the Java exception in their text only
-        if _jvm_gone(exc):
-            raise JvmGone(f"{what} failed: the Spark driver JVM of this process is gone (killed "
-                          "or crashed); start the command again: what it left half done is "
-                          "redone") from exc
-        lines = str(exc).strip().splitlines()  # line 2: ": <java exception>: <message>"
-        causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
-        cause = causes[-1] if causes else (lines[1] if len(lines) > 1 else lines[0]).lstrip(": ")
-        cause = re.sub(r"^.*most recent failure: Lost task .*?\): ", "", cause)
-        if any(sign in cause for sign in _UNREACHABLE):
-            cause += " (a service does not answer: is the stack up? `debl stack status`)"
-        elif any(sign in cause for sign in _OUT_OF_HEAP):
-            cause += _HEAP_HINT
-        raise ServiceError(f"{what} failed: {cause}") from exc
-
-
-# What the Hadoop and HBase clients say when HDFS, HBase or ZooKeeper does not answer.
-_UNREACHABLE = ("Connection refused", "ConnectException", "ConnectionLoss", "FailedServer",
-                "Could not obtain block", "could only be written to 0", "timed out",
-                "SocketTimeoutException")
-
-
-# A task out of heap takes the driver down (local[N]) or its executor: what the caller sees is
-# the OutOfMemoryError, or only the context's shutdown that followed it.
-_OUT_OF_HEAP = ("OutOfMemoryError", "SparkContext was shut down")
-_HEAP_HINT = (" (if the log above shows java.lang.OutOfMemoryError, a task ran out of heap: "
-              "raise spark_driver_memory under local[N], spark_executor_memory on a cluster "
-              "(DEBL_SPARK_DRIVER_MEMORY, DEBL_SPARK_EXECUTOR_MEMORY), or make buckets or chunks "
-              "smaller)")
-
-JVM_END_GRACE_S = 3.0
-
-
-def _jvm_gone(exc: BaseException) -> bool:
-    """Whether py4j lost its JVM rather than the JVM throwing: the gateway's process has ended,
-    or *exc* (or what it was raised from) is a closed or refused gateway connection. (py4j turns
-    a connection lost in a call into a plain Py4JError "An error occurred while calling ...":
-    the process is what tells.)"""
-    # lazy import: as spark_session's; only a failed JVM call gets here
-    from py4j.protocol import Py4JJavaError, Py4JNetworkError
-    from pyspark import SparkContext  # lazy import: as the line above
-
-    proc = getattr(SparkContext._gateway, "proc", None)
-    if proc is not None:
-        # A py4j error that is not a Java exception may come from a JVM in its last moments
-        # (a killed JVM answered "debl does not exist in the JVM" before it ended, on a loaded
-        # CI machine): give it a moment to end before taking the error for the JVM's own.
-        try:
-            proc.wait(timeout=0 if isinstance(exc, Py4JJavaError) else JVM_END_GRACE_S)
-            return True
-        except subprocess.TimeoutExpired:
-            pass
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, (Py4JNetworkError, ConnectionError)):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
-
-
-class _LostGatewayTrace(logging.Filter):
-    """Drops py4j's "Exception while sending command." records: py4j logs a lost JVM
-    connection with its whole traceback on the root logger, which a user takes for a crash;
-    call_jvm reports the JVM's death itself (JvmGone)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.getMessage().startswith("Exception while sending command")
-                    and "py4j" in record.pathname)
-
-
-logging.getLogger().addFilter(_LostGatewayTrace())

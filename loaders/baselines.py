@@ -57,7 +57,7 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from debl.bucket_file import file_rows, is_bucket_file
+from debl.bucket_file import bucket_file_stem, file_rows
 from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
@@ -334,8 +334,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
             # Whole files, not text lines: a bucket file ends with its index (debl.bucket_file),
             # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
             raw = (sc.binaryFiles(",".join(paths))
-                   .filter(lambda f: is_bucket_file(f[0].rsplit("/", 1)[1],
-                                                    f[0].rsplit("/", 1)[1].rsplit(".", 1)[0]))
+                   .filter(lambda f: bucket_file_stem(f[0].rsplit("/", 1)[1]) is not None)
                    .flatMap(lambda f: file_rows(f[0], f[1])))
             cells = int(merge_links(raw, partitions)
                         .mapPartitions(lambda links: _put_partition(config, table, links)).sum())

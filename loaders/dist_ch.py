@@ -14,9 +14,10 @@ back whole; the reason in the reject file is parse_line's own. A line over ``max
 never held whole (the JVM reads past it): it comes back as its length and first bytes. A CRLF
 line is bucketed as its LF twin (its CR dropped).
 
-The per-line work runs on the JVM (``debl.jobs.DistCh``, through py4j): in Python it bucketed
-11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps the plan
-(slices, segments, the bucket map) and turns the tasks' reports into results.
+The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
+bucketed 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps
+the plan (slices, segments, the bucket map, the line limit) and turns the slices' reports into
+the chunk's result.
 
 Why one task per slice and no shuffle: a chunk is bucketed while the next one is copied, so
 dist_ch needs to keep up with the link, not the whole machine; a Spark shuffle (a sort, two
@@ -44,8 +45,10 @@ from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
 from debl.model import CHECKSUM_MOD, ParseError, parse_line, too_long
-from debl.spark import call_jvm, task_heap
-from loaders.chunker import Chunk
+from debl.spark import task_heap
+from loaders import jobs
+from loaders.chunker import Chunk, chunk_name
+from loaders.jobs import DistChReport, RefusedLine
 
 
 # A slice's share of its task's heap: its output (up to ~2.6x the slice while it grows), and the
@@ -83,7 +86,7 @@ class DistResult:
 
 def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
     """A line the JVM refused, with parse_line's reason (which must refuse it too)."""
-    name = next(s.name for s in chunk.segments if s.file_seq == file_seq)
+    name = _file_name(chunk, file_seq)
     try:
         parse_line(line)
     except ParseError as exc:
@@ -92,51 +95,50 @@ def _reject(chunk: Chunk, file_seq: int, line_no: int, line: bytes) -> Reject:
                     f"{line[:200]!r} (the JVM and Python validations disagree: please report)")
 
 
-def _chunk_result(chunk: Chunk, report: str, max_line_bytes: int) -> DistResult:
-    """The JVM's report (debl.jobs.DistCh.bucket) as the chunk's result: per bucket, the sums
-    over the slices' files (``<path>.<slice>``; the index row names ``<path>``); a line over
-    *max_line_bytes* comes back as its length and first bytes only."""
+def _file_name(chunk: Chunk, file_seq: int) -> str:
+    return next(s.name for s in chunk.segments if s.file_seq == file_seq)
+
+
+def _chunk_result(chunk: Chunk, report: DistChReport, bucket_dir: str,
+                  max_line_bytes: int) -> DistResult:
+    """The JVM's report as the chunk's result: per bucket, the sums over the slices' files
+    (``<bucket_dir>/<b>/<chunk name>.<slice>``; the index row names the prefix without the
+    slice); a line over *max_line_bytes* comes back as its length and first bytes only."""
     parts: dict[int, BucketChunk] = {}
-    rejects: list[Reject] = []
+    for p in report.parts:
+        rows, size, checksum, c_lo, c_hi = p.rows, p.bytes, p.checksum, p.lo, p.hi
+        old = parts.get(p.bucket)
+        if old is not None:
+            rows, size = rows + old.rows, size + old.bytes
+            checksum = (checksum + old.checksum) % CHECKSUM_MOD
+            c_lo, c_hi = min(c_lo, old.c_lo), max(c_hi, old.c_hi)
+        parts[p.bucket] = BucketChunk(p.bucket, chunk.chunk_no, rows, size, checksum,
+                                      f"{bucket_dir}/{p.bucket}/{chunk_name(chunk.chunk_no)}",
+                                      c_lo, c_hi)
+    # In input order, as the reject file lists them: by slice, then by segment and line.
+    segment = {s.file_seq: i for i, s in enumerate(chunk.segments)}
+    refused = sorted([*report.rejects, *report.too_long],
+                     key=lambda r: (r.slice, segment[r.file_seq], r.line_no))
+    rejects = [_reject(chunk, r.file_seq, r.line_no, r.line) if isinstance(r, RefusedLine)
+               else Reject(_file_name(chunk, r.file_seq), r.line_no,
+                           str(too_long(r.length, max_line_bytes)), r.prefix)
+               for r in refused]
     per_file = {s.file_seq: (0, 0) for s in chunk.segments}
-    for line in filter(None, report.split("\n")):
-        kind, _slice, *f = line.split("\t")
-        if kind == "P":
-            b, rows, size, checksum = int(f[0]), int(f[1]), int(f[2]), int(f[3])
-            c_lo, c_hi = int(f[5]), int(f[6])
-            old = parts.get(b)
-            if old is not None:
-                rows, size = rows + old.rows, size + old.bytes
-                checksum = (checksum + old.checksum) % CHECKSUM_MOD
-                c_lo, c_hi = min(c_lo, old.c_lo), max(c_hi, old.c_hi)
-            parts[b] = BucketChunk(b, chunk.chunk_no, rows, size, checksum,
-                                   f[4].rsplit(".", 1)[0], c_lo, c_hi)
-        elif kind == "R":
-            rejects.append(_reject(chunk, int(f[0]), int(f[1]), bytes.fromhex(f[2])))
-        elif kind == "L":
-            name = next(s.name for s in chunk.segments if s.file_seq == int(f[0]))
-            rejects.append(Reject(name, int(f[1]), str(too_long(int(f[2]), max_line_bytes)),
-                                  bytes.fromhex(f[3])))
-        else:
-            seq, n, bad = int(f[0]), int(f[1]), int(f[2])
-            per_file[seq] = (per_file[seq][0] + n, per_file[seq][1] + bad)
+    for f in report.per_file:
+        per_file[f.file_seq] = (per_file[f.file_seq][0] + f.rows,
+                                per_file[f.file_seq][1] + f.rejects)
     return DistResult(chunk.chunk_no, [parts[b] for b in sorted(parts)], rejects, per_file)
 
 
 def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
                  bucket_dir: str) -> DistResult:
-    """Run dist_ch on one chunk, one Spark task per slice, bucketing by *bucket_map*."""
-    sc = spark.sparkContext
-    call_jvm("dist_ch", sc.setJobGroup, f"dist_ch-{chunk.chunk_no}",
-             f"dist_ch chunk {chunk.chunk_no}")
-    # The tasks' line reader takes the limit from the Hadoop settings they are given.
-    call_jvm("dist_ch", lambda: sc._jsc.hadoopConfiguration().setLong(
-        "debl.max.line.bytes", config.max_line_bytes))
-    uri = f"{config.hdfs_uri}{chunk.path}"
-    slices = "\n".join(f"{offset}\t{line}" for offset, line in chunk.slices)
-    segments = "\n".join(f"{s.file_seq}\t{s.first_line}\t{s.lines}\t{s.chunk_line}"
-                         for s in chunk.segments)
-    report = call_jvm("dist_ch", lambda: sc._jvm.debl.jobs.DistCh.bucket(
-        sc._jsc, uri, slices, segments, bucket_map.to_json(), f"{config.hdfs_uri}{bucket_dir}",
-        chunk.chunk_no))
-    return _chunk_result(chunk, report, config.max_line_bytes)
+    """Run dist_ch on one chunk, one Spark task per slice, bucketing by *bucket_map* into
+    *bucket_dir* (a path of the configured HDFS)."""
+    jobs.job_group(spark, f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
+    report = jobs.dist_ch(spark, jobs.DistChRequest(
+        chunk_uri=f"{config.hdfs_uri}{chunk.path}", slices=tuple(chunk.slices),
+        segments=tuple((s.file_seq, s.first_line, s.lines, s.chunk_line)
+                       for s in chunk.segments),
+        bucket_map=bucket_map, bucket_dir=f"{config.hdfs_uri}{bucket_dir}",
+        chunk_no=chunk.chunk_no, max_line_bytes=config.max_line_bytes))
+    return _chunk_result(chunk, report, bucket_dir, config.max_line_bytes)

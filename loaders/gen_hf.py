@@ -43,8 +43,9 @@ from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
-from debl.spark import call_jvm, spark_session, task_heap
+from debl.spark import spark_session, task_heap
 from debl.webhdfs import WebHDFS
+from loaders import jobs
 from loaders.cleanup import cleanup
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
@@ -298,8 +299,7 @@ class GenHF:
         the load, item the run id (``debl status`` shows them; a kill leaves the step it hit
         open)."""
         config, load_id, table = self.config, load.load_id, load.namespace.hbase_table
-        call_jvm("gen_HF", self.spark.sparkContext.setJobGroup, f"gen_HF-{run_id}",
-                 f"gen_HF run {run_id}")
+        jobs.job_group(self.spark, f"gen_HF-{run_id}", f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
         self.catalog.phase_start(load_id, "hfiles", run_id)

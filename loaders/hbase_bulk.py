@@ -1,9 +1,10 @@
 """gen_HF's HBase side, through the Spark driver's JVM: the pre-split link table, its region
 boundaries, and the bulk load of HFiles written by loaders.hfile.write_bucket_hfiles.
 
-Everything goes through ``debl.jobs.BulkLoad`` and ``debl.jobs.Tables`` (debl-jobs.jar) and the
-HBase client in hbase-shaded-mapreduce; the connection settings come from Config only (ZooKeeper
-quorum and port, ``fs.defaultFS``), never from an hbase-site.xml on some classpath.
+Everything goes through ``debl.jobs.BulkLoad`` and ``debl.jobs.Tables`` (debl-jobs.jar, called
+through ``loaders.jobs``) and the HBase client in hbase-shaded-mapreduce; the connection settings
+come from Config only (ZooKeeper quorum and port, ``fs.defaultFS``), never from an hbase-site.xml
+on some classpath.
 
 Pitfalls:
 
@@ -25,8 +26,8 @@ from collections.abc import Iterable, Sequence
 
 from debl.buckets import BucketMap
 from debl.config import Config
-from debl.spark import call_jvm
 from debl.store.hbase_layout import FAMILY, id1_boundary
+from loaders import jobs
 
 
 def hbase_settings(config: Config) -> dict[str, str]:
@@ -50,10 +51,6 @@ def hbase_settings(config: Config) -> dict[str, str]:
     }
 
 
-def _bulk(spark):
-    return spark.sparkContext._jvm.debl.jobs.BulkLoad
-
-
 def bucket_split_keys(bucket_map: BucketMap, buckets: Iterable[int]) -> list[bytes]:
     """The region split keys where each of *buckets* starts and ends, so that a bucket's HFiles
     land in its own regions."""
@@ -63,16 +60,13 @@ def bucket_split_keys(bucket_map: BucketMap, buckets: Iterable[int]) -> list[byt
 def create_table(spark, config: Config, split_keys: Sequence[bytes], table: str) -> bool:
     """Create the link table *table* pre-split at ``split_keys`` (``bucket_split_keys``); False
     if it exists already (left unchanged)."""
-    keys = [bytearray(k) for k in sorted(set(split_keys)) if k]  # py4j: bytearray -> byte[]
-    return bool(call_jvm("HBase table creation",
-                         lambda: spark.sparkContext._jvm.debl.jobs.Tables.createPresplit(
-                             table, FAMILY.decode(), keys, hbase_settings(config))))
+    return jobs.create_presplit(spark, table, FAMILY.decode(),
+                                [k for k in sorted(set(split_keys)) if k], hbase_settings(config))
 
 
 def split_keys(spark, config: Config, table: str) -> list[bytes]:
     """The table's region start keys (without the first region's empty one)."""
-    return [bytes(k) for k in call_jvm("HBase region lookup", lambda: _bulk(spark).splitKeys(
-        table, hbase_settings(config)))]
+    return jobs.region_starts(spark, table, hbase_settings(config))
 
 
 def bulk_load(spark, config: Config, hfile_dir: str, table: str) -> int:
@@ -81,5 +75,4 @@ def bulk_load(spark, config: Config, hfile_dir: str, table: str) -> int:
     so that a run of a load whose stores were dropped meanwhile fails instead of re-creating its
     table (docs/RELIABILITY.md, "Concurrency")."""
     settings = {**hbase_settings(config), "create.table": "no"}
-    return int(call_jvm("HBase bulk load", lambda: _bulk(spark).load(table, hfile_dir,
-                                                                     settings)))
+    return jobs.bulk_load(spark, table, hfile_dir, settings)

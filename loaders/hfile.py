@@ -4,10 +4,10 @@ buckets.
 - ``write_bucket_hfiles(spark, buckets, out_dir, table_name)``: each bucket's files (dist_ch's
   output) -> its rows merged by the merge rule, sorted by row key, written by HBase's own
   ``HFileOutputFormat2`` under ``out_dir/<family>/`` (the real format, what the bulk-load tool
-  expects). One Spark task per bucket, on the JVM (``debl.jobs.BucketHFiles``): no row crosses
-  into Python, which made the conversion five to eight times faster than merging and pickling the
-  cells in Python (one run over every bucket: 296 MB in 12.5 s against 60.7 s, 1 GiB in 27 s
-  against 227 s; docs/BENCHMARKS.md). No HBase cluster is
+  expects). One Spark task per bucket, on the JVM (``debl.jobs.BucketHFiles``, through
+  ``loaders.jobs``): no row crosses into Python, which made the conversion five to eight times
+  faster than merging and pickling the cells in Python (one run over every bucket: 296 MB in
+  12.5 s against 60.7 s, 1 GiB in 27 s against 227 s; docs/BENCHMARKS.md). No HBase cluster is
   contacted: the table name only goes into the files' metadata.
 - ``merge_links(rows)`` / ``merge_bucket(rows)``: the same merge rule in Spark over Python rows
   (the batchPut baseline) and in memory (the reference the JVM side is tested against).
@@ -25,11 +25,11 @@ Pitfalls:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from debl.model import Link, Origin, merge_rank
-from debl.spark import call_jvm
 from debl.store.hbase_layout import CELL_TS, FAMILY, QUALIFIER, row_key
+from loaders import jobs
+from loaders.jobs import BucketHFiles
 
 
 def cold_origin(file_seq: int, line_no: int) -> Origin:
@@ -78,16 +78,6 @@ def merge_bucket(rows: Iterable[tuple[Link, Origin]]) -> list[Link]:
     return sorted((Link._make(link) for _, link in best.values()), key=row_key)
 
 
-@dataclass(frozen=True)
-class BucketHFiles:
-    """What one bucket became: rows read, winners written (one cell each), and the winners'
-    checksum (sum of ``row_checksum`` mod 2**64, for ``debl verify``)."""
-
-    rows: int
-    winners: int
-    checksum: int
-
-
 def write_bucket_hfiles(spark, buckets: Sequence[Sequence[str]], out_dir: str,
                         table_name: str) -> list[BucketHFiles]:
     """Write the HFiles of *buckets* under ``out_dir/<family>/`` (replacing ``out_dir``);
@@ -100,15 +90,6 @@ def write_bucket_hfiles(spark, buckets: Sequence[Sequence[str]], out_dir: str,
     if not buckets:
         return []
     for prefixes in buckets:
-        if not prefixes or any("\t" in p or "\n" in p for p in prefixes):
-            raise ValueError(f"a bucket needs at least one path prefix without tab or newline: "
-                             f"{prefixes!r}")
-    sc = spark.sparkContext
-    paths = "\n".join("\t".join(prefixes) for prefixes in buckets)
-    written = call_jvm("gen_HF's HFile writing", lambda: sc._jvm.debl.jobs.BucketHFiles.write(
-        sc._jsc, paths, out_dir, table_name, bytearray(FAMILY), bytearray(QUALIFIER), CELL_TS))
-    found: dict[int, BucketHFiles] = {}
-    for line in filter(None, written.split("\n")):
-        index, winners, rows, checksum = (int(f) for f in line.split("\t"))
-        found[index] = BucketHFiles(rows, winners, checksum)
-    return [found[i] for i in range(len(buckets))]
+        if not prefixes:
+            raise ValueError(f"a bucket needs at least one path prefix: {prefixes!r}")
+    return jobs.bucket_hfiles(spark, buckets, out_dir, table_name, FAMILY, QUALIFIER, CELL_TS)

@@ -31,13 +31,16 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from loaders.chunker import chunk_name
+
 HEADER = b"# file\tline_no\treason\tline\n"
 SUFFIX = ".tsv"
 HOT_PART = "hot"
 
 
 def chunk_part(chunk_no: int) -> str:
-    return f"chunk-{chunk_no:05d}"
+    """A cold chunk's part: the chunk's own name (``loaders.chunker.chunk_name``)."""
+    return chunk_name(chunk_no)
 
 
 class RejectWriter:

@@ -1,6 +1,6 @@
 """dist_ch's line validation on the JVM (debl.jobs.DistCh.lineId1) accepts exactly the lines that
 debl.model.parse_line accepts, and finds the same id1: the Python parser is the reference, and
-the reject file's reasons come from it. dist_ch's task (DistCh.bucket) puts every valid line in
+the reject file's reasons come from it. dist_ch's task (DistCh.bucketSlice) puts every valid line in
 the bucket ``debl.buckets.BucketMap`` gives its id1, rejects what parse_line rejects and passes
 over what is longer than max_line_bytes: checked on generated lines and on the one set of hostile
 lines the loads are tested with (tests/hostile_lines.py).
@@ -19,8 +19,8 @@ import pytest
 from debl.bucket_file import parse_tail
 from debl.buckets import BucketMap
 from debl.config import Config
-from debl.model import ParseError, parse_line
-from loaders import dist_ch
+from debl.model import CHECKSUM_MOD, ParseError, line_checksum, parse_line
+from loaders import dist_ch, jobs
 from tests.hostile_lines import LIMIT, U63, every_line
 
 valid_number = st.integers(0, U63).map(lambda n: b"%d" % n) | st.sampled_from([b"0" * 25 + b"7",
@@ -81,22 +81,20 @@ def _data_part(content: bytes) -> bytes:
 
 
 def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
-                    slices: str = "0\t0", bucket_map: BucketMap = BucketMap.fixed(1000)
-                    ) -> tuple[list[str], dict[str, bytes]]:
-    """DistCh.bucket over *chunk* as one file of one segment, on the local file system: the
-    report's lines (paths cut to their file name) and the bucket files' lines, by path
+                    bucket_map: BucketMap = BucketMap.fixed(1000)
+                    ) -> tuple[jobs.DistChReport, dict[str, bytes]]:
+    """dist_ch (through the JVM door, ``loaders.jobs``) over *chunk* as one file of one segment,
+    on the local file system: the report and the bucket files' lines, by path
     ``<bucket>/chunk-00000.<slice>``."""
     (tmp_path / name).write_bytes(chunk)
-    sc = spark.sparkContext
-    sc._jsc.hadoopConfiguration().setLong("debl.max.line.bytes", max_line)
     lines = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
     out = tmp_path / f"{name}.buckets"
-    report = sc._jvm.debl.jobs.DistCh.bucket(
-        sc._jsc, f"file://{tmp_path / name}", slices, f"0\t1\t{lines}\t0",
-        bucket_map.to_json(), f"file://{out}", 0)
+    report = jobs.dist_ch(spark, jobs.DistChRequest(
+        f"file://{tmp_path / name}", ((0, 0),), ((0, 1, lines, 0),), bucket_map, f"file://{out}",
+        0, max_line))
     files = {str(p.relative_to(out)): _data_part(p.read_bytes()) for p in out.rglob("chunk-*")
              if not p.name.endswith("_COPYING_") and not p.name.startswith(".")}
-    return sorted(r.rsplit("/", 1)[-1] for r in report.split("\n") if r), files
+    return report, files
 
 
 def test_jvm_line_reader_reads_crlf_as_lf_and_passes_over_long_lines(spark, tmp_path):
@@ -109,6 +107,7 @@ def test_jvm_line_reader_reads_crlf_as_lf_and_passes_over_long_lines(spark, tmp_
     crlf = lf.replace(b"\n", b"\r\n")
     # The LF twin with the over-long lines short enough: what every other line must give.
     twin_report, twin_files = _bucket_locally(spark, tmp_path, "twin", lf, 10 << 20)
+    assert twin_report.too_long == [] and twin_report.per_file == [jobs.FileCount(0, 0, 402, 0)]
     for name, chunk in (("lf", lf), ("crlf", crlf)):
         report, files = _bucket_locally(spark, tmp_path, name, chunk, 4096)
         assert files.keys() == twin_files.keys()
@@ -116,11 +115,10 @@ def test_jvm_line_reader_reads_crlf_as_lf_and_passes_over_long_lines(spark, tmp_
             expected = b"".join(l + b"\n" for l in twin_files[path].split(b"\n")[:-1]
                                 if not l.startswith(b"00000"))
             assert data == expected, path
-        assert [r for r in report if r.startswith("L")] == [
-            f"L\t0\t0\t101\t{len(fits)}\t{fits[:1024].hex()}",
-            f"L\t0\t0\t202\t{len(passes)}\t{passes[:1024].hex()}",
-            f"L\t0\t0\t402\t{len(passes)}\t{passes[:1024].hex()}"]
-        assert [r for r in report if r.startswith("F")] == ["F\t0\t0\t399\t3"]
+        assert report.too_long == [jobs.LongLine(0, 0, 101, len(fits), fits[:1024]),
+                                   jobs.LongLine(0, 0, 202, len(passes), passes[:1024]),
+                                   jobs.LongLine(0, 0, 402, len(passes), passes[:1024])]
+        assert report.per_file == [jobs.FileCount(0, 0, 399, 3)]
 
 
 # Valid lines around the bucket maps' boundaries, beside the hostile set.
@@ -157,13 +155,8 @@ def test_dist_ch_buckets_the_hostile_lines_where_the_bucket_map_says(spark, tmp_
             expected[line_no] = "rejected"
     report, files = _bucket_locally(spark, tmp_path, "hostile", chunk, LIMIT,
                                     bucket_map=bucket_map)
-    got = {}
-    for r in report:
-        kind, *fields = r.split("\t")
-        if kind == "R":
-            got[int(fields[2])] = "rejected"
-        elif kind == "L":
-            got[int(fields[2])] = "too long"
+    got = {r.line_no: "rejected" for r in report.rejects}
+    got.update({t.line_no: "too long" for t in report.too_long})
     for path, data in files.items():
         bucket = int(path.split("/")[0])
         for row in data.split(b"\n")[:-1]:
@@ -188,3 +181,34 @@ def test_a_chunk_is_cut_into_as_many_slices_as_the_task_heap_needs(config, chunk
     """Each slice's output is held in its task's heap: a grown chunk gets more slices, never
     larger ones (a 1 GiB chunk in two slices ran a 2 GiB driver out of heap)."""
     assert dist_ch.slices_for(config, chunk_mib << 20) == slices
+
+
+def test_a_report_names_each_line_by_its_slice_file_and_line(spark, tmp_path):
+    """Two files in one chunk, cut into two slices across the second file: every refused line
+    and every count comes back under its own slice, file and line number, the bucket files under
+    the chunk's name (``chunk_name``) and the slice."""
+    def line(i: int) -> bytes:
+        return b"%d\t123456789\t%d\t1\td\t17000\t0" % (i * 100, i)
+
+    first = [line(1), b"bad", line(2)]  # file 3, lines 1-3
+    second = [line(3), b"x\ty", line(4), b"0" * 60, line(5)]  # file 5, lines 1-5
+    chunk = b"".join(l + b"\n" for l in first + second)
+    cut = len(b"".join(l + b"\n" for l in first + second[:2]))  # slice 1: file 5 from line 3
+    (tmp_path / "chunk").write_bytes(chunk)
+    out = tmp_path / "buckets"
+    report = jobs.dist_ch(spark, jobs.DistChRequest(
+        f"file://{tmp_path}/chunk", ((0, 0), (cut, 5)), ((3, 1, 3, 0), (5, 1, 5, 3)),
+        BucketMap.fixed(250), f"file://{out}", 12, 50))
+    assert report.rejects == [jobs.RefusedLine(0, 3, 2, b"bad"),
+                              jobs.RefusedLine(0, 5, 2, b"x\ty")]
+    assert report.too_long == [jobs.LongLine(1, 5, 4, 60, b"0" * 60)]
+    assert report.per_file == [jobs.FileCount(0, 3, 2, 1), jobs.FileCount(0, 5, 1, 1),
+                               jobs.FileCount(1, 3, 0, 0), jobs.FileCount(1, 5, 2, 1)]
+    assert [(p.slice, p.bucket, p.rows, p.lo, p.hi) for p in report.parts] == [
+        (0, 0, 2, 100, 200), (0, 1, 1, 300, 300), (1, 1, 1, 400, 400), (1, 2, 1, 500, 500)]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("chunk-*")
+                  if not p.name.startswith(".")) == [
+        "0/chunk-00012.0", "1/chunk-00012.0", "1/chunk-00012.1", "2/chunk-00012.1"]
+    assert [p.checksum for p in report.parts] == [
+        sum(line_checksum(line(i)) for i in range(1, 6) if p.lo <= i * 100 <= p.hi)
+        % CHECKSUM_MOD for p in report.parts]

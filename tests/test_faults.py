@@ -284,10 +284,10 @@ def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
     try:
         gen_hf = int(bench.stdout.readline())
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and procs.spark_jvm(procs.tree(gen_hf)) is None:
+        while time.monotonic() < deadline and procs.spark_driver(procs.tree(gen_hf)) is None:
             time.sleep(0.2)
         tree = procs.tree(gen_hf)
-        assert procs.spark_jvm(tree) is not None, "gen-hf never started its JVM"
+        assert procs.spark_driver(tree) is not None, "gen-hf never started its JVM"
         os.kill(bench.pid, signal.SIGKILL)
         bench.wait()
         left = procs.survivors(tree, grace=30.0)

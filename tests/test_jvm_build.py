@@ -51,7 +51,8 @@ def test_spark_is_the_installed_pyspark():
     assert (PYSPARK_JARS / f"spark-core_2.12-{pyspark.__version__}.jar").is_file()
 
 
-@pytest.mark.parametrize("artifact", ["scala-library", "hadoop-client-api", "jackson-databind"])
+@pytest.mark.parametrize("artifact", ["scala-library", "hadoop-client-api", "jackson-databind",
+                                      "log4j-core"])
 def test_the_other_jvm_libraries_are_those_pyspark_ships(artifact):
     version = DEPS[artifact]["version"]
     assert (PYSPARK_JARS / f"{artifact}-{version}.jar").is_file(), \

@@ -128,7 +128,7 @@ def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
         while time.time() < deadline and proc.poll() is None:
             with Catalog(config) as catalog:
                 running = any(s == "running" for s in catalog.job_states(load_id).values())
-            jvm = procs.spark_jvm(procs.tree(proc.pid))
+            jvm = procs.spark_driver(procs.tree(proc.pid))
             if running and jvm is not None:
                 break
             time.sleep(0.05)

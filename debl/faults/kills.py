@@ -71,7 +71,7 @@ def _watch(running: procs.Running, timeout: float) -> tuple[procs.Outcome, Windo
     first = last = None
     deadline = time.monotonic() + timeout
     while not running.done() and time.monotonic() < deadline:
-        if procs.spark_jvm(running.tree()) is not None:
+        if procs.spark_driver(running.tree()) is not None:
             t = running.elapsed()
             first = t if first is None else first
             last = t
@@ -87,10 +87,10 @@ def _kill_at(camp: Campaign, running: procs.Running, trial: Trial, at: float, vi
     Returns the process tree as it was at the kill, or None if the command ended first."""
     while running.elapsed() < at and not running.done():
         time.sleep(0.02)
-    while victim == "jvm" and not running.done() and procs.spark_jvm(running.tree()) is None:
+    while victim == "jvm" and not running.done() and procs.spark_driver(running.tree()) is None:
         time.sleep(0.05)
     tree = [] if running.done() else running.tree()
-    target = (tree[0] if tree else None) if victim == "main" else procs.spark_jvm(tree)
+    target = (tree[0] if tree else None) if victim == "main" else procs.spark_driver(tree)
     if target is None:  # the command (or its JVM) ended first, perhaps between the two looks
         trial.landed = [MISSED]
         trial.ran_s = running.elapsed()

@@ -96,7 +96,7 @@ def tree(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
     return out
 
 
-def spark_jvm(procs: list[Proc]) -> Proc | None:
+def spark_driver(procs: list[Proc]) -> Proc | None:
     """The Spark driver JVM among *procs* (the first, if several)."""
     return next((p for p in procs if SPARK_MAIN in p.cmdline), None)
 

@@ -34,6 +34,33 @@ final class BucketFile {
   private BucketFile() {}
 
   /**
+   * The name of the bucket file that slice {@code slice} of chunk {@code chunkNo} writes into a
+   * bucket's directory: {@code chunk-NNNNN.<slice>}, the chunk's name (five digits or more, as
+   * {@code loaders.chunker.chunk_name}) and the slice. {@link #stemOf} reads it back.
+   */
+  static String fileName(int chunkNo, int slice) {
+    return String.format("chunk-%05d.%d", chunkNo, slice);
+  }
+
+  /**
+   * The stem of a bucket file's name ({@code <stem>.<digits>}, the stem a chunk's name), or null
+   * for any other name, such as a dist_ch temporary {@code <stem>.<slice>._COPYING_}
+   * ({@code debl.bucket_file.is_bucket_file}).
+   */
+  static String stemOf(String name) {
+    int dot = name.lastIndexOf('.');
+    if (dot <= 0 || dot == name.length() - 1) {
+      return null;
+    }
+    for (int i = dot + 1; i < name.length(); i++) {
+      if (name.charAt(i) < '0' || name.charAt(i) > '9') {
+        return null;
+      }
+    }
+    return name.substring(0, dot);
+  }
+
+  /**
    * Writes {@code rows} lines, line i being {@code data[starts[i], starts[i+1])} (the last one
    * ending at {@code size}) with sort key {@code keys[3i..3i+2]}, as a bucket file. Returns the
    * bytes of the index and trailer written after the data.

@@ -1,5 +1,8 @@
 package debl.jobs;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import java.io.IOException;
 import java.io.InputStream;
 import java.util.ArrayList;
@@ -29,7 +32,8 @@ import scala.Tuple2;
 /**
  * gen_HF's conversion on the JVM: one Spark task per bucket reads the bucket's files (dist_ch's
  * output), applies the merge rule, sorts the winners by row key and hands them to HBase's own
- * {@code HFileOutputFormat2}. Called from Python ({@code loaders.gen_hf}) through py4j.
+ * {@code HFileOutputFormat2}. Called from Python ({@code loaders.gen_hf}) through py4j
+ * ({@code loaders/jobs.py}).
  *
  * <p>Why on the JVM: done in Python, the per-line parse, the merge and the pickling of every cell
  * through pyrolite into a {@code KeyValue} made gen_HF convert about 5 MB/s on 2 cores; here no
@@ -59,13 +63,14 @@ public final class BucketHFiles {
 
   /**
    * Writes the HFiles of the given buckets under {@code outDir/<family>/}, replacing {@code
-   * outDir}. {@code buckets}: one line per bucket, each a TAB-separated list of path prefixes
-   * (absolute URIs; the bucket's files are {@code <prefix>.<n>}). Returns one line per bucket,
-   * {@code <line index> TAB <winners> TAB <rows read> TAB <checksum, unsigned>}.
+   * outDir}. {@code buckets}: the JSON array of the buckets, each the array of its path prefixes
+   * (absolute URIs; the bucket's files are {@code <prefix>.<n>}: {@link BucketFile#stemOf}).
+   * Returns the JSON array of what each bucket became, in order: {@code {"rows": rows read,
+   * "winners": cells written, "checksum": the winners' checksum, mod 2^64 as a signed long}}.
    */
   public static String write(JavaSparkContext jsc, String buckets, String outDir, String tableName,
       byte[] family, byte[] qualifier, long cellTimestamp) throws IOException {
-    List<String> lines = Arrays.asList(buckets.split("\n"));
+    List<String[]> prefixes = prefixes(buckets);
     Configuration conf = new Configuration(jsc.hadoopConfiguration());
     conf.set(TABLE_NAME_KEY, tableName);
     conf.set(LOCALITY_KEY, "false"); // a locality lookup would open a cluster connection per file
@@ -76,23 +81,48 @@ public final class BucketHFiles {
     if (outFs.exists(out)) {
       outFs.delete(out, true); // a redo of a crashed run
     }
-    CollectionAccumulator<String> stats = jsc.sc().collectionAccumulator("gen_HF buckets");
+    CollectionAccumulator<long[]> stats = jsc.sc().collectionAccumulator("gen_HF buckets");
     List<Integer> indexes = new ArrayList<>();
-    for (int i = 0; i < lines.size(); i++) {
+    for (int i = 0; i < prefixes.size(); i++) {
       indexes.add(i);
     }
     JavaPairRDD<ImmutableBytesWritable, KeyValue> cells =
         jsc.parallelize(indexes, Math.max(1, indexes.size()))
-            .mapPartitionsWithIndex(new Task(new HadoopSettings(conf), lines, family, qualifier,
+            .mapPartitionsWithIndex(new Task(new HadoopSettings(conf), prefixes, family, qualifier,
                 cellTimestamp, stats), true)
             .mapToPair(t -> t);
     cells.saveAsNewAPIHadoopFile(
         outDir, ImmutableBytesWritable.class, KeyValue.class, HFileOutputFormat2.class, conf);
     // Exact: the save is the job's result stage, where Spark merges each partition's
     // accumulator updates once (failed and speculative attempts are discarded).
-    List<String> result = new ArrayList<>(stats.value());
-    Collections.sort(result);
-    return String.join("\n", result);
+    long[][] found = new long[prefixes.size()][];
+    for (long[] s : stats.value()) {
+      found[(int) s[0]] = s;
+    }
+    ObjectMapper json = new ObjectMapper();
+    ArrayNode result = json.createArrayNode();
+    for (long[] s : found) {
+      result.addObject().put("rows", s[2]).put("winners", s[1]).put("checksum", s[3]);
+    }
+    return json.writeValueAsString(result);
+  }
+
+  private static List<String[]> prefixes(String buckets) {
+    JsonNode doc;
+    try {
+      doc = new ObjectMapper().readTree(buckets);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("not a JSON array of buckets: " + buckets, e);
+    }
+    List<String[]> out = new ArrayList<>();
+    for (JsonNode bucket : doc) {
+      String[] paths = new String[bucket.size()];
+      for (int i = 0; i < paths.length; i++) {
+        paths[i] = bucket.get(i).asText();
+      }
+      out.add(paths);
+    }
+    return out;
   }
 
   /** One bucket: read, merge, sort, then the cells in row-key order. */
@@ -100,14 +130,14 @@ public final class BucketHFiles {
       implements Function2<Integer, Iterator<Integer>, Iterator<Tuple2<ImmutableBytesWritable, KeyValue>>> {
     private static final long serialVersionUID = 1L;
     private final HadoopSettings settings;
-    private final List<String> buckets;
+    private final List<String[]> buckets;
     private final byte[] family;
     private final byte[] qualifier;
     private final long cellTimestamp;
-    private final CollectionAccumulator<String> stats;
+    private final CollectionAccumulator<long[]> stats;
 
-    Task(HadoopSettings settings, List<String> buckets, byte[] family, byte[] qualifier,
-        long cellTimestamp, CollectionAccumulator<String> stats) {
+    Task(HadoopSettings settings, List<String[]> buckets, byte[] family, byte[] qualifier,
+        long cellTimestamp, CollectionAccumulator<long[]> stats) {
       this.settings = settings;
       this.buckets = new ArrayList<>(buckets);
       this.family = family;
@@ -121,12 +151,11 @@ public final class BucketHFiles {
         Integer partition, Iterator<Integer> ignored) throws IOException {
       List<Row> rows = new ArrayList<>();
       Configuration conf = settings.configuration();
-      for (Path file : files(buckets.get(partition).split("\t"), conf)) {
+      for (Path file : files(buckets.get(partition), conf)) {
         readRows(file, file.getFileSystem(conf), rows);
       }
       List<Row> winners = merge(rows);
-      stats.add(partition + "\t" + winners.size() + "\t" + rows.size() + "\t"
-          + Long.toUnsignedString(checksum(winners)));
+      stats.add(new long[] {partition, winners.size(), rows.size(), checksum(winners)});
       rows = null; // the losers can go before the cells are built
       Iterator<Row> it = winners.iterator();
       return new Iterator<Tuple2<ImmutableBytesWritable, KeyValue>>() {
@@ -161,11 +190,8 @@ public final class BucketHFiles {
     for (Map.Entry<Path, Set<String>> dir : stems.entrySet()) {
       FileSystem fs = dir.getKey().getFileSystem(conf);
       for (FileStatus status : fs.listStatus(dir.getKey())) {
-        String name = status.getPath().getName();
-        int dot = name.lastIndexOf('.');
-        if (status.isFile() && dot > 0 && dot < name.length() - 1
-            && dir.getValue().contains(name.substring(0, dot))
-            && name.substring(dot + 1).chars().allMatch(Character::isDigit)) {
+        String stem = BucketFile.stemOf(status.getPath().getName());
+        if (status.isFile() && stem != null && dir.getValue().contains(stem)) {
           found.add(status.getPath());
         }
       }

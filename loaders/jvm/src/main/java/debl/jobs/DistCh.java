@@ -1,8 +1,11 @@
 package debl.jobs;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -28,8 +31,9 @@ import org.apache.spark.api.java.function.Function;
 /**
  * dist_ch's per-line work on the JVM: one Spark task per line-aligned slice of a chunk in HDFS
  * validates every line, gives it its origin, and writes one file per bucket it touches. Called
- * from Python ({@code loaders.dist_ch}) through py4j, which keeps the plan (slices, segments,
- * bucket map) and turns the results into bucket index rows and reject records.
+ * from Python through py4j ({@code loaders/jobs.py}); {@code loaders.dist_ch} keeps the plan
+ * (slices, segments, bucket map, line limit) and turns the slices' reports into bucket index
+ * rows and reject records.
  *
  * <p>Why on the JVM: in Python (split, validate, format, checksum per line) dist_ch bucketed
  * about 11-25 MB/s on 2 cores and was the slowest stage before uptime when the link is fast.
@@ -49,11 +53,8 @@ import org.apache.spark.api.java.function.Function;
  * name.
  */
 public final class DistCh {
-  private static final int BLOCK = 4 << 20;
   private static final int WRITERS = 4; // small HDFS files cost a create/close round each
   static final int MAX_DATA = 255;
-  /** The Hadoop setting that carries DeBL's {@code max_line_bytes} to the tasks. */
-  static final String MAX_LINE_KEY = "debl.max.line.bytes";
 
   private DistCh() {}
 
@@ -144,45 +145,45 @@ public final class DistCh {
   }
 
   /**
-   * Buckets one chunk: one task per slice writes the bucket file {@code
-   * <bucketDir>/<b>/chunk-<NNNNN>.<slice>} (sorted, with its index footer: {@link BucketFile})
-   * for every bucket {@code b} of its valid lines, {@code b} given by the bucket map
-   * ({@link BucketMap}, its JSON in {@code bucketMap}). {@code slices}: one {@code <byte offset>
-   * TAB <first chunk line>} line per slice. {@code segments}: one {@code <file_seq> TAB <first
-   * line> TAB <lines> TAB <chunk line>} line per segment, in chunk order.
-   * Returns, per slice, lines of four kinds:
-   * {@code P <slice> <bucket> <rows> <bytes> <checksum, unsigned> <path> <lowest id1> <highest
-   * id1>} per bucket file (the id1 span of its rows: the coordinator's cold coverage),
-   * {@code R <slice> <file_seq> <line_no> <the line in hex>} per rejected line,
-   * {@code L <slice> <file_seq> <line_no> <length> <its first bytes in hex>} per line over
-   * {@value #MAX_LINE_KEY} bytes (see {@link Lines}),
-   * {@code F <slice> <file_seq> <rows bucketed> <lines rejected>} per segment (TAB-separated).
+   * Buckets one chunk, one Spark task per slice, as {@code plan} says ({@link Plan}: the JSON
+   * document of {@code loaders/jobs.py}'s {@code DistChRequest}). Returns the JSON array of the
+   * slices' reports, in slice order, each {@code {"slice", "parts": [[bucket, rows, bytes,
+   * checksum, lowest id1, highest id1], ...], "rejects": [[file_seq, line_no, the line in
+   * base64], ...], "too_long": [[file_seq, line_no, length, its first bytes in base64], ...],
+   * "per_file": [[file_seq, rows bucketed, lines refused], ...]}} (a checksum mod 2^64 as a
+   * signed long): read by {@code loaders/jobs.py} only.
    */
-  public static String bucket(JavaSparkContext jsc, String chunkUri, String slices,
-      String segments, String bucketMap, String bucketDir, int chunkNo) {
-    BucketMap map = BucketMap.fromJson(bucketMap); // checked once, on the driver
+  public static String bucket(JavaSparkContext jsc, String plan) {
+    int slices = Plan.fromJson(plan).slices.length; // checked once, on the driver
     HadoopSettings settings = new HadoopSettings(jsc.hadoopConfiguration());
-    long[][] plan = table(slices, 2);
-    long[][] segs = table(segments, 4);
-    List<Integer> indexes = indexes(plan.length);
-    return String.join("\n", jsc.parallelize(indexes, indexes.size())
+    List<Integer> indexes = new ArrayList<>();
+    for (int i = 0; i < slices; i++) {
+      indexes.add(i);
+    }
+    return "[" + String.join(",", jsc.parallelize(indexes, slices)
         .map((Function<Integer, String>) slice -> bucketSlice(
-            settings.configuration(), chunkUri, plan, segs, slice, map, bucketDir, chunkNo))
-        .collect());
+            settings.configuration(), Plan.fromJson(plan), slice).toJson(slice))
+        .collect()) + "]";
   }
 
-  private static String bucketSlice(Configuration conf, String chunkUri, long[][] plan,
-      long[][] segs, int slice, BucketMap map, String bucketDir, int chunkNo)
+  /**
+   * Buckets slice {@code slice} of the chunk that {@code plan} describes: writes, for every bucket
+   * {@code b} of its valid lines ({@code b} from the plan's bucket map), the bucket file {@code
+   * <bucketDir>/<b>/}{@link BucketFile#fileName} (sorted, with its index footer: {@link
+   * BucketFile}), and returns what it wrote and what it refused. Runs in a Spark task.
+   */
+  static SliceReport bucketSlice(Configuration conf, Plan plan, int slice)
       throws IOException, InterruptedException, ExecutionException {
     Map<Long, Output> buckets = new TreeMap<>();
-    StringBuilder report = new StringBuilder();
+    SliceReport report = new SliceReport();
+    long[][] segs = plan.segments;
     long[][] perFile = new long[segs.length][2];
     LineChecksum checksum = new LineChecksum();
     int[] tabs = new int[6];
     int seg = 0;
     long segEnd = segs[0][3] + segs[0][2];
-    long index = plan[slice][1];
-    try (Lines lines = open(conf, chunkUri, plan, slice)) {
+    long index = plan.slices[slice][1];
+    try (LineReader lines = open(conf, plan, slice)) {
       for (; lines.next(); index++) {
         while (index >= segEnd) {
           seg++;
@@ -191,21 +192,18 @@ public final class DistCh {
         long lineNo = segs[seg][1] + index - segs[seg][3];
         if (lines.tooLong) {
           perFile[seg][1]++;
-          report.append("L\t").append(slice).append('\t').append(segs[seg][0]).append('\t')
-              .append(lineNo).append('\t').append(lines.longLength).append('\t')
-              .append(hex(lines.prefix, 0, lines.prefix.length)).append('\n');
+          report.tooLong.add(new TooLong(segs[seg][0], lineNo, lines.longLength, lines.prefix));
           continue;
         }
         long id1 = id1Of(lines.buf, lines.start, lines.end, tabs);
         if (id1 < 0) {
           perFile[seg][1]++;
-          report.append("R\t").append(slice).append('\t').append(segs[seg][0]).append('\t')
-              .append(lineNo).append('\t').append(hex(lines.buf, lines.start, lines.end))
-              .append('\n');
+          report.rejects.add(new Rejected(segs[seg][0], lineNo,
+              Arrays.copyOfRange(lines.buf, lines.start, lines.end)));
           continue;
         }
         perFile[seg][0]++;
-        Output out = buckets.computeIfAbsent(map.bucketOf(id1), b -> new Output());
+        Output out = buckets.computeIfAbsent(plan.map.bucketOf(id1), b -> new Output());
         out.lo = Math.min(out.lo, id1);
         out.hi = Math.max(out.hi, id1);
         // Valid, so both numbers parse: the line's sort key in the bucket file.
@@ -222,29 +220,131 @@ public final class DistCh {
     }
     ExecutorService pool = Executors.newFixedThreadPool(WRITERS);
     try {
-      List<Future<String>> written = new ArrayList<>();
+      List<Future<Part>> written = new ArrayList<>();
       for (Map.Entry<Long, Output> e : buckets.entrySet()) {
         long b = e.getKey();
         Output out = e.getValue();
-        Path path = new Path(String.format("%s/%d/chunk-%05d.%d", bucketDir, b, chunkNo, slice));
+        Path path = new Path(plan.bucketDir + "/" + b, BucketFile.fileName(plan.chunkNo, slice));
         written.add(pool.submit(() -> {
           writeAtomic(conf, path, out);
-          return "P\t" + slice + "\t" + b + "\t" + out.rows + "\t" + out.size + "\t"
-              + Long.toUnsignedString(out.checksum) + "\t" + path.toUri().getPath() + "\t"
-              + out.lo + "\t" + out.hi + "\n";
+          return new Part(b, out.rows, out.size, out.checksum, out.lo, out.hi);
         }));
       }
-      for (Future<String> f : written) {
-        report.append(f.get());
+      for (Future<Part> f : written) {
+        report.parts.add(f.get());
       }
     } finally {
       pool.shutdownNow();
     }
     for (int s = 0; s < segs.length; s++) {
-      report.append("F\t").append(slice).append('\t').append(segs[s][0]).append('\t')
-          .append(perFile[s][0]).append('\t').append(perFile[s][1]).append('\n');
+      report.perFile.add(new FileCount(segs[s][0], perFile[s][0], perFile[s][1]));
     }
-    return report.toString();
+    return report;
+  }
+
+  /** A bucket file written: its rows, bytes (of the lines), checksum (mod 2^64) and id1 span. */
+  record Part(long bucket, long rows, long bytes, long checksum, long lo, long hi) {}
+
+  /** A line {@code parse_line} refuses, whole (without its line end). */
+  record Rejected(long fileSeq, long lineNo, byte[] line) {}
+
+  /** A line over the plan's line limit: its length and first {@value LineReader#PREFIX} bytes. */
+  record TooLong(long fileSeq, long lineNo, long length, byte[] prefix) {}
+
+  /** Of one segment's lines in the slice: those bucketed and those refused. */
+  record FileCount(long fileSeq, long rows, long rejects) {}
+
+  /** What one slice wrote and refused. */
+  static final class SliceReport {
+    final List<Part> parts = new ArrayList<>();
+    final List<Rejected> rejects = new ArrayList<>();
+    final List<TooLong> tooLong = new ArrayList<>();
+    final List<FileCount> perFile = new ArrayList<>();
+
+    /** The report as {@link #bucket} returns it. */
+    String toJson(int slice) throws IOException {
+      ObjectMapper json = new ObjectMapper();
+      ObjectNode doc = json.createObjectNode().put("slice", slice);
+      ArrayNode out = doc.putArray("parts");
+      for (Part p : parts) {
+        out.addArray().add(p.bucket()).add(p.rows()).add(p.bytes()).add(p.checksum())
+            .add(p.lo()).add(p.hi());
+      }
+      out = doc.putArray("rejects");
+      for (Rejected r : rejects) {
+        out.addArray().add(r.fileSeq()).add(r.lineNo()).add(r.line());
+      }
+      out = doc.putArray("too_long");
+      for (TooLong t : tooLong) {
+        out.addArray().add(t.fileSeq()).add(t.lineNo()).add(t.length()).add(t.prefix());
+      }
+      out = doc.putArray("per_file");
+      for (FileCount f : perFile) {
+        out.addArray().add(f.fileSeq()).add(f.rows()).add(f.rejects());
+      }
+      return json.writeValueAsString(doc);
+    }
+  }
+
+  /**
+   * What dist_ch is asked to do with one chunk: the JSON document {@code loaders/jobs.py}
+   * ({@code DistChRequest}) sends, {@code {"chunk_uri", "slices": [[byte offset, first chunk
+   * line], ...], "segments": [[file_seq, first line, lines, chunk line], ...] (in chunk order),
+   * "bucket_map": {...} (BucketMap's JSON), "bucket_dir", "chunk_no", "max_line_bytes"}}.
+   */
+  static final class Plan {
+    final String chunkUri;
+    final long[][] slices;
+    final long[][] segments;
+    final BucketMap map;
+    final String bucketDir;
+    final int chunkNo;
+    final long maxLineBytes;
+
+    private Plan(JsonNode doc) {
+      chunkUri = field(doc, "chunk_uri").asText();
+      slices = table(field(doc, "slices"), 2);
+      segments = table(field(doc, "segments"), 4);
+      map = BucketMap.fromJson(field(doc, "bucket_map").toString());
+      bucketDir = field(doc, "bucket_dir").asText();
+      chunkNo = field(doc, "chunk_no").asInt();
+      maxLineBytes = field(doc, "max_line_bytes").asLong();
+      if (slices.length == 0 || segments.length == 0 || maxLineBytes <= 0) {
+        throw new IllegalArgumentException("a dist_ch plan needs slices, segments and a line "
+            + "limit: " + doc);
+      }
+    }
+
+    static Plan fromJson(String json) {
+      try {
+        return new Plan(new ObjectMapper().readTree(json));
+      } catch (IOException e) {
+        throw new IllegalArgumentException("not a dist_ch plan: " + json, e);
+      }
+    }
+
+    private static JsonNode field(JsonNode doc, String name) {
+      JsonNode value = doc == null ? null : doc.get(name);
+      if (value == null) {
+        throw new IllegalArgumentException("a dist_ch plan without " + name + ": " + doc);
+      }
+      return value;
+    }
+
+    private static long[][] table(JsonNode rows, int columns) {
+      long[][] table = new long[rows.size()][];
+      for (int i = 0; i < table.length; i++) {
+        JsonNode row = rows.get(i);
+        if (!row.isArray() || row.size() != columns) {
+          throw new IllegalArgumentException("expected " + columns + " numbers: " + row);
+        }
+        table[i] = new long[columns];
+        for (int c = 0; c < columns; c++) {
+          table[i][c] = row.get(c).asLong();
+        }
+      }
+      return table;
+    }
   }
 
   private static void writeAtomic(Configuration conf, Path path, Output out) throws IOException {
@@ -304,183 +404,13 @@ public final class DistCh {
     }
   }
 
-  /**
-   * The lines of one slice, as {@code [start, end)} ranges of {@code buf}: the body of each line,
-   * without its newline and without the CR of a CRLF line end.
-   *
-   * <p>Memory stays bounded whatever the input: a line longer than {@code maxLine} bytes is never
-   * held whole. Once its unfinished part passes the limit it is read on to its newline and
-   * dropped; {@link #next} then reports it with {@code tooLong} set, its length (without its
-   * line end) in {@code longLength} and its first {@value #PREFIX} bytes in {@code prefix}, for
-   * the reject file (docs/LOADING.md, "Bad input"). A line over the limit that happens to fit
-   * the buffer is reported the same way, so the outcome never depends on where a line falls.
-   */
-  private static final class Lines implements AutoCloseable {
-    static final int PREFIX = 1024; // debl.model.REJECT_PREFIX
-    private final InputStream in;
-    private final long maxLine;
-    private final long hold; // the longest unfinished line kept in buf: the limit, CR, prefix
-    private long remaining; // bytes of the slice not read yet; -1: to the end of the file
-    byte[] buf;
-    private int pos;
-    private int scanned; // no newline in [pos, scanned)
-    private int limit;
-    private boolean eof;
-    int start;
-    int end;
-    boolean tooLong;
-    long longLength;
-    byte[] prefix;
-
-    Lines(InputStream in, long length, long maxLine) {
-      this.in = in;
-      this.remaining = length;
-      this.maxLine = maxLine;
-      this.hold = Math.max(maxLine, PREFIX) + 1;
-      this.buf = new byte[BLOCK];
-    }
-
-    boolean next() throws IOException {
-      tooLong = false;
-      while (true) {
-        for (int i = scanned; i < limit; i++) {
-          if (buf[i] == '\n') {
-            int from = pos;
-            pos = scanned = i + 1;
-            found(from, i);
-            return true;
-          }
-        }
-        scanned = limit;
-        if (limit - pos > hold) {
-          skipLongLine();
-          return true;
-        }
-        if (eof) {
-          if (pos < limit) { // a last line without a newline
-            int from = pos;
-            pos = scanned = limit;
-            found(from, limit);
-            return true;
-          }
-          return false;
-        }
-        fill();
-      }
-    }
-
-    /** The line {@code buf[from, newline)}: its body, or its report if it is too long. */
-    private void found(int from, int newline) {
-      start = from;
-      end = bodyEnd(buf, from, newline);
-      if (end - start > maxLine) {
-        tooLong = true;
-        longLength = end - start;
-        prefix = Arrays.copyOfRange(buf, start, start + (int) Math.min(PREFIX, end - start));
-        end = start;
-      }
-    }
-
-    /** Reads on to the end of the line at {@code pos}, which is longer than {@code hold}. */
-    private void skipLongLine() throws IOException {
-      prefix = Arrays.copyOfRange(buf, pos, pos + PREFIX);
-      long length = 0;
-      byte last = 0;
-      while (true) {
-        int i = pos;
-        while (i < limit && buf[i] != '\n') {
-          i++;
-        }
-        length += i - pos;
-        if (i > pos) {
-          last = buf[i - 1];
-        }
-        pos = scanned = i;
-        if (i < limit) { // the newline
-          pos = scanned = i + 1;
-          break;
-        }
-        if (eof) {
-          break;
-        }
-        fill(); // pos == limit: the buffer is reused from its start
-      }
-      tooLong = true;
-      longLength = last == '\r' ? length - 1 : length;
-      start = end = pos;
-    }
-
-    private void fill() throws IOException {
-      if (pos > 0) {
-        System.arraycopy(buf, pos, buf, 0, limit - pos);
-        limit -= pos;
-        scanned -= pos;
-        pos = 0;
-      }
-      if (limit == buf.length) { // a line longer than the buffer, still within hold
-        buf = Arrays.copyOf(buf, (int) Math.min(2L * buf.length, hold + 1));
-      }
-      int want = buf.length - limit;
-      if (remaining >= 0) {
-        want = (int) Math.min(want, remaining);
-      }
-      int n = want == 0 ? -1 : in.read(buf, limit, want);
-      if (n < 0) {
-        eof = true;
-        return;
-      }
-      limit += n;
-      if (remaining >= 0) {
-        remaining -= n;
-      }
-    }
-
-    @Override
-    public void close() throws IOException {
-      in.close();
-    }
-  }
-
-  private static Lines open(Configuration conf, String chunkUri, long[][] plan, int slice)
-      throws IOException {
-    Path path = new Path(chunkUri);
+  private static LineReader open(Configuration conf, Plan plan, int slice) throws IOException {
+    Path path = new Path(plan.chunkUri);
     FileSystem fs = path.getFileSystem(conf);
     FSDataInputStream in = fs.open(path);
-    in.seek(plan[slice][0]);
-    long length = slice + 1 < plan.length ? plan[slice + 1][0] - plan[slice][0] : -1;
-    long maxLine = conf.getLong(MAX_LINE_KEY, -1);
-    if (maxLine <= 0) {
-      throw new IllegalStateException(MAX_LINE_KEY + " is not set (loaders.dist_ch sets it)");
-    }
-    return new Lines(in, length, maxLine);
-  }
-
-  private static long[][] table(String text, int columns) {
-    String[] rows = text.split("\n");
-    long[][] table = new long[rows.length][];
-    for (int i = 0; i < rows.length; i++) {
-      String[] fields = rows[i].split("\t");
-      if (fields.length != columns) {
-        throw new IllegalArgumentException("expected " + columns + " fields: " + rows[i]);
-      }
-      table[i] = Arrays.stream(fields).mapToLong(Long::parseLong).toArray();
-    }
-    return table;
-  }
-
-  private static List<Integer> indexes(int n) {
-    List<Integer> list = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      list.add(i);
-    }
-    return list;
-  }
-
-  private static String hex(byte[] buf, int from, int to) {
-    StringBuilder s = new StringBuilder(2 * (to - from));
-    for (int i = from; i < to; i++) {
-      s.append(Character.forDigit((buf[i] >> 4) & 0xf, 16)).append(Character.forDigit(buf[i] & 0xf, 16));
-    }
-    return s.toString();
+    in.seek(plan.slices[slice][0]);
+    long length = slice + 1 < plan.slices.length
+        ? plan.slices[slice + 1][0] - plan.slices[slice][0] : -1;
+    return new LineReader(in, length, plan.maxLineBytes);
   }
 }
