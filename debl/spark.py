@@ -27,6 +27,7 @@ Pitfalls:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from dataclasses import dataclass
@@ -44,7 +45,24 @@ def spark_jars(config: Config) -> list[Path]:
     own = lib / "debl-jobs.jar"
     if not jars or not own.exists():
         raise ConfigError(f"the Spark-side HBase jars are missing under {lib}: run scripts/setup.sh")
+    built = lib / ".debl-jobs.stamp"
+    if JVM_SOURCES.is_dir() and built.is_file() and built.read_text().strip() != jvm_sources_digest():
+        raise ConfigError(f"{own} was built from other sources than this checkout's "
+                          f"{JVM_SOURCES} (its classes would be missing or stale): run "
+                          "bash scripts/build_jobs_jar.sh")
     return [*jars, own]
+
+
+JVM_SOURCES = Path(__file__).resolve().parent.parent / "loaders" / "jvm"
+
+
+def jvm_sources_digest(root: Path = JVM_SOURCES) -> str:
+    """The digest scripts/build_jobs_jar.sh writes next to the jar it built: sha256 over
+    ``sha256sum``'s lines for pom.xml and every file under src/, in byte order of their paths."""
+    paths = sorted(["pom.xml", *(str(p.relative_to(root)) for p in (root / "src").rglob("*")
+                                 if p.is_file())], key=os.fsencode)
+    lines = "".join(f"{hashlib.sha256((root / p).read_bytes()).hexdigest()}  {p}\n" for p in paths)
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def driver_memory_bytes(config: Config) -> int:
