@@ -17,7 +17,7 @@ that copying a chunk takes longer than bucketing it): the configured size is the
 dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so the
 next chunk doubles (up to 4x) to amortise Spark's per-job overhead; a grown chunk is cut into
 more slices, never larger ones (``dist_ch.slices_for``). Towards the end chunks taper (at most
-half of what remains of the hot or the cold files), so the last dist_ch is short.
+half of what remains of the input), so the last dist_ch is short.
 """
 
 from __future__ import annotations
@@ -161,13 +161,15 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_
     last = plan.done[-1] if plan.done else None
     next_no = last.chunk_no + 1 if last else 0
     hot_chunks = [c for c in plan.done if c.hot]
+    # Chunks taper towards the end of the whole input, not of the hot files: cold chunks follow
+    # those at once, and a run of small hot chunks would cost a Spark job each.
+    remaining = (sum(f.size for _, f in (*plan.hot, *plan.cold))
+                 - sum(c.bytes for c in plan.done))
     for hot, files in ((True, plan.hot), (False, plan.cold)):
         if hot and last is not None and not last.hot:  # resumed after the hot files' end
             on_hot_copied(hot_chunks)
             continue
         start = Position.after(last, files) if last is not None and last.hot == hot else Position()
-        remaining = (sum(f.size for _, f in files)
-                     - sum(c.bytes for c in plan.done if c.hot == hot))
         copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, start, next_no,
                              progress.copied, hot=hot)
         try:
