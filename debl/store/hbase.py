@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
@@ -46,6 +47,10 @@ from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge
 from debl.store.base import LinkStore
 from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode, row_key,
                                      id1_boundary, scan_bounds)
+
+DROP_ATTEMPTS = 5
+# What HBase says when another client dropped (or is dropping) the table first.
+_DROPPED_MEANWHILE = ("TableNotFoundException", "TableNotEnabledException")
 
 T = TypeVar("T")
 
@@ -165,9 +170,24 @@ class HBaseStore(LinkStore):
         self._run(work)
 
     def drop_table(self) -> None:
+        """Drop the table if it exists. Another process may drop it at the same moment (a
+        load's cleanup and the gen_HF service's): a table that is gone, or being disabled by
+        the other, counts as dropped once it no longer exists."""
         def work(conn: happybase.Connection) -> None:
-            if self._name in conn.tables():
-                conn.delete_table(self._name, disable=True)
+            for attempt in range(DROP_ATTEMPTS):
+                if self._name not in conn.tables():
+                    return
+                try:
+                    conn.delete_table(self._name, disable=True)
+                    return
+                except TException as exc:
+                    message = getattr(exc, "message", None) or str(exc)
+                    if isinstance(message, bytes):
+                        message = message.decode("utf-8", "replace")
+                    if attempt == DROP_ATTEMPTS - 1 or not any(
+                            name in message for name in _DROPPED_MEANWHILE):
+                        raise
+                    time.sleep(0.5)
         self._run(work)
 
     # ------------------------------------------------------------------ LinkStore
