@@ -245,6 +245,7 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     assert state["loading"]["role"] == "loading" and state["loading"]["load"] == "L2"
     assert state["loading"]["phases"]["copy"] == {"open": 1, "done": 0.25}  # 20 of 80 MB
     assert state["loading"]["cells"] == 2
+    assert state["loading"]["facts"]["uptime"] == "not yet: the serving day answers meanwhile"
     assert state["current"]["phases"]["copy"]["done"] == 1.0
     assert state["current"]["phases"]["hfiles"]["done"] == pytest.approx(3 / 21, abs=1e-3)
     assert state["current"]["facts"]["uptime"].startswith("60.0 s after the start")

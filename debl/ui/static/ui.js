@@ -186,7 +186,8 @@
       el("dd", {class: cls, dataset: {fact: name}, text: value}));
     fact("source", load.source);
     fact("started", `${clock(load.started)} (${secs(load.age_s)} ago)`);
-    fact("uptime", load.uptime_s === null ? "not yet: queries wait" :
+    fact("uptime", load.uptime_s === null ?
+      (role === "loading" ? "not yet: the serving day answers meanwhile" : "not yet: queries wait") :
       `${secs(load.uptime_s)} after the start (${clock(load.uptime)})`);
     fact("hot rows", hotText(load, role === "serving"));
     const input = load.input;
