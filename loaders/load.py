@@ -41,13 +41,14 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
-from debl.errors import BadInputError, DeblError, LoadStateError, ServiceError, SourceError
+from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
+                         SourceError)
 from debl.namespace import Namespace
 from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
@@ -133,6 +134,56 @@ def load_lock(config: Config) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+DEBL_APPROACHES = ("debl", "debl-cold")  # DeBL's own loads; the others: debl.bench.baselines
+DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
+
+
+def load_debl(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
+              resume: str | None = None, progress: LoadProgress = LoadProgress()) -> LoadSummary:
+    """``debl load``: DeBL's own load (``options.approach`` ``debl`` or ``debl-cold``), by
+    ``run_load``. For ``debl`` with no hot split given, the newest ``DEFAULT_HOT_SHARE`` of the
+    bytes are hot; ``debl-cold`` has no hot file.
+
+    Raises ConfigError for another approach (the baselines are ``debl.bench.baselines``) or a
+    hot split given to ``debl-cold``; LoadStateError for a resume of no load or of a load of
+    another approach."""
+    if options.approach not in DEBL_APPROACHES:
+        raise ConfigError(f"approach {options.approach!r} is not DeBL's own load "
+                          f"({', '.join(DEBL_APPROACHES)}): the baselines run through "
+                          "debl.bench.baselines.run_approach")
+    check_resume_approach(config, resume, options.approach)
+    if options.approach == "debl-cold":
+        if options.hot_bytes is not None or options.hot_since is not None:
+            raise ConfigError("approach debl-cold: every file is cold; drop "
+                              "--hot-bytes/--hot-since")
+    else:
+        options = with_default_hot_share(config, source_spec, options, resume)
+    return run_load(config, source_spec, options, resume, progress)
+
+
+def with_default_hot_share(config: Config, source_spec: str, options: LoadOptions,
+                           resume: str | None) -> LoadOptions:
+    """*options* with the newest ``DEFAULT_HOT_SHARE`` of the source's bytes hot when they give
+    no hot split (a resumed load keeps its own split: unchanged). Lists the source."""
+    if options.hot_bytes is not None or options.hot_since is not None or resume:
+        return options
+    total = sum(f.size for f in open_source(source_spec, config).list())
+    return replace(options, hot_bytes=int(total * DEFAULT_HOT_SHARE))
+
+
+def check_resume_approach(config: Config, resume: str | None, approach: str) -> None:
+    """Raise LoadStateError unless *resume* is None or a load of *approach* in the catalog."""
+    if not resume:
+        return
+    with Catalog(config) as catalog:
+        row = catalog.load(resume)
+    if row is None:
+        raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
+    if row.approach != approach:
+        raise LoadStateError(f"load {resume} is a {row.approach} load: resume it with "
+                             f"--approach {row.approach}")
 
 
 def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),

@@ -29,6 +29,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
+from debl.bench.source_server import make_server
 from debl.buckets import MAX_ID
 from debl.catalog import Catalog
 from debl.commands.status import status as status_command
@@ -39,7 +40,6 @@ from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, split_keys
 from loaders.load import LoadOptions, run_load
 from loaders.sampling import sample_bucket_map
-from loaders.serve import make_server
 from loaders.source import LocalSource
 from loaders.split import split_files
 from tests.dataset import expected_buckets, raw_rows, reference_store

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import ServiceError
 from debl.mysql import connect, connect_reader
 from debl.stack.hbase import HBase
 from debl.stack.stack import all_services
-from loaders.serve import make_server
 
 SECRET = b"top secret: outside the served directory\n"
 

@@ -330,10 +330,10 @@ def _watch_while(driver, thread: threading.Thread) -> list[dict]:
 def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, browser, spark,
                                                                      tmp_path):
     from coordinator import Coordinator
+    from debl.bench.source_server import make_server
     from debl.catalog import Catalog
     from loaders.gen_hf import GenHF
     from loaders.load import LoadOptions, run_load
-    from loaders.serve import make_server
     from tests.dataset import reference_store
 
     config, directory, hot = ui_stack

@@ -20,6 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from debl.bench.baselines import APPROACHES, run_approach
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_json,
                                 write_timeline)
@@ -30,7 +31,6 @@ from debl.webhdfs import WebHDFS
 from debl.workload.client import ClientSpec, default_processes, run_client
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import merged_reports, target_source
-from loaders.baselines import APPROACHES, run_approach
 from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadProgress
 

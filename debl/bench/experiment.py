@@ -1,7 +1,7 @@
 """``run_bench``: one experiment, every approach on the same input, load then query phase.
 
 For one ``BenchSpec``: the input (``debl.bench.inputs``); the source, that input served over
-HTTP on loopback (``loaders.serve``) at ``source_rate`` MB/s for the whole experiment (12.5 = the
+HTTP on loopback (``debl.bench.source_server``) at ``source_rate`` MB/s for the whole experiment (12.5 = the
 paper's 100 Mbit/s; None: uncapped); each approach in turn (``debl.bench.approach``); the results
 under ``<state_dir>/bench/<bench_id>/`` (``debl.bench.results``), ``bench.json`` first written
 when the experiment starts and rewritten with its end and state.
@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 
 from debl.bench.approach import reset_stores, run_one
+from debl.bench.baselines import APPROACHES
 from debl.bench.inputs import effective_chunk_size, ensure_input, load_options
 from debl.bench.results import (BENCH_FILE, BenchProgress, BenchResult, bench_root,
                                 code_version, machine, new_bench_id, write_json)
+from debl.bench.source_server import make_server
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import ConfigError
 from debl.spark import spark_session
-from loaders.baselines import APPROACHES
-from loaders.serve import make_server
 from loaders.source import LocalSource
 
 

@@ -21,13 +21,13 @@ import dataclasses
 import json
 from pathlib import Path
 
+from debl.bench.baselines import APPROACHES
 from debl.bench.results import BenchProgress
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import ConfigError
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
-from loaders.baselines import APPROACHES
 from loaders.load import LoadOptions
 from loaders.source import SourceFile
 from loaders.split import split_files

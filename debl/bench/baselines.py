@@ -68,11 +68,11 @@ from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, create_table
 from loaders.hfile import merge_links
-from loaders.load import (LoadOptions, LoadProgress, LoadSummary, load_lock, new_load_id,
-                          phase_sums, run_load)
+from loaders.load import (LoadOptions, LoadProgress, LoadSummary, check_resume_approach,
+                          load_lock, new_load_id, phase_sums, run_load,
+                          with_default_hot_share)
 from loaders.source import SourceFile, open_source
 
-DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 COPY_BLOCK = 1 << 20
 PUT_BATCH = 1000
 GEN_HF_LOCK_WAIT_S = 600.0
@@ -106,14 +106,7 @@ def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOp
     Raises ConfigError for an unknown approach or options that contradict it (a hot split for
     an approach that has none), LoadStateError for a resume that cannot be done."""
     approach = get_approach(options.approach)
-    if resume:
-        with Catalog(config) as catalog:
-            row = catalog.load(resume)
-        if row is None:
-            raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
-        if row.approach != approach.name:
-            raise LoadStateError(f"load {resume} is a {row.approach} load: resume it with "
-                                 f"--approach {row.approach}")
+    check_resume_approach(config, resume, approach.name)
     return approach.load(config, source_spec, options, resume, progress)
 
 
@@ -135,9 +128,9 @@ def _no_hot_options(options: LoadOptions, why: str) -> None:
 
 def _load_debl(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
                progress: LoadProgress) -> LoadSummary:
-    if options.hot_bytes is None and options.hot_since is None and not resume:
-        total = sum(f.size for f in open_source(source_spec, config).list())
-        options = dataclasses.replace(options, hot_bytes=int(total * DEFAULT_HOT_SHARE))
+    """debl, debl-fifo, debl-raw: DeBL's own load (as ``loaders.load.load_debl``), recorded
+    under the approach's name."""
+    options = with_default_hot_share(config, source_spec, options, resume)
     return run_load(config, source_spec, options, resume, progress)
 
 
