@@ -133,11 +133,13 @@ class Config:
     # files before the copy, for buckets of about bucket_target_bytes (loaders.sampling).
     bucket_width: int = 0
     # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
-    # order more finely, each run costing a Spark job and a bulk load (~2 s) more.
+    # order more finely, each run costing a Spark job and a bulk load more (docs/ONLINE.md,
+    # "Measured").
     bucket_target_bytes: int = 32 * MiB
     # One bucket holds an id whole. True: the target is raised to the heaviest id's bytes, so
     # buckets stay even (largest / mean near 1) when one id outweighs bucket_target_bytes, as
-    # LinkBench's rank-0 id (~64 MB) does. False: cold bytes / bucket_target_bytes buckets all
+    # LinkBench's rank-0 id does (docs/LOADING.md, "Bucket boundaries"). False: cold bytes /
+    # bucket_target_bytes buckets all
     # the same, that id alone in the largest (debl bench --buckets N wants N buckets).
     bucket_target_covers_heaviest: bool = True
     # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket

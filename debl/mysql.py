@@ -2,8 +2,8 @@
 
 Two drivers: pymysql (pure Python) for everything, and mysqlclient (``MySQLdb``, libmariadb in
 C) for the link store's read path only (``connect_reader``), where the driver's CPU per query
-decides how many queries a client process can send: pymysql spends about 160-200 µs of CPU on
-a LinkBench ``get_link_list``, mysqlclient about 50 (docs/STORES.md has the measurement).
+decides how many queries a client process can send, and mysqlclient spends a fraction of
+pymysql's (docs/STORES.md, section 3, "Two drivers", has the measurement).
 
 Pitfalls:
 
@@ -160,8 +160,8 @@ class ConnectionPool:
     reused newest first. ``get`` waits up to *timeout* seconds for a free one, then raises
     TimeoutError. A connection that broke goes back through ``discard``, which frees its slot.
 
-    Why not SQLAlchemy's QueuePool: its checkout and checkin cost ~100 us against ~8 us here
-    (measured on the 2-core machine under load), on a link read that takes ~1 ms.
+    Why not SQLAlchemy's QueuePool: its checkout and checkin cost many times this pool's, on
+    every link read (docs/STORES.md, section 3, "Connections", has the measurement).
     """
 
     def __init__(self, factory: Callable[[], pymysql.connections.Connection], size: int,

@@ -20,9 +20,10 @@ Pitfalls:
   (``Config.spark_app_cores``) leaves room for the second application (gen_HF next to a load or
   a bench), without which that one waits for executors forever (docs/RUNTIME.md).
 - The stack's own cluster shares this machine's files, so the executors take the jars from
-  ``spark.executor.extraClassPath``; ``spark.jars`` would also copy all 56 MB of them into every
-  executor's work directory, for every application. Any other master gets ``spark.jars``
-  (each executor fetches them from the driver), as its machines do not have these paths.
+  ``spark.executor.extraClassPath``; ``spark.jars`` would also copy all of them into every
+  executor's work directory, for every application (docs/RUNTIME.md, "Spark on a cluster").
+  Any other master gets ``spark.jars`` (each executor fetches them from the driver), as its
+  machines do not have these paths.
 """
 
 from __future__ import annotations

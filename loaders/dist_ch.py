@@ -15,14 +15,15 @@ never held whole (the JVM reads past it): it comes back as its length and first 
 line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
-bucketed 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps
+was the slowest stage before uptime on a fast link (docs/LOADING.md, "Decisions where DESIGN is
+silent"). This module keeps
 the plan (slices, segments, the bucket map, the line limit) and turns the slices' reports into
 the chunk's result.
 
 Why one task per slice and no shuffle: a chunk is bucketed while the next one is copied, so
 dist_ch needs to keep up with the link, not the whole machine; a Spark shuffle (a sort, two
-stages) cost several times the parse itself (measured in Python: 16 s against ~3 s for a 16 MB
-chunk).
+stages) cost several times the parse itself (docs/LOADING.md, "Decisions where DESIGN is
+silent").
 
 Pitfalls:
 
@@ -52,8 +53,8 @@ from loaders.jobs import DistChReport, RefusedLine
 
 
 # A slice's share of its task's heap: its output (up to ~2.6x the slice while it grows), and the
-# JVM's and Spark's own objects beside it. Two 256 MiB slices ran in a 2 GiB driver, two 512 MiB
-# ones did not.
+# JVM's and Spark's own objects beside it: the limit that ran and the one that did not are in
+# docs/SCALING.md, "Measured growth".
 HEAP_PER_SLICE = 4
 
 

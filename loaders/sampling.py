@@ -21,7 +21,8 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
 3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
    never cut, so one bucket holds the heaviest id whole; with ``bucket_target_covers_heaviest``
    (the default) the target is at least that id's weight, so buckets stay about even
-   (LinkBench's heaviest id, 961,963 links, is about 64 MB of input). Over the id1s in order,
+   (LinkBench's heaviest id alone outweighs the default target: docs/LOADING.md, "Bucket
+   boundaries"). Over the id1s in order,
    buckets are filled greedily up to a limit, an id heavier than the limit alone in its bucket;
    the limit is the smallest (found by bisection) with which that many buckets hold everything:
    no such cut has a heavier bucket of several ids, and a heavy id ends up in a bucket of its

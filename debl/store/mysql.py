@@ -5,17 +5,18 @@ time, id2, version, data)``: equality on the first three columns, a range on ``t
 order ``time DESC, id2 DESC`` come straight from the index, so ``LIMIT offset+limit`` stops the
 read early and no row is looked up in the primary key (the index covers every column). The read
 says ``FORCE INDEX (id1_type)``, as LinkBench's does: left to itself MariaDB 10.11 picks the
-primary key's ``(link_type, id1)`` prefix for short lists and sorts the rows, which cost 15-35%
-more server CPU per LinkBench request (docs/STORES.md). While the index is absent (between
+primary key's ``(link_type, id1)`` prefix for short lists and sorts the rows, which cost more
+server CPU per LinkBench request (docs/STORES.md, section 3, "The index, forced"). While the
+index is absent (between
 ``drop_secondary_index`` and ``add_secondary_index`` of a bulk load) reads fall back to the
 plain statement.
 
 Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
 other statement through pymysql: the read path is what a query client runs thousands of times a
-second, and there the pure-Python driver's CPU per query (about 160-200 µs against 50, measured
-in docs/STORES.md) is what limits a client process. A read is one text-protocol round trip whose
-arguments are integers, formatted with ``%d`` after ``operator.index`` (so nothing but an integer
-reaches the SQL text, and no escaping is needed).
+second, and there the pure-Python driver's CPU per query (several times mysqlclient's,
+measured in docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
+is one text-protocol round trip whose arguments are integers, formatted with ``%d`` after
+``operator.index`` (so nothing but an integer reaches the SQL text, and no escaping is needed).
 
 Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
 replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
@@ -40,9 +41,9 @@ Pitfalls:
 - A dropped connection (server restart, idle timeout) is reopened once and the call retried;
   every call here is idempotent, writes included.
 - Raw drivers, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
-  0.77-0.96x the requests/s of raw pymysql on a held connection and 0.42-0.52x with a pooled
-  connection per call (docs/STORES.md section 3); mysqlclient reads cost a third of pymysql's
-  client CPU.
+  fewer requests/s than raw pymysql on a held connection, and about half with a pooled
+  connection per call; mysqlclient reads cost less client CPU still (docs/STORES.md, section 3,
+  "Why raw drivers here").
 """
 
 from __future__ import annotations
