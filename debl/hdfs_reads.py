@@ -75,7 +75,7 @@ class NativeHDFS:
     calls run at once (more wait their turn)."""
 
     def __init__(self, config: Config, timeout: float | None = None, threads: int = 16) -> None:
-        self.uri = config.hdfs_uri
+        self.uri = config.hdfs.uri
         self.timeout = config.service_timeout if timeout is None else timeout
         self._client = None
         self._client_lock = threading.Lock()

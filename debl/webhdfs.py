@@ -43,9 +43,9 @@ class WebHDFS:
     socket operation waits at most *timeout* seconds (default ``service_timeout``)."""
 
     def __init__(self, config: Config, timeout: float | None = None):
-        parsed = urllib.parse.urlparse(config.hdfs_uri)
+        parsed = urllib.parse.urlparse(config.hdfs.uri)
         self.host = parsed.hostname or "127.0.0.1"
-        self.port = config.hdfs_http_port
+        self.port = config.hdfs.http_port
         # Per socket operation: a NameNode or DataNode silent this long fails the request.
         self.timeout = config.service_timeout if timeout is None else timeout
         self.user = getpass.getuser()

@@ -62,7 +62,7 @@ def slices_for(config: Config, chunk_bytes: int) -> int:
     """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
     ``dist_ch_tasks``, or more so that no slice passes a quarter of its task's heap share."""
     limit = max(1, task_heap(config).per_task // HEAP_PER_SLICE)
-    return max(config.dist_ch_tasks, -(-chunk_bytes // limit))
+    return max(config.loading.dist_ch_tasks, -(-chunk_bytes // limit))
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,9 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
     *bucket_dir* (a path of the configured HDFS)."""
     jobs.job_group(spark, f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
     report = jobs.dist_ch(spark, jobs.DistChRequest(
-        chunk_uri=f"{config.hdfs_uri}{chunk.path}", slices=tuple(chunk.slices),
+        chunk_uri=f"{config.hdfs.uri}{chunk.path}", slices=tuple(chunk.slices),
         segments=tuple((s.file_seq, s.first_line, s.lines, s.chunk_line)
                        for s in chunk.segments),
-        bucket_map=bucket_map, bucket_dir=f"{config.hdfs_uri}{bucket_dir}",
-        chunk_no=chunk.chunk_no, max_line_bytes=config.max_line_bytes))
-    return _chunk_result(chunk, report, bucket_dir, config.max_line_bytes)
+        bucket_map=bucket_map, bucket_dir=f"{config.hdfs.uri}{bucket_dir}",
+        chunk_no=chunk.chunk_no, max_line_bytes=config.loading.max_line_bytes))
+    return _chunk_result(chunk, report, bucket_dir, config.loading.max_line_bytes)

@@ -37,9 +37,9 @@ def hbase_settings(config: Config) -> dict[str, str]:
     bounded by it."""
     ms = str(round(config.service_timeout * 1000))
     return {
-        "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
-        "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
-        "fs.defaultFS": config.hdfs_uri,
+        "hbase.zookeeper.quorum": config.hbase.zookeeper_quorum,
+        "hbase.zookeeper.property.clientPort": str(config.hbase.zookeeper_port),
+        "fs.defaultFS": config.hdfs.uri,
         "hbase.client.retries.number": "10",
         "zookeeper.recovery.retry": "1",
         "zookeeper.session.timeout": ms,

@@ -66,9 +66,9 @@ from loaders.split import split_files
 class LoadOptions:
     hot_bytes: int | None = None
     hot_since: float | None = None
-    chunk_size: int | None = None  # None: config.chunk_size
-    bucket_width: int | None = None  # None: config.bucket_width (0: sampled split points)
-    max_bad: int | None = None  # None: config.max_bad
+    chunk_size: int | None = None  # None: config.loading.chunk_size
+    bucket_width: int | None = None  # None: config.loading.bucket_width (0: sampled split points)
+    max_bad: int | None = None  # None: config.loading.max_bad
     approach: str = "debl"
     wait_for_hot: bool = False  # the paper's uptime: up once MySQL holds the hot rows
 
@@ -124,11 +124,11 @@ LOAD_LOCK = "debl_load"
 def load_lock(config: Config) -> Iterator[None]:
     """Hold the dataset's load lock (one ``debl load`` per MySQL database at a time), or raise
     LoadStateError if another load holds it."""
-    name = f"{LOAD_LOCK}.{config.mysql_database}"  # named locks are server-wide
+    name = f"{LOAD_LOCK}.{config.mysql.database}"  # named locks are server-wide
     lock = named_lock(config, name)
     if lock is None:
         raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
-                             f"{config.mysql_database!r}, lock {name}): wait for it to end (`debl "
+                             f"{config.mysql.database!r}, lock {name}): wait for it to end (`debl "
                              "status`), or give this load another mysql_database")
     try:
         yield
@@ -229,7 +229,7 @@ class LoadRun:
         config, options = self.config, self.options
         t_start = time.time()
         source = open_source(self.source_spec, config)
-        max_bad = config.max_bad if options.max_bad is None else options.max_bad
+        max_bad = config.loading.max_bad if options.max_bad is None else options.max_bad
         with Catalog(config, replace_older=not self.resume) as catalog:
             if self.resume:
                 state = resume_state(catalog, source, self.resume)
@@ -275,10 +275,11 @@ class LoadRun:
         hot_names = {f.name for f in split.hot}
         files = list(enumerate(listed))
         hot_seqs = {seq for seq, f in files if f.name in hot_names}
-        width = options.bucket_width if options.bucket_width is not None else config.bucket_width
+        width = (options.bucket_width if options.bucket_width is not None
+                 else config.loading.bucket_width)
         # The load's clock (uptime_s, the bench's times) starts here, listing included.
         catalog.begin_load(load_id, options.approach, source.describe(),
-                           options.chunk_size or config.chunk_size,
+                           options.chunk_size or config.loading.chunk_size,
                            {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
                             "max_bad": max_bad, "wait_for_hot": options.wait_for_hot},
                            Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
@@ -300,7 +301,7 @@ class LoadRun:
                          + [chunk_part(c.chunk_no) for c in state.done])
             drop_stale_bucket_files(WebHDFS(config), namespace.bucket_dir, len(state.done))
             drop_stale_bucket_files(WebHDFS(config), namespace.hot_dir, len(state.done))
-        chunk_size = self.options.chunk_size or config.chunk_size
+        chunk_size = self.options.chunk_size or config.loading.chunk_size
         if not self.options.chunk_size:
             # The configured size is for big inputs; a small one still gets a pipeline of chunks.
             chunk_size = min(chunk_size, max(MIN_CHUNK, (summary.cold_bytes
@@ -317,7 +318,7 @@ class LoadRun:
 
             def hot_copied(chunks: list[Chunk]) -> None:
                 hot_chunks[:] = chunks
-                if chunks and not state.hot_done and config.hot_path_start == "copied":
+                if chunks and not state.hot_done and config.loading.hot_path_start == "copied":
                     self._hot_path = self._background.submit(self._run_hot, source, hot,
                                                              rejects, max_bad, chunks)
             copied = copy_and_bucket(

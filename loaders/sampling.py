@@ -177,8 +177,9 @@ def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
 def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
                       target_bytes: int | None = None) -> BucketMap:
     """The bucket map of a load whose cold files are *cold*: split points from a sample."""
-    target = target_bytes or config.bucket_target_bytes
-    reads = plan_reads(cold, target, config.sample_reads_per_bucket, config.sample_bytes)
+    target = target_bytes or config.loading.bucket_target_bytes
+    reads = plan_reads(cold, target, config.loading.sample_reads_per_bucket,
+                       config.loading.sample_bytes)
 
     def sample(batch: list[Read]) -> list[tuple[int, float]]:
         # A read starts a byte early, to see whether its first line starts at its offset.
@@ -189,7 +190,7 @@ def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
     with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="sample") as pool:
         weights = [w for found in pool.map(sample, _batches(reads)) for w in found]
     return BucketMap.from_splits(split_points(weights, target,
-                                              config.bucket_target_covers_heaviest))
+                                              config.loading.bucket_target_covers_heaviest))
 
 
 def _batches(reads: list[Read]) -> list[list[Read]]:

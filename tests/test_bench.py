@@ -205,14 +205,14 @@ def test_only_debl_raw_has_the_raw_route():
     from debl.bench import coordinator_config
 
     on = Config(raw_after=2.0)
-    assert coordinator_config(on, APPROACHES["debl"].raw_route).raw_after is None
-    assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).raw_after is None
-    assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).raw_after is None
-    assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).raw_after == 2.0
+    assert coordinator_config(on, APPROACHES["debl"].raw_route).coordinator.raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).coordinator.raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).coordinator.raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).coordinator.raw_after == 2.0
     off = Config(raw_after=None)
-    assert Config().raw_after is not None  # debl-raw falls back on the default
-    assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).raw_after == \
-        Config().raw_after
+    assert Config().coordinator.raw_after is not None  # debl-raw falls back on the default
+    assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).coordinator.raw_after == \
+        Config().coordinator.raw_after
 
 
 def test_approach_options_are_checked():

@@ -374,7 +374,7 @@ def test_named_locks_and_gen_hf_refused_while_one_holds_it(config):
     from loaders.gen_hf import LOCK, GenHF
 
     catalog = Catalog(config)
-    name = f"{LOCK}.{config.mysql_database}"
+    name = f"{LOCK}.{config.mysql.database}"
     held = catalog.named_lock(name)
     assert held is not None
     try:

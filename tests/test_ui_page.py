@@ -443,7 +443,7 @@ def test_a_stopped_mariadb_is_a_message_and_the_page_recovers(ui_stack, browser)
         finally:
             stack_start(config, "mariadb")
         text = dict(down["banners"])["mysql"]
-        assert f"MySQL at {config.mysql_host}:{config.mysql_port} is not reachable" in text
+        assert f"MySQL at {config.mysql.host}:{config.mysql.port} is not reachable" in text
         assert down["services"]["MySQL"] == "false"
         assert down["current"] == before["current"] or down["current"]["load"] == \
             before["current"]["load"]  # the last status stays on the page

@@ -1,5 +1,5 @@
-"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the same
-source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
+"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the
+same source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
 
 =================  ==========================================================  ===============
 approach           what runs (all from the same source)                          uptime at
@@ -208,7 +208,7 @@ def _finish(config: Config, summary: LoadSummary, progress: LoadProgress) -> Loa
 
 def copy_dir(config: Config) -> Path:
     """Where fileCopy puts its copies: one directory per MySQL database (namespace)."""
-    return config.state_dir / "filecopy" / config.mysql_database
+    return config.state_dir / "filecopy" / config.mysql.database
 
 
 def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
@@ -314,7 +314,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
         load = catalog.load(load_id)
         table = load.namespace.hbase_table
         buckets = catalog.buckets(load_id)
-        paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
+        paths = [f"{config.hdfs.uri}{p}.*" for b in buckets
                  for p in catalog.bucket_paths(b.b_index, load_id)]
         create_table(spark, config, bucket_split_keys(load.bucket_map,
                                                       [b.b_index for b in buckets])
@@ -341,7 +341,7 @@ def _put_partition(config: Config, table: str, links: Iterator[Link]) -> Iterato
     # "Lazy imports"); only this Spark task needs it
     import happybase
 
-    conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port,
+    conn = happybase.Connection(config.hbase.thrift_host, config.hbase.thrift_port,
                                 timeout=300_000)
     n = 0
     try:

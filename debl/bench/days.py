@@ -111,7 +111,7 @@ def disk_use(config: Config) -> dict[str, int]:
         ns = load.namespace
         with MySQLStore(config, ns.link_table) as mysql:
             use["mysql"] += mysql.size_bytes()
-        use["hbase"] += hdfs.size(f"{config.hbase_root_dir}/data/default/{ns.hbase_table}")
+        use["hbase"] += hdfs.size(f"{config.hbase.root_dir}/data/default/{ns.hbase_table}")
         use["hdfs"] += hdfs.size(ns.hdfs_dir)
     use["loads"] = len(loads)
     return dict(use)

@@ -55,7 +55,8 @@ from typing import Any, TypeVar
 import MySQLdb
 import pymysql
 
-from debl.config import Config, check_identifier
+from debl.config import Config
+from debl.config_values import check_identifier
 from debl.errors import ServiceError
 from debl.mysql import ConnectionPool, connect, connect_reader, describe
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
@@ -122,8 +123,8 @@ _UPSERT = (
 def _service_error(config: Config, exc: BaseException, table: str | None = None) -> ServiceError:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if code == _UNKNOWN_TABLE:
-        return ServiceError(f"MySQL at {config.mysql_host}:{config.mysql_port}: table "
-                            f"{config.mysql_database}.{table} does not exist (create it with the "
+        return ServiceError(f"MySQL at {config.mysql.host}:{config.mysql.port}: table "
+                            f"{config.mysql.database}.{table} does not exist (create it with the "
                             "store's create_table() or reset(), or load data)")
     text = (describe(exc, config) if isinstance(exc, (pymysql.err.MySQLError, MySQLdb.MySQLError))
             else str(exc))
@@ -137,18 +138,18 @@ class _IndexMissing(Exception):
 
 
 class MySQLStore(LinkStore):
-    """LinkStore on a MySQL/MariaDB link table (``config.link_table``, or *table*).
+    """LinkStore on a MySQL/MariaDB link table (``config.mysql.link_table``, or *table*).
 
     Thread-safe: each call borrows a connection from the store's bounded pool (*pool_size*, by
-    default ``config.mysql_pool_size``).
+    default ``config.mysql.pool_size``).
     """
 
     def __init__(self, config: Config, table: str | None = None,
                  pool_size: int | None = None) -> None:
         self.config = config
         # a load's own table (debl.namespace) is longer than the configured base name
-        self.table = config.link_table if table is None else check_identifier(table, "table")
-        self.pool_size = pool_size or config.mysql_pool_size
+        self.table = config.mysql.link_table if table is None else check_identifier(table, "table")
+        self.pool_size = pool_size or config.mysql.pool_size
         self._pool = ConnectionPool(lambda: connect(self.config), self.pool_size, POOL_WAIT_S)
         self._upsert = _UPSERT.format(table=self.table)
         self._readers = ConnectionPool(lambda: connect_reader(self.config), self.pool_size,
@@ -179,7 +180,7 @@ class MySQLStore(LinkStore):
             return pool.get()
         except TimeoutError:
             raise ServiceError(
-                f"MySQL at {self.config.mysql_host}:{self.config.mysql_port}: all "
+                f"MySQL at {self.config.mysql.host}:{self.config.mysql.port}: all "
                 f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
                 " s; raise mysql_pool_size, or give the callers fewer threads") from None
 
@@ -264,12 +265,12 @@ class MySQLStore(LinkStore):
 
     def create_table(self, with_secondary_index: bool = True) -> None:
         """Create the link table if it does not exist (an existing table is left as it is)."""
-        self._execute(link_table_ddl(self.table, self.config.mysql_engine, with_secondary_index))
+        self._execute(link_table_ddl(self.table, self.config.mysql.engine, with_secondary_index))
 
     def table_exists(self) -> bool:
         rows = self._execute(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
-            (self.config.mysql_database, self.table))
+            (self.config.mysql.database, self.table))
         return bool(rows)
 
     def size_bytes(self) -> int:
@@ -277,14 +278,14 @@ class MySQLStore(LinkStore):
         server reports it."""
         rows = self._execute(
             "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
-            "WHERE table_schema = %s AND table_name = %s", (self.config.mysql_database, self.table))
+            "WHERE table_schema = %s AND table_name = %s", (self.config.mysql.database, self.table))
         return int(rows[0][0])
 
     def has_secondary_index(self) -> bool:
         rows = self._execute(
             "SELECT 1 FROM information_schema.statistics WHERE table_schema = %s "
             "AND table_name = %s AND index_name = %s LIMIT 1",
-            (self.config.mysql_database, self.table, INDEX_NAME))
+            (self.config.mysql.database, self.table, INDEX_NAME))
         return bool(rows)
 
     def drop_secondary_index(self) -> None:
