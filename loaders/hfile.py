@@ -7,8 +7,8 @@ buckets.
   expects). One Spark task per bucket, on the JVM (``debl.jobs.BucketHFiles``, through
   ``loaders.jobs``): no row crosses into Python, which made the conversion several times
   faster than merging and pickling the cells in Python (docs/BENCHMARKS.md and docs/ONLINE.md,
-  "Decisions", have the measurements). No HBase cluster is
-  contacted: the table name only goes into the files' metadata.
+  "Decisions", have the measurements). No HBase cluster is contacted: the table name only goes
+  into the files' metadata.
 - ``merge_links(rows)`` / ``merge_bucket(rows)``: the same merge rule in Spark over Python rows
   (the batchPut baseline) and in memory (the reference the JVM side is tested against).
 

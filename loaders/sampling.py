@@ -22,11 +22,10 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
    never cut, so one bucket holds the heaviest id whole; with ``bucket_target_covers_heaviest``
    (the default) the target is at least that id's weight, so buckets stay about even
    (LinkBench's heaviest id alone outweighs the default target: docs/LOADING.md, "Bucket
-   boundaries"). Over the id1s in order,
-   buckets are filled greedily up to a limit, an id heavier than the limit alone in its bucket;
-   the limit is the smallest (found by bisection) with which that many buckets hold everything:
-   no such cut has a heavier bucket of several ids, and a heavy id ends up in a bucket of its
-   own instead of doubling its neighbour.
+   boundaries"). Over the id1s in order, buckets are filled greedily up to a limit, an id
+   heavier than the limit alone in its bucket; the limit is the smallest (found by bisection)
+   with which that many buckets hold everything: no such cut has a heavier bucket of several
+   ids, and a heavy id ends up in a bucket of its own instead of doubling its neighbour.
 
 Pitfalls:
 

@@ -3,9 +3,8 @@
 For one ``BenchSpec``: the input (``debl.bench.inputs``); the source, that input served over
 HTTP on loopback (``debl.bench.source_server``) at ``source_rate`` MB/s for the whole experiment
 (12.5 = the paper's 100 Mbit/s; None: uncapped); each approach in turn (``debl.bench.approach``);
-the results
-under ``<state_dir>/bench/<bench_id>/`` (``debl.bench.results``), ``bench.json`` first written
-when the experiment starts and rewritten with its end and state.
+the results under ``<state_dir>/bench/<bench_id>/`` (``debl.bench.results``), ``bench.json``
+first written when the experiment starts and rewritten with its end and state.
 
 Pitfall: Spark is started once, before the first approach that needs it, so that no approach
 pays the JVM start inside its load (as with a running cluster).
