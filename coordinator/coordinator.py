@@ -12,9 +12,9 @@ answer names it. With ``b`` the bucket of id1 in that load's bucket map:
   bucket ``b`` ``loaded``: HBase (route ``merged``); otherwise (``pending``, ``queued``,
   ``running``) the query is buffered on ``b`` (its ``q_list``), the bucket's demand rises, and
   it is answered as soon as the poller sees ``b`` loaded, or, with the raw route on
-  (``config.raw_after`` seconds, not "off"), once it has waited that long: from the bucket's
-  files in HDFS (route ``raw``), the answer it would get after the conversion. Either way it
-  counts towards the bucket's demand (coordinator.demand), which steers gen_HF;
+  (``config.coordinator.raw_after`` seconds, not "off"), once it has waited that long: from the
+  bucket's files in HDFS (route ``raw``), the answer it would get after the conversion. Either
+  way it counts towards the bucket's demand (coordinator.demand), which steers gen_HF;
 - ``failed`` (gen_HF gave up on the bucket): the queries on it are released at once, answered
   by the raw route when it is on, else with ServiceError naming the bucket.
 
@@ -23,8 +23,7 @@ filtered: any hot source with any cold source.
 
 A query may carry a deadline. Past it the caller gets QueryTimeout naming the bucket, its state
 and the time waited, or, if it asked for ``partial=True``, the hot rows alone marked incomplete.
-A query without one gets the constructor's ``default_timeout``, else ``config.query_timeout``:
-no query waits forever.
+Without one: the constructor's ``default_timeout``, else ``config.coordinator.query_timeout``.
 
 A new current load (the next day's, or a rollback): the poller reads it in one transaction and
 swaps the dataset; queries already routed finish on the stores of the load they started on, new
@@ -132,8 +131,8 @@ class Coordinator:
     ``Coordinator(config)`` connects to MySQL at once (ServiceError if it cannot) and reads the
     current state, so a coordinator built after uptime answers its first query without waiting.
     The stores are connected on first use. *coordinator_id* names this coordinator's demand rows
-    (default: host-pid-random). *default_timeout* (seconds; default ``config.query_timeout``)
-    applies to queries that give neither ``timeout`` nor ``deadline``.
+    (default: host-pid-random). *default_timeout* (seconds; default
+    ``config.coordinator.query_timeout``): for queries with neither ``timeout`` nor ``deadline``.
     """
 
     def __init__(self, config: Config, coordinator_id: str | None = None, *,
@@ -142,7 +141,8 @@ class Coordinator:
         self.coordinator_id = coordinator_id or new_coordinator_id()
         if len(self.coordinator_id) > 64:
             raise ValueError("coordinator_id must be at most 64 characters")
-        self.default_timeout = config.query_timeout if default_timeout is None else default_timeout
+        timeout = config.coordinator.query_timeout
+        self.default_timeout = timeout if default_timeout is None else default_timeout
         self._cond = threading.Condition()
         self._newest: LoadRecord | None = None
         self._dataset: Dataset | None = None
@@ -198,7 +198,7 @@ class Coordinator:
         descending), after the merge rule across the load's stores, then offset and limit.
 
         Blocks while id1's bucket is not loaded (with the raw route on, at most
-        ``config.raw_after`` seconds). *timeout* (seconds from now) or *deadline*
+        ``config.coordinator.raw_after`` seconds). *timeout* (seconds from now) or *deadline*
         (epoch seconds, ``time.time()``), whichever comes first, bounds the wait: past it,
         QueryTimeout, or with *partial* the hot rows alone (see ``query``)."""
         return self.query(id1, link_type, min_time, max_time, offset, limit, timeout=timeout,
@@ -247,7 +247,7 @@ class Coordinator:
         """Decide where the query goes, waiting for uptime or for its bucket as needed."""
         waited_uptime = waited_bucket = False
         registered: BucketState | None = None
-        raw_after = self.config.raw_after
+        raw_after = self.config.coordinator.raw_after
         raw_at: float | None = None  # when the raw route answers, once the query needs a bucket
         with self._cond:
             try:

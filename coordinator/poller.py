@@ -34,7 +34,7 @@ class Poller:
     def __init__(self, coordinator: "Coordinator", catalog: Catalog):
         self.coordinator = coordinator
         self.catalog = catalog
-        self.interval = max(coordinator.config.poll_interval, 0.01)  # 0 would spin
+        self.interval = max(coordinator.config.coordinator.poll_interval, 0.01)  # 0 would spin
         self.policy = DemandPolicy(self.interval)
         self.polls = 0
         self.last_error: str | None = None

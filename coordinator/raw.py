@@ -143,11 +143,11 @@ class RawReader:
 
     def __init__(self, config: Config, catalog: Catalog) -> None:
         self.config = config
-        self.cache = BlockCache(config.raw_cache_bytes)
+        self.cache = BlockCache(config.coordinator.raw_cache_bytes)
         self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S, threads=READ_THREADS)
         self._fs = WebHDFS(config, timeout=READ_TIMEOUT_S)  # listings and status
         self._catalog = catalog
-        self._recheck_s = config.poll_interval
+        self._recheck_s = config.coordinator.poll_interval
         self._lock = threading.Lock()  # guards the three below
         self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
         self._opened_bytes = 0
@@ -325,10 +325,11 @@ class RawReader:
                 self.cache.clear()
             self._opened[key] = opened
             self._opened_bytes += opened.cost
-            while self._opened_bytes > self.config.raw_cache_bytes and len(self._opened) > 1:
+            while (self._opened_bytes > self.config.coordinator.raw_cache_bytes
+                   and len(self._opened) > 1):
                 _, evicted = self._opened.popitem(last=False)
                 self._opened_bytes -= evicted.cost
-            self.cache.set_budget(self.config.raw_cache_bytes - self._opened_bytes)
+            self.cache.set_budget(self.config.coordinator.raw_cache_bytes - self._opened_bytes)
 
     def _read_files(self, bucket: RawBucket) -> _Bucket:
         """The bucket's files opened with their indexes, checked against the bucket index's

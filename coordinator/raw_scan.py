@@ -23,10 +23,10 @@ _INT_DIGITS = 4300  # int() refuses longer strings of digits (Python's conversio
 class FileFilters:
     """The Bloom filters of a bucket's files, tested for one key together: the key is hashed
     once, and each filter is probed position by position until the first bit not set, so a file
-    that does not hold the key (most, in a change log) costs about two probes. 4.6 µs for 13
-    files, where computing the 7 positions and testing them for each filter in turn took 28 µs,
-    and one numpy pass over all the filters 9 µs (its calls' overhead). Every filter has at
-    least one byte."""
+    that does not hold the key (most, in a change log) costs about two probes: faster than
+    computing every position and testing each filter in turn, or one numpy pass over all the
+    filters (its calls' overhead; docs/COORDINATOR.md, "The raw route", has the measurement).
+    Every filter has at least one byte."""
 
     def __init__(self, blooms: Sequence[bytes]) -> None:
         if not blooms or not all(blooms):

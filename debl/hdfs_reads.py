@@ -2,10 +2,11 @@
 route's reads (docs/COORDINATOR.md, "The raw route").
 
 WebHDFS (``debl.webhdfs``) costs every read an HTTP request to the DataNode, which then opens the
-file through the NameNode for it: 1.8 ms of CPU over client, NameNode and DataNode per 64 KiB
-read, measured. Here a file is opened once (the NameNode's block locations, ``open``) and each
-read is one request of HDFS's data-transfer protocol to the DataNode, on a pooled connection:
-0.26 ms. The rest of DeBL keeps WebHDFS (writes, listings, status); this module only reads.
+file through the NameNode for it. Here a file is opened once (the NameNode's block locations,
+``open``) and each read is one request of HDFS's data-transfer protocol to the DataNode, on a
+pooled connection: a small fraction of the CPU over client, NameNode and DataNode per 64 KiB
+read (docs/COORDINATOR.md, "The raw route", "How it reaches HDFS", has the measurement). The
+rest of DeBL keeps WebHDFS (writes, listings, status); this module only reads.
 
 Pitfalls:
 
@@ -74,7 +75,7 @@ class NativeHDFS:
     calls run at once (more wait their turn)."""
 
     def __init__(self, config: Config, timeout: float | None = None, threads: int = 16) -> None:
-        self.uri = config.hdfs_uri
+        self.uri = config.hdfs.uri
         self.timeout = config.service_timeout if timeout is None else timeout
         self._client = None
         self._client_lock = threading.Lock()

@@ -2,10 +2,9 @@
 before the JVM could notice.
 
 pyspark's JVM ends when its stdin closes, but it starts watching stdin only once its gateway
-runs. A ``debl`` process killed during the JVM's start-up (a few seconds on an idle machine,
-more than 15 s on a busy one) left spark-submit, its launcher JVM and the driver JVM running on
-their own until that moment, or for ever if the start-up hangs (docs/RELIABILITY.md, "Kill
-campaign").
+runs. A ``debl`` process killed during the JVM's start-up (seconds, many more on a busy
+machine) left spark-submit, its launcher JVM and the driver JVM running on their own until that
+moment, or for ever if the start-up hangs (docs/RELIABILITY.md, "Kill campaign", has both).
 
 How: ``reaped_on_parent_death()`` marks every process started inside it with
 ``_DEBL_SPARK_OWNER=<token>`` in its environment, which spark-submit, the launcher, the JVM and

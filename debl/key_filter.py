@@ -4,8 +4,9 @@ MySQL, so that the coordinator asks MySQL only for keys that may be there (docs/
 
 In a change log (``days``) the hot files span the whole id range, so the hot range alone sends
 every query to MySQL, though nine requests in ten find nothing there: the filter spares those
-reads (a MySQL round trip each, 0.2 ms and a client's CPU). A filter has no false negatives, so
-an answer never loses a hot row; a false positive costs only the read it would have cost anyway.
+reads (a MySQL round trip each, and a client's CPU: measured in docs/COORDINATOR.md, "Hot
+keys"). A filter has no false negatives, so an answer never loses a hot row; a false positive
+costs only the read it would have cost anyway.
 
 The hash and the bit test are the bucket files' (``debl.bucket_file.bloom_positions``,
 ``bloom_holds``); the hash is computed here for many keys at once with numpy.

@@ -2,8 +2,8 @@
 
 Two drivers: pymysql (pure Python) for everything, and mysqlclient (``MySQLdb``, libmariadb in
 C) for the link store's read path only (``connect_reader``), where the driver's CPU per query
-decides how many queries a client process can send: pymysql spends about 160-200 µs of CPU on
-a LinkBench ``get_link_list``, mysqlclient about 50 (docs/STORES.md has the measurement).
+decides how many queries a client process can send, and mysqlclient spends a fraction of
+pymysql's (docs/STORES.md, section 3, "Two drivers", has the measurement).
 
 Pitfalls:
 
@@ -93,7 +93,7 @@ def connect(config: Config, *, local_infile: bool = False, autocommit: bool = Tr
     def attempt(db: str | None) -> pymysql.connections.Connection:
         cls = LocalFilesConnection if local_infile else pymysql.connections.Connection
         return cls(
-            host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
+            host=config.mysql.host, port=config.mysql.port, user=config.mysql.user,
             password=config.mysql_secret, database=db, local_infile=local_infile,
             autocommit=autocommit, connect_timeout=min(10.0, timeout),
             read_timeout=BULK_READ_TIMEOUT_S if bulk else timeout, write_timeout=timeout,
@@ -101,14 +101,14 @@ def connect(config: Config, *, local_infile: bool = False, autocommit: bool = Tr
 
     try:
         try:
-            return attempt(config.mysql_database if database else None)
+            return attempt(config.mysql.database if database else None)
         except pymysql.err.OperationalError as exc:
             if not (database and exc.args and exc.args[0] == 1049):
                 raise
             with attempt(None) as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{config.mysql_database}` "
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{config.mysql.database}` "
                             "CHARACTER SET utf8mb4")
-            return attempt(config.mysql_database)
+            return attempt(config.mysql.database)
     except pymysql.err.OperationalError as exc:
         raise ServiceError(describe(exc, config)) from exc
 
@@ -120,8 +120,8 @@ def connect_reader(config: Config) -> MySQLdb.Connection:
     timeout = max(1, round(config.service_timeout))
     try:
         return MySQLdb.connect(
-            host=config.mysql_host, port=config.mysql_port, user=config.mysql_user,
-            password=config.mysql_secret, database=config.mysql_database, autocommit=True,
+            host=config.mysql.host, port=config.mysql.port, user=config.mysql.user,
+            password=config.mysql_secret, database=config.mysql.database, autocommit=True,
             connect_timeout=min(10, timeout), read_timeout=timeout, write_timeout=timeout,
             charset="utf8mb4", local_infile=0)  # libmariadb's default sends any file a server asks for
     except MySQLdb.MySQLError as exc:
@@ -131,17 +131,17 @@ def connect_reader(config: Config) -> MySQLdb.Connection:
 def describe(exc: pymysql.err.MySQLError | MySQLdb.MySQLError, config: Config) -> str:
     """A user's message for a pymysql or mysqlclient error (both carry ``(code, message)``)."""
     code = exc.args[0] if exc.args else None
-    where = f"MySQL at {config.mysql_host}:{config.mysql_port}"
+    where = f"MySQL at {config.mysql.host}:{config.mysql.port}"
     if code in (2002, 2003, 2013):
         return f"{where} is not reachable ({exc.args[1]}); is the stack up? (`debl stack status`)"
     if code == 1045:
-        return (f"{where} refused user {config.mysql_user!r}: wrong password "
+        return (f"{where} refused user {config.mysql.user!r}: wrong password "
                 f"(check DEBL_MYSQL_PASSWORD or {config.mysql_password_file})")
     if code == 1049:
-        return f"{where} has no database {config.mysql_database!r}; `debl stack up` creates it"
+        return f"{where} has no database {config.mysql.database!r}; `debl stack up` creates it"
     if code == 1044:
-        return (f"{where} denies user {config.mysql_user!r} access to database "
-                f"{config.mysql_database!r} (grant it, or choose another mysql_database)")
+        return (f"{where} denies user {config.mysql.user!r} access to database "
+                f"{config.mysql.database!r} (grant it, or choose another mysql_database)")
     return f"{where}: {exc.args[-1] if exc.args else exc}"
 
 
@@ -160,8 +160,8 @@ class ConnectionPool:
     reused newest first. ``get`` waits up to *timeout* seconds for a free one, then raises
     TimeoutError. A connection that broke goes back through ``discard``, which frees its slot.
 
-    Why not SQLAlchemy's QueuePool: its checkout and checkin cost ~100 us against ~8 us here
-    (measured on the 2-core machine under load), on a link read that takes ~1 ms.
+    Why not SQLAlchemy's QueuePool: its checkout and checkin cost many times this pool's, on
+    every link read (docs/STORES.md, section 3, "Connections", has the measurement).
     """
 
     def __init__(self, factory: Callable[[], pymysql.connections.Connection], size: int,

@@ -30,8 +30,8 @@ class Namespace:
     @staticmethod
     def of(config: Config, load_id: str) -> "Namespace":
         suffix = "_" + load_id.replace("-", "_")
-        return Namespace(f"{config.link_table}{suffix}", f"{config.hbase_table}{suffix}",
-                         f"{config.hdfs_root.rstrip('/')}/loads/{load_id}")
+        return Namespace(f"{config.mysql.link_table}{suffix}", f"{config.hbase.table}{suffix}",
+                         f"{config.hdfs.root.rstrip('/')}/loads/{load_id}")
 
     @property
     def chunk_dir(self) -> str:

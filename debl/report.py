@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from debl.bench import ApproachRun, read_bench
+from debl.bench.baselines import APPROACHES
 from debl.bench.service import (SERVICE_WINDOW_S, STALL_SHARE, answered_share, least_margin,
                                 service_from_uptime)
-from loaders.baselines import APPROACHES
 
 PAPER_FILECOPY_S = 893.0
 PAPER_BULK_MYSQL_S = 2565.0

@@ -1,6 +1,6 @@
 """The Spark session factory: one place that knows how DeBL's Spark applications are configured.
 
-The master comes from config (``Config.spark_url``): ``local[2]`` by default, the stack's own
+The master comes from config (``Config.spark.url``): ``local[2]`` by default, the stack's own
 standalone cluster (``spark://127.0.0.1:spark_master_port``) when ``spark_workers`` > 0, or any
 ``spark://...``, ``yarn`` or ``k8s://...`` set as ``spark_master``. The jars that DeBL's jobs need
 on the JVM side — hbase-shaded-mapreduce and its few unrelocated dependencies (``lib/spark``),
@@ -17,12 +17,13 @@ Pitfalls:
   it dies before the JVM's gateway runs (``debl.jvm_reaper``).
 - Spark brings its own Hadoop client (3.3.4, shaded); no ``hadoop-*`` jar may be added.
 - On a cluster an application keeps its executors until it ends; ``spark.cores.max``
-  (``Config.spark_app_cores``) leaves room for the second application (gen_HF next to a load or
+  (``Config.spark.app_cores``) leaves room for the second application (gen_HF next to a load or
   a bench), without which that one waits for executors forever (docs/RUNTIME.md).
 - The stack's own cluster shares this machine's files, so the executors take the jars from
-  ``spark.executor.extraClassPath``; ``spark.jars`` would also copy all 56 MB of them into every
-  executor's work directory, for every application. Any other master gets ``spark.jars``
-  (each executor fetches them from the driver), as its machines do not have these paths.
+  ``spark.executor.extraClassPath``; ``spark.jars`` would also copy all of them into every
+  executor's work directory, for every application (docs/RUNTIME.md, "Spark on a cluster").
+  Any other master gets ``spark.jars`` (each executor fetches them from the driver), as its
+  machines do not have these paths.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from debl.config import Config, jvm_bytes
+from debl.config import Config
+from debl.config_values import jvm_bytes
 from debl.errors import ConfigError, ServiceError
 from debl.jvm_reaper import reaped_on_parent_death
 
@@ -68,7 +70,7 @@ def jvm_sources_digest(root: Path = JVM_SOURCES) -> str:
 def driver_memory_bytes(config: Config) -> int:
     """``spark_driver_memory`` in bytes, read as Spark reads it: ``2g``, ``512m``, ``1t``, or a
     plain number of MiB. ConfigError for anything else."""
-    return jvm_bytes("spark_driver_memory", config.spark_driver_memory)
+    return jvm_bytes("spark_driver_memory", config.spark.driver_memory)
 
 
 @dataclass(frozen=True)
@@ -87,14 +89,14 @@ class TaskHeap:
 
 
 def task_heap(config: Config) -> TaskHeap:
-    master = config.spark_url
+    master = config.spark.url
     if master == "local" or master.startswith("local["):
         threads = master[len("local["):-1].split(",")[0] if master != "local" else "1"
         tasks = (os.cpu_count() or 1) if threads == "*" else int(threads)
         return TaskHeap("spark_driver_memory", driver_memory_bytes(config), max(1, tasks))
     return TaskHeap("spark_executor_memory",
-                    jvm_bytes("spark_executor_memory", config.spark_executor_memory),
-                    config.spark_executor_cores)
+                    jvm_bytes("spark_executor_memory", config.spark.executor_memory),
+                    config.spark.executor_cores)
 
 
 def spark_session(config: Config, app_name: str = "debl"):
@@ -108,9 +110,9 @@ def spark_session(config: Config, app_name: str = "debl"):
     # Python side of a task (batchPut's partitions) imports.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = config.spark_url
+    master = config.spark.url
     local = master.startswith("local")
-    loopback = local or config.spark_workers > 0  # every JVM of the application on this machine
+    loopback = local or config.spark.workers > 0  # every JVM of the application on this machine
     if loopback:
         # Everything binds to loopback anyway; said here, Spark stops warning that the host name
         # resolves to it.
@@ -120,10 +122,10 @@ def spark_session(config: Config, app_name: str = "debl"):
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
-        .config("spark.driver.memory", config.spark_driver_memory)
+        .config("spark.driver.memory", config.spark.driver_memory)
         .config("spark.driver.extraClassPath", classpath)
         .config("spark.executor.extraClassPath", classpath)
-        .config("spark.hadoop.fs.defaultFS", config.hdfs_uri)
+        .config("spark.hadoop.fs.defaultFS", config.hdfs.uri)
         .config("spark.hadoop.dfs.client.use.datanode.hostname", "false")
         .config("spark.hadoop.dfs.replication", "1")
         .config("spark.ui.enabled", "false")
@@ -142,13 +144,13 @@ def spark_session(config: Config, app_name: str = "debl"):
         # that they can route to: Spark's default (the host name), not loopback.
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1"))
-    if config.spark_workers == 0:
+    if config.spark.workers == 0:
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     if not local:
-        builder = (builder.config("spark.executor.memory", config.spark_executor_memory)
-                   .config("spark.executor.cores", str(config.spark_executor_cores)))
-        if config.spark_app_cores is not None:
-            builder = builder.config("spark.cores.max", str(config.spark_app_cores))
+        builder = (builder.config("spark.executor.memory", config.spark.executor_memory)
+                   .config("spark.executor.cores", str(config.spark.executor_cores)))
+        if config.spark.app_cores is not None:
+            builder = builder.config("spark.cores.max", str(config.spark.app_cores))
     try:
         with reaped_on_parent_death():
             session = builder.getOrCreate()

@@ -12,9 +12,9 @@ Pitfalls:
 - A write is not atomic: write to a temporary name and ``rename`` it over the final one (what
   ``write_atomic`` does) so that a killed copy never leaves a half chunk under the final name.
 - ``read_range`` asks the DataNode of its previous redirect directly (any DataNode serves any
-  file, reading remote blocks itself): the raw route's many small reads then cost one request
-  each, not two (a DataNode read took 5 ms, the NameNode's redirect before it 4-18 ms, on the
-  2-core stack under load). If that DataNode fails, the NameNode is asked again.
+  file, reading remote blocks itself): many small reads then cost one request each, not two,
+  and the NameNode's redirect cost as much as the read itself (docs/COORDINATOR.md, "The raw
+  route", "How it reaches HDFS"). If that DataNode fails, the NameNode is asked again.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ class WebHDFS:
     socket operation waits at most *timeout* seconds (default ``service_timeout``)."""
 
     def __init__(self, config: Config, timeout: float | None = None):
-        parsed = urllib.parse.urlparse(config.hdfs_uri)
+        parsed = urllib.parse.urlparse(config.hdfs.uri)
         self.host = parsed.hostname or "127.0.0.1"
-        self.port = config.hdfs_http_port
+        self.port = config.hdfs.http_port
         # Per socket operation: a NameNode or DataNode silent this long fails the request.
         self.timeout = config.service_timeout if timeout is None else timeout
         self.user = getpass.getuser()

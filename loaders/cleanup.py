@@ -59,10 +59,10 @@ def cleanup(config: Config, wait: bool = False,
         loads = catalog.loads()
         current = catalog.current()
         candidates = droppable(loads, current, catalog.previous(),
-                               config.keep_previous_load, time.time())
+                               config.loading.keep_previous_load, time.time())
         if not candidates:
             return []
-        deadline = time.monotonic() + (config.coordinator_ack_timeout if wait else 0.0)
+        deadline = time.monotonic() + (config.loading.coordinator_ack_timeout if wait else 0.0)
         dropped = []
         for load in candidates:
             while _served(catalog, load.load_id) and time.monotonic() < deadline:
@@ -98,7 +98,7 @@ def drop_stores(config: Config, load: LoadRecord) -> None:
     with HBaseStore(config, ns.hbase_table) as hbase:
         hbase.drop_table()
     WebHDFS(config).delete(ns.hdfs_dir, recursive=True)
-    shutil.rmtree(config.state_dir / "filecopy" / config.mysql_database / load.load_id,
+    shutil.rmtree(config.state_dir / "filecopy" / config.mysql.database / load.load_id,
                   ignore_errors=True)
 
 

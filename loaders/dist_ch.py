@@ -15,14 +15,15 @@ never held whole (the JVM reads past it): it comes back as its length and first 
 line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
-bucketed 11-25 MB/s on 2 cores, the slowest stage before uptime on a fast link. This module keeps
+was the slowest stage before uptime on a fast link (docs/LOADING.md, "Decisions where DESIGN is
+silent"). This module keeps
 the plan (slices, segments, the bucket map, the line limit) and turns the slices' reports into
 the chunk's result.
 
 Why one task per slice and no shuffle: a chunk is bucketed while the next one is copied, so
 dist_ch needs to keep up with the link, not the whole machine; a Spark shuffle (a sort, two
-stages) cost several times the parse itself (measured in Python: 16 s against ~3 s for a 16 MB
-chunk).
+stages) cost several times the parse itself (docs/LOADING.md, "Decisions where DESIGN is
+silent").
 
 Pitfalls:
 
@@ -52,8 +53,8 @@ from loaders.jobs import DistChReport, RefusedLine
 
 
 # A slice's share of its task's heap: its output (up to ~2.6x the slice while it grows), and the
-# JVM's and Spark's own objects beside it. Two 256 MiB slices ran in a 2 GiB driver, two 512 MiB
-# ones did not.
+# JVM's and Spark's own objects beside it: the limit that ran and the one that did not are in
+# docs/SCALING.md, "Measured growth".
 HEAP_PER_SLICE = 4
 
 
@@ -61,7 +62,7 @@ def slices_for(config: Config, chunk_bytes: int) -> int:
     """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
     ``dist_ch_tasks``, or more so that no slice passes a quarter of its task's heap share."""
     limit = max(1, task_heap(config).per_task // HEAP_PER_SLICE)
-    return max(config.dist_ch_tasks, -(-chunk_bytes // limit))
+    return max(config.loading.dist_ch_tasks, -(-chunk_bytes // limit))
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,9 @@ def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
     *bucket_dir* (a path of the configured HDFS)."""
     jobs.job_group(spark, f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
     report = jobs.dist_ch(spark, jobs.DistChRequest(
-        chunk_uri=f"{config.hdfs_uri}{chunk.path}", slices=tuple(chunk.slices),
+        chunk_uri=f"{config.hdfs.uri}{chunk.path}", slices=tuple(chunk.slices),
         segments=tuple((s.file_seq, s.first_line, s.lines, s.chunk_line)
                        for s in chunk.segments),
-        bucket_map=bucket_map, bucket_dir=f"{config.hdfs_uri}{bucket_dir}",
-        chunk_no=chunk.chunk_no, max_line_bytes=config.max_line_bytes))
-    return _chunk_result(chunk, report, bucket_dir, config.max_line_bytes)
+        bucket_map=bucket_map, bucket_dir=f"{config.hdfs.uri}{bucket_dir}",
+        chunk_no=chunk.chunk_no, max_line_bytes=config.loading.max_line_bytes))
+    return _chunk_result(chunk, report, bucket_dir, config.loading.max_line_bytes)

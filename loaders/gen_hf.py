@@ -133,7 +133,7 @@ class GenHF:
         self.config, self.order, self.report = config, order, report
         self.catalog = Catalog(config)
         # Named locks are server-wide: the database name keeps datasets apart.
-        lock = f"{LOCK}.{config.mysql_database}"
+        lock = f"{LOCK}.{config.mysql.database}"
         self._lock = self.catalog.named_lock(lock)
         if self._lock is None:
             raise GenHFLockHeld(f"another gen_HF is running on this dataset (MySQL lock {lock} "
@@ -189,7 +189,7 @@ class GenHF:
     def carried(self, load: LoadRecord, buckets: list[Bucket]) -> dict[int, float]:
         """The previous day's demand mapped onto *load*'s buckets (``carried_demand``), read
         once per load: what its first runs convert before today's queries show their own."""
-        if not self.config.carry_demand:
+        if not self.config.gen_hf.carry_demand:
             return {}
         if self._carried is None or self._carried[0] != load.load_id:
             previous = self.catalog.previous()
@@ -211,7 +211,8 @@ class GenHF:
         if self.order == "demand":
             demand = self.catalog.demand(load.load_id)
             carried = self.carried(load, buckets)
-        chosen = pick_buckets(buckets, demand, self.config.run_buckets, self.config.run_bytes,
+        chosen = pick_buckets(buckets, demand, self.config.gen_hf.run_buckets,
+                              self.config.gen_hf.run_bytes,
                               self.order, self.bucket_limit(), carried)
         if not chosen:
             return None
@@ -274,7 +275,7 @@ class GenHF:
         to do (raise the heap, or load again with smaller buckets)."""
         heap = task_heap(self.config)
         limit = self.bucket_limit()
-        value = getattr(self.config, heap.setting)
+        value = self.config.setting(heap.setting)
         return {b.b_index: (
             f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
             f"memory, at most {limit / 1e6:.0f} MB with {heap.setting} {value} shared by "
@@ -305,9 +306,9 @@ class GenHF:
         self.catalog.phase_start(load_id, "hfiles", run_id)
         out = f"{load.namespace.hdfs_dir}/hfiles/{run_id}"
         written = write_bucket_hfiles(
-            self.spark, [[f"{config.hdfs_uri}{p}"
+            self.spark, [[f"{config.hdfs.uri}{p}"
                           for p in self.catalog.bucket_paths(b.b_index, load_id)]
-                         for b in chosen], f"{config.hdfs_uri}{out}", table)
+                         for b in chosen], f"{config.hdfs.uri}{out}", table)
         phases["hfiles"] = time.time() - t
         self.catalog.phase_end(load_id, "hfiles", run_id, bytes=sum(b.bytes for b in chosen),
                                rows=sum(w.rows for w in written))
@@ -320,7 +321,7 @@ class GenHF:
         cells = sum(w.winners for w in written)
         self.catalog.phase_start(load_id, "bulkload", run_id)
         if cells:
-            bulk_load(self.spark, config, f"{config.hdfs_uri}{out}", table)
+            bulk_load(self.spark, config, f"{config.hdfs.uri}{out}", table)
         phases["bulkload"] = time.time() - t
         self.catalog.phase_end(load_id, "bulkload", run_id, rows=cells)
         reached(config, "bulk-loaded")
@@ -343,7 +344,8 @@ class GenHF:
             # A dead Spark JVM stays dead: no retry in this process can run a job.
             retry=retry_if_exception_type(ServiceError) & retry_if_not_exception_type(JvmGone),
             stop=self._gives_up,
-            wait=wait_exponential(multiplier=2 * self.config.poll_interval, max=MAX_PAUSE_S),
+            wait=wait_exponential(multiplier=2 * self.config.coordinator.poll_interval,
+                                  max=MAX_PAUSE_S),
             before_sleep=self._report_retry, reraise=True)
         runs = 0
         while not should_stop():
@@ -366,7 +368,7 @@ class GenHF:
                                     f"convert: {'; '.join(refused.values())}")
                 break
             self._clean_up()
-            time.sleep(self.config.poll_interval)
+            time.sleep(self.config.coordinator.poll_interval)
         return runs
 
     def _clean_up(self) -> None:

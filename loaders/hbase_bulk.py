@@ -11,7 +11,7 @@ Pitfalls:
 - Keep the HFiles on the HDFS of ``hbase.rootdir``: the region server then moves them (a rename)
   and the output directory is left empty, so a redo must rewrite them (write_bucket_hfiles
   always does). From another filesystem (``file:///``) they are copied
-  and stay (seen: 5000 links, 3 HFiles, 0.4-0.8 s either way).
+  and stay (docs/ONLINE.md, "Decisions").
 - A bulk load is atomic per HFile per region, not per run: a crash in the middle leaves some files
   loaded. That is harmless here: reloading the same bucket writes identical cells (hbase_layout's
   constant cell timestamp), so the redo converges to the same table.
@@ -37,9 +37,9 @@ def hbase_settings(config: Config) -> dict[str, str]:
     bounded by it."""
     ms = str(round(config.service_timeout * 1000))
     return {
-        "hbase.zookeeper.quorum": config.hbase_zookeeper_quorum,
-        "hbase.zookeeper.property.clientPort": str(config.hbase_zookeeper_port),
-        "fs.defaultFS": config.hdfs_uri,
+        "hbase.zookeeper.quorum": config.hbase.zookeeper_quorum,
+        "hbase.zookeeper.property.clientPort": str(config.hbase.zookeeper_port),
+        "fs.defaultFS": config.hdfs.uri,
         "hbase.client.retries.number": "10",
         "zookeeper.recovery.retry": "1",
         "zookeeper.session.timeout": ms,

@@ -5,10 +5,10 @@ buckets.
   output) -> its rows merged by the merge rule, sorted by row key, written by HBase's own
   ``HFileOutputFormat2`` under ``out_dir/<family>/`` (the real format, what the bulk-load tool
   expects). One Spark task per bucket, on the JVM (``debl.jobs.BucketHFiles``, through
-  ``loaders.jobs``): no row crosses into Python, which made the conversion five to eight times
-  faster than merging and pickling the cells in Python (one run over every bucket: 296 MB in
-  12.5 s against 60.7 s, 1 GiB in 27 s against 227 s; docs/BENCHMARKS.md). No HBase cluster is
-  contacted: the table name only goes into the files' metadata.
+  ``loaders.jobs``): no row crosses into Python, which made the conversion several times
+  faster than merging and pickling the cells in Python (docs/BENCHMARKS.md and docs/ONLINE.md,
+  "Decisions", have the measurements). No HBase cluster is contacted: the table name only goes
+  into the files' metadata.
 - ``merge_links(rows)`` / ``merge_bucket(rows)``: the same merge rule in Spark over Python rows
   (the batchPut baseline) and in memory (the reference the JVM side is tested against).
 
@@ -40,8 +40,8 @@ def cold_origin(file_seq: int, line_no: int) -> Origin:
 def ranked(link: Link, origin: Origin) -> tuple[tuple, tuple]:
     """A row as the value merge_rows reduces: (merge rank, the link as a plain tuple).
 
-    Plain tuples, not the namedtuples: they pickle through the shuffle about twice as fast
-    (measured, 1M rows on local[2]: merged in 8-11 s instead of 15-17 s).
+    Plain tuples, not the namedtuples: they pickle through the shuffle faster (docs/ONLINE.md,
+    "Decisions").
     """
     return merge_rank(link, origin), tuple(link)
 

@@ -82,7 +82,7 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
     """Delete the load's hot bucket files once every live coordinator reads its hot keys from
     MySQL alone (at most ``coordinator_ack_timeout`` s of waiting); False if some coordinator
     did not say so in time (the files are kept: cleanup drops them with the load)."""
-    deadline = time.monotonic() + config.coordinator_ack_timeout
+    deadline = time.monotonic() + config.loading.coordinator_ack_timeout
     with Catalog(config) as catalog:
         behind = catalog.coordinators_behind(load_id, hot_mysql=True)
         while behind and time.monotonic() < deadline:
@@ -90,9 +90,9 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
             behind = catalog.coordinators_behind(load_id, hot_mysql=True)
         if behind:
             progress.message(f"coordinator(s) {', '.join(behind)} did not say within "
-                             f"{config.coordinator_ack_timeout:.0f} s (coordinator_ack_timeout) "
-                             "that they read the hot keys from MySQL: the hot bucket files are "
-                             "kept until the load is cleaned up")
+                             f"{config.loading.coordinator_ack_timeout:.0f} s "
+                             "(coordinator_ack_timeout) that they read the hot keys from MySQL: "
+                             "the hot bucket files are kept until the load is cleaned up")
             return False
         t0 = time.time()
         WebHDFS(config).delete(namespace.hot_dir, recursive=True)

@@ -58,8 +58,8 @@ def source_credentials(config: Config) -> Credentials | None:
     ``source_password_file``, with ``source_user``; None when no password is configured.
     ConfigError for a password file that group or others may read or write (or that cannot be
     read): a password readable by other local users is what this avoids."""
-    password = config.source_password
-    path = config.source_password_file
+    password = config.source.password
+    path = config.source.password_file
     if password is None and path is not None:
         try:
             with open(path, encoding="utf-8") as f:
@@ -74,7 +74,7 @@ def source_credentials(config: Config) -> Credentials | None:
                               ) from None
     if password is None:
         return None
-    return Credentials(config.source_user, password)
+    return Credentials(config.source.user, password)
 
 
 def basic_auth(user: str, password: str) -> dict[str, str]:

@@ -41,13 +41,14 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
-from debl.errors import BadInputError, DeblError, LoadStateError, ServiceError, SourceError
+from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
+                         SourceError)
 from debl.namespace import Namespace
 from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
@@ -65,9 +66,9 @@ from loaders.split import split_files
 class LoadOptions:
     hot_bytes: int | None = None
     hot_since: float | None = None
-    chunk_size: int | None = None  # None: config.chunk_size
-    bucket_width: int | None = None  # None: config.bucket_width (0: sampled split points)
-    max_bad: int | None = None  # None: config.max_bad
+    chunk_size: int | None = None  # None: config.loading.chunk_size
+    bucket_width: int | None = None  # None: config.loading.bucket_width (0: sampled split points)
+    max_bad: int | None = None  # None: config.loading.max_bad
     approach: str = "debl"
     wait_for_hot: bool = False  # the paper's uptime: up once MySQL holds the hot rows
 
@@ -123,16 +124,66 @@ LOAD_LOCK = "debl_load"
 def load_lock(config: Config) -> Iterator[None]:
     """Hold the dataset's load lock (one ``debl load`` per MySQL database at a time), or raise
     LoadStateError if another load holds it."""
-    name = f"{LOAD_LOCK}.{config.mysql_database}"  # named locks are server-wide
+    name = f"{LOAD_LOCK}.{config.mysql.database}"  # named locks are server-wide
     lock = named_lock(config, name)
     if lock is None:
         raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
-                             f"{config.mysql_database!r}, lock {name}): wait for it to end (`debl "
+                             f"{config.mysql.database!r}, lock {name}): wait for it to end (`debl "
                              "status`), or give this load another mysql_database")
     try:
         yield
     finally:
         lock.release()
+
+
+DEBL_APPROACHES = ("debl", "debl-cold")  # DeBL's own loads; the others: debl.bench.baselines
+DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
+
+
+def load_debl(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
+              resume: str | None = None, progress: LoadProgress = LoadProgress()) -> LoadSummary:
+    """``debl load``: DeBL's own load (``options.approach`` ``debl`` or ``debl-cold``), by
+    ``run_load``. For ``debl`` with no hot split given, the newest ``DEFAULT_HOT_SHARE`` of the
+    bytes are hot; ``debl-cold`` has no hot file.
+
+    Raises ConfigError for another approach (the baselines are ``debl.bench.baselines``) or a
+    hot split given to ``debl-cold``; LoadStateError for a resume of no load or of a load of
+    another approach."""
+    if options.approach not in DEBL_APPROACHES:
+        raise ConfigError(f"approach {options.approach!r} is not DeBL's own load "
+                          f"({', '.join(DEBL_APPROACHES)}): the baselines run through "
+                          "debl.bench.baselines.run_approach")
+    check_resume_approach(config, resume, options.approach)
+    if options.approach == "debl-cold":
+        if options.hot_bytes is not None or options.hot_since is not None:
+            raise ConfigError("approach debl-cold: every file is cold; drop "
+                              "--hot-bytes/--hot-since")
+    else:
+        options = with_default_hot_share(config, source_spec, options, resume)
+    return run_load(config, source_spec, options, resume, progress)
+
+
+def with_default_hot_share(config: Config, source_spec: str, options: LoadOptions,
+                           resume: str | None) -> LoadOptions:
+    """*options* with the newest ``DEFAULT_HOT_SHARE`` of the source's bytes hot when they give
+    no hot split (a resumed load keeps its own split: unchanged). Lists the source."""
+    if options.hot_bytes is not None or options.hot_since is not None or resume:
+        return options
+    total = sum(f.size for f in open_source(source_spec, config).list())
+    return replace(options, hot_bytes=int(total * DEFAULT_HOT_SHARE))
+
+
+def check_resume_approach(config: Config, resume: str | None, approach: str) -> None:
+    """Raise LoadStateError unless *resume* is None or a load of *approach* in the catalog."""
+    if not resume:
+        return
+    with Catalog(config) as catalog:
+        row = catalog.load(resume)
+    if row is None:
+        raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
+    if row.approach != approach:
+        raise LoadStateError(f"load {resume} is a {row.approach} load: resume it with "
+                             f"--approach {row.approach}")
 
 
 def run_load(config: Config, source_spec: str, options: LoadOptions = LoadOptions(),
@@ -178,7 +229,7 @@ class LoadRun:
         config, options = self.config, self.options
         t_start = time.time()
         source = open_source(self.source_spec, config)
-        max_bad = config.max_bad if options.max_bad is None else options.max_bad
+        max_bad = config.loading.max_bad if options.max_bad is None else options.max_bad
         with Catalog(config, replace_older=not self.resume) as catalog:
             if self.resume:
                 state = resume_state(catalog, source, self.resume)
@@ -224,10 +275,11 @@ class LoadRun:
         hot_names = {f.name for f in split.hot}
         files = list(enumerate(listed))
         hot_seqs = {seq for seq, f in files if f.name in hot_names}
-        width = options.bucket_width if options.bucket_width is not None else config.bucket_width
+        width = (options.bucket_width if options.bucket_width is not None
+                 else config.loading.bucket_width)
         # The load's clock (uptime_s, the bench's times) starts here, listing included.
         catalog.begin_load(load_id, options.approach, source.describe(),
-                           options.chunk_size or config.chunk_size,
+                           options.chunk_size or config.loading.chunk_size,
                            {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
                             "max_bad": max_bad, "wait_for_hot": options.wait_for_hot},
                            Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
@@ -249,7 +301,7 @@ class LoadRun:
                          + [chunk_part(c.chunk_no) for c in state.done])
             drop_stale_bucket_files(WebHDFS(config), namespace.bucket_dir, len(state.done))
             drop_stale_bucket_files(WebHDFS(config), namespace.hot_dir, len(state.done))
-        chunk_size = self.options.chunk_size or config.chunk_size
+        chunk_size = self.options.chunk_size or config.loading.chunk_size
         if not self.options.chunk_size:
             # The configured size is for big inputs; a small one still gets a pipeline of chunks.
             chunk_size = min(chunk_size, max(MIN_CHUNK, (summary.cold_bytes
@@ -266,7 +318,7 @@ class LoadRun:
 
             def hot_copied(chunks: list[Chunk]) -> None:
                 hot_chunks[:] = chunks
-                if chunks and not state.hot_done and config.hot_path_start == "copied":
+                if chunks and not state.hot_done and config.loading.hot_path_start == "copied":
                     self._hot_path = self._background.submit(self._run_hot, source, hot,
                                                              rejects, max_bad, chunks)
             copied = copy_and_bucket(

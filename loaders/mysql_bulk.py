@@ -96,7 +96,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
              rejects: RejectPart, max_bad: int = -1,
              progress: Callable[[int], None] = lambda n: None, *, table: str | None = None,
              run_bytes: int = RUN_BYTES) -> HotResult:
-    """Load *files* (``(file_seq, file)``) into *table* (by default ``config.link_table``),
+    """Load *files* (``(file_seq, file)``) into *table* (by default ``config.mysql.link_table``),
     replacing its content; its staging table, for a hot set over *run_bytes*, is
     ``<table>_staging``.
 
@@ -107,16 +107,16 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     """
     if table is not None:
         config = config.replace(link_table=table)  # Config checks the name (and its _staging)
-    table = config.link_table
+    table = config.mysql.link_table
     result = HotResult()
     listed = sum(file.size for _, file in files)
     # A run holds the whole input if it can, and any one good line (with a CRLF) in any case.
-    rows = HotRows(max(min(run_bytes, listed), config.max_line_bytes + 2, LONGEST_LINE + 2))
+    rows = HotRows(max(min(run_bytes, listed), config.loading.max_line_bytes + 2, LONGEST_LINE + 2))
     conn = connect(config, local_infile=True, bulk=True)
     try:
         with conn.cursor() as cur, mysql_errors(config, f"the hot path into `{table}`"):
             cur.execute(f"DROP TABLE IF EXISTS `{table}`")
-            cur.execute(link_table_ddl(table, config.mysql_engine, with_secondary_index=False))
+            cur.execute(link_table_ddl(table, config.mysql.engine, with_secondary_index=False))
             cur.execute(f"DROP TABLE IF EXISTS `{table}_staging`")
             # The filter is stored in one catalog row: it must fit the server's packet, with
             # room for the statement around it.
@@ -130,7 +130,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             t0 = time.time()
             for seq, file in files:
                 result.per_file[seq] = _read_file(source, file, rejects, max_bad,
-                                                  config.max_line_bytes, rows, result,
+                                                  config.loading.max_line_bytes, rows, result,
                                                   progress, write_run)
             result.phases.append(("mysql_load", t0, time.time()))
 
@@ -159,13 +159,13 @@ def _write_run(config: Config, cur, rows: HotRows, result: HotResult) -> None:
     if result.runs and not rows.lines:
         return  # the input ended exactly where a run did
     winners = rows.merge()
-    table = config.link_table
+    table = config.mysql.link_table
     staging = f"{table}_staging"
     if not result.runs:
         _load_winners(config, cur, table, winners)
         result.rows, result.k_lo, result.k_hi = len(winners), winners.k_lo, winners.k_hi
     else:
-        cur.execute(link_table_ddl(staging, config.mysql_engine, with_secondary_index=False))
+        cur.execute(link_table_ddl(staging, config.mysql.engine, with_secondary_index=False))
         _load_winners(config, cur, staging, winners)
         cur.execute(RUN_MERGE_SQL.format(table=table, staging=staging))
         cur.execute(f"DROP TABLE `{staging}`")

@@ -21,11 +21,11 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
 3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
    never cut, so one bucket holds the heaviest id whole; with ``bucket_target_covers_heaviest``
    (the default) the target is at least that id's weight, so buckets stay about even
-   (LinkBench's heaviest id, 961,963 links, is about 64 MB of input). Over the id1s in order,
-   buckets are filled greedily up to a limit, an id heavier than the limit alone in its bucket;
-   the limit is the smallest (found by bisection) with which that many buckets hold everything:
-   no such cut has a heavier bucket of several ids, and a heavy id ends up in a bucket of its
-   own instead of doubling its neighbour.
+   (LinkBench's heaviest id alone outweighs the default target: docs/LOADING.md, "Bucket
+   boundaries"). Over the id1s in order, buckets are filled greedily up to a limit, an id
+   heavier than the limit alone in its bucket; the limit is the smallest (found by bisection)
+   with which that many buckets hold everything: no such cut has a heavier bucket of several
+   ids, and a heavy id ends up in a bucket of its own instead of doubling its neighbour.
 
 Pitfalls:
 
@@ -176,8 +176,9 @@ def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
 def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
                       target_bytes: int | None = None) -> BucketMap:
     """The bucket map of a load whose cold files are *cold*: split points from a sample."""
-    target = target_bytes or config.bucket_target_bytes
-    reads = plan_reads(cold, target, config.sample_reads_per_bucket, config.sample_bytes)
+    target = target_bytes or config.loading.bucket_target_bytes
+    reads = plan_reads(cold, target, config.loading.sample_reads_per_bucket,
+                       config.loading.sample_bytes)
 
     def sample(batch: list[Read]) -> list[tuple[int, float]]:
         # A read starts a byte early, to see whether its first line starts at its offset.
@@ -188,7 +189,7 @@ def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
     with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="sample") as pool:
         weights = [w for found in pool.map(sample, _batches(reads)) for w in found]
     return BucketMap.from_splits(split_points(weights, target,
-                                              config.bucket_target_covers_heaviest))
+                                              config.loading.bucket_target_covers_heaviest))
 
 
 def _batches(reads: list[Read]) -> list[list[Read]]:

@@ -439,7 +439,7 @@ def open_source(spec: str | Path, config: Config | None = None, *,
     its retries (``source_retries``) and credentials (``source_credentials``) from it."""
     text = str(spec)
     if retries is None:
-        retries = config.source_retries if config is not None else RETRIES
+        retries = config.source.retries if config is not None else RETRIES
     if text.startswith(("http://", "https://")):
         credentials = source_credentials(config) if config is not None else None
         return HttpSource(text, retries=retries, credentials=credentials)

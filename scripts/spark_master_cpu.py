@@ -49,13 +49,13 @@ def start_once(cluster: SparkCluster, quick: bool, timeout: float = 120.0) -> tu
         for name in QUICK_VARIABLES:
             env.pop(name)
     argv = cluster.daemon_argv("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(c.spark_master_port),
-                               "--webui-port", str(c.spark_master_webui_port))
+                               "--port", str(c.spark.master_port),
+                               "--webui-port", str(c.spark.master_webui_port))
     proc = subprocess.Popen(argv, env=env, cwd=cluster.home, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     try:
-        while not _alive(c.spark_master_webui_port):
+        while not _alive(c.spark.master_webui_port):
             if proc.poll() is not None or time.monotonic() - t0 > timeout:
                 raise SystemExit(f"the master did not start (see {cluster.home / 'logs'})")
             time.sleep(0.1)

@@ -15,14 +15,14 @@ from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, BenchProgress, Be
                         bucket_target_bytes, ensure_input, hot_bytes_for_share, load_options,
                         max_id_for_size, query_client_spec, read_bench, reset_stores,
                         run_bench)
+from debl.bench.baselines import APPROACHES, run_approach
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import ConfigError
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
 from debl.workload.spec import GenerateSpec
-from loaders.baselines import APPROACHES, run_approach
-from loaders.load import LoadOptions
+from loaders.load import LoadOptions, load_debl
 from loaders.source import LocalSource, SourceFile
 from loaders.split import split_files
 from tests.dataset import reference_store
@@ -205,14 +205,14 @@ def test_only_debl_raw_has_the_raw_route():
     from debl.bench import coordinator_config
 
     on = Config(raw_after=2.0)
-    assert coordinator_config(on, APPROACHES["debl"].raw_route).raw_after is None
-    assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).raw_after is None
-    assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).raw_after is None
-    assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).raw_after == 2.0
+    assert coordinator_config(on, APPROACHES["debl"].raw_route).coordinator.raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).coordinator.raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).coordinator.raw_after is None
+    assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).coordinator.raw_after == 2.0
     off = Config(raw_after=None)
-    assert Config().raw_after is not None  # debl-raw falls back on the default
-    assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).raw_after == \
-        Config().raw_after
+    assert Config().coordinator.raw_after is not None  # debl-raw falls back on the default
+    assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).coordinator.raw_after == \
+        Config().coordinator.raw_after
 
 
 def test_approach_options_are_checked():
@@ -224,6 +224,14 @@ def test_approach_options_are_checked():
     with pytest.raises(ConfigError, match="every file is hot"):
         run_approach(Config(), "/nonexistent", LoadOptions(approach="bulkLoad-mysql",
                                                            hot_since=0.0))
+
+
+def test_debl_load_runs_debls_own_load_and_refuses_a_baseline():
+    """`debl load` calls ``load_debl`` for debl and debl-cold: a baseline is not its to run."""
+    with pytest.raises(ConfigError, match="debl.bench.baselines"):
+        load_debl(Config(), "/nonexistent", LoadOptions(approach="bulkLoad-hbase"))
+    with pytest.raises(ConfigError, match="every file is cold"):
+        load_debl(Config(), "/nonexistent", LoadOptions(approach="debl-cold", hot_since=0.0))
 
 
 def test_bench_spec_round_trips_and_repeats_as_a_command(tmp_path):

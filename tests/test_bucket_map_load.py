@@ -29,6 +29,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
+from debl.bench.source_server import make_server
 from debl.buckets import MAX_ID
 from debl.catalog import Catalog
 from debl.commands.status import status as status_command
@@ -39,7 +40,6 @@ from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, split_keys
 from loaders.load import LoadOptions, run_load
 from loaders.sampling import sample_bucket_map
-from loaders.serve import make_server
 from loaders.source import LocalSource
 from loaders.split import split_files
 from tests.dataset import expected_buckets, raw_rows, reference_store
@@ -218,7 +218,7 @@ def test_a_buffered_cold_query_steers_gen_hf_and_is_released_with_the_reference_
         buckets = catalog.buckets(load.load_id)
         bucket_map = load.bucket_map
     # The highest bucket with cold rows: demand, not bucket order, must bring it first.
-    assert len(buckets) > config.run_buckets
+    assert len(buckets) > config.gen_hf.run_buckets
     wanted = max(b.b_index for b in buckets if b.rows)
     cold_key = next(k for k in sorted(reference.keys(), reverse=True)
                     if bucket_map.bucket_of(k[0]) == wanted
@@ -250,8 +250,8 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
     config = namespace(stack_config, "scaleresume")
     directory = clustered_dataset(tmp_path / "links")
     env = {**os.environ, "DEBL_STATE_DIR": str(config.state_dir),
-           "DEBL_MYSQL_DATABASE": config.mysql_database, "DEBL_LINK_TABLE": config.link_table,
-           "DEBL_HBASE_TABLE": config.hbase_table, "DEBL_HDFS_ROOT": config.hdfs_root,
+           "DEBL_MYSQL_DATABASE": config.mysql.database, "DEBL_LINK_TABLE": config.mysql.link_table,
+           "DEBL_HBASE_TABLE": config.hbase.table, "DEBL_HDFS_ROOT": config.hdfs.root,
            "DEBL_BUCKET_TARGET_BYTES": str(TARGET), "DEBL_SAMPLE_BYTES": "1024"}
     Catalog(config, replace_older=True).close()  # a catalog this DeBL reads, for the polling
     proc = subprocess.Popen(

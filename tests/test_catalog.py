@@ -370,11 +370,11 @@ def test_a_server_error_is_a_service_error(config):
 
 
 def test_named_locks_and_gen_hf_refused_while_one_holds_it(config):
-    from loaders.baselines import open_gen_hf
+    from debl.bench.baselines import open_gen_hf
     from loaders.gen_hf import LOCK, GenHF
 
     catalog = Catalog(config)
-    name = f"{LOCK}.{config.mysql_database}"
+    name = f"{LOCK}.{config.mysql.database}"
     held = catalog.named_lock(name)
     assert held is not None
     try:

@@ -58,7 +58,7 @@ def _until(predicate, what: str, timeout: float = 180.0):
 
 
 def _lock_holder(config, name: str):
-    return _sql(config, "SELECT IS_USED_LOCK(%s)", (f"{name}.{config.mysql_database}",))[0][0]
+    return _sql(config, "SELECT IS_USED_LOCK(%s)", (f"{name}.{config.mysql.database}",))[0][0]
 
 
 def _new_running_load(config, before: str | None):

@@ -1,22 +1,27 @@
-"""Config: defaults, TOML, environment, validation, and the password kept out of repr."""
+"""Config: defaults, TOML, environment, validation, the password kept out of repr, and its
+typed sections read and replaced by the settings' keys."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import dataclasses
+import operator
+import pickle
+
 import pytest
 
-from debl.config import Config, load_config
+from debl.config import KEYS, SECTIONS, Config, MysqlConfig, load_config
 from debl.errors import ConfigError
 
 
 def test_defaults_point_at_the_local_stack(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = load_config(tmp_path / "debl.toml", env={})
-    assert config.mysql_host == "127.0.0.1"
-    assert config.hdfs_uri.startswith("hdfs://127.0.0.1:")
-    assert config.spark_master.startswith("local")
-    assert config.run_buckets == 2
+    assert config.mysql.host == "127.0.0.1"
+    assert config.hdfs.uri.startswith("hdfs://127.0.0.1:")
+    assert config.spark.master.startswith("local")
+    assert config.gen_hf.run_buckets == 2
 
 
 def test_toml_tables_and_env_override(tmp_path):
@@ -24,11 +29,11 @@ def test_toml_tables_and_env_override(tmp_path):
     path.write_text('chunk_size = 1024\n[mysql]\nport = 4000\nengine = "MyISAM"\n'
                     '[spark]\nmaster = "spark://h:7077"\n')
     config = load_config(path, env={"DEBL_MYSQL_PORT": "4001", "DEBL_POLL_INTERVAL": "0.25"})
-    assert config.mysql_port == 4001
-    assert config.mysql_engine == "MyISAM"
-    assert config.spark_master == "spark://h:7077"
-    assert config.chunk_size == 1024
-    assert config.poll_interval == 0.25
+    assert config.mysql.port == 4001
+    assert config.mysql.engine == "MyISAM"
+    assert config.spark.master == "spark://h:7077"
+    assert config.loading.chunk_size == 1024
+    assert config.coordinator.poll_interval == 0.25
     assert config.state_dir.is_absolute()
 
 
@@ -62,7 +67,7 @@ def test_bad_config_is_a_clear_error(tmp_path, text, message):
 
 
 @pytest.mark.parametrize("text, env, expected", [
-    ("", {}, Config().raw_after),
+    ("", {}, Config().coordinator.raw_after),
     ('raw_after = "off"\n', {}, None),
     ("raw_after = 2\n", {}, 2.0),
     ("raw_after = 2\n", {"DEBL_RAW_AFTER": "OFF"}, None),
@@ -71,13 +76,13 @@ def test_bad_config_is_a_clear_error(tmp_path, text, message):
 def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
     path = tmp_path / "debl.toml"
     path.write_text(text)
-    assert load_config(path, env=env).raw_after == expected
+    assert load_config(path, env=env).coordinator.raw_after == expected
 
 
 def test_mysql_user_from_the_environment_is_validated_too():
     with pytest.raises(ConfigError, match="mysql_user"):
         load_config(env={"DEBL_MYSQL_USER": "debl'@'%"})
-    assert load_config(env={"DEBL_MYSQL_USER": "app-reader.2"}).mysql_user == "app-reader.2"
+    assert load_config(env={"DEBL_MYSQL_USER": "app-reader.2"}).mysql.user == "app-reader.2"
 
 
 def test_unknown_environment_variable_is_an_error():
@@ -91,9 +96,68 @@ def test_missing_explicit_config_file_is_an_error():
 
 
 def test_password_never_in_repr():
-    config = Config(mysql_password="s3cret-value")
+    config = Config(mysql_password="s3cret-value", source_password="other-secret")
     assert "s3cret-value" not in repr(config)
+    assert "s3cret-value" not in repr(config.mysql)
+    assert "other-secret" not in repr(config) + repr(config.source)
     assert config.mysql_secret == "s3cret-value"
+
+
+def test_every_key_is_in_one_section_and_the_tables_name_their_prefix(tmp_path):
+    """A TOML table [t] k = v is the key t_k wherever that key lives: [mysql] port is
+    config.mysql.port, [spark] workers config.spark.workers; link_table stays a key of its own."""
+    assert len(KEYS) == len(set(KEYS)) == 65
+    assert KEYS["mysql_port"] == ("mysql", "port")
+    assert KEYS["link_table"] == ("mysql", "link_table")
+    assert KEYS["hbase_table"] == ("hbase", "table")
+    assert KEYS["chunk_size"] == ("loading", "chunk_size")
+    assert KEYS["state_dir"] == (None, "state_dir")
+    assert {section for section, _ in KEYS.values()} - {None} == set(SECTIONS)
+    path = tmp_path / "debl.toml"
+    path.write_text("link_table = \"t2\"\n[mysql]\nport = 4001\n[source]\nretries = 2\n"
+                    "[client]\nprocesses = 3\n[ui]\nport = 0\n")
+    config = load_config(path, env={"DEBL_RUN_BUCKETS": "7", "DEBL_HBASE_TABLE": "h2"})
+    assert (config.mysql.port, config.source.retries, config.client.processes, config.ui.port,
+            config.mysql.link_table, config.gen_hf.run_buckets, config.hbase.table) == \
+        (4001, 2, 3, 0, "t2", 7, "h2")
+
+
+def test_settings_are_given_and_read_by_their_keys():
+    config = Config(mysql_port=4002, raw_after=None, hdfs_root="/x")
+    assert (config.mysql.port, config.coordinator.raw_after, config.hdfs.root) == \
+        (4002, None, "/x")
+    assert config.setting("mysql_port") == 4002 and config.settings()["hdfs_root"] == "/x"
+    assert set(config.settings()) == set(KEYS)
+    # replace, Config's own and the dataclasses one, keep every other setting
+    changed = config.replace(mysql_database="other")
+    assert changed.mysql.port == 4002 and changed.mysql.database == "other"
+    assert dataclasses.replace(config, spark_workers=0).hdfs.root == "/x"
+    # a section given whole, then a key of it on top
+    assert Config(mysql=MysqlConfig(port=1, user="u"), mysql_port=2).mysql == \
+        MysqlConfig(port=2, user="u")
+    with pytest.raises(ConfigError, match="unknown setting 'mysql_prot'"):
+        Config(mysql_prot=1)
+    with pytest.raises(AttributeError, match="config.mysql.port"):
+        operator.attrgetter("mysql_port")(config)  # a read by the key says where it went
+
+
+def test_a_section_validates_its_keys_by_their_names():
+    with pytest.raises(ConfigError, match="mysql_pool_size must be positive"):
+        Config(mysql_pool_size=0)
+    with pytest.raises(ConfigError, match="hbase_table="):
+        Config(hbase_table="no-dashes")
+    with pytest.raises(ConfigError, match="source_retries must be 0 or more"):
+        Config(source_retries=-1)
+
+
+def test_a_config_survives_pickling_and_the_environment_of_a_child():
+    """Spark ships Config to executors; the bench's and campaigns' children get it as DEBL_*."""
+    config = Config(mysql_port=4003, raw_after=1.5, chunk_size=4096, carry_demand=False,
+                    state_dir=Path("/tmp/x"))
+    assert pickle.loads(pickle.dumps(config)) == config
+    env = {f"DEBL_{key.upper()}": str(value)
+           for key, value in config.settings().items() if value is not None}
+    assert load_config(env=env) == config
 
 
 def test_missing_password_names_the_file(tmp_path):
@@ -105,10 +169,10 @@ def test_missing_password_names_the_file(tmp_path):
 def test_booleans_from_toml_and_environment(tmp_path):
     path = tmp_path / "debl.toml"
     path.write_text("bucket_target_covers_heaviest = false\n")
-    assert load_config(path, env={}).bucket_target_covers_heaviest is False
+    assert load_config(path, env={}).loading.bucket_target_covers_heaviest is False
     for raw, value in (("true", True), ("0", False), ("No", False), ("1", True)):
         config = load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": raw})
-        assert config.bucket_target_covers_heaviest is value
+        assert config.loading.bucket_target_covers_heaviest is value
     with pytest.raises(ConfigError, match="bucket_target_covers_heaviest='maybe'"):
         load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": "maybe"})
 
@@ -117,17 +181,17 @@ def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
     path = tmp_path / "debl.toml"
     path.write_text("[spark]\nworkers = 2\nmaster_port = 7177\n")
     config = load_config(path, env={})
-    assert config.spark_url == "spark://127.0.0.1:7177"
-    assert config.spark_executor_slots == 2
-    assert config.spark_app_cores == 1  # half: a load's (or bench's) and gen_HF's at once
-    assert load_config(path, env={"DEBL_SPARK_CORES_MAX": "2"}).spark_app_cores == 2
+    assert config.spark.url == "spark://127.0.0.1:7177"
+    assert config.spark.executor_slots == 2
+    assert config.spark.app_cores == 1  # half: a load's (or bench's) and gen_HF's at once
+    assert load_config(path, env={"DEBL_SPARK_CORES_MAX": "2"}).spark.app_cores == 2
     four = load_config(path, env={"DEBL_SPARK_WORKER_CORES": "2",
                                   "DEBL_SPARK_WORKER_MEMORY": "2g"})
-    assert (four.spark_executor_slots, four.spark_app_cores) == (4, 2)
+    assert (four.spark.executor_slots, four.spark.app_cores) == (4, 2)
     # Without workers: spark_master as set, and no cap unless one is asked for.
-    assert Config().spark_url == Config().spark_master == "local[2]"
-    assert Config(spark_master="spark://h:7077").spark_app_cores is None
-    assert Config(spark_master="spark://h:7077", spark_cores_max=3).spark_app_cores == 3
+    assert Config().spark.url == Config().spark.master == "local[2]"
+    assert Config(spark_master="spark://h:7077").spark.app_cores is None
+    assert Config(spark_master="spark://h:7077", spark_cores_max=3).spark.app_cores == 3
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -354,7 +354,7 @@ def test_a_query_without_a_timeout_gets_the_configured_one_not_forever(world):
         t.join(10)
         assert not t.is_alive(), "a query without a timeout waited on"
         assert isinstance(box["error"], QueryTimeout)
-    assert Config().query_timeout > 0
+    assert Config().coordinator.query_timeout > 0
 
 
 class _BlockingStore:

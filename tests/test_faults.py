@@ -273,10 +273,10 @@ def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
 
     root = str(Path(__file__).resolve().parents[1])
     config = stack_config.replace(mysql_database="debl_faults_orphan", poll_interval=0.2)
-    conn = pymysql.connect(host=config.mysql_host, port=config.mysql_port,
-                           user=config.mysql_user, password=config.mysql_secret)
+    conn = pymysql.connect(host=config.mysql.host, port=config.mysql.port,
+                           user=config.mysql.user, password=config.mysql_secret)
     with conn, conn.cursor() as cur:  # no load: gen-hf waits for one, run after run
-        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql.database}`")
     env = procs.config_env(config)
     bench = subprocess.Popen([sys.executable, "-c", _KILLED_BENCH.format(
         root=root, log=str(tmp_path / "gen-hf.log"))], env=env, stdout=subprocess.PIPE,
@@ -360,7 +360,7 @@ def test_a_named_lock_released_after_its_server_died_logs_no_traceback(stack_con
 
     from debl.catalog import named_lock
 
-    proxy = _Proxy(stack_config.mysql_host, stack_config.mysql_port)
+    proxy = _Proxy(stack_config.mysql.host, stack_config.mysql.port)
     lock = named_lock(stack_config.replace(mysql_port=proxy.port), "debl_faults_test_lock")
     assert lock is not None and lock.held()
     proxy.close()
@@ -440,10 +440,10 @@ def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_conf
 
     config = stack_config.replace(mysql_database="debl_faults_resume",
                                   hdfs_http_port=_closed_port())
-    conn = pymysql.connect(host=config.mysql_host, port=config.mysql_port,
-                           user=config.mysql_user, password=config.mysql_secret)
+    conn = pymysql.connect(host=config.mysql.host, port=config.mysql.port,
+                           user=config.mysql.user, password=config.mysql_secret)
     with conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql.database}`")
     generate(tmp_path, GenerateSpec(max_id=201, files=2, days=2, max_degree=5))
     with pytest.raises(ServiceError, match=r"HDFS at 127.0.0.1:\d+ did not answer") as err:
         run_load(config, str(tmp_path), LoadOptions(bucket_width=100))

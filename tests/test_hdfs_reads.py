@@ -52,7 +52,7 @@ def test_calls_run_in_parallel_and_give_results_in_order_and_their_first_error()
 def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
     config = replace(stack_config, hdfs_root="/debl-hdfsreads")
     fs = WebHDFS(config)
-    path = f"{config.hdfs_root}/f.bin"
+    path = f"{config.hdfs.root}/f.bin"
     content = bytes(range(256)) * 4096  # 1 MiB: several HDFS packets
     fs.write(path, content, overwrite=True)
     hdfs = NativeHDFS(config, timeout=30.0)
@@ -66,7 +66,7 @@ def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
             hdfs.read(f, len(content) - 5, 10)  # past the end: an error, never a panic
         with pytest.raises(FileGone, match=rf"{path}-missing does not exist"):
             hdfs.open(path + "-missing")
-        directory = config.hdfs_root
+        directory = config.hdfs.root
         before, missing = hdfs.modified_ms([directory, directory + "/missing"])
         assert missing is None
         time.sleep(0.01)
@@ -74,4 +74,4 @@ def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
         assert hdfs.modified_ms([directory])[0] > before  # a rename in it moves its time
     finally:
         hdfs.close()
-        fs.delete(config.hdfs_root, recursive=True)
+        fs.delete(config.hdfs.root, recursive=True)

@@ -278,7 +278,7 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str, bucket_dir: 
     from loaders import hbase_bulk
 
     def drop():
-        conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
+        conn = happybase.Connection(config.hbase.thrift_host, config.hbase.thrift_port)
         try:
             if table.encode() in conn.tables():
                 conn.delete_table(table, disable=True)
@@ -299,7 +299,7 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str, bucket_dir: 
             written = write_bucket_hfiles(spark, prefixes, hfile_dir, table)
             assert sum(w.winners for w in written) == len(links)
             assert hbase_bulk.bulk_load(spark, config, hfile_dir, table) == 3
-        conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port)
+        conn = happybase.Connection(config.hbase.thrift_host, config.hbase.thrift_port)
         try:
             cells = [(row, *data.popitem()[1]) for row, data in
                      conn.table(table).scan(include_timestamp=True)]
@@ -313,5 +313,5 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str, bucket_dir: 
 
 @pytest.mark.stack
 def test_bulk_load_into_a_pre_split_table(spark, stack_config, tmp_path):
-    hfile_dir = f"{stack_config.hdfs_uri}{stack_config.hdfs_root}/test-hfiles"
+    hfile_dir = f"{stack_config.hdfs.uri}{stack_config.hdfs.root}/test-hfiles"
     bulk_load_round_trip(spark, stack_config, "debl_test_bulkload", hfile_dir, tmp_path)

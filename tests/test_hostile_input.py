@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator
+from debl.bench.baselines import run_approach
 from debl.buckets import BucketMap
 from debl.catalog import Catalog
 from debl.errors import BadInputError
 from debl.model import REJECT_PREFIX, Link
 from debl.mysql import connect
-from loaders.baselines import run_approach
 from loaders.load import LoadOptions, reject_path, run_load
 from loaders.rejects import read_rejects
 from loaders.source import LocalSource
@@ -295,8 +295,8 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
 
 
 def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_path):
-    from loaders.chunker import ChunkCopier
     from debl.webhdfs import WebHDFS
+    from loaders.chunker import ChunkCopier
 
     config = replace(stack_config, hdfs_root="/debl-hostiletest")
     lines = b"1\t2\t3\t1\tx\t5\t6\n" * 1000

@@ -95,7 +95,7 @@ def test_the_named_table_holds_the_reference_winners(config, dataset, tmp_path, 
     assert [name for name, _, _ in result.phases] == ["mysql_load", "mysql_merge",
                                                       "mysql_index"]
     tables, keys = tables_and_keys(config)
-    assert f"{TABLE}_staging" not in tables and config.link_table not in tables
+    assert f"{TABLE}_staging" not in tables and config.mysql.link_table not in tables
     assert keys == {"PRIMARY", INDEX_NAME}
     assert all(result.hot_keys.may_hold(l.id1, l.link_type) for l in expected)
 
@@ -158,7 +158,7 @@ def test_rows_the_table_did_not_take_fail_the_load(config):
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS `{TABLE}`")
-            cur.execute(link_table_ddl(TABLE, config.mysql_engine, with_secondary_index=False))
+            cur.execute(link_table_ddl(TABLE, config.mysql.engine, with_secondary_index=False))
             with pytest.raises(ServiceError, match="took 1 of the 2 rows"):
                 _load_winners(config, cur, TABLE, twice)
     finally:

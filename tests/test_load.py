@@ -12,13 +12,13 @@ import time
 
 import pytest
 
+from debl.bench.source_server import make_server
 from debl.buckets import BucketMap
 from debl.catalog import Catalog
-from debl.mysql import connect
 from debl.model import Link
+from debl.mysql import connect
 from loaders.load import LoadOptions, reject_path, run_load
 from loaders.rejects import read_rejects
-from loaders.serve import make_server
 from loaders.source import LocalSource
 from loaders.split import split_files
 from tests.dataset import all_rows, expected_buckets, make_dataset, reference_store

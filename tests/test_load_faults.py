@@ -231,7 +231,7 @@ def test_a_resume_drops_the_stale_bucket_files_of_chunks_past_99999(stack_config
     """Chunk numbers have five digits or more; only five were read back, so a resume past chunk
     99,999 kept (and later read) the stale bucket files of the chunks it redoes."""
     fs = WebHDFS(stack_config)
-    root = f"{stack_config.hdfs_root}/test-stale-{os.getpid()}"
+    root = f"{stack_config.hdfs.root}/test-stale-{os.getpid()}"
     names = ["chunk-99999.0", "chunk-100000.0", "chunk-100001.1", "chunk-1000000.0",
              "chunk-99999.0._COPYING_", "other.0"]
     for name in names:

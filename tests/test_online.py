@@ -148,8 +148,8 @@ def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online
     config, _, reference = online
     load_id = _current(config)
     env = {**os.environ, "DEBL_STATE_DIR": str(config.state_dir),
-           "DEBL_MYSQL_DATABASE": config.mysql_database, "DEBL_LINK_TABLE": config.link_table,
-           "DEBL_HBASE_TABLE": config.hbase_table, "DEBL_HDFS_ROOT": config.hdfs_root,
+           "DEBL_MYSQL_DATABASE": config.mysql.database, "DEBL_LINK_TABLE": config.mysql.link_table,
+           "DEBL_HBASE_TABLE": config.hbase.table, "DEBL_HDFS_ROOT": config.hdfs.root,
            "DEBL_RUN_BUCKETS": "2"}
     proc = subprocess.Popen([sys.executable, "-m", "debl", "gen-hf", "--until-complete"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

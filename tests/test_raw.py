@@ -225,7 +225,7 @@ def test_the_readers_memory_stays_within_its_budget(raw):
                                                               link_type)))
             memory = reader.memory()
             assert read > 1000 and memory.buckets == len(buckets) and memory.blocks > 0
-            assert memory.bucket_bytes + memory.block_bytes <= config.raw_cache_bytes
+            assert memory.bucket_bytes + memory.block_bytes <= config.coordinator.raw_cache_bytes
             assert reader.cache.misses > memory.blocks  # more blocks read than kept
         finally:
             reader.close()
@@ -265,7 +265,7 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
         # again before it reads once poll_interval has passed, and names the file.
         assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
-        time.sleep(config.poll_interval)
+        time.sleep(config.coordinator.poll_interval)
         try:
             with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
                 c.get_link_list(*key)
@@ -301,7 +301,7 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
     with Coordinator(config) as c:
         assert c.get_link_list(key[0], 0) == []  # opens bucket 1, reads no block
         fs.write(victim, content, overwrite=True)
-        time.sleep(config.poll_interval)
+        time.sleep(config.coordinator.poll_interval)
         with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} changed in HDFS "
                                                   r"since it was opened"):
             c.get_link_list(*key)

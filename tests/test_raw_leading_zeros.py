@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator
+from debl.bench.baselines import run_approach
 from debl.model import Link
-from loaders.baselines import run_approach
 from loaders.load import LoadOptions
 from tests.dataset import reference_store
 

@@ -127,7 +127,7 @@ def test_the_sample_over_http_is_the_local_one_in_a_request_per_file(tmp_path):
     128), answered multipart by `debl source serve`."""
     import threading
 
-    from loaders.serve import make_server
+    from debl.bench.source_server import make_server
     from loaders.source import HttpSource
 
     class Counted(HttpSource):

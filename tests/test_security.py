@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import ServiceError
 from debl.mysql import connect, connect_reader
 from debl.stack.hbase import HBase
 from debl.stack.stack import all_services
-from loaders.serve import make_server
 
 SECRET = b"top secret: outside the served directory\n"
 
@@ -194,7 +194,7 @@ def test_every_service_and_server_listens_on_loopback_only(stack_config, spark, 
     # The stack's daemons, this process (the source server) and the Spark JVM it started.
     spark_pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
     assert spark_pid in listening and os.getpid() in listening
-    assert {stack_config.mysql_port, stack_config.hbase_thrift_port} <= {
+    assert {stack_config.mysql.port, stack_config.hbase.thrift_port} <= {
         int(a.rsplit(":", 1)[1]) for a in everything}
     assert [a for a in everything if not _loopback(a)] == []
 

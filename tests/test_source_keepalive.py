@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from debl.bench.source_server import make_server
 from loaders.http_client import IDLE_CONNECTIONS
-from loaders.serve import make_server
 from loaders.source import HttpSource
 from tests.hostile_http import HostileSource
 

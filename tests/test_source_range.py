@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from debl.bench.source_server import byte_range, byte_ranges, make_server
 from debl.errors import SourceError
 from loaders.http_client import parse_byteranges
-from loaders.serve import byte_range, byte_ranges, make_server
 from loaders.source import HttpSource, LocalSource
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes

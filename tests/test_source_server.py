@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from loaders.serve import make_server
+from debl.bench.source_server import make_server
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes
 DIGITS = "9" * 5000  # past int()'s 4,300-digit limit

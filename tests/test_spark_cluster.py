@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,16 +70,16 @@ def env_of(config: Config, base: Config) -> dict[str, str]:
     """This process's environment plus the ``DEBL_*`` settings in which *config* differs from
     *base*: a child ``debl`` command then loads *config*."""
     env = dict(os.environ)
-    for f in fields(Config):
-        value = getattr(config, f.name)
-        if value != getattr(base, f.name):
-            env[f"DEBL_{f.name.upper()}"] = str(value)
+    base_settings = base.settings()
+    for key, value in config.settings().items():
+        if value != base_settings[key]:
+            env[f"DEBL_{key.upper()}"] = str(value)
     return env
 
 
 def master_state(config: Config) -> dict:
     with urllib.request.urlopen(
-            f"http://127.0.0.1:{config.spark_master_webui_port}/json/", timeout=10) as r:
+            f"http://127.0.0.1:{config.spark.master_webui_port}/json/", timeout=10) as r:
         return json.load(r)
 
 
@@ -133,15 +133,15 @@ def test_status_shows_the_master_and_both_workers_on_loopback(cluster):
     assert health.healthy, health.detail
     assert len(health.pids) == 1 + WORKERS and all(health.pids)
     assert len(health.rss_kib) == len(health.pids) and all(r and r > 0 for r in health.rss_kib)
-    assert health.address.startswith(f"spark://127.0.0.1:{cluster.spark_master_port}")
+    assert health.address.startswith(f"spark://127.0.0.1:{cluster.spark.master_port}")
     assert f"{WORKERS} workers" in health.detail
 
     state = master_state(cluster)
     alive = sorted(w["port"] for w in state["workers"] if w["state"] == "ALIVE")
-    assert alive == [cluster.spark_worker_port + i for i in range(WORKERS)]
-    ports = [cluster.spark_master_port, cluster.spark_master_webui_port,
-             *(cluster.spark_worker_port + i for i in range(WORKERS)),
-             *(cluster.spark_worker_webui_port + i for i in range(WORKERS))]
+    assert alive == [cluster.spark.worker_port + i for i in range(WORKERS)]
+    ports = [cluster.spark.master_port, cluster.spark.master_webui_port,
+             *(cluster.spark.worker_port + i for i in range(WORKERS)),
+             *(cluster.spark.worker_webui_port + i for i in range(WORKERS))]
     for port in ports:
         assert listeners(port) and listeners(port) <= LOOPBACK, (port, listeners(port))
 
@@ -159,7 +159,7 @@ def loaded(cluster, stack_config, tmp_path_factory):
 
     config = namespace(cluster)
     with connect(config, database=False) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql_database}`")
+        cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql.database}`")
     directory = tmp_path_factory.mktemp("cluster")
     make_dataset(directory, max_id=45001, files=5, seed=17)
     env = env_of(config, stack_config)
@@ -173,7 +173,7 @@ def loaded(cluster, stack_config, tmp_path_factory):
         app = wait_for("gen_HF's application to hold its executor", lambda: next(
             (a for a in master_state(cluster)["activeapps"]
              if a["name"] == "debl-gen_HF" and a["cores"] > 0), None), procs=[gen_hf])
-        assert app["cores"] == config.spark_app_cores == 1
+        assert app["cores"] == config.spark.app_cores == 1
         with open(logs / "load.log", "wb") as out:
             load = subprocess.Popen(
                 [sys.executable, "-m", "debl", "load", str(directory), "--hot-bytes",

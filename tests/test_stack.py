@@ -13,7 +13,7 @@ pytestmark = pytest.mark.stack
 
 def test_status_reports_every_service_healthy(stack_config):
     health = {h.service: h for h in stack_status(stack_config)}
-    assert set(health) == {"MariaDB", "HDFS", "HBase"} | ({"Spark"} if stack_config.spark_workers
+    assert set(health) == {"MariaDB", "HDFS", "HBase"} | ({"Spark"} if stack_config.spark.workers
                                                           else set())
     for h in health.values():
         assert h.healthy, h.detail
@@ -23,15 +23,15 @@ def test_status_reports_every_service_healthy(stack_config):
 
 def test_up_is_a_noop_when_up(stack_config):
     results = stack_up(stack_config)
-    assert [r.already_up for r in results] == [True] * (4 if stack_config.spark_workers else 3)
+    assert [r.already_up for r in results] == [True] * (4 if stack_config.spark.workers else 3)
 
 
 def test_mysql_round_trip(stack_config):
     import pymysql
 
-    conn = pymysql.connect(host=stack_config.mysql_host, port=stack_config.mysql_port,
-                           user=stack_config.mysql_user, password=stack_config.mysql_secret,
-                           database=stack_config.mysql_database, local_infile=True)
+    conn = pymysql.connect(host=stack_config.mysql.host, port=stack_config.mysql.port,
+                           user=stack_config.mysql.user, password=stack_config.mysql_secret,
+                           database=stack_config.mysql.database, local_infile=True)
     data = bytes(range(32, 101)) + b"\\'\"\t"
     try:
         with conn.cursor() as cur:
@@ -48,8 +48,8 @@ def test_mysql_round_trip(stack_config):
 def test_mysql_listens_on_loopback_only(stack_config):
     import pymysql
 
-    conn = pymysql.connect(host=stack_config.mysql_host, port=stack_config.mysql_port,
-                           user=stack_config.mysql_user, password=stack_config.mysql_secret)
+    conn = pymysql.connect(host=stack_config.mysql.host, port=stack_config.mysql.port,
+                           user=stack_config.mysql.user, password=stack_config.mysql_secret)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT @@bind_address, @@local_infile")
@@ -63,8 +63,8 @@ def test_mysql_keeps_its_temporary_tables_in_a_directory_of_its_own(stack_config
     there, and with them another stack's statement in flight (docs/RUNTIME.md)."""
     import pymysql
 
-    conn = pymysql.connect(host=stack_config.mysql_host, port=stack_config.mysql_port,
-                           user=stack_config.mysql_user, password=stack_config.mysql_secret)
+    conn = pymysql.connect(host=stack_config.mysql.host, port=stack_config.mysql.port,
+                           user=stack_config.mysql.user, password=stack_config.mysql_secret)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT @@tmpdir")
@@ -95,7 +95,7 @@ def test_hbase_table_through_thrift(stack_config):
     import happybase
 
     name = f"t_{secrets.token_hex(4)}"
-    conn = happybase.Connection(stack_config.hbase_thrift_host, stack_config.hbase_thrift_port)
+    conn = happybase.Connection(stack_config.hbase.thrift_host, stack_config.hbase.thrift_port)
     try:
         conn.create_table(name, {"f": {}})
         table = conn.table(name)
@@ -116,11 +116,11 @@ def test_spark_reads_and_writes_hdfs(stack_config, spark):
     fs = WebHDFS(stack_config)
     base = f"/tmp/spark-{secrets.token_hex(4)}"
     fs.write(f"{base}/in.txt", b"".join(b"%d\t%d\n" % (i, i % 7) for i in range(1000)))
-    lines = spark.sparkContext.textFile(f"{stack_config.hdfs_uri}{base}/in.txt")
+    lines = spark.sparkContext.textFile(f"{stack_config.hdfs.uri}{base}/in.txt")
     counts = dict(lines.map(lambda l: (int(l.split("\t")[1]), 1)).reduceByKey(lambda a, b: a + b)
                   .collect())
     assert counts == {k: len(range(k, 1000, 7)) for k in range(7)}
-    lines.map(lambda l: l.upper()).saveAsTextFile(f"{stack_config.hdfs_uri}{base}/out")
+    lines.map(lambda l: l.upper()).saveAsTextFile(f"{stack_config.hdfs.uri}{base}/out")
     names = {s.path.rsplit("/", 1)[1] for s in fs.list(f"{base}/out")}
     assert "_SUCCESS" in names
     fs.delete(base, recursive=True)

@@ -152,7 +152,7 @@ def test_a_mysql_that_does_not_answer_is_a_message_in_the_json_not_a_failure(tmp
                 break
             time.sleep(0.1)
     assert status == 200 and data["status"] is None
-    assert data["error"].startswith(f"MySQL at 127.0.0.1:{config.mysql_port} is not reachable")
+    assert data["error"].startswith(f"MySQL at 127.0.0.1:{config.mysql.port} is not reachable")
     assert "Traceback" not in body.decode() and "pw-of-the-test" not in body.decode()
     mysql = next(s for s in data["services"] if s["service"] == "MySQL")
     assert mysql["ok"] is False and mysql["detail"] == data["error"]

@@ -331,10 +331,10 @@ def _watch_while(driver, thread: threading.Thread) -> list[dict]:
 def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, browser, spark,
                                                                      tmp_path):
     from coordinator import Coordinator
+    from debl.bench.source_server import make_server
     from debl.catalog import Catalog
     from loaders.gen_hf import GenHF
     from loaders.load import LoadOptions, run_load
-    from loaders.serve import make_server
     from tests.dataset import reference_store
 
     config, directory, hot = ui_stack
@@ -444,7 +444,7 @@ def test_a_stopped_mariadb_is_a_message_and_the_page_recovers(ui_stack, browser)
         finally:
             stack_start(config, "mariadb")
         text = dict(down["banners"])["mysql"]
-        assert f"MySQL at {config.mysql_host}:{config.mysql_port} is not reachable" in text
+        assert f"MySQL at {config.mysql.host}:{config.mysql.port} is not reachable" in text
         assert down["services"]["MySQL"] == "false"
         assert down["current"] == before["current"] or down["current"]["load"] == \
             before["current"]["load"]  # the last status stays on the page

@@ -22,6 +22,8 @@ The package, by role:
 | ``gen_hf_process`` | ``debl gen-hf --until-complete`` as a restarted subprocess |
 | ``results`` | ``ApproachRun`` and the bench's files; ``BenchProgress``, the progress callbacks |
 | ``experiment`` | ``run_bench``: the source server, Spark once, every approach in turn |
+| ``baselines`` | the approaches of the comparison: how each one loads, up to its uptime (DeBL's own load is ``loaders.load.load_debl``) |
+| ``source_server`` | ``debl source serve``: the experiment's HTTP source, a directory on loopback with a bandwidth cap |
 
 No SQL here: what the bench reads of a load comes from ``debl.catalog``, and emptying the stores
 goes through the stores' own methods. The names below are the package's public interface.

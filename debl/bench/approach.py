@@ -20,6 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from debl.bench.baselines import APPROACHES, run_approach
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_json,
                                 write_timeline)
@@ -30,7 +31,6 @@ from debl.webhdfs import WebHDFS
 from debl.workload.client import ClientSpec, default_processes, run_client
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import merged_reports, target_source
-from loaders.baselines import APPROACHES, run_approach
 from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadProgress
 
@@ -39,7 +39,7 @@ def reset_stores(config: Config) -> None:
     """Empty the namespace: every load's stores (MySQL tables, HBase table, HDFS directory,
     fileCopy's copies) dropped and no load current, the HDFS HFiles of old runs gone."""
     drop_every_load(config)
-    WebHDFS(config).delete(f"{config.hdfs_root.rstrip('/')}/hfiles", recursive=True)
+    WebHDFS(config).delete(f"{config.hdfs.root.rstrip('/')}/hfiles", recursive=True)
 
 
 class _LoadBytes(LoadProgress):
@@ -154,7 +154,7 @@ def query_client_spec(spec: BenchSpec, config: Config) -> ClientSpec:
                                   recency_share=spec.recency_share),
                       threads=spec.threads, total=spec.requests, duration=spec.duration,
                       rate=spec.request_rate,
-                      processes=default_processes(spec.threads, config.client_processes))
+                      processes=default_processes(spec.threads, config.client.processes))
 
 
 def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
@@ -199,8 +199,8 @@ def coordinator_config(config: Config, raw_route: bool) -> Config:
     the configuration turned the route off."""
     if not raw_route:
         return config.replace(raw_after=None)
-    if config.raw_after is None:
-        return config.replace(raw_after=Config.raw_after)
+    if config.coordinator.raw_after is None:
+        return config.replace(raw_after=Config().coordinator.raw_after)
     return config
 
 

@@ -30,10 +30,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.bench.gen_hf_process import GenHFProcess
+from debl.bench.inputs import hot_bytes_for_share
 from debl.bench.results import BenchProgress, bench_root, code_version, machine, new_bench_id
+from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.config import Config
-from debl.bench.inputs import hot_bytes_for_share
 from debl.model import Origin, parse_line
 from debl.store.memory import MemoryStore
 from debl.store.mysql import MySQLStore
@@ -43,7 +44,6 @@ from debl.workload.requests import RequestSpec, RequestStream
 from debl.workload.spec import GenerateSpec
 from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadProgress, LoadRun
-from loaders.serve import make_server
 from loaders.source import LocalSource
 from loaders.split import split_files
 
@@ -111,7 +111,7 @@ def disk_use(config: Config) -> dict[str, int]:
         ns = load.namespace
         with MySQLStore(config, ns.link_table) as mysql:
             use["mysql"] += mysql.size_bytes()
-        use["hbase"] += hdfs.size(f"{config.hbase_root_dir}/data/default/{ns.hbase_table}")
+        use["hbase"] += hdfs.size(f"{config.hbase.root_dir}/data/default/{ns.hbase_table}")
         use["hdfs"] += hdfs.size(ns.hdfs_dir)
     use["loads"] = len(loads)
     return dict(use)

@@ -1,10 +1,10 @@
 """``run_bench``: one experiment, every approach on the same input, load then query phase.
 
 For one ``BenchSpec``: the input (``debl.bench.inputs``); the source, that input served over
-HTTP on loopback (``loaders.serve``) at ``source_rate`` MB/s for the whole experiment (12.5 = the
-paper's 100 Mbit/s; None: uncapped); each approach in turn (``debl.bench.approach``); the results
-under ``<state_dir>/bench/<bench_id>/`` (``debl.bench.results``), ``bench.json`` first written
-when the experiment starts and rewritten with its end and state.
+HTTP on loopback (``debl.bench.source_server``) at ``source_rate`` MB/s for the whole experiment
+(12.5 = the paper's 100 Mbit/s; None: uncapped); each approach in turn (``debl.bench.approach``);
+the results under ``<state_dir>/bench/<bench_id>/`` (``debl.bench.results``), ``bench.json``
+first written when the experiment starts and rewritten with its end and state.
 
 Pitfall: Spark is started once, before the first approach that needs it, so that no approach
 pays the JVM start inside its load (as with a running cluster).
@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 
 from debl.bench.approach import reset_stores, run_one
+from debl.bench.baselines import APPROACHES
 from debl.bench.inputs import effective_chunk_size, ensure_input, load_options
 from debl.bench.results import (BENCH_FILE, BenchProgress, BenchResult, bench_root,
                                 code_version, machine, new_bench_id, write_json)
+from debl.bench.source_server import make_server
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import ConfigError
 from debl.spark import spark_session
-from loaders.baselines import APPROACHES
-from loaders.serve import make_server
 from loaders.source import LocalSource
 
 
@@ -45,12 +45,12 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
     plans = {name: load_options(spec, name, listed, chunk_size) for name in spec.approaches}
     meta = {"bench_id": bench_id, "spec": spec.to_dict(), "command": spec.command_line()
             if _cli_expressible(spec) else None,
-            "namespace": {"mysql_database": config.mysql_database,
-                          "hbase_table": config.hbase_table, "link_table": config.link_table,
-                          "hdfs_root": config.hdfs_root},
+            "namespace": {"mysql_database": config.mysql.database,
+                          "hbase_table": config.hbase.table, "link_table": config.mysql.link_table,
+                          "hdfs_root": config.hdfs.root},
             "machine": machine(), "code": code_version(),
-            "spark": {"master": config.spark_url, "workers": config.spark_workers,
-                      "cores_max": config.spark_app_cores},
+            "spark": {"master": config.spark.url, "workers": config.spark.workers,
+                      "cores_max": config.spark.app_cores},
             "input": {"bytes": input_bytes, "files": input_files},
             "effective": {"chunk_size": chunk_size, "bucket_width": spec.bucket_width,
                           "buckets": None if spec.bucket_width else spec.buckets,

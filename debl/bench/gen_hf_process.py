@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import fields
 from pathlib import Path
 
 from debl.config import Config
@@ -31,10 +30,9 @@ _STOP_GRACE_S = 30.0
 def config_env(config: Config) -> dict[str, str]:
     """``DEBL_*`` variables that make a child process load exactly *config*."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-    for f in fields(Config):
-        value = getattr(config, f.name)
+    for key, value in config.settings().items():
         if value is not None:
-            env[f"DEBL_{f.name.upper()}"] = str(value)
+            env[f"DEBL_{key.upper()}"] = str(value)
     return env
 
 

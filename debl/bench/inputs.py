@@ -21,13 +21,13 @@ import dataclasses
 import json
 from pathlib import Path
 
+from debl.bench.baselines import APPROACHES
 from debl.bench.results import BenchProgress
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import ConfigError
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
-from loaders.baselines import APPROACHES
 from loaders.load import LoadOptions
 from loaders.source import SourceFile
 from loaders.split import split_files
@@ -60,12 +60,13 @@ def ensure_input(gen: GenerateSpec, data_dir: Path, progress: BenchProgress) -> 
 
 def effective_chunk_size(config: Config, spec: BenchSpec, input_bytes: int) -> int:
     """The cold chunk size of the bench: ``spec.chunk_size``, else the input cut into about
-    16 chunks (whole MiB, at least 4 MiB, at most ``config.chunk_size``), so that a small bench
-    pipelines copy and dist_ch as a 10 GB load does with the default 256 MiB chunks."""
+    16 chunks (whole MiB, at least 4 MiB, at most ``config.loading.chunk_size``), so that a
+    small bench pipelines copy and dist_ch as a 10 GB load does with the default 256 MiB
+    chunks."""
     if spec.chunk_size:
         return spec.chunk_size
     mib = 1 << 20
-    return max(4 * mib, min(config.chunk_size, input_bytes // 16 // mib * mib))
+    return max(4 * mib, min(config.loading.chunk_size, input_bytes // 16 // mib * mib))
 
 
 def hot_bytes_for_share(files: list[SourceFile], share: float) -> int:

@@ -13,9 +13,9 @@ import shlex
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from debl.bench.baselines import get_approach
 from debl.errors import ConfigError
 from debl.workload.spec import GenerateSpec
-from loaders.baselines import get_approach
 
 DEFAULT_APPROACHES = ("fileCopy", "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-hbase",
                       "debl-cold", "debl")

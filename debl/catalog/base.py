@@ -94,7 +94,7 @@ class CatalogBase:
             return schema_version(conn)
 
     def _version_message(self, found: int | None) -> str:
-        where = f"the catalog in MySQL database {self.config.mysql_database!r}"
+        where = f"the catalog in MySQL database {self.config.mysql.database!r}"
         if found is not None and found > SCHEMA_VERSION:
             return (f"{where} was written by a newer DeBL (schema version {found}; this DeBL "
                     f"reads version {SCHEMA_VERSION}): use that DeBL, or point this one at "

@@ -26,7 +26,7 @@ def engine_for(config: Config) -> Engine:
     settings, creates a missing database and turns errors into ServiceErrors), with autocommit
     off, at READ COMMITTED. ``pool_pre_ping`` replaces a connection the server has closed (a restart, a KILL, an
     idle timeout) before a method gets it."""
-    key = (config.mysql_host, config.mysql_port, config.mysql_user, config.mysql_database,
+    key = (config.mysql.host, config.mysql.port, config.mysql.user, config.mysql.database,
            config.mysql_secret)
     with _engines_lock:
         engine = _engines.get(key)

@@ -188,8 +188,8 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
                      bucket_width=bucket_width, hot_share=hot_share, buckets=buckets,
                      recency_share=recency_share,
                      query_timeout=query_timeout, gen_hf_start=gen_hf_start)
-    click.echo(f"bench in namespace {config.mysql_database} / {config.hbase_table} / "
-               f"{config.hdfs_root}: {', '.join(spec.approaches)}", err=True)
+    click.echo(f"bench in namespace {config.mysql.database} / {config.hbase.table} / "
+               f"{config.hdfs.root}: {', '.join(spec.approaches)}", err=True)
     display = Display()
     try:
         result = run_bench(config, spec, progress=display)
@@ -218,8 +218,8 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
 
 
 def _days(config, spec: DaysSpec, as_json: bool) -> None:
-    click.echo(f"days in a row in namespace {config.mysql_database} / {config.hbase_table} / "
-               f"{config.hdfs_root}: {spec.days} days, {spec.threads} client threads", err=True)
+    click.echo(f"days in a row in namespace {config.mysql.database} / {config.hbase.table} / "
+               f"{config.hdfs.root}: {spec.days} days, {spec.threads} client threads", err=True)
     display = Display()
     try:
         result = run_days(config, spec, progress=display)

@@ -8,11 +8,11 @@ from datetime import datetime
 
 import click
 
+from debl.bench.baselines import run_approach
+from debl.bench.source_server import make_server
 from debl.buckets import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
-from loaders.baselines import run_approach
-from loaders.load import LoadOptions, LoadProgress
-from loaders.serve import make_server
+from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
 from loaders.source import check_no_password
 
 
@@ -101,8 +101,9 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
         chunk_size=parse_size(chunk_size) if chunk_size else None,
         bucket_width=bucket_width, max_bad=max_bad, wait_for_hot=wait_for_hot,
         approach="debl-cold" if no_hot and approach == "debl" else approach)
-    summary = run_approach(config_of(ctx), source, options, resume=resume,
-                           progress=_Bars(as_json))
+    # DeBL's own load straight from the pipeline; a baseline's through the bench's approaches
+    run = load_debl if options.approach in DEBL_APPROACHES else run_approach
+    summary = run(config_of(ctx), source, options, resume=resume, progress=_Bars(as_json))
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
         return

@@ -97,7 +97,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
     spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
                       rate=rate, processes=default_processes(
                           threads, processes if processes is not None
-                          else config.client_processes))
+                          else config.client.processes))
     err = sys.stderr
     by_count = total is not None
     length = total if by_count else max(1, int(duration or 1))

@@ -47,9 +47,9 @@ class Campaign:
 
     def __init__(self, config: Config, work_dir: Path, report: Callable[[str], None] = print,
                  answers: int = ANSWER_SAMPLE):
-        root = config.hdfs_root.rstrip("/") or "/debl"
+        root = config.hdfs.root.rstrip("/") or "/debl"
         self.config = config.replace(
-            mysql_database=f"{config.mysql_database}_faults", link_table="faults_links",
+            mysql_database=f"{config.mysql.database}_faults", link_table="faults_links",
             hbase_table="faults_links", hdfs_root=f"{root}-faults", poll_interval=0.2,
             run_buckets=2, service_timeout=min(config.service_timeout, 20.0))
         self.work_dir = Path(work_dir).absolute()

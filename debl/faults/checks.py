@@ -198,7 +198,7 @@ def check_hdfs(config: Config, ref: Reference) -> HdfsCheck:
 def unread_leftovers(config: Config, fs: WebHDFS) -> list[str]:
     """Files under the dataset's HDFS root that no later run reads: temporaries of a killed
     copy or dist_ch (``._COPYING_``) and HFile directories of a killed gen_HF run."""
-    root = config.hdfs_root.rstrip("/")
+    root = config.hdfs.root.rstrip("/")
     found = []
     for sub in ("buckets", "hfiles"):
         stack = [f"{root}/{sub}"]

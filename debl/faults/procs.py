@@ -128,7 +128,7 @@ def config_env(config: Config, **extra: str) -> dict[str, str]:
     caller's own ``DEBL_*`` dropped), plus *extra* ones. The password travels in the
     environment, never in argv."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-    for name, value in vars(config).items():
+    for name, value in config.settings().items():
         if value is not None:
             env[f"DEBL_{name.upper()}"] = str(value)
     env.update(extra)

@@ -157,8 +157,8 @@ def run_soak(config: Config, work_dir: Path, spec: SoakSpec = SoakSpec(),
     *config*, which must be up, in a namespace of its own (database ``<mysql_database>_soak``,
     HBase table and HDFS root apart): the dataset loaded there is left alone. The input is
     generated once under ``<state_dir>/soak/input``."""
-    root = config.hdfs_root.rstrip("/") or "/debl"
-    config = config.replace(mysql_database=f"{config.mysql_database}_soak",
+    root = config.hdfs.root.rstrip("/") or "/debl"
+    config = config.replace(mysql_database=f"{config.mysql.database}_soak",
                             link_table="soak_links", hbase_table="soak_links",
                             hdfs_root=f"{root}-soak")
     input_dir = (config.state_dir / "soak" / "input").absolute()

@@ -22,21 +22,21 @@ class HBase(JvmService):
 
     @property
     def address(self) -> str:
-        return (f"zk 127.0.0.1:{self.config.hbase_zookeeper_port}, "
-                f"thrift {self.config.hbase_thrift_host}:{self.config.hbase_thrift_port}")
+        return (f"zk 127.0.0.1:{self.config.hbase.zookeeper_port}, "
+                f"thrift {self.config.hbase.thrift_host}:{self.config.hbase.thrift_port}")
 
     def site(self) -> dict[str, object]:
         c = self.config
         return {
             "hbase.cluster.distributed": "false",
-            "hbase.rootdir": f"{c.hdfs_uri}/hbase",
+            "hbase.rootdir": f"{c.hdfs.uri}/hbase",
             "hbase.tmp.dir": str(self.home / "tmp"),
-            "hbase.zookeeper.quorum": c.hbase_zookeeper_quorum,
-            "hbase.zookeeper.property.clientPort": c.hbase_zookeeper_port,
+            "hbase.zookeeper.quorum": c.hbase.zookeeper_quorum,
+            "hbase.zookeeper.property.clientPort": c.hbase.zookeeper_port,
             "hbase.zookeeper.property.clientPortAddress": "127.0.0.1",
             "hbase.zookeeper.property.dataDir": str(self.home / "zookeeper"),
-            "hbase.master.port": c.hbase_master_port,
-            "hbase.regionserver.port": c.hbase_regionserver_port,
+            "hbase.master.port": c.hbase.master_port,
+            "hbase.regionserver.port": c.hbase.regionserver_port,
             "hbase.master.ipc.address": "127.0.0.1",
             "hbase.regionserver.ipc.address": "127.0.0.1",
             "hbase.master.hostname": "127.0.0.1",
@@ -60,16 +60,16 @@ class HBase(JvmService):
 
     def start(self) -> None:
         self.write_conf({"hbase-site.xml": site_xml(self.site()),
-                         "core-site.xml": site_xml({"fs.defaultFS": self.config.hdfs_uri}),
+                         "core-site.xml": site_xml({"fs.defaultFS": self.config.hdfs.uri}),
                          "hdfs-site.xml": site_xml({"dfs.replication": 1})})
         master, thrift = self.daemons
         if master.pid() is None:
-            require_free(master, self.config.hbase_zookeeper_port, self.config.hbase_master_port,
-                          self.config.hbase_regionserver_port)
+            require_free(master, self.config.hbase.zookeeper_port, self.config.hbase.master_port,
+                          self.config.hbase.regionserver_port)
             master.start(self.java_argv("org.apache.hadoop.hbase.master.HMaster", "start",
-                                        heap=self.config.hbase_heap))
+                                        heap=self.config.hbase.heap))
         if thrift.pid() is None:
-            require_free(thrift, self.config.hbase_thrift_port)
+            require_free(thrift, self.config.hbase.thrift_port)
             thrift.start(self.thrift_argv())
 
     def thrift_argv(self) -> list[str]:
@@ -77,15 +77,15 @@ class HBase(JvmService):
         default), never on ``hbase_thrift_host``: that is where clients reach a Thrift server,
         and Thrift1 has no authentication."""
         return self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
-                              "-b", self.config.hbase_thrift_bind,
-                              "-p", str(self.config.hbase_thrift_port), "start", heap="256m")
+                              "-b", self.config.hbase.thrift_bind,
+                              "-p", str(self.config.hbase.thrift_port), "start", heap="256m")
 
     def probe(self) -> str:
         # lazy import: happybase would cost every `debl` command's start-up
         # (docs/ARCHITECTURE.md, "Lazy imports")
         import happybase
 
-        conn = happybase.Connection(self.config.hbase_thrift_host, self.config.hbase_thrift_port,
+        conn = happybase.Connection(self.config.hbase.thrift_host, self.config.hbase.thrift_port,
                                     timeout=10_000, autoconnect=True)
         try:
             tables = conn.tables()

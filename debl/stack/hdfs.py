@@ -24,15 +24,15 @@ def hdfs_site(config: Config, home: Path) -> dict[str, object]:
         "dfs.datanode.data.dir": f"file://{home / 'data'}",
         "dfs.permissions.enabled": "false",
         "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
-        "dfs.namenode.rpc-address": f"{lo}:{_port(config.hdfs_uri)}",
-        "dfs.namenode.http-address": f"{lo}:{config.hdfs_http_port}",
+        "dfs.namenode.rpc-address": f"{lo}:{_port(config.hdfs.uri)}",
+        "dfs.namenode.http-address": f"{lo}:{config.hdfs.http_port}",
         "dfs.namenode.https-address": f"{lo}:0",
         "dfs.namenode.secondary.http-address": f"{lo}:0",
         "dfs.namenode.secondary.https-address": f"{lo}:0",
-        "dfs.datanode.address": f"{lo}:{config.hdfs_datanode_port}",
-        "dfs.datanode.http.address": f"{lo}:{config.hdfs_datanode_http_port}",
+        "dfs.datanode.address": f"{lo}:{config.hdfs.datanode_port}",
+        "dfs.datanode.http.address": f"{lo}:{config.hdfs.datanode_http_port}",
         "dfs.datanode.https.address": f"{lo}:0",
-        "dfs.datanode.ipc.address": f"{lo}:{config.hdfs_datanode_ipc_port}",
+        "dfs.datanode.ipc.address": f"{lo}:{config.hdfs.datanode_ipc_port}",
         "dfs.datanode.hostname": lo,
         "dfs.namenode.datanode.registration.ip-hostname-check": "false",
         "dfs.webhdfs.enabled": "true",
@@ -57,10 +57,10 @@ class HDFS(JvmService):
 
     @property
     def address(self) -> str:
-        return self.config.hdfs_uri
+        return self.config.hdfs.uri
 
     def start(self) -> None:
-        core = {"fs.defaultFS": self.config.hdfs_uri, "hadoop.tmp.dir": str(self.home / "tmp")}
+        core = {"fs.defaultFS": self.config.hdfs.uri, "hadoop.tmp.dir": str(self.home / "tmp")}
         self.write_conf({"core-site.xml": site_xml(core),
                          "hdfs-site.xml": site_xml(hdfs_site(self.config, self.home))})
         namenode, datanode = self.daemons
@@ -73,11 +73,11 @@ class HDFS(JvmService):
                 raise StackError("HDFS NameNode", "formatting the NameNode failed", None,
                                  (result.stdout + result.stderr)[-2000:])
         if namenode.pid() is None:
-            require_free(namenode, _port(self.config.hdfs_uri), self.config.hdfs_http_port)
+            require_free(namenode, _port(self.config.hdfs.uri), self.config.hdfs.http_port)
             namenode.start(self.java_argv("org.apache.hadoop.hdfs.server.namenode.NameNode"))
         if datanode.pid() is None:
-            require_free(datanode, self.config.hdfs_datanode_port,
-                          self.config.hdfs_datanode_http_port, self.config.hdfs_datanode_ipc_port)
+            require_free(datanode, self.config.hdfs.datanode_port,
+                          self.config.hdfs.datanode_http_port, self.config.hdfs.datanode_ipc_port)
             datanode.start(self.java_argv("org.apache.hadoop.hdfs.server.datanode.DataNode"))
 
     def probe(self) -> str:

@@ -35,7 +35,7 @@ class MariaDB(Service):
 
     @property
     def address(self) -> str:
-        return f"{self.config.mysql_host}:{self.config.mysql_port}"
+        return f"{self.config.mysql.host}:{self.config.mysql.port}"
 
     @property
     def socket_path(self) -> Path:
@@ -49,7 +49,7 @@ class MariaDB(Service):
         install = shutil.which("mariadb-install-db")
         if not server or not install:
             raise StackError(self.name, "mariadbd is not installed: run scripts/setup.sh")
-        require_free(daemon, self.config.mysql_port)
+        require_free(daemon, self.config.mysql.port)
         data = self.home / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (data / "mysql").is_dir():
@@ -73,7 +73,7 @@ class MariaDB(Service):
         daemon.start([
             server, "--no-defaults", f"--datadir={data}", f"--socket={self.socket_path}",
             f"--tmpdir={tmp}",
-            f"--port={self.config.mysql_port}", "--bind-address=127.0.0.1",
+            f"--port={self.config.mysql.port}", "--bind-address=127.0.0.1",
             f"--pid-file={self.home / 'mysqld.pid.server'}", "--log-error=",  # to our log file
             "--local-infile=1", "--skip-name-resolve", "--max-allowed-packet=256M",
             "--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M",
@@ -111,8 +111,8 @@ class MariaDB(Service):
 
         The password goes to a 0600 file and reaches the server on stdin, never in argv."""
         pw_file = self.config.mysql_password_file.absolute()
-        if self.config.mysql_password is not None:
-            password = self.config.mysql_password
+        if self.config.mysql.password is not None:
+            password = self.config.mysql.password
         elif pw_file.exists():
             password = pw_file.read_text().strip()
         else:
@@ -121,7 +121,7 @@ class MariaDB(Service):
             fd = os.open(pw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(password + "\n")
-        db, user = self.config.mysql_database, self.config.mysql_user
+        db, user = self.config.mysql.database, self.config.mysql.user
         quoted = password.replace("\\", "\\\\").replace("'", "\\'")
         sql = [f"CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4;"]
         for host in ("127.0.0.1", "localhost"):
@@ -137,9 +137,9 @@ class MariaDB(Service):
                              result.stderr.replace(quoted, "***")[-2000:])
 
     def probe(self) -> str:
-        conn = pymysql.connect(host=self.config.mysql_host, port=self.config.mysql_port,
-                               user=self.config.mysql_user, password=self.config.mysql_secret,
-                               database=self.config.mysql_database, connect_timeout=3)
+        conn = pymysql.connect(host=self.config.mysql.host, port=self.config.mysql.port,
+                               user=self.config.mysql.user, password=self.config.mysql_secret,
+                               database=self.config.mysql.database, connect_timeout=3)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")

@@ -44,13 +44,13 @@ class SparkCluster(Service):
     def daemons(self) -> list[Daemon]:
         left = [int(p.stem.rsplit("-", 1)[1]) for p in self.home.glob("spark-worker-*.pid")
                 if p.stem.rsplit("-", 1)[1].isdigit()]
-        count = max([self.config.spark_workers, *left])
+        count = max([self.config.spark.workers, *left])
         return [Daemon("spark-master", self.home),
                 *(Daemon(f"spark-worker-{i}", self.home) for i in range(1, count + 1))]
 
     @property
     def address(self) -> str:
-        return f"{self.config.spark_url}, ui :{self.config.spark_master_webui_port}"
+        return f"{self.config.spark.url}, ui :{self.config.spark.master_webui_port}"
 
     @property
     def conf_dir(self) -> Path:
@@ -78,7 +78,7 @@ class SparkCluster(Service):
         # cluster": scripts/spark_master_cpu.py measures it).
         quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         env.update(SPARK_HOME=str(self.spark_home()), SPARK_CONF_DIR=str(self.conf_dir),
-                   SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=self.config.spark_daemon_memory,
+                   SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=self.config.spark.daemon_memory,
                    SPARK_DAEMON_JAVA_OPTS=quick, SPARK_LAUNCHER_OPTS=quick,
                    SPARK_LOG_DIR=str(self.home / "logs"), **extra)
         return env
@@ -102,13 +102,13 @@ class SparkCluster(Service):
             "spark.worker.cleanup.appDataTtl 86400\n")
         master, *workers = self.daemons
         for index, worker in enumerate(workers, start=1):
-            if index > c.spark_workers:
+            if index > c.spark.workers:
                 worker.stop()
         if master.pid() is None:
-            require_free(master, c.spark_master_port, c.spark_master_webui_port)
+            require_free(master, c.spark.master_port, c.spark.master_webui_port)
             master.start(self.daemon_argv(
                 "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                "--port", str(c.spark_master_port), "--webui-port", str(c.spark_master_webui_port)),
+                "--port", str(c.spark.master_port), "--webui-port", str(c.spark.master_webui_port)),
                 env=self.daemon_env(), cwd=self.home)
         # A worker that finds no master retries only after 5-15 s: start them once it answers.
         try:
@@ -119,25 +119,25 @@ class SparkCluster(Service):
             raise
         except Exception as exc:
             raise master.failure(f"did not answer within 90 s ({exc})") from exc
-        for index, worker in enumerate(workers[:c.spark_workers], start=1):
+        for index, worker in enumerate(workers[:c.spark.workers], start=1):
             if worker.pid() is not None:
                 continue
-            port, ui = c.spark_worker_port + index - 1, c.spark_worker_webui_port + index - 1
+            port, ui = c.spark.worker_port + index - 1, c.spark.worker_webui_port + index - 1
             require_free(worker, port, ui)
             work, local = self.home / f"work-{index}", self.home / f"local-{index}"
             work.mkdir(exist_ok=True)
             local.mkdir(exist_ok=True)
             worker.start(self.daemon_argv(
                 "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(port),
-                "--webui-port", str(ui), "--cores", str(c.spark_worker_cores),
-                "--memory", c.spark_worker_memory, "--work-dir", str(work), c.spark_url),
+                "--webui-port", str(ui), "--cores", str(c.spark.worker_cores),
+                "--memory", c.spark.worker_memory, "--work-dir", str(work), c.spark.url),
                 env=self.daemon_env(SPARK_LOCAL_DIRS=str(local)), cwd=self.home)
 
     def _master_alive(self, master: Daemon) -> dict:
         if master.exited():
             raise master.failure("the Spark master exited during start-up")
         with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.config.spark_master_webui_port}/json/", timeout=5) as r:
+                f"http://127.0.0.1:{self.config.spark.master_webui_port}/json/", timeout=5) as r:
             state = json.load(r)
         if state.get("status") != "ALIVE":
             raise RuntimeError(f"master is {state.get('status')}")
@@ -185,7 +185,7 @@ class SparkCluster(Service):
         config registered and ALIVE."""
         state = self._master_alive(self.daemons[0])
         alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
-        want = self.config.spark_workers
+        want = self.config.spark.workers
         if want == 0:
             raise RuntimeError("left running by an earlier configuration (spark_workers is 0 "
                                "now): `debl stack down` stops it")

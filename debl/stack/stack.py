@@ -34,7 +34,7 @@ def all_services(config: Config, leftovers: bool = False) -> list[Service]:
     configuration (``stack down`` and ``status`` must not miss it)."""
     services: list[Service] = [MariaDB(config), HDFS(config), HBase(config)]
     spark = SparkCluster(config)
-    if config.spark_workers > 0 or (leftovers and any(d.pid() for d in spark.daemons)):
+    if config.spark.workers > 0 or (leftovers and any(d.pid() for d in spark.daemons)):
         services.append(spark)
     return services
 

@@ -41,7 +41,8 @@ from happybase.table import TScan  # the Thrift struct happybase itself uses
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from debl.config import Config, check_identifier
+from debl.config import Config
+from debl.config_values import check_identifier
 from debl.errors import ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
@@ -65,7 +66,7 @@ _LOST = (TTransportException, socket.error, EOFError)
 
 
 class HBaseStore(LinkStore):
-    """LinkStore on an HBase table (``config.hbase_table``, or *table*) via Thrift.
+    """LinkStore on an HBase table (``config.hbase.table``, or *table*) via Thrift.
 
     Thread-safe: up to *pool_size* threads run calls at once, others wait for a connection
     (at most *acquire_timeout* seconds, then ServiceError). *timeout_ms* bounds each Thrift
@@ -77,7 +78,7 @@ class HBaseStore(LinkStore):
                  timeout_ms: int | None = None, acquire_timeout: float | None = None) -> None:
         self.config = config
         # a load's own table (debl.namespace) is longer than the configured base name
-        self.table = config.hbase_table if table is None else check_identifier(table, "table")
+        self.table = config.hbase.table if table is None else check_identifier(table, "table")
         self._name = self.table.encode()
         self._pool_size = pool_size
         self._timeout_ms = (round(config.service_timeout * 1000) if timeout_ms is None
@@ -91,7 +92,7 @@ class HBaseStore(LinkStore):
 
     @property
     def _where(self) -> str:
-        return f"HBase Thrift at {self.config.hbase_thrift_host}:{self.config.hbase_thrift_port}"
+        return f"HBase Thrift at {self.config.hbase.thrift_host}:{self.config.hbase.thrift_port}"
 
     def _get_pool(self) -> happybase.ConnectionPool:
         with self._lock:
@@ -100,8 +101,8 @@ class HBaseStore(LinkStore):
                     # The pool opens its first connection at once: an unreachable server fails
                     # here, with a clear message, rather than in the middle of a query.
                     self._pool = happybase.ConnectionPool(
-                        self._pool_size, host=self.config.hbase_thrift_host,
-                        port=self.config.hbase_thrift_port, timeout=self._timeout_ms)
+                        self._pool_size, host=self.config.hbase.thrift_host,
+                        port=self.config.hbase.thrift_port, timeout=self._timeout_ms)
                 except (*_LOST, TException) as exc:
                     raise ServiceError(f"{self._where}: cannot connect: {exc} (is it running? "
                                        "see `debl stack status`)") from exc

@@ -5,17 +5,18 @@ time, id2, version, data)``: equality on the first three columns, a range on ``t
 order ``time DESC, id2 DESC`` come straight from the index, so ``LIMIT offset+limit`` stops the
 read early and no row is looked up in the primary key (the index covers every column). The read
 says ``FORCE INDEX (id1_type)``, as LinkBench's does: left to itself MariaDB 10.11 picks the
-primary key's ``(link_type, id1)`` prefix for short lists and sorts the rows, which cost 15-35%
-more server CPU per LinkBench request (docs/STORES.md). While the index is absent (between
+primary key's ``(link_type, id1)`` prefix for short lists and sorts the rows, which cost more
+server CPU per LinkBench request (docs/STORES.md, section 3, "The index, forced"). While the
+index is absent (between
 ``drop_secondary_index`` and ``add_secondary_index`` of a bulk load) reads fall back to the
 plain statement.
 
 Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
 other statement through pymysql: the read path is what a query client runs thousands of times a
-second, and there the pure-Python driver's CPU per query (about 160-200 µs against 50, measured
-in docs/STORES.md) is what limits a client process. A read is one text-protocol round trip whose
-arguments are integers, formatted with ``%d`` after ``operator.index`` (so nothing but an integer
-reaches the SQL text, and no escaping is needed).
+second, and there the pure-Python driver's CPU per query (several times mysqlclient's,
+measured in docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
+is one text-protocol round trip whose arguments are integers, formatted with ``%d`` after
+``operator.index`` (so nothing but an integer reaches the SQL text, and no escaping is needed).
 
 Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
 replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
@@ -40,9 +41,9 @@ Pitfalls:
 - A dropped connection (server restart, idle timeout) is reopened once and the call retried;
   every call here is idempotent, writes included.
 - Raw drivers, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
-  0.77-0.96x the requests/s of raw pymysql on a held connection and 0.42-0.52x with a pooled
-  connection per call (docs/STORES.md section 3); mysqlclient reads cost a third of pymysql's
-  client CPU.
+  fewer requests/s than raw pymysql on a held connection, and about half with a pooled
+  connection per call; mysqlclient reads cost less client CPU still (docs/STORES.md, section 3,
+  "Why raw drivers here").
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ from typing import Any, TypeVar
 import MySQLdb
 import pymysql
 
-from debl.config import Config, check_identifier
+from debl.config import Config
+from debl.config_values import check_identifier
 from debl.errors import ServiceError
 from debl.mysql import ConnectionPool, connect, connect_reader, describe
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
@@ -121,8 +123,8 @@ _UPSERT = (
 def _service_error(config: Config, exc: BaseException, table: str | None = None) -> ServiceError:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if code == _UNKNOWN_TABLE:
-        return ServiceError(f"MySQL at {config.mysql_host}:{config.mysql_port}: table "
-                            f"{config.mysql_database}.{table} does not exist (create it with the "
+        return ServiceError(f"MySQL at {config.mysql.host}:{config.mysql.port}: table "
+                            f"{config.mysql.database}.{table} does not exist (create it with the "
                             "store's create_table() or reset(), or load data)")
     text = (describe(exc, config) if isinstance(exc, (pymysql.err.MySQLError, MySQLdb.MySQLError))
             else str(exc))
@@ -136,18 +138,18 @@ class _IndexMissing(Exception):
 
 
 class MySQLStore(LinkStore):
-    """LinkStore on a MySQL/MariaDB link table (``config.link_table``, or *table*).
+    """LinkStore on a MySQL/MariaDB link table (``config.mysql.link_table``, or *table*).
 
     Thread-safe: each call borrows a connection from the store's bounded pool (*pool_size*, by
-    default ``config.mysql_pool_size``).
+    default ``config.mysql.pool_size``).
     """
 
     def __init__(self, config: Config, table: str | None = None,
                  pool_size: int | None = None) -> None:
         self.config = config
         # a load's own table (debl.namespace) is longer than the configured base name
-        self.table = config.link_table if table is None else check_identifier(table, "table")
-        self.pool_size = pool_size or config.mysql_pool_size
+        self.table = config.mysql.link_table if table is None else check_identifier(table, "table")
+        self.pool_size = pool_size or config.mysql.pool_size
         self._pool = ConnectionPool(lambda: connect(self.config), self.pool_size, POOL_WAIT_S)
         self._upsert = _UPSERT.format(table=self.table)
         self._readers = ConnectionPool(lambda: connect_reader(self.config), self.pool_size,
@@ -178,7 +180,7 @@ class MySQLStore(LinkStore):
             return pool.get()
         except TimeoutError:
             raise ServiceError(
-                f"MySQL at {self.config.mysql_host}:{self.config.mysql_port}: all "
+                f"MySQL at {self.config.mysql.host}:{self.config.mysql.port}: all "
                 f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
                 " s; raise mysql_pool_size, or give the callers fewer threads") from None
 
@@ -263,12 +265,12 @@ class MySQLStore(LinkStore):
 
     def create_table(self, with_secondary_index: bool = True) -> None:
         """Create the link table if it does not exist (an existing table is left as it is)."""
-        self._execute(link_table_ddl(self.table, self.config.mysql_engine, with_secondary_index))
+        self._execute(link_table_ddl(self.table, self.config.mysql.engine, with_secondary_index))
 
     def table_exists(self) -> bool:
         rows = self._execute(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
-            (self.config.mysql_database, self.table))
+            (self.config.mysql.database, self.table))
         return bool(rows)
 
     def size_bytes(self) -> int:
@@ -276,14 +278,14 @@ class MySQLStore(LinkStore):
         server reports it."""
         rows = self._execute(
             "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
-            "WHERE table_schema = %s AND table_name = %s", (self.config.mysql_database, self.table))
+            "WHERE table_schema = %s AND table_name = %s", (self.config.mysql.database, self.table))
         return int(rows[0][0])
 
     def has_secondary_index(self) -> bool:
         rows = self._execute(
             "SELECT 1 FROM information_schema.statistics WHERE table_schema = %s "
             "AND table_name = %s AND index_name = %s LIMIT 1",
-            (self.config.mysql_database, self.table, INDEX_NAME))
+            (self.config.mysql.database, self.table, INDEX_NAME))
         return bool(rows)
 
     def drop_secondary_index(self) -> None:

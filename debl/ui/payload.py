@@ -29,15 +29,15 @@ def page_data(config: Config, snapshot: Snapshot, services: list[ServiceMark],
     """Everything the page shows, as one JSON-ready dict (docs/UI.md lists the fields)."""
     now = time.time()
     status = snapshot.status
-    mysql = ServiceMark("MySQL", f"{config.mysql_host}:{config.mysql_port}",
+    mysql = ServiceMark("MySQL", f"{config.mysql.host}:{config.mysql.port}",
                         None if snapshot.version == 0 else snapshot.error is None,
-                        snapshot.error or f"database {config.mysql_database} answers",
+                        snapshot.error or f"database {config.mysql.database} answers",
                         snapshot.status_at if snapshot.error is None else now)
     load = status["load"] if status else None
     return {
         "served_at": now,
         "interval_s": interval,
-        "dataset": {"database": config.mysql_database, "mysql": mysql.address},
+        "dataset": {"database": config.mysql.database, "mysql": mysql.address},
         "status": status,
         "status_age_s": None if snapshot.status_at is None else now - snapshot.status_at,
         "error": snapshot.error,

@@ -130,7 +130,7 @@ class UIServer:
                  interval: float = 1.0):
         self.config = config
         self.interval = interval
-        port = config.ui_port if port is None else port
+        port = config.ui.port if port is None else port
         self.sampler = StatusSampler(config, interval)
         self.services = ServiceWatch(config)
         self.rejects = RejectSample(config)

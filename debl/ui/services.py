@@ -45,7 +45,7 @@ def _hdfs(config: Config) -> str:
 
 
 def _hbase(config: Config) -> str:
-    conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port,
+    conn = happybase.Connection(config.hbase.thrift_host, config.hbase.thrift_port,
                                 timeout=int(PROBE_TIMEOUT_S * 1000), autoconnect=True)
     try:
         tables = conn.tables()
@@ -56,9 +56,9 @@ def _hbase(config: Config) -> str:
 
 def probes(config: Config) -> list[tuple[str, str, Callable[[Config], str]]]:
     """(service, address, probe) for each service the page marks besides MySQL."""
-    namenode = urllib.parse.urlparse(config.hdfs_uri).hostname or "127.0.0.1"
-    return [("HDFS", f"{namenode}:{config.hdfs_http_port}", _hdfs),
-            ("HBase", f"{config.hbase_thrift_host}:{config.hbase_thrift_port}", _hbase)]
+    namenode = urllib.parse.urlparse(config.hdfs.uri).hostname or "127.0.0.1"
+    return [("HDFS", f"{namenode}:{config.hdfs.http_port}", _hdfs),
+            ("HBase", f"{config.hbase.thrift_host}:{config.hbase.thrift_port}", _hbase)]
 
 
 def probe(config: Config, service: str, address: str,

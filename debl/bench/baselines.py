@@ -1,5 +1,5 @@
-"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the same
-source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
+"""The approaches of the paper's comparison (docs/DESIGN.md section 7): each one a load from the
+same source that ends at its uptime, recorded in the catalog like ``run_load`` records DeBL's.
 
 =================  ==========================================================  ===============
 approach           what runs (all from the same source)                          uptime at
@@ -68,11 +68,11 @@ from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, create_table
 from loaders.hfile import merge_links
-from loaders.load import (LoadOptions, LoadProgress, LoadSummary, load_lock, new_load_id,
-                          phase_sums, run_load)
+from loaders.load import (LoadOptions, LoadProgress, LoadSummary, check_resume_approach,
+                          load_lock, new_load_id, phase_sums, run_load,
+                          with_default_hot_share)
 from loaders.source import SourceFile, open_source
 
-DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 COPY_BLOCK = 1 << 20
 PUT_BATCH = 1000
 GEN_HF_LOCK_WAIT_S = 600.0
@@ -106,14 +106,7 @@ def run_approach(config: Config, source_spec: str, options: LoadOptions = LoadOp
     Raises ConfigError for an unknown approach or options that contradict it (a hot split for
     an approach that has none), LoadStateError for a resume that cannot be done."""
     approach = get_approach(options.approach)
-    if resume:
-        with Catalog(config) as catalog:
-            row = catalog.load(resume)
-        if row is None:
-            raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
-        if row.approach != approach.name:
-            raise LoadStateError(f"load {resume} is a {row.approach} load: resume it with "
-                                 f"--approach {row.approach}")
+    check_resume_approach(config, resume, approach.name)
     return approach.load(config, source_spec, options, resume, progress)
 
 
@@ -135,9 +128,9 @@ def _no_hot_options(options: LoadOptions, why: str) -> None:
 
 def _load_debl(config: Config, source_spec: str, options: LoadOptions, resume: str | None,
                progress: LoadProgress) -> LoadSummary:
-    if options.hot_bytes is None and options.hot_since is None and not resume:
-        total = sum(f.size for f in open_source(source_spec, config).list())
-        options = dataclasses.replace(options, hot_bytes=int(total * DEFAULT_HOT_SHARE))
+    """debl, debl-fifo, debl-raw: DeBL's own load (as ``loaders.load.load_debl``), recorded
+    under the approach's name."""
+    options = with_default_hot_share(config, source_spec, options, resume)
     return run_load(config, source_spec, options, resume, progress)
 
 
@@ -215,7 +208,7 @@ def _finish(config: Config, summary: LoadSummary, progress: LoadProgress) -> Loa
 
 def copy_dir(config: Config) -> Path:
     """Where fileCopy puts its copies: one directory per MySQL database (namespace)."""
-    return config.state_dir / "filecopy" / config.mysql_database
+    return config.state_dir / "filecopy" / config.mysql.database
 
 
 def _load_file_copy(config: Config, source_spec: str, options: LoadOptions,
@@ -321,7 +314,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
         load = catalog.load(load_id)
         table = load.namespace.hbase_table
         buckets = catalog.buckets(load_id)
-        paths = [f"{config.hdfs_uri}{p}.*" for b in buckets
+        paths = [f"{config.hdfs.uri}{p}.*" for b in buckets
                  for p in catalog.bucket_paths(b.b_index, load_id)]
         create_table(spark, config, bucket_split_keys(load.bucket_map,
                                                       [b.b_index for b in buckets])
@@ -348,7 +341,7 @@ def _put_partition(config: Config, table: str, links: Iterator[Link]) -> Iterato
     # "Lazy imports"); only this Spark task needs it
     import happybase
 
-    conn = happybase.Connection(config.hbase_thrift_host, config.hbase_thrift_port,
+    conn = happybase.Connection(config.hbase.thrift_host, config.hbase.thrift_port,
                                 timeout=300_000)
     n = 0
     try:

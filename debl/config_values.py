@@ -1,0 +1,133 @@
+"""Setting values for debl.config: read from ``debl.toml`` and ``DEBL_*`` (``read_settings``),
+each turned into its setting's type, and checked: SQL identifiers, the MySQL user name, JVM
+memory sizes, positive and non-negative numbers. Every error is a ConfigError naming the
+setting by its key (``mysql_pool_size``), the name a user sets it by. The settings themselves,
+their defaults and their sections are debl.config's.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from debl.errors import ConfigError
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A MariaDB user name (at most 80 characters) that is safe inside '...' in the stack's
+# CREATE USER / GRANT statements, which cannot take it as a bound parameter.
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}$")
+ENGINES = ("InnoDB", "MyISAM", "Aria")
+
+
+def check_identifier(value: str, what: str) -> str:
+    """*value* if it is a plain SQL identifier (letters, digits, underscore; not starting with
+    a digit; at most 64 characters), else ConfigError naming *what*: names DeBL puts into SQL
+    are checked once, so that the rest of the code may interpolate them."""
+    if not _IDENTIFIER.match(value):
+        raise ConfigError(f"{what}={value!r} is not a plain SQL identifier "
+                          "(letters, digits, underscore; not starting with a digit)")
+    return value
+
+
+# Each load's tables are named <name>_<load id> (debl.namespace: 22 characters), its staging
+# table <link_table>_<load id>_staging.
+_NAME_ROOM = {"mysql_database": 64 - len("debl_gen_hf."),
+              "link_table": 64 - len("_L20261125_172208_ab12") - len("_staging"),
+              "hbase_table": 64 - len("_L20261125_172208_ab12")}
+
+
+def check_name(key: str, value: str) -> None:
+    """ConfigError unless the setting *key*'s *value* is an identifier with room for the names
+    DeBL derives from it."""
+    check_identifier(value, key)
+    # Names built from these must stay within MySQL's 64 characters: the hot path's
+    # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_load.<db>`.
+    longest = _NAME_ROOM.get(key, 64)
+    if len(value) > longest:
+        raise ConfigError(f"{key}={value!r} is longer than {longest} characters (DeBL "
+                          "derives longer names from it)")
+
+
+def check_positive(section: Any, name: str) -> None:
+    """ConfigError unless the field *name* of the config section *section* is above 0."""
+    if getattr(section, name) <= 0:
+        raise ConfigError(f"{section.key_of(name)} must be positive, not {getattr(section, name)}")
+
+
+def check_not_negative(section: Any, name: str) -> None:
+    """ConfigError unless the field *name* of the config section *section* is 0 or above."""
+    if getattr(section, name) < 0:
+        raise ConfigError(f"{section.key_of(name)} must be 0 or more, not "
+                          f"{getattr(section, name)}")
+
+
+_JVM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def jvm_bytes(name: str, text: str) -> int:
+    """A JVM memory size (``2g``, ``512m``, ``1t``, or a plain number of MiB, as Spark reads
+    ``spark.*.memory``) in bytes; ConfigError naming the setting *name* for anything else."""
+    value = str(text).strip().lower().removesuffix("b")
+    digits = value[:-1] if value[-1:] in _JVM_UNITS else value
+    if not digits.isdigit() or int(digits) == 0:
+        raise ConfigError(f"{name} {text!r} is not a JVM memory size (e.g. 2g, 512m)")
+    return int(digits) * _JVM_UNITS.get(value[-1:], 1 << 20)
+
+
+def coerce(name: str, raw: Any, target: type | str) -> Any:
+    kind = target if isinstance(target, str) else target.__name__
+    if "float" in kind and "None" in kind and str(raw).strip().lower() == "off":
+        return None  # an optional duration switched off (raw_after)
+    try:
+        if "Path" in kind:
+            return Path(raw)
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return str(raw).lower() in ("1", "true", "yes", "on")
+            raise ValueError(raw)
+        if "int" in kind and "None" not in kind:
+            return int(raw)
+        if "float" in kind:
+            return float(raw)
+        return None if raw is None else str(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={raw!r} is not a valid {kind}") from None
+
+
+def read_settings(path: Path | str | None, env: Mapping[str, str],
+                  known: dict[str, str]) -> dict[str, Any]:
+    """The settings of ``debl.toml`` (or *path*, or ``$DEBL_CONFIG``) and of ``DEBL_*`` in
+    *env* (over the file's), each turned into its type in *known* (key -> type name). A TOML
+    table ``[t] k = v`` is the key ``t_k``. ConfigError for an unknown key, a file that does
+    not parse, an explicit file that does not exist, or a value of the wrong type."""
+    values: dict[str, Any] = {}
+
+    path = Path(path or env.get("DEBL_CONFIG") or "debl.toml")
+    if path.exists():
+        try:
+            doc = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        for key, value in doc.items():
+            items = ({f"{key}_{k}": v for k, v in value.items()} if isinstance(value, dict)
+                     else {key: value})
+            for name, raw in items.items():
+                if name not in known:
+                    raise ConfigError(f"{path}: unknown setting {name!r}")
+                values[name] = raw
+    elif "DEBL_CONFIG" in env or (path.name != "debl.toml"):
+        raise ConfigError(f"config file {path} does not exist")
+
+    for key, raw in env.items():
+        if key.startswith("DEBL_") and key != "DEBL_CONFIG":
+            name = key[5:].lower()
+            if name not in known:
+                raise ConfigError(f"environment variable {key}: unknown setting {name!r}")
+            values[name] = raw
+
+    return {name: coerce(name, raw, known[name]) for name, raw in values.items()}
