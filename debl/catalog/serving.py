@@ -92,16 +92,7 @@ class ServingCatalog(LoadsCatalog, CatalogBase):
     def publish_asks(self, load_id: str, coordinator: str, asked: dict[int, int]) -> None:
         """Record this coordinator's count of queries asked per bucket of *load_id* since it
         began serving it (cumulative; loaded buckets too)."""
-        if not asked:
-            return
-        t = asks_table
-        now = time.time()
-        upsert = mysql.insert(t)
-        with self._transaction() as conn:
-            conn.execute(upsert.on_duplicate_key_update(asked=upsert.inserted.asked,
-                                                        updated=upsert.inserted.updated),
-                         [{"load_id": load_id, "coordinator": coordinator, "b_index": b,
-                           "asked": n, "updated": now} for b, n in asked.items()])
+        self._publish_counts(asks_table, "b_index", "asked", load_id, coordinator, asked)
 
     def asks(self, load_id: str) -> dict[int, int]:
         """Queries asked per bucket of *load_id*, summed over every coordinator that served
@@ -117,16 +108,20 @@ class ServingCatalog(LoadsCatalog, CatalogBase):
     def publish_answers(self, load_id: str, coordinator: str, answered: dict[str, int]) -> None:
         """Record this coordinator's count of queries of *load_id* answered per route (or
         outcome)."""
-        if not answered:
+        self._publish_counts(answers_table, "route", "answered", load_id, coordinator, answered)
+
+    def _publish_counts(self, table: sa.Table, key: str, value: str, load_id: str,
+                        coordinator: str, counts: dict) -> None:
+        """Upsert a coordinator's cumulative *counts* (``key`` -> ``value``) of *load_id*."""
+        if not counts:
             return
-        t = answers_table
         now = time.time()
-        upsert = mysql.insert(t)
+        upsert = mysql.insert(table)
         with self._transaction() as conn:
-            conn.execute(upsert.on_duplicate_key_update(answered=upsert.inserted.answered,
-                                                        updated=upsert.inserted.updated),
-                         [{"load_id": load_id, "coordinator": coordinator, "route": route,
-                           "answered": n, "updated": now} for route, n in answered.items()])
+            conn.execute(upsert.on_duplicate_key_update({value: upsert.inserted[value],
+                                                         "updated": upsert.inserted.updated}),
+                         [{"load_id": load_id, "coordinator": coordinator, key: k, value: n,
+                           "updated": now} for k, n in counts.items()])
 
     def answers(self, load_id: str) -> tuple[dict[str, int], int]:
         """Queries of *load_id* answered per route, summed over every coordinator (closed ones
