@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from debl.config import Config
-from debl.errors import BadInputError, ServiceError
+from debl.config_values import check_identifier
+from debl.errors import BadInputError, ConfigError, ServiceError
 from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
 from debl.line_block import LONGEST_LINE, well_formed
 from debl.model import REJECT_PREFIX, Link, ParseError, line_body, parse_line, too_long
@@ -54,6 +55,7 @@ from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
+MYSQL_NAME_MAX = 64
 RUN_BYTES = 1 << 30  # input bytes merged in memory at once: about 2.6 bytes of RSS each
 STREAMS = 2  # LOAD DATA statements that load the winners side by side (two cores)
 PIPE_BYTES = 1 << 20
@@ -105,9 +107,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     BadInputError once more than *max_bad* lines were rejected (-1: no limit), after closing
     everything; ConfigError for a table name that is not a plain identifier.
     """
-    if table is not None:
-        config = config.replace(link_table=table)  # Config checks the name (and its _staging)
-    table = config.mysql.link_table
+    table = _table_name(table or config.mysql.link_table)
     result = HotResult()
     listed = sum(file.size for _, file in files)
     # A run holds the whole input if it can, and any one good line (with a CRLF) in any case.
@@ -124,7 +124,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, cur.fetchone()[0] // 2))
 
             def write_run() -> None:
-                _write_run(config, cur, rows, result)
+                _write_run(config, cur, table, rows, result)
                 rows.reset()
 
             t0 = time.time()
@@ -153,13 +153,23 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     return result
 
 
-def _write_run(config: Config, cur, rows: HotRows, result: HotResult) -> None:
-    """Merge the lines held and write the winners: straight into the empty link table for the
+def _table_name(table: str) -> str:
+    """*table* if it and its ``_staging`` twin are plain identifiers MySQL takes (64
+    characters), else ConfigError. A load's table is ``<link_table>_<load id>``, longer than
+    the setting: Config checks the setting, this the name derived from it."""
+    check_identifier(table, "the hot path's table")
+    if len(f"{table}_staging") > MYSQL_NAME_MAX:
+        raise ConfigError(f"the hot path's table {table!r} leaves no room for its staging "
+                          f"table within MySQL's {MYSQL_NAME_MAX} characters")
+    return table
+
+
+def _write_run(config: Config, cur, table: str, rows: HotRows, result: HotResult) -> None:
+    """Merge the lines held and write the winners: straight into the empty *table* for the
     first run, through the staging table for a later one."""
     if result.runs and not rows.lines:
         return  # the input ended exactly where a run did
     winners = rows.merge()
-    table = config.mysql.link_table
     staging = f"{table}_staging"
     if not result.runs:
         _load_winners(config, cur, table, winners)

@@ -177,7 +177,8 @@ def test_report_has_a_row_per_approach(bench, config):
     assert "raw answers" in md
     assert "| debl | " in md.split("## Service from uptime")[1]  # the service table's row
     assert "layout ranges" in md and f"{DEFAULT_RECENCY_SHARE:.0%} of the id1s by recency" in md
-    assert (result.directory / "report.html").read_text().count("<table>") == 4
+    # phases, latency, service from uptime, answered by each second, ratios
+    assert (result.directory / "report.html").read_text().count("<table>") == 5
     png = (result.directory / "throughput.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
