@@ -172,11 +172,13 @@ def test_the_resume_hint_of_a_failed_load_shows_no_password(stack_config, tmp_pa
 def test_debl_status_never_shows_the_password_of_a_recorded_source(stack_config):
     """A catalog is not trusted to hold URLs without passwords (an older DeBL's row)."""
     from debl.catalog import Catalog
+    from debl.namespace import Namespace
     from loaders.load import new_load_id
 
     load_id = new_load_id()
     with Catalog(stack_config) as catalog:
-        catalog.begin_load(load_id, "debl", "http://bob:hunter2@host/links", 1 << 20, {})
+        catalog.begin_load(load_id, "debl", "http://bob:hunter2@host/links", 1 << 20, {},
+                           Namespace.of(stack_config, load_id))
         catalog.update_load(load_id, state="failed", error="a test's load")
     for args in (["status"], ["status", "--json"]):
         result = CliRunner().invoke(main, args, obj=stack_config)

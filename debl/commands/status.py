@@ -65,8 +65,8 @@ def render(s: dict) -> str:
                                       if other["error"] else "")
             up = ("" if other["uptime_s"] is None else
                   f", up {other['uptime_s']:,.1f} s after its start")
-            out.append(f"  {title:<10} load {other['load_id']} ({other['approach']}): "
-                       f"{state}{up}; hot {_hot(other)}")
+            out.append(f"  {title:<10} load {other['load_id']} ({other['approach']}) from "
+                       f"{other['source']}: {state}{up}; hot {_hot(other)}")
     if s["phases"]:
         out.append("  phases     items   sum s  wall s        bytes")
         for p in s["phases"]:
@@ -139,6 +139,7 @@ def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> N
 
     with Catalog(config_of(ctx)) as catalog:
         report = read_status(catalog, top=top, every_bucket=every_bucket)
-    if report["load"] is not None:  # recorded without a password; a catalog is not trusted
-        report["load"]["source"] = redact_url(report["load"]["source"])
+    for role in ("load", "loading", "previous"):  # recorded without a password; a catalog
+        if isinstance(report.get(role), dict) and report[role].get("source"):  # is not trusted
+            report[role]["source"] = redact_url(report[role]["source"])
     click.echo(json.dumps(report, indent=2) if as_json else render(report))
