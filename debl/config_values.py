@@ -34,9 +34,10 @@ def check_identifier(value: str, what: str) -> str:
 
 # Each load's tables are named <name>_<load id> (debl.namespace: 22 characters), its staging
 # table <link_table>_<load id>_staging.
-_NAME_ROOM = {"mysql_database": 64 - len("debl_gen_hf."),
-              "link_table": 64 - len("_L20261125_172208_ab12") - len("_staging"),
-              "hbase_table": 64 - len("_L20261125_172208_ab12")}
+MYSQL_NAME_MAX = 64  # MySQL's longest identifier
+_NAME_ROOM = {"mysql_database": MYSQL_NAME_MAX - len("debl_gen_hf."),
+              "link_table": MYSQL_NAME_MAX - len("_L20261125_172208_ab12") - len("_staging"),
+              "hbase_table": MYSQL_NAME_MAX - len("_L20261125_172208_ab12")}
 
 
 def check_name(key: str, value: str) -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from debl.config import Config
-from debl.config_values import check_identifier
+from debl.config_values import MYSQL_NAME_MAX, check_identifier
 from debl.errors import BadInputError, ConfigError, ServiceError
 from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
 from debl.line_block import LONGEST_LINE, well_formed
@@ -55,7 +55,6 @@ from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
-MYSQL_NAME_MAX = 64
 RUN_BYTES = 1 << 30  # input bytes merged in memory at once: about 2.6 bytes of RSS each
 STREAMS = 2  # LOAD DATA statements that load the winners side by side (two cores)
 PIPE_BYTES = 1 << 20

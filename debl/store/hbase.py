@@ -55,6 +55,12 @@ _DROPPED_MEANWHILE = ("TableNotFoundException", "TableNotEnabledException")
 
 T = TypeVar("T")
 
+
+def _thrift_message(exc: TException) -> str:
+    """What the server said, as text: a Thrift IOError carries the Java trace as bytes."""
+    message = getattr(exc, "message", None) or str(exc)
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+
 # Server-side filters (HBase filter language; the value is compared as raw bytes).
 _VISIBLE = b"ValueFilter(=, 'binaryprefix:\x01')"  # cell value starts with visibility 1
 _KEYS_ONLY = b"FirstKeyOnlyFilter() AND KeyOnlyFilter()"
@@ -128,9 +134,7 @@ class HBaseStore(LinkStore):
                     raise ServiceError(f"{self._where}: connection lost: {exc} (is it running? "
                                        "see `debl stack status`)") from exc
             except TException as exc:
-                message = getattr(exc, "message", None) or str(exc)
-                if isinstance(message, bytes):  # Thrift IOError carries the Java trace as bytes
-                    message = message.decode("utf-8", "replace")
+                message = _thrift_message(exc)
                 if "TableNotFoundException" in message:
                     raise ServiceError(f"{self._where}: table {self.table!r} does not exist "
                                        "(create it with create_table() or reset(), or load "
@@ -182,11 +186,8 @@ class HBaseStore(LinkStore):
                     conn.delete_table(self._name, disable=True)
                     return
                 except TException as exc:
-                    message = getattr(exc, "message", None) or str(exc)
-                    if isinstance(message, bytes):
-                        message = message.decode("utf-8", "replace")
                     if attempt == DROP_ATTEMPTS - 1 or not any(
-                            name in message for name in _DROPPED_MEANWHILE):
+                            name in _thrift_message(exc) for name in _DROPPED_MEANWHILE):
                         raise
                     time.sleep(0.5)
         self._run(work)
