@@ -101,13 +101,16 @@ class HotRows:
         """A column of the lines held (a view)."""
         return self._columns[name][:self.lines]
 
-    def merge(self) -> Winners:
-        """Each key's winner, in primary-key order ``(link_type, id1, id2)``."""
+    def merge(self, listing: bool = False) -> Winners:
+        """Each key's winner, in LinkBench's primary-key order ``(link_type, id1, id2)``, or
+        with *listing* in the listing layout's ``(id1, link_type, time, id2)``
+        (``debl.store.mysql.listing_table_ddl``)."""
         if not self.lines:
             empty = np.empty(0, dtype=np.int64)
             return Winners(self.buf, empty, empty, None, None)
         link_type, id1, id2 = self.column("link_type"), self.column("id1"), self.column("id2")
-        order = np.lexsort((id2, id1, link_type))  # stable: a key's rows stay in input order
+        # stable: a key's rows stay in input order
+        order = np.lexsort((id2, link_type, id1) if listing else (id2, id1, link_type))
         # same[i]: sorted row i + 1 has sorted row i's key. One sorted column at a time.
         same = np.ones(len(order) - 1, dtype=bool)
         for keys in (link_type, id1, id2):
@@ -118,6 +121,9 @@ class HotRows:
         if same.any():
             _choose(winners, order, same, self.column("time"), self.column("version"))
         del order, same
+        if listing:
+            winners = winners[_by_time_within_lists(id1[winners], link_type[winners],
+                                                    self.column("time")[winners])]
         ends = self.column("ends")
         # The lines lie one after the other: each starts after the LF of the one before.
         starts = ends[winners - 1] + 1
@@ -128,6 +134,22 @@ class HotRows:
     def reset(self) -> None:
         """Empty, for the next run (the pages stay resident, to be written again)."""
         self.used, self.lines = HEAD_ROOM, 0
+
+
+def _by_time_within_lists(id1: np.ndarray, link_type: np.ndarray,
+                          time: np.ndarray) -> np.ndarray:
+    """The order that sorts rows (at least one) in ``(id1, link_type, id2)`` order into
+    ``(id1, link_type, time, id2)`` order: a stable sort by (list, time), so rows of one time keep their id2
+    order. One sort of a 64-bit key (list number, then time from the least) when both fit in
+    it, as they do for LinkBench's times; two passes otherwise."""
+    lists = np.cumsum(np.append(True, (id1[1:] != id1[:-1]) | (link_type[1:] != link_type[:-1])),
+                      dtype=np.uint64) - np.uint64(1)
+    lowest = int(time.min())
+    time_bits = (int(time.max()) - lowest).bit_length()
+    if int(lists[-1]).bit_length() + time_bits <= 64:
+        key = (lists << np.uint64(time_bits)) | (time - np.uint64(lowest))
+        return np.argsort(key, kind="stable")
+    return np.lexsort((time, lists))
 
 
 def _choose(winners: np.ndarray, order: np.ndarray, same: np.ndarray, time: np.ndarray,

@@ -8,15 +8,18 @@ Steps (docs/LOADING.md, "The hot path's cost", has what each costs and why it is
    (``loaders.hot_merge.HotRows``).
 2. **Merge**: each key's winner is chosen on the client by the merge rule, and the winners go,
    each once and in primary-key order, through a named pipe into ``LOAD DATA LOCAL INFILE`` of
-   the empty link table, created without its secondary index: InnoDB appends every row to the
-   end of its primary key, with no staging table and no sort on the server.
-3. **Index**: ``ALTER TABLE ADD KEY`` builds the secondary index in one sorted pass.
+   the empty link table: InnoDB appends every row to the end of its primary key, with no
+   staging table and no sort on the server. The table is in the listing layout
+   (``debl.store.mysql.listing_table_ddl``): clustered in ``get_link_list``'s order, so it
+   needs no secondary index, and is ready to serve once the last row is in.
 
 Memory: the lines held are at most *run_bytes* of input at a time. A larger hot set is merged
-in runs, cut between blocks in input order: the first run is loaded as above; each later one is
-loaded, merged within itself, into a staging table and from there upserted into the link table,
-a row replacing the stored one when its ``(time, version)`` is not less (a later run holds later
-lines, so it wins ties, as the merge rule says).
+in runs, cut between blocks in input order, in LinkBench's layout, whose unique primary key
+lets a later run replace rows: the first run is loaded as above; each later one is loaded,
+merged within itself, into a staging table and from there upserted into the link table, a row
+replacing the stored one when its ``(time, version)`` is not less (a later run holds later
+lines, so it wins ties, as the merge rule says). Then **index**: ``ALTER TABLE ADD KEY`` builds
+the secondary index in one sorted pass.
 
 Pitfalls:
 
@@ -49,7 +52,7 @@ from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
 from debl.line_block import LONGEST_LINE, well_formed
 from debl.model import REJECT_PREFIX, Link, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect, mysql_errors
-from debl.store.mysql import add_index_ddl, link_table_ddl
+from debl.store.mysql import add_index_ddl, link_table_ddl, listing_table_ddl
 from loaders.hot_merge import HotRows, Winners
 from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
@@ -102,7 +105,8 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     ``<table>_staging``.
 
     Returns counts and phase timings: ``mysql_load`` (the files read, checked and held),
-    ``mysql_merge`` (the winners chosen and written into the table), ``mysql_index``. Raises
+    ``mysql_merge`` (the winners chosen and written into the table), and ``mysql_index`` for a
+    hot set merged in more than one run (the listing layout of one run has no index). Raises
     BadInputError once more than *max_bad* lines were rejected (-1: no limit), after closing
     everything; ConfigError for a table name that is not a plain identifier.
     """
@@ -114,16 +118,16 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     conn = connect(config, local_infile=True, bulk=True)
     try:
         with conn.cursor() as cur, mysql_errors(config, f"the hot path into `{table}`"):
+            # created by the first run, in the layout that the number of runs calls for
             cur.execute(f"DROP TABLE IF EXISTS `{table}`")
-            cur.execute(link_table_ddl(table, config.mysql.engine, with_secondary_index=False))
             cur.execute(f"DROP TABLE IF EXISTS `{table}_staging`")
             # The filter is stored in one catalog row: it must fit the server's packet, with
             # room for the statement around it.
             cur.execute("SELECT @@max_allowed_packet")
             result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, cur.fetchone()[0] // 2))
 
-            def write_run() -> None:
-                _write_run(config, cur, table, rows, result)
+            def write_run(last: bool = False) -> None:
+                _write_run(config, cur, table, rows, result, last)
                 rows.reset()
 
             t0 = time.time()
@@ -137,15 +141,16 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-keys") as building:
                 built = building.submit(result.keys.build)
                 t0 = time.time()
-                write_run()
+                write_run(last=True)
                 if result.runs > 1:
                     cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
                     result.rows, result.k_lo, result.k_hi = cur.fetchone()
                 result.phases.append(("mysql_merge", t0, time.time()))
 
-                t0 = time.time()
-                cur.execute(add_index_ddl(table))
-                result.phases.append(("mysql_index", t0, time.time()))
+                if result.runs > 1:
+                    t0 = time.time()
+                    cur.execute(add_index_ddl(table))
+                    result.phases.append(("mysql_index", t0, time.time()))
                 result.hot_keys = built.result()
     finally:
         conn.close()
@@ -163,14 +168,19 @@ def _table_name(table: str) -> str:
     return table
 
 
-def _write_run(config: Config, cur, table: str, rows: HotRows, result: HotResult) -> None:
-    """Merge the lines held and write the winners: straight into the empty *table* for the
-    first run, through the staging table for a later one."""
+def _write_run(config: Config, cur, table: str, rows: HotRows, result: HotResult,
+               last: bool) -> None:
+    """Merge the lines held and write the winners: for the first run, into *table* created
+    for them (in the listing layout if it is also the *last*); through the staging table for a
+    later one."""
     if result.runs and not rows.lines:
         return  # the input ended exactly where a run did
-    winners = rows.merge()
+    only = last and not result.runs
+    winners = rows.merge(listing=only)
     staging = f"{table}_staging"
     if not result.runs:
+        cur.execute(listing_table_ddl(table, config.mysql.engine) if only else
+                    link_table_ddl(table, config.mysql.engine, with_secondary_index=False))
         _load_winners(config, cur, table, winners)
         result.rows, result.k_lo, result.k_hi = len(winners), winners.k_lo, winners.k_hi
     else:

@@ -2,7 +2,8 @@
 each key's winner by the merge rule (time, then version, then the later file, then the later
 line), hidden rows kept, in primary-key order, each line's bytes as written. Lines come in blocks
 as the hot path reads them: a block of well-formed lines parsed column-wise, any other block
-line by line (19-digit numbers, many leading zeros, bad lines). Pure unit tests
+line by line (19-digit numbers, many leading zeros, bad lines); in either table layout's
+order. Pure unit tests
 (docs/LOADING.md, "The hot path's cost")."""
 
 from __future__ import annotations
@@ -62,8 +63,14 @@ def hold(files: list[list[bytes]], block_lines: int, capacity: int = 1 << 20) ->
     return rows
 
 
-def reference(files: list[list[bytes]]) -> list[Link]:
-    """The merge rule's winners by MemoryStore, in primary-key order (link_type, id1, id2)."""
+PRIMARY_KEY_ORDER = {  # merge(listing=...): the order of the table each layout loads
+    False: lambda link: (link.link_type, link.id1, link.id2),  # LinkBench's
+    True: lambda link: (link.id1, link.link_type, link.time, link.id2),  # the listing layout
+}
+
+
+def reference(files: list[list[bytes]], listing: bool = False) -> list[Link]:
+    """The merge rule's winners by MemoryStore, in the layout's primary-key order."""
     store = MemoryStore()
     rows = []
     for seq, file in enumerate(files):
@@ -73,12 +80,13 @@ def reference(files: list[list[bytes]]) -> list[Link]:
             except ParseError:
                 continue
     store.write_links(rows)
-    return sorted(all_rows(store), key=lambda link: (link.link_type, link.id1, link.id2))
+    return sorted(all_rows(store), key=PRIMARY_KEY_ORDER[listing])
 
 
-def winners_of(rows: HotRows, lines_per_block: int = 2) -> tuple[list[Link], list[bytes], tuple]:
+def winners_of(rows: HotRows, lines_per_block: int = 2,
+               listing: bool = False) -> tuple[list[Link], list[bytes], tuple]:
     """The winners as LOAD DATA gets them: (their links, their lines, (k_lo, k_hi))."""
-    winners = rows.merge()
+    winners = rows.merge(listing)
     loaded = b"".join(bytes(block) for block in winners.blocks(lines=lines_per_block))
     text = loaded.split(b"\n")[:-1]
     assert loaded == b"".join(line + b"\n" for line in text)  # each line ends in one LF
@@ -87,11 +95,14 @@ def winners_of(rows: HotRows, lines_per_block: int = 2) -> tuple[list[Link], lis
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(lines(), max_size=25), min_size=1, max_size=3), st.integers(1, 6),
-       st.integers(1, 50))
+       st.integers(1, 50), st.booleans())
 def test_the_winners_are_the_reference_stores_rows_in_primary_key_order(files, block_lines,
-                                                                         lines_per_block):
-    expected = reference(files)
-    got, text, (k_lo, k_hi) = winners_of(hold(files, block_lines), lines_per_block)
+                                                                         lines_per_block,
+                                                                         listing):
+    """In either layout's order; times of 0-2 make the listing order's one-sort key, a time
+    of 2^63-1 its two-pass fallback."""
+    expected = reference(files, listing)
+    got, text, (k_lo, k_hi) = winners_of(hold(files, block_lines), lines_per_block, listing)
     assert got == expected
     assert (k_lo, k_hi) == ((min(l.id1 for l in expected), max(l.id1 for l in expected))
                             if expected else (None, None))
@@ -125,8 +136,9 @@ def test_a_run_refuses_lines_past_its_capacity():
     assert rows.lines == 4 and len(rows.merge()) == 1
 
 
-def test_an_empty_run_has_no_winners():
-    winners = HotRows(1024).merge()
+@pytest.mark.parametrize("listing", [False, True])
+def test_an_empty_run_has_no_winners(listing):
+    winners = HotRows(1024).merge(listing)
     assert len(winners) == 0 and list(winners.blocks()) == []
     assert list(HotRows(1024).merge().blocks(0, 0)) == []
     assert (winners.k_lo, winners.k_hi) == (None, None)

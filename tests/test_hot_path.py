@@ -1,8 +1,10 @@
 """The hot path (loaders.mysql_bulk.load_hot) on the real MySQL, against the in-memory reference:
 the table it is given holds exactly each key's winner by the merge rule, hidden rows included,
 whether the hot set is merged in one run or in many (a later run's rows win ties against the rows
-already loaded, an older row of a later run does not replace a newer one); LinkBench's DDL with
-its secondary index; counts, key range and phases (docs/LOADING.md, "The hot path's cost")."""
+already loaded, an older row of a later run does not replace a newer one); the table's layout
+(one run: clustered in get_link_list's order; more: LinkBench's, with its secondary index) and
+the store's lists on either; counts, key range and phases (docs/LOADING.md, "The hot path's
+cost")."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from hypothesis import strategies as st
 
 from debl.errors import ServiceError
 from debl.line_block import HEAD_ROOM
-from debl.model import Link
+from debl.model import MAX_TIME, Link
 from debl.mysql import connect
-from debl.store.mysql import INDEX_NAME, link_table_ddl
+from debl.store.mysql import INDEX_NAME, MySQLStore, link_table_ddl
 from loaders.hot_merge import HotRows, Winners
 from loaders.mysql_bulk import _load_winners, load_hot
 from loaders.rejects import RejectWriter, read_rejects
@@ -56,7 +58,9 @@ def tables_and_keys(config) -> tuple[set[str], set[str]]:
             cur.execute("SHOW TABLES")
             tables = {row[0] for row in cur.fetchall()}
             cur.execute(f"SHOW INDEX FROM `{TABLE}`")
-            keys = {row[2] for row in cur.fetchall()}
+            keys: dict[str, list[str]] = {}
+            for row in sorted(cur.fetchall(), key=lambda row: (row[2], row[3])):
+                keys.setdefault(row[2], []).append(row[4])  # name -> columns, in order
             return tables, keys
     finally:
         conn.close()
@@ -92,12 +96,35 @@ def test_the_named_table_holds_the_reference_winners(config, dataset, tmp_path, 
     bad = read_rejects(tmp_path)
     assert result.rejects == len(bad) > 0
     assert result.lines == sum(good for good, _ in result.per_file.values())
-    assert [name for name, _, _ in result.phases] == ["mysql_load", "mysql_merge",
-                                                      "mysql_index"]
     tables, keys = tables_and_keys(config)
     assert f"{TABLE}_staging" not in tables and config.mysql.link_table not in tables
-    assert keys == {"PRIMARY", INDEX_NAME}
+    if result.runs == 1:  # the listing layout: clustered in get_link_list's order, no index
+        assert [name for name, _, _ in result.phases] == ["mysql_load", "mysql_merge"]
+        assert keys == {"PRIMARY": ["id1", "link_type", "time", "id2"]}
+    else:  # LinkBench's layout, its index built once the runs are merged
+        assert [name for name, _, _ in result.phases] == ["mysql_load", "mysql_merge",
+                                                          "mysql_index"]
+        assert keys["PRIMARY"] == ["link_type", "id1", "id2"] and set(keys) == {"PRIMARY",
+                                                                              INDEX_NAME}
     assert all(result.hot_keys.may_hold(l.id1, l.link_type) for l in expected)
+
+
+@pytest.mark.parametrize("run_bytes", [1 << 30, 100_000])
+def test_the_store_lists_the_loaded_table_as_the_reference_does(config, dataset, tmp_path,
+                                                                run_bytes):
+    """The store reads either layout the hot path leaves: every key's list, whole, windowed
+    and paged, equal to the reference's."""
+    directory, _ = dataset
+    load(config, directory, tmp_path, run_bytes=run_bytes)
+    ref = reference_store(directory, {p.name for p in directory.iterdir()})
+    with MySQLStore(config, TABLE) as store:
+        for id1, link_type in sorted(ref.keys()):
+            times = sorted({l.time for l in ref.scan_newest_first(id1, link_type)})
+            middle = times[len(times) // 2]
+            for window in ((0, MAX_TIME, 0, 10_000), (middle, MAX_TIME, 1, 3),
+                           (0, middle, 0, 2)):
+                assert (store.get_link_list(id1, link_type, *window)
+                        == ref.get_link_list(id1, link_type, *window)), (id1, link_type, window)
 
 
 def line(id1: int, id2: int, visibility: int, data: bytes, time: int, version: int) -> bytes:

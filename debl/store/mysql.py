@@ -6,10 +6,11 @@ order ``time DESC, id2 DESC`` come straight from the index, so ``LIMIT offset+li
 read early and no row is looked up in the primary key (the index covers every column). The read
 says ``FORCE INDEX (id1_type)``, as LinkBench's does: left to itself MariaDB 10.11 picks the
 primary key's ``(link_type, id1)`` prefix for short lists and sorts the rows, which cost more
-server CPU per LinkBench request (docs/STORES.md, section 3, "The index, forced"). While the
-index is absent (between
-``drop_secondary_index`` and ``add_secondary_index`` of a bulk load) reads fall back to the
-plain statement.
+server CPU per LinkBench request (docs/STORES.md, section 3, "The index, forced"). A table
+without the index reads with the plain statement (tried with the index again every
+``INDEX_RECHECK_S``): a bulk load between ``drop_secondary_index`` and ``add_secondary_index``,
+or a table in the listing layout (``listing_table_ddl``, what the hot path loads), whose
+primary key is itself ``get_link_list``'s order.
 
 Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
 other statement through pymysql: the read path is what a query client runs thousands of times a
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from operator import index
+from time import monotonic
 from typing import Any, TypeVar
 
 import MySQLdb
@@ -68,11 +70,23 @@ INDEX_NAME = "id1_type"
 _COLUMNS = "id1, link_type, id2, visibility, data, time, version"
 _SCAN_PAGE = 10000
 POOL_WAIT_S = 30.0  # a call waits this long for a free pooled connection
+# A table found without id1_type (a listing layout, or a bulk load between dropping and
+# building it) is read without forcing it, and tried with it again this often.
+INDEX_RECHECK_S = 5.0
 
 # Client-side error codes of a connection that is gone: reconnect once and retry.
 _CONNECTION_LOST = {2006, 2013, 2014, 2045, 2055}
 _UNKNOWN_TABLE = 1146
 _NO_SUCH_INDEX = 1176
+
+
+_COLUMN_DDL = ("  id1 BIGINT UNSIGNED NOT NULL,\n"
+               "  id2 BIGINT UNSIGNED NOT NULL,\n"
+               "  link_type BIGINT UNSIGNED NOT NULL,\n"
+               "  visibility TINYINT NOT NULL,\n"
+               "  data VARBINARY(255) NOT NULL,\n"
+               "  time BIGINT UNSIGNED NOT NULL,\n"
+               "  version BIGINT UNSIGNED NOT NULL,\n")
 
 
 def link_table_ddl(table: str, engine: str = "InnoDB", with_secondary_index: bool = True) -> str:
@@ -83,15 +97,23 @@ def link_table_ddl(table: str, engine: str = "InnoDB", with_secondary_index: boo
     """
     index = (f",\n  KEY {INDEX_NAME} (id1, link_type, visibility, time, id2, version, data)"
              if with_secondary_index else "")
-    return (f"CREATE TABLE IF NOT EXISTS `{table}` (\n"
-            "  id1 BIGINT UNSIGNED NOT NULL,\n"
-            "  id2 BIGINT UNSIGNED NOT NULL,\n"
-            "  link_type BIGINT UNSIGNED NOT NULL,\n"
-            "  visibility TINYINT NOT NULL,\n"
-            "  data VARBINARY(255) NOT NULL,\n"
-            "  time BIGINT UNSIGNED NOT NULL,\n"
-            "  version BIGINT UNSIGNED NOT NULL,\n"
+    return (f"CREATE TABLE IF NOT EXISTS `{table}` (\n{_COLUMN_DDL}"
             f"  PRIMARY KEY (link_type, id1, id2){index}\n"
+            f") ENGINE={engine} DEFAULT CHARSET=binary")
+
+
+def listing_table_ddl(table: str, engine: str = "InnoDB") -> str:
+    """``CREATE TABLE`` for a link table clustered in ``get_link_list``'s order: primary key
+    ``(id1, link_type, time, id2)``, no secondary index (docs/STORES.md section 3, "The listing
+    layout"). A list is one range of the clustered index, read backwards, hidden rows skipped
+    as HBase's scan skips them.
+
+    Pitfall: the key is unique per link only because ``(id1, link_type, id2)`` is: the server
+    does not keep one row per link. Only a writer that sends each link once may fill it (the hot
+    path's first and only run); the store's ``write_links`` upsert needs LinkBench's layout.
+    """
+    return (f"CREATE TABLE `{table}` (\n{_COLUMN_DDL}"
+            "  PRIMARY KEY (id1, link_type, time, id2)\n"
             f") ENGINE={engine} DEFAULT CHARSET=binary")
 
 
@@ -159,6 +181,7 @@ class MySQLStore(LinkStore):
                    "ORDER BY time DESC, id2 DESC LIMIT %d OFFSET %d")
         self._list_sql = (f"SELECT {_COLUMNS} FROM `{self.table}` FORCE INDEX ({INDEX_NAME}) "
                           + where + listing).encode()
+        self._no_index_until = 0.0  # read without forcing id1_type until then (monotonic)
         self._list_sql_no_index = (f"SELECT {_COLUMNS} FROM `{self.table}` "
                                    + where + listing).encode()
         select = f"SELECT {_COLUMNS} FROM `{self.table}` " + where
@@ -309,11 +332,12 @@ class MySQLStore(LinkStore):
         check_query(id1, link_type, min_time, max_time, offset, limit)
         args = (index(id1), index(link_type), max(index(min_time), 0),
                 min(index(max_time), MAX_TIME), index(limit), index(offset))
-        try:
-            rows = self._read(self._list_sql % args)
-        except _IndexMissing:  # a bulk load has dropped id1_type for now
-            rows = self._read(self._list_sql_no_index % args)
-        return list(map(Link._make, rows))
+        if monotonic() >= self._no_index_until:
+            try:
+                return list(map(Link._make, self._read(self._list_sql % args)))
+            except _IndexMissing:  # the listing layout, or a bulk load between its index steps
+                self._no_index_until = monotonic() + INDEX_RECHECK_S
+        return list(map(Link._make, self._read(self._list_sql_no_index % args)))
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         """Pages of 10,000 rows by keyset (time, id2), so no connection is held between pages
