@@ -133,8 +133,8 @@ def test_times_are_ordered(bench):
         if r.approach != "fileCopy":
             assert r.uptime_s >= copy, "no load can be faster than copying the input"
         assert {"copy"} <= {p.phase for p in r.phases} or r.approach == "bulkLoad-mysql"
-    assert {"mysql_load", "mysql_merge", "mysql_index"} <= {p.phase for p in
-                                                            runs["bulkLoad-mysql"].phases}
+    # the bench's input is one run of the hot path: its listing layout has no index to build
+    assert {"mysql_load", "mysql_merge"} <= {p.phase for p in runs["bulkLoad-mysql"].phases}
     debl = runs["debl"]
     assert debl.gen_hf["completed"], debl.gen_hf
     assert debl.waits["answered"] == 300
