@@ -18,8 +18,7 @@ from debl.config import Config
 POINTS = {
     "dist_ch-done": "a chunk's dist_ch job has written its bucket files; its index rows are not "
                     "recorded yet (a chunk's rows, jobs, counts and state are one transaction)",
-    "hot-loaded": "the hot path's rows are in MySQL (merged, indexed); its phase is not ended "
-                  "yet",
+    "hot-loaded": "the hot path's rows are in MySQL, ready to serve; its phase is not ended yet",
     "bulk-loaded": "a gen_HF run's HFiles are bulk-loaded into HBase; its buckets are not marked "
                    "loaded yet",
 }

@@ -202,7 +202,7 @@ class GenHFTarget(LoadTarget):
 # Aimed kills: the points a kill at a random moment rarely or never hits. ("watch", label):
 # killed as soon as the probe shows that label; ("hook", name): the command kills itself at
 # debl.faultpoints' point *name*. Trial i aims at point i modulo their number.
-LOAD_AIMS = [("watch", "hot: LOAD DATA"), ("watch", "hot: index build"),
+LOAD_AIMS = [("watch", "hot: LOAD DATA"), ("watch", "hot: parsing and streaming"),
              ("hook", "hot-loaded"), ("watch", "copy"), ("watch", "dist_ch"),
              ("hook", "dist_ch-done"), ("watch", "after uptime, before MySQL took over")]
 GEN_HF_AIMS = [("watch", "HFile writing"), ("watch", "bulk load"), ("hook", "bulk-loaded")]
