@@ -62,6 +62,7 @@ from coordinator.demand import new_coordinator_id
 from coordinator.merge import NewestFirst, answer
 from coordinator.poller import Poller
 from coordinator.raw import RawBucket, RawReader
+from coordinator.raw_warmup import RawWarmup
 from coordinator.routes import HotSide, Route
 from coordinator.sources import LoadStores, RawFiles
 from coordinator.state import BucketState, Dataset, HotBucket
@@ -154,6 +155,7 @@ class Coordinator:
         self._stores: dict[str, LoadStores] = {}
         self._catalog = Catalog(config)  # thread-safe: the poller's, the raw reader's, close's
         self._raw = RawReader(config, self._catalog)
+        self._warmup = RawWarmup(self._raw)
         self._poller = Poller(self, self._catalog)
         self._poller.poll()
         self._poller.start()
@@ -182,6 +184,7 @@ class Coordinator:
         self._catalog.close()
         for stores in self._stores.values():
             stores.close()
+        self._warmup.close()
         self._raw.close()
 
     @property
@@ -399,6 +402,8 @@ class Coordinator:
                 self._dataset = fresh
                 self._cond.notify_all()
             self._forget_stores(state.load.load_id)
+            if self.config.coordinator.raw_after is not None:
+                self._warmup.offer(_raw_buckets(fresh))
             return
         if current.hot_in_mysql and not dataset.load.hot_in_mysql:
             state = serving()
@@ -455,6 +460,13 @@ class Coordinator:
         with self._cond:
             return self._dataset.load.load_id if self._dataset else None
 
+    def wait_warm(self, timeout: float | None = None) -> bool:
+        """Block until the buckets the raw route will read are opened
+        (``coordinator.raw_warmup``); False if *timeout* passed first. Queries need not wait
+        for it: a caller measuring steady service does, as HBase's regions are open before
+        they serve."""
+        return self._warmup.wait(timeout)
+
     def wait_until_up(self, timeout: float | None = None) -> bool:
         """Block until the system is up; False if *timeout* passed first."""
         with self._cond:
@@ -498,3 +510,14 @@ class Coordinator:
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
+
+
+def _raw_buckets(dataset: Dataset) -> list[RawBucket]:
+    """The buckets the raw route may read: the hot ones while MySQL has not taken the hot keys
+    over, then every cold one with rows that gen_HF has not loaded."""
+    load_id = dataset.load.load_id
+    hot = [] if dataset.load.hot_in_mysql else [
+        RawBucket(load_id, b.b_index, b.rows, hot=True) for b in dataset.hot_buckets.values()]
+    return hot + [RawBucket(load_id, b.b_index, b.rows)
+                  for b in sorted(dataset.buckets.values(), key=lambda b: b.b_index)
+                  if b.rows and not b.loaded]

@@ -294,6 +294,16 @@ class RawReader:
 
     # ------------------------------------------------------------------ opening a bucket
 
+    def open_ahead(self, bucket: RawBucket) -> bool:
+        """Open *bucket* before any query needs it (``coordinator.raw_warmup``), unless the
+        opened buckets already take half of ``raw_cache_bytes``: then False, nothing opened.
+        Raises what opening it raises (BucketFileError naming a file gone or changed)."""
+        with self._lock:
+            if self._opened_bytes >= self.config.coordinator.raw_cache_bytes // 2:
+                return False
+        self._open(bucket)
+        return True
+
     def _open(self, bucket: RawBucket) -> _Bucket:
         key = (bucket.load_id, bucket.b_index, bucket.hot)
         with self._lock:

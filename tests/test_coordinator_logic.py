@@ -16,10 +16,12 @@ import pytest
 import coordinator.coordinator as coordinator_module
 import coordinator.sources as sources_module
 from coordinator import Coordinator
+from coordinator.raw import RawBucket
+from coordinator.raw_warmup import RawWarmup
 from debl.buckets import BucketMap
 from debl.catalog import Bucket, LoadRecord, ServingState
 from debl.config import Config
-from debl.errors import QueryTimeout, ServiceError
+from debl.errors import BucketFileError, QueryTimeout, ServiceError
 from debl.key_filter import KeyFilterBuilder
 from debl.model import Link, Origin
 from debl.store.memory import MemoryStore
@@ -93,6 +95,11 @@ class FakeRawReader:
     def __init__(self, cold: MemoryStore) -> None:
         self.cold = cold
         self.asked: list = []
+        self.opened_ahead: list = []
+
+    def open_ahead(self, bucket) -> bool:
+        self.opened_ahead.append(bucket)
+        return True
 
     def scan_newest_first(self, bucket, id1, link_type, min_time=0):
         self.asked.append(bucket)
@@ -396,3 +403,44 @@ def test_queries_asked_per_bucket_are_published_for_the_next_day(world):
         for id1 in (5, 6, 150, 999):
             c.query(id1, LT)
     assert world["asks"][("L1", "asking")] == {0: 2, 1: 1}  # 999: no cold row can have it
+
+
+def test_the_raw_routes_buckets_are_opened_ahead_of_their_first_query(world):
+    """Bucket 0 is pending, bucket 1 loaded: only bucket 0 may be read raw. The paper's
+    coordinator (raw route off) opens nothing."""
+    with Coordinator(Config(poll_interval=POLL, raw_after=0.0)) as c:
+        assert c.wait_warm(5)
+        assert [(b.load_id, b.b_index, b.hot) for b in world["raw"].opened_ahead] == [
+            ("L1", 0, False)]
+    world["raw"].opened_ahead.clear()
+    with Coordinator(BUFFERING) as c:
+        assert c.wait_warm(5) and world["raw"].opened_ahead == []
+
+
+class StepReader:
+    """A reader whose ``open_ahead`` answers from *outcomes* in turn (an exception is raised)."""
+
+    def __init__(self, outcomes: list) -> None:
+        self.outcomes = outcomes
+        self.opened: list[int] = []
+
+    def open_ahead(self, bucket) -> bool:
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if outcome:
+            self.opened.append(bucket.b_index)
+        return outcome
+
+
+def test_the_warmup_skips_a_bucket_it_cannot_open_and_stops_at_its_budget():
+    reader = StepReader([True, BucketFileError("bucket 1: its file x is gone"), True, False,
+                         True])
+    warmup = RawWarmup(reader)
+    try:
+        warmup.offer([RawBucket("L1", b, 10) for b in range(5)])
+        assert warmup.wait(5)
+        assert reader.opened == [0, 2]  # 1 failed (its query will say so), 3 over the budget
+        assert reader.outcomes == [True]  # 4 never tried
+    finally:
+        warmup.close()

@@ -231,6 +231,39 @@ def test_the_readers_memory_stays_within_its_budget(raw):
             reader.close()
 
 
+def test_buckets_opened_ahead_answer_and_stop_at_half_the_budget(raw):
+    """A coordinator opens its raw buckets before any query (its answers then equal the
+    reference's); a reader opens ahead only while its opened buckets take under half of
+    raw_cache_bytes."""
+    config, reference, bucket_files = raw
+    with Coordinator(config) as c:
+        assert c.wait_warm(60)
+        assert c._raw.memory().buckets == len(bucket_files)
+        for key in _keys(reference)[:50]:
+            assert c.get_link_list(*key) == reference.get_link_list(*key), key
+    with Catalog(config) as catalog:
+        load_id = catalog.load().load_id
+        buckets = [RawBucket(load_id, b.b_index, b.rows) for b in catalog.buckets(load_id)]
+        one = RawReader(config, catalog)
+        try:
+            assert one.open_ahead(buckets[0])
+            first = one.memory().bucket_bytes
+            assert one.open_ahead(buckets[1])
+            both = one.memory().bucket_bytes
+        finally:
+            one.close()
+        # half the budget is more than bucket 0 and at most buckets 0 and 1, which both fit
+        small = replace(config, raw_cache_bytes=max(2 * (first + 1), both + 1))
+        reader = RawReader(small, catalog)
+        try:
+            assert len(buckets) >= 3
+            assert [reader.open_ahead(b) for b in buckets] == [True, True] + [False] * (
+                len(buckets) - 2)
+            assert reader.memory().buckets == 2
+        finally:
+            reader.close()
+
+
 def test_a_dist_ch_temporary_file_is_never_read(raw):
     """A killed dist_ch's ``._COPYING_`` file, beside the real ones and holding a valid bucket
     file with other rows: neither the raw route, nor verify, reads it."""

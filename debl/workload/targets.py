@@ -37,6 +37,9 @@ from debl.store.mysql import MySQLStore
 from debl.workload.client import TargetSource
 
 
+WARM_WAIT_S = 60.0  # the longest a client waits for the coordinator's buckets to be opened
+
+
 def _current(config: Config):
     """The stores' names of the current load (each load has its own: debl.namespace)."""
     with Catalog(config) as catalog:
@@ -64,7 +67,11 @@ def _coordinator(config: Config, **options: Any) -> Any:
     # command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
     from coordinator import Coordinator
 
-    return Coordinator(config, **options)
+    coordinator = Coordinator(config, **options)
+    # Ready once the raw route's buckets are opened, as HBase's regions are open before they
+    # serve: a client measures the service, not the opening (docs/COORDINATOR.md).
+    coordinator.wait_warm(WARM_WAIT_S)
+    return coordinator
 
 
 def _memory_store(config: Config, **options: Any) -> MemoryStore:

@@ -1,0 +1,70 @@
+"""Opening the raw route's buckets ahead of their first query (docs/COORDINATOR.md, "The raw
+route", "Opened ahead").
+
+Opening a bucket (its files' block locations from the NameNode, each file's index and filter
+read from its tail) takes 0.3-0.6 s under load; a query that finds its bucket unopened waits for
+it, and with every thread's first queries waiting at once this set the raw route's slowest
+answers. So when a coordinator learns of a load, a thread opens the buckets the raw route will
+read (the cold ones gen_HF has not loaded, and the hot ones until MySQL takes the hot keys
+over), as HBase opens its regions before it serves them. Queries never wait for it: one that
+comes first opens its bucket itself, as before, and the warm-up finds it opened.
+
+Pitfalls: the warm-up opens buckets only while the opened ones take under half of
+``raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read; a
+bucket it cannot open (a file gone) is left to the query, which raises the error naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from debl.errors import DeblError
+from coordinator.raw import RawBucket, RawReader
+
+log = logging.getLogger("debl.coordinator")
+
+
+class RawWarmup:
+    """A thread that opens the buckets offered to it, newest offer first; ``close()`` stops it
+    after the bucket it is opening."""
+
+    def __init__(self, reader: RawReader) -> None:
+        self.reader = reader
+        self._offers: queue.SimpleQueue[list[RawBucket] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # guards _pending
+        self._pending = 0  # offers not yet done
+        self._idle = threading.Event()  # set while _pending is 0
+        self._idle.set()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="debl-raw-warmup")
+        self._thread.start()
+
+    def offer(self, buckets: list[RawBucket]) -> None:
+        """Open *buckets*, in order, from now on (a later offer replaces what is left of it)."""
+        with self._lock:
+            self._pending += 1
+            self._idle.clear()
+        self._offers.put(buckets)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every offer is opened or given up; False if *timeout* passed first."""
+        return self._idle.wait(timeout)
+
+    def close(self) -> None:
+        self._offers.put(None)
+
+    def _run(self) -> None:
+        while (buckets := self._offers.get()) is not None:
+            for bucket in buckets:
+                if not self._offers.empty():
+                    break  # a newer load's buckets (or close) come first
+                try:
+                    if not self.reader.open_ahead(bucket):
+                        break  # the budget's share for buckets opened ahead is used
+                except DeblError as exc:  # the query that needs it will raise it
+                    log.info("raw route: bucket %d not opened ahead: %s", bucket.b_index, exc)
+            with self._lock:
+                self._pending -= 1
+                if not self._pending:
+                    self._idle.set()
