@@ -9,6 +9,7 @@ a stopped part waits ``STOP_GRACE_S`` for them before it gives up.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from array import array
@@ -25,6 +26,11 @@ from debl.workload.requests import RequestStream
 MAX_ERROR_SAMPLES = 5
 PROGRESS_INTERVAL_S = 0.2
 STOP_GRACE_S = 5.0
+# The interpreter's switch interval while requesters run (default 5 ms). A thread whose answer
+# came back (a socket, a read thread) waits for the interpreter lock up to one interval when
+# others are busy; many threads handing work between them each wait that long (docs/WORKLOAD.md,
+# "Worker processes").
+SWITCH_INTERVAL_S = 0.001
 
 
 class _Shared:
@@ -130,6 +136,8 @@ class Part:
         sh = self.shared
         sh.t0_ns, sh.deadline_ns = t0_ns, deadline_ns
         cpu0 = time.process_time()
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         for r in self.requesters:
             r.start()
         try:
@@ -146,6 +154,8 @@ class Part:
             for r in self.requesters:  # a request blocked in the target cannot be interrupted:
                 r.join(STOP_GRACE_S)  # daemon threads, so give up after a grace period
             raise
+        finally:
+            sys.setswitchinterval(switch)
         finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
         rs = self.requesters
         counts = RunCounts.of(
