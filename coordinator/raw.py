@@ -32,10 +32,12 @@ Pitfalls:
 - Thread-safe: the coordinator's client threads share one reader. A bucket is opened by one
   thread while the others wait for it; HDFS reads run outside every lock.
 - A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
-  bucket was opened, or fails. So before it reads from HDFS the reader checks the bucket's
-  directory if it has not for ``poll_interval`` seconds (its modification time; a listing when
-  it moved): a file gone or changed since is a BucketFileError naming it, within one interval. A query answered from cached blocks alone
-  reads nothing and checks nothing: those are the file's bytes as written.
+  bucket was opened, or fails. So the reader checks each opened bucket's directory (its
+  modification time; a listing when it moved) every ``poll_interval`` seconds in a thread of
+  its own, and a query about to read from HDFS checks it itself when that thread has not for
+  two intervals: a file gone or changed since is a BucketFileError naming it, within two
+  intervals. A query answered from cached blocks alone reads nothing and checks nothing: those
+  are the file's bytes as written.
 - Cache keys carry the load id, and opening a bucket of another load forgets the previous
   load's buckets and blocks: the bucket directory is the dataset's and a new load rewrites it.
 """
@@ -43,6 +45,7 @@ Pitfalls:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -52,13 +55,15 @@ from dataclasses import dataclass
 from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
 from debl.catalog import Catalog
 from debl.config import Config
-from debl.errors import BucketFileError, ServiceError
+from debl.errors import BucketFileError, DeblError, ServiceError
 from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
 from debl.model import Link
 from debl.webhdfs import FileStatus, WebHDFS
 from coordinator.raw_cache import BlockCache
 from coordinator.merge import NewestFirstMerge
 from coordinator.raw_scan import FileFilters, key_lines
+
+log = logging.getLogger("debl.coordinator")
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
 # A key whose blocks over all files are at most this many (1 MiB, about 10,000 lines: the default
@@ -108,9 +113,10 @@ class _File:
 class _Bucket:
     """An opened bucket: its files with their indexes, and all their filters."""
 
-    def __init__(self, b_index: int, directories: dict[str, int | None],
+    def __init__(self, bucket: RawBucket, directories: dict[str, int | None],
                  files: list[_File]) -> None:
-        self.b_index = b_index
+        self.bucket = bucket
+        self.b_index = bucket.b_index
         self.directories = directories  # directory -> its modification time when listed
         self.files = files
         self.filters = FileFilters([f.index.bloom for f in files]) if files else None
@@ -152,8 +158,12 @@ class RawReader:
         self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
         self._opened_bytes = 0
         self._opening: dict[tuple, threading.Lock] = {}
+        self._closed = threading.Event()
+        threading.Thread(target=self._check_listings, daemon=True,
+                         name="debl-raw-listings").start()
 
     def close(self) -> None:
+        self._closed.set()
         self._hdfs.close()
 
     def memory(self) -> ReaderMemory:
@@ -253,13 +263,33 @@ class RawReader:
 
     # ------------------------------------------------------------------ the listing
 
-    def _check_listing(self, bucket: RawBucket, opened: _Bucket, force: bool = False) -> None:
+    def _check_listings(self) -> None:
+        """The reader's listing thread: every ``poll_interval``, each opened bucket not checked
+        for that long is checked, so that queries seldom check on their own path (a check is a
+        NameNode call or more: it set the slowest answers). A bucket that fails its check is
+        left unchecked: its queries check it themselves, and raise the error."""
+        while not self._closed.wait(self._recheck_s):
+            with self._lock:
+                opened = list(self._opened.values())
+            for bucket in opened:
+                if time.monotonic() - bucket.checked_at < self._recheck_s:
+                    continue
+                try:
+                    self._check_listing(bucket.bucket, bucket, within=self._recheck_s)
+                except DeblError as exc:
+                    log.info("raw route: bucket %d failed its listing check: %s",
+                             bucket.b_index, exc)
+
+    def _check_listing(self, bucket: RawBucket, opened: _Bucket, force: bool = False,
+                       within: float | None = None) -> None:
         """BucketFileError if a file of the bucket is gone or changed since the bucket was
-        opened. Done when *force*d; else when the last check is older than
-        ``poll_interval`` (by one thread; the others go on), and then cheaply: a directory's
-        modification time changes with every file created, deleted or renamed in it, so the
-        directory is listed again only when its time moved."""
-        if not force and time.monotonic() - opened.checked_at < self._recheck_s:
+        opened. Done when *force*d; else when the last check is older than *within* (by default
+        twice ``poll_interval``: the listing thread checks every interval, a query only when
+        that thread is behind; by one thread, the others go on), and then cheaply: a
+        directory's modification time changes with every file created, deleted or renamed in
+        it, so the directory is listed again only when its time moved."""
+        within = 2 * self._recheck_s if within is None else within
+        if not force and time.monotonic() - opened.checked_at < within:
             return
         if not force and not opened.checking.acquire(blocking=False):
             return
@@ -379,7 +409,7 @@ class RawReader:
                 f"bucket {bucket.b_index}: its HDFS files hold {rows} rows, the bucket index "
                 f"says {bucket.rows}: a file is missing or changed since dist_ch wrote it; run "
                 "`debl verify`, and reload the input")
-        return _Bucket(bucket.b_index, modified, [f for f in files if f.index.rows])
+        return _Bucket(bucket, modified, [f for f in files if f.index.rows])
 
     def _open_file(self, bucket: RawBucket, status: FileStatus) -> _File:
         """One file opened and its index read (on a read thread)."""

@@ -295,10 +295,11 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     with Coordinator(config) as c:
         # Opened before the file goes (its index is kept, its blocks are not read yet): a read
         # by block would still find the renamed file's bytes, so the reader lists the bucket
-        # again before it reads once poll_interval has passed, and names the file.
+        # again (its listing thread every poll_interval; a query that would read, once two
+        # have passed without a good check), and names the file.
         assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
-        time.sleep(config.coordinator.poll_interval)
+        time.sleep(2 * config.coordinator.poll_interval)
         try:
             with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
                 c.get_link_list(*key)
@@ -321,6 +322,20 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
         assert c.get_link_list(*key) == reference.get_link_list(*key)
 
 
+def test_the_listing_thread_checks_opened_buckets_while_no_query_comes(raw):
+    """Queries seldom pay for a listing check: the reader's own thread keeps every opened
+    bucket's check younger than two poll intervals."""
+    config, _, bucket_files = raw
+    with Coordinator(config) as c:
+        assert c.wait_warm(60)
+        with c._raw._lock:
+            opened = list(c._raw._opened.values())
+        assert len(opened) == len(bucket_files)
+        before = [b.checked_at for b in opened]
+        time.sleep(3 * config.coordinator.poll_interval)
+        assert all(b.checked_at > t for b, t in zip(opened, before))
+
+
 def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(raw):
     """A file written again at its path (new blocks, a new time) after the bucket was opened:
     the reader's blocks would be the old file's, so it names the file instead of answering."""
@@ -334,7 +349,7 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
     with Coordinator(config) as c:
         assert c.get_link_list(key[0], 0) == []  # opens bucket 1, reads no block
         fs.write(victim, content, overwrite=True)
-        time.sleep(config.coordinator.poll_interval)
+        time.sleep(2 * config.coordinator.poll_interval)
         with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} changed in HDFS "
                                                   r"since it was opened"):
             c.get_link_list(*key)
