@@ -139,6 +139,7 @@ def _worker(args, part: int, out) -> None:
     _instrument(set(args.without))
     with Coordinator(load_config()) as coordinator:
         coordinator.wait_until_up(60)
+        coordinator.wait_warm(60)  # as `debl query` does: its buckets opened before it starts
         spec = RequestSpec(max_id=args.max_id, start_id=args.start_id, seed=args.seed,
                            recency_share=args.recency_share)
         latencies: list[float] = []
