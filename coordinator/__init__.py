@@ -10,7 +10,9 @@
 See docs/COORDINATOR.md for routing, the cross-store merge and buffering.
 """
 
-from coordinator.coordinator import Answer, BucketView, Coordinator
+from coordinator.coordinator import Coordinator
+from coordinator.routes import Answer
+from coordinator.state import BucketView
 from coordinator.stats import CoordinatorStats
 
 __all__ = ["Answer", "BucketView", "Coordinator", "CoordinatorStats"]

@@ -62,54 +62,16 @@ from coordinator.demand import new_coordinator_id
 from coordinator.merge import NewestFirst, answer
 from coordinator.poller import Poller
 from coordinator.raw import RawBucket, RawReader
-from coordinator.raw_warmup import RawWarmup
-from coordinator.routes import HotSide, Route
+from coordinator.raw_warmup import RawWarmup, raw_buckets
+from coordinator.routes import Answer, HotSide, Route
 from coordinator.sources import LoadStores, RawFiles
-from coordinator.state import BucketState, Dataset, HotBucket
+from coordinator.state import BucketState, BucketView, Dataset, HotBucket
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 
 # Answer counts published besides the outcomes (coordinator.stats: ``raw``, ``partial`` are
 # routes already): those at once by store, and how many read the hot files raw.
 VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase"}
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One get_link_list through the coordinator.
-
-    ``route``: where the cold rows came from (``Route``: ``mysql`` no cold row can have id1,
-    ``merged`` HBase, ``raw`` the bucket's files, ``partial`` none: the deadline passed first,
-    ``complete`` False). ``hot``: where the hot rows came from (``HotSide``). ``waited_s``: time
-    blocked waiting for uptime or for the bucket (0.0 if answered at once). ``bucket``: the cold
-    bucket of id1, None when no cold row can have id1. ``load_id``: the load that answered.
-    """
-
-    links: list[Link]
-    complete: bool
-    waited_s: float
-    bucket: int | None
-    route: Route
-    load_id: str = ""
-    hot: HotSide = HotSide.NONE
-
-    @property
-    def waited(self) -> bool:
-        return self.waited_s > 0.0
-
-
-@dataclass(frozen=True)
-class BucketView:
-    """A copy of one bucket's state (``waiting``: this coordinator's buffered queries;
-    ``[c_lo, c_hi]``: the id1 span of its cold rows)."""
-
-    b_index: int
-    k_lo: int
-    k_hi: int
-    j_stat: str
-    waiting: int
-    c_lo: int
-    c_hi: int
 
 
 @dataclass(frozen=True)
@@ -403,7 +365,7 @@ class Coordinator:
                 self._cond.notify_all()
             self._forget_stores(state.load.load_id)
             if self.config.coordinator.raw_after is not None:
-                self._warmup.offer(_raw_buckets(fresh))
+                self._warmup.offer(raw_buckets(fresh))
             return
         if current.hot_in_mysql and not dataset.load.hot_in_mysql:
             state = serving()
@@ -511,13 +473,3 @@ class Coordinator:
         """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
 
-
-def _raw_buckets(dataset: Dataset) -> list[RawBucket]:
-    """The buckets the raw route may read: the hot ones while MySQL has not taken the hot keys
-    over, then every cold one with rows that gen_HF has not loaded."""
-    load_id = dataset.load.load_id
-    hot = [] if dataset.load.hot_in_mysql else [
-        RawBucket(load_id, b.b_index, b.rows, hot=True) for b in dataset.hot_buckets.values()]
-    return hot + [RawBucket(load_id, b.b_index, b.rows)
-                  for b in sorted(dataset.buckets.values(), key=lambda b: b.b_index)
-                  if b.rows and not b.loaded]

@@ -22,6 +22,7 @@ import threading
 
 from debl.errors import DeblError
 from coordinator.raw import RawBucket, RawReader
+from coordinator.state import Dataset
 
 log = logging.getLogger("debl.coordinator")
 
@@ -68,3 +69,14 @@ class RawWarmup:
                 self._pending -= 1
                 if not self._pending:
                     self._idle.set()
+
+
+def raw_buckets(dataset: Dataset) -> list[RawBucket]:
+    """The buckets the raw route may read: the hot ones while MySQL has not taken the hot keys
+    over, then every cold one with rows that gen_HF has not loaded."""
+    load_id = dataset.load.load_id
+    hot = [] if dataset.load.hot_in_mysql else [
+        RawBucket(load_id, b.b_index, b.rows, hot=True) for b in dataset.hot_buckets.values()]
+    return hot + [RawBucket(load_id, b.b_index, b.rows)
+                  for b in sorted(dataset.buckets.values(), key=lambda b: b.b_index)
+                  if b.rows and not b.loaded]

@@ -4,7 +4,10 @@ came from, as ``Answer`` reports them and the statistics count them (docs/COORDI
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
+
+from debl.model import Link
 
 
 class Route(str, Enum):
@@ -28,3 +31,27 @@ class HotSide(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One get_link_list through the coordinator.
+
+    ``route``: where the cold rows came from (``Route``: ``mysql`` no cold row can have id1,
+    ``merged`` HBase, ``raw`` the bucket's files, ``partial`` none: the deadline passed first,
+    ``complete`` False). ``hot``: where the hot rows came from (``HotSide``). ``waited_s``: time
+    blocked waiting for uptime or for the bucket (0.0 if answered at once). ``bucket``: the cold
+    bucket of id1, None when no cold row can have id1. ``load_id``: the load that answered.
+    """
+
+    links: list[Link]
+    complete: bool
+    waited_s: float
+    bucket: int | None
+    route: Route
+    load_id: str = ""
+    hot: HotSide = HotSide.NONE
+
+    @property
+    def waited(self) -> bool:
+        return self.waited_s > 0.0

@@ -170,3 +170,17 @@ class Dataset:
         if not spans:
             return None
         return min(lo for lo, _ in spans), max(hi for _, hi in spans) + 1
+
+
+@dataclass(frozen=True)
+class BucketView:
+    """A copy of one bucket's state (``waiting``: this coordinator's buffered queries;
+    ``[c_lo, c_hi]``: the id1 span of its cold rows)."""
+
+    b_index: int
+    k_lo: int
+    k_hi: int
+    j_stat: str
+    waiting: int
+    c_lo: int
+    c_hi: int

@@ -32,7 +32,6 @@ from debl.store.memory import MemoryStore
 from debl.webhdfs import WebHDFS
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
-from loaders.source import LocalSource
 from loaders.verify import verify_load
 from tests.dataset import make_dataset
 
