@@ -30,8 +30,8 @@ Pitfalls:
 - Lines stay bytes end to end, so data round-trips byte-exact.
 - A re-run of a chunk rewrites exactly its own files (same names) and its own index rows.
 - A slice's output is held in the task's memory before it is written, and sorted there (about
-  1.3x the slice's size: the lines, and 28 bytes of key and offset per line; up to twice that
-  while its arrays grow). ``slices_for`` cuts a chunk into more than ``dist_ch_tasks`` slices
+  1.3x the slice's size: the lines, and 28 bytes of key and offset per line; up to three times
+  that while its arrays grow, the old array beside the new one). ``slices_for`` cuts a chunk into more than ``dist_ch_tasks`` slices
   when a slice would pass its share of the task heap: a load whose chunks grew (uncapped, the
   load doubles a chunk that dist_ch lags behind) once ran the driver out of heap with two
   512 MiB slices (docs/SCALING.md, "Measured growth").
@@ -52,15 +52,15 @@ from loaders.chunker import Chunk, chunk_name
 from loaders.jobs import DistChReport, RefusedLine
 
 
-# A slice's share of its task's heap: its output (up to ~2.6x the slice while it grows), and the
-# JVM's and Spark's own objects beside it: the limit that ran and the one that did not are in
-# docs/SCALING.md, "Measured growth".
-HEAP_PER_SLICE = 4
+# A slice's share of its task's heap: its output (up to ~4x the slice while its arrays double:
+# the old array and the new one side by side), and the JVM's and Spark's own objects beside it:
+# the limits that ran and the ones that did not are in docs/SCALING.md, "Measured growth".
+HEAP_PER_SLICE = 8
 
 
 def slices_for(config: Config, chunk_bytes: int) -> int:
     """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
-    ``dist_ch_tasks``, or more so that no slice passes a quarter of its task's heap share."""
+    ``dist_ch_tasks``, or more so that no slice passes an eighth of its task's heap share."""
     limit = max(1, task_heap(config).per_task // HEAP_PER_SLICE)
     return max(config.loading.dist_ch_tasks, -(-chunk_bytes // limit))
 

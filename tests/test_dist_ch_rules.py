@@ -168,18 +168,19 @@ def test_dist_ch_buckets_the_hostile_lines_where_the_bucket_map_says(spark, tmp_
 
 
 @pytest.mark.parametrize("config, chunk_mib, slices", [
-    # local[2], a 2 GiB driver: 2 tasks share it, a slice may take 256 MiB.
+    # local[2], a 2 GiB driver: 2 tasks share it, a slice may take 128 MiB.
     (Config(spark_driver_memory="2g"), 256, 2),
-    (Config(spark_driver_memory="2g"), 512, 2),
-    (Config(spark_driver_memory="2g"), 1024, 4),  # a chunk grown 4x by an uncapped load
-    (Config(spark_driver_memory="2g"), 1025, 5),
+    (Config(spark_driver_memory="2g"), 512, 4),
+    (Config(spark_driver_memory="2g"), 1024, 8),  # a chunk grown 4x by an uncapped load
+    (Config(spark_driver_memory="2g"), 1025, 9),
     (Config(spark_driver_memory="2g", dist_ch_tasks=8), 256, 8),
     # On a cluster: one task per 1 GiB executor.
-    (Config(spark_workers=2, spark_executor_memory="1g", spark_worker_memory="1g"), 1024, 4),
+    (Config(spark_workers=2, spark_executor_memory="1g", spark_worker_memory="1g"), 1024, 8),
 ])
 def test_a_chunk_is_cut_into_as_many_slices_as_the_task_heap_needs(config, chunk_mib, slices):
     """Each slice's output is held in its task's heap: a grown chunk gets more slices, never
-    larger ones (a 1 GiB chunk in two slices ran a 2 GiB driver out of heap)."""
+    larger ones (a 1 GiB chunk in two slices, and then in four, ran a 2 GiB driver out of
+    heap)."""
     assert dist_ch.slices_for(config, chunk_mib << 20) == slices
 
 
