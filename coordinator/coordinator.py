@@ -472,4 +472,3 @@ class Coordinator:
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
-

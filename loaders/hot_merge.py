@@ -139,9 +139,9 @@ class HotRows:
 def _by_time_within_lists(id1: np.ndarray, link_type: np.ndarray,
                           time: np.ndarray) -> np.ndarray:
     """The order that sorts rows (at least one) in ``(id1, link_type, id2)`` order into
-    ``(id1, link_type, time, id2)`` order: a stable sort by (list, time), so rows of one time keep their id2
-    order. One sort of a 64-bit key (list number, then time from the least) when both fit in
-    it, as they do for LinkBench's times; two passes otherwise."""
+    ``(id1, link_type, time, id2)`` order: a stable sort by (list, time), so rows of one time
+    keep their id2 order. One sort of a 64-bit key (list number, then time from the least) when
+    both fit in it, as they do for LinkBench's times; two passes otherwise."""
     lists = np.cumsum(np.append(True, (id1[1:] != id1[:-1]) | (link_type[1:] != link_type[:-1])),
                       dtype=np.uint64) - np.uint64(1)
     lowest = int(time.min())
