@@ -430,6 +430,17 @@ class Config:
         """Every setting by its key, in ``KEYS`` order."""
         return {key: self.setting(key) for key in KEYS}
 
+    def child_env(self, **extra: str) -> dict[str, str]:
+        """This process's environment with ``DEBL_*`` variables that make a child ``debl``
+        load exactly this config (the caller's own ``DEBL_*`` dropped), plus *extra* ones.
+        The password travels in the environment, never in argv."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
+        for key, value in self.settings().items():
+            if value is not None:
+                env[f"DEBL_{key.upper()}"] = str(value)
+        env.update(extra)
+        return env
+
     def __getattr__(self, name: str) -> Any:
         # Only reached for a missing attribute: say where a setting read by its key now lives.
         if name in KEYS:

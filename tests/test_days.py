@@ -28,7 +28,6 @@ from debl.catalog import Catalog
 from debl.commands.days import rollback as rollback_command
 from debl.commands.status import status as status_command
 from debl.errors import LoadStateError
-from debl.faults.procs import config_env
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
@@ -130,7 +129,7 @@ def test_a_next_day_killed_at_a_random_moment_leaves_today_answering_then_resume
     proc = subprocess.Popen([sys.executable, "-m", "debl", "load", str(refs[1][0]),
                              "--hot-bytes", str(OPTIONS.hot_bytes), "--chunk-size", "128KiB",
                              "--bucket-width", str(OPTIONS.bucket_width)],
-                            env=config_env(config), stdout=subprocess.DEVNULL,
+                            env=config.child_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         new = None

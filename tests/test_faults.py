@@ -96,7 +96,7 @@ def test_commands_get_the_config_through_the_environment_never_argv(tmp_path):
     from debl.config import Config
 
     config = Config(mysql_password="s3cret", mysql_database="debl_x", state_dir=tmp_path)
-    env = procs.config_env(config, DEBL_RAW_AFTER="off")
+    env = config.child_env(DEBL_RAW_AFTER="off")
     assert env["DEBL_MYSQL_DATABASE"] == "debl_x" and env["DEBL_RAW_AFTER"] == "off"
     assert env["DEBL_MYSQL_PASSWORD"] == "s3cret"
     running = procs.start(["stack", "--help"], env, tmp_path / "help.log")
@@ -277,7 +277,7 @@ def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
                            user=config.mysql.user, password=config.mysql_secret)
     with conn, conn.cursor() as cur:  # no load: gen-hf waits for one, run after run
         cur.execute(f"DROP DATABASE IF EXISTS `{config.mysql.database}`")
-    env = procs.config_env(config)
+    env = config.child_env()
     bench = subprocess.Popen([sys.executable, "-c", _KILLED_BENCH.format(
         root=root, log=str(tmp_path / "gen-hf.log"))], env=env, stdout=subprocess.PIPE,
         start_new_session=True)

@@ -118,7 +118,7 @@ def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
 
     config = online[0]
     load_id = _current(config)
-    env = procs.config_env(config)
+    env = config.child_env()
     proc = subprocess.Popen([sys.executable, "-m", "debl", "gen-hf", "--until-complete"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -18,7 +18,6 @@ import pytest
 from coordinator import Coordinator
 from debl.catalog import Catalog
 from debl.errors import ServiceError
-from debl.faults.procs import config_env
 from debl.mysql import connect
 from loaders import hot_phase
 from loaders.cleanup import drop_every_load
@@ -67,7 +66,7 @@ def test_a_load_killed_after_uptime_before_mysql_took_over_resumes_to_the_take_o
         [sys.executable, "-m", "tests.held_hot_load", str(tmp_path / "never"), "load",
          str(directory), "--hot-bytes", str(options.hot_bytes), "--chunk-size", "4MiB",
          "--bucket-width", str(options.bucket_width)],
-        env=config_env(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=config.child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         load = None
         deadline = time.monotonic() + 180

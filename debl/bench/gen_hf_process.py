@@ -1,5 +1,5 @@
 """gen_HF during a bench: ``debl gen-hf --until-complete`` as a subprocess with its own Spark JVM,
-in the bench's namespace (``config_env`` hands the config over as ``DEBL_*`` variables).
+in the bench's namespace (``Config.child_env`` hands the config over as ``DEBL_*`` variables).
 
 When it starts: ``gen_hf_start="load"`` (the default) spawns it as soon as the load is recorded,
 as an always-running gen_HF service is, and as the bench starts the loads' own Spark before the
@@ -27,15 +27,6 @@ _GEN_HF_RESTARTS = 5
 _STOP_GRACE_S = 30.0
 
 
-def config_env(config: Config) -> dict[str, str]:
-    """``DEBL_*`` variables that make a child process load exactly *config*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-    for key, value in config.settings().items():
-        if value is not None:
-            env[f"DEBL_{key.upper()}"] = str(value)
-    return env
-
-
 class GenHFProcess:
     """``debl gen-hf --until-complete`` as a subprocess with its own Spark JVM, in *config*'s
     namespace. Restarted (5 s later, a few times) if it exits with an error, e.g. because
@@ -59,7 +50,7 @@ class GenHFProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "debl", "gen-hf", *(["--until-complete"]
                                                            if self.until_complete else []),
-                 "--order", self.order, "--exit-with-parent"], env=config_env(self.config),
+                 "--order", self.order, "--exit-with-parent"], env=self.config.child_env(),
                 stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 

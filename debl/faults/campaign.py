@@ -74,7 +74,7 @@ class Campaign:
                                           bucket_target_covers_heaviest=False)
 
     def env(self, **extra: str) -> dict[str, str]:
-        return procs.config_env(self.config, **extra)
+        return self.config.child_env(**extra)
 
     def reference(self, directory: Path | None = None, hot_bytes: int | None = -1) -> Reference:
         directory = directory or self.input_dir

@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from debl.config import Config
 
 # What identifies the Spark driver JVM that pyspark starts (through spark-submit).
 SPARK_MAIN = "org.apache.spark.deploy.SparkSubmit"
@@ -121,18 +120,6 @@ def kill(procs: list[Proc]) -> None:
                 os.kill(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def config_env(config: Config, **extra: str) -> dict[str, str]:
-    """``DEBL_*`` variables that make a child ``debl`` load exactly *config* (any of the
-    caller's own ``DEBL_*`` dropped), plus *extra* ones. The password travels in the
-    environment, never in argv."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-    for name, value in config.settings().items():
-        if value is not None:
-            env[f"DEBL_{name.upper()}"] = str(value)
-    env.update(extra)
-    return env
 
 
 @dataclass

@@ -170,7 +170,7 @@ def run_soak(config: Config, work_dir: Path, spec: SoakSpec = SoakSpec(),
     config = config.replace(bucket_target_bytes=max(1, cold_bytes // spec.buckets),
                             bucket_target_covers_heaviest=False, run_buckets=1,
                             query_timeout=spec.query_timeout_s, raw_after=0.0)
-    env = procs.config_env(config)
+    env = config.child_env()
     logs = work_dir / "logs"
 
     report(f"loading {len(files)} files ({(hot_bytes + cold_bytes) / 2**20:.0f} MiB, "
