@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
 from debl.catalog import Catalog
 from debl.config import Config
-from debl.errors import BucketFileError, DeblError, ServiceError
+from debl.errors import BucketFileError, ServiceError
 from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
 from debl.model import Link
 from debl.webhdfs import FileStatus, WebHDFS
@@ -116,7 +116,6 @@ class _Bucket:
     def __init__(self, bucket: RawBucket, directories: dict[str, int | None],
                  files: list[_File]) -> None:
         self.bucket = bucket
-        self.b_index = bucket.b_index
         self.directories = directories  # directory -> its modification time when listed
         self.files = files
         self.filters = FileFilters([f.index.bloom for f in files]) if files else None
@@ -127,6 +126,10 @@ class _Bucket:
             _FILE_COST + len(f.index.raw) + f.index.entries * _ENTRY_COST for f in files)
         self.checked_at = time.monotonic()
         self.checking = threading.Lock()
+
+    @property
+    def b_index(self) -> int:
+        return self.bucket.b_index
 
     def wanted(self, id1: int, link_type: int, min_time: int) -> list[tuple[_File, range]]:
         """The files that may hold the key, each with the blocks that can."""
@@ -267,16 +270,15 @@ class RawReader:
         """The reader's listing thread: every ``poll_interval``, each opened bucket not checked
         for that long is checked, so that queries seldom check on their own path (a check is a
         NameNode call or more: it set the slowest answers). A bucket that fails its check is
-        left unchecked: its queries check it themselves, and raise the error."""
+        left unchecked: its queries check it themselves, and raise the error. Nothing ends the
+        thread but ``close``."""
         while not self._closed.wait(self._recheck_s):
             with self._lock:
                 opened = list(self._opened.values())
             for bucket in opened:
-                if time.monotonic() - bucket.checked_at < self._recheck_s:
-                    continue
                 try:
                     self._check_listing(bucket.bucket, bucket, within=self._recheck_s)
-                except DeblError as exc:
+                except Exception as exc:  # noqa: BLE001 -- the queries' own check raises it
                     log.info("raw route: bucket %d failed its listing check: %s",
                              bucket.b_index, exc)
 
