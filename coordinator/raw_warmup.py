@@ -11,7 +11,9 @@ comes first opens its bucket itself, as before, and the warm-up finds it opened.
 
 Pitfalls: the warm-up opens buckets only while the opened ones take under half of
 ``raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read; a
-bucket it cannot open (a file gone) is left to the query, which raises the error naming it.
+bucket it cannot open (a file gone) is left to the query, which raises the error naming it; and
+an HDFS that does not answer ends the warm-up at once (every bucket would wait out its timeout
+the same way), so that ``Coordinator.wait_warm`` does not hold a client for nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import logging
 import queue
 import threading
 
-from debl.errors import DeblError
+from debl.errors import BucketFileError
 from coordinator.raw import RawBucket, RawReader
 from coordinator.state import Dataset
 
@@ -57,18 +59,31 @@ class RawWarmup:
 
     def _run(self) -> None:
         while (buckets := self._offers.get()) is not None:
-            for bucket in buckets:
-                if not self._offers.empty():
-                    break  # a newer load's buckets (or close) come first
-                try:
-                    if not self.reader.open_ahead(bucket):
-                        break  # the budget's share for buckets opened ahead is used
-                except DeblError as exc:  # the query that needs it will raise it
-                    log.info("raw route: bucket %d not opened ahead: %s", bucket.b_index, exc)
-            with self._lock:
-                self._pending -= 1
-                if not self._pending:
-                    self._idle.set()
+            try:
+                self._open(buckets)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    if not self._pending:
+                        self._idle.set()
+
+    def _open(self, buckets: list[RawBucket]) -> None:
+        """Open *buckets* in order until a newer offer comes, the budget's share is used, or
+        HDFS fails: a bucket whose files are wrong is skipped, but a service that does not
+        answer would fail every other bucket the same way, each after its timeout. Whatever
+        goes wrong is left to the queries, which raise it with its message."""
+        for bucket in buckets:
+            if not self._offers.empty():
+                return  # a newer load's buckets (or close) come first
+            try:
+                if not self.reader.open_ahead(bucket):
+                    return  # the budget's share for buckets opened ahead is used
+            except BucketFileError as exc:
+                log.info("raw route: bucket %d not opened ahead: %s", bucket.b_index, exc)
+            except Exception as exc:  # noqa: BLE001 -- a thread of its own: never let it die
+                log.warning("raw route: buckets not opened ahead from bucket %d on: %s",
+                            bucket.b_index, exc)
+                return
 
 
 def raw_buckets(dataset: Dataset) -> list[RawBucket]:

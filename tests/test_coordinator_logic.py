@@ -444,3 +444,18 @@ def test_the_warmup_skips_a_bucket_it_cannot_open_and_stops_at_its_budget():
         assert reader.outcomes == [True]  # 4 never tried
     finally:
         warmup.close()
+
+
+def test_the_warmup_ends_at_a_service_that_does_not_answer_and_is_done_for_wait():
+    """HDFS down would fail every bucket after its timeout: the warm-up gives up at the first,
+    so a client waiting for it is not held; the queries raise the error themselves."""
+    reader = StepReader([True, ServiceError("HDFS at 127.0.0.1:9820 did not answer"), True])
+    warmup = RawWarmup(reader)
+    try:
+        warmup.offer([RawBucket("L1", b, 10) for b in range(3)])
+        assert warmup.wait(5)
+        assert reader.opened == [0] and reader.outcomes == [True]
+        warmup.offer([RawBucket("L1", 2, 10)])  # the thread lives on for the next load
+        assert warmup.wait(5) and reader.opened == [0, 2]
+    finally:
+        warmup.close()
