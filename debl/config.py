@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from debl.config_values import (ENGINES, USER_NAME, check_name, check_not_negative,
-                                check_positive, jvm_bytes, read_settings)
+                                check_positive, jvm_bytes, read_settings, settings_env)
 from debl.errors import ConfigError
 
 MiB = 1 << 20
@@ -431,15 +431,8 @@ class Config:
         return {key: self.setting(key) for key in KEYS}
 
     def child_env(self, **extra: str) -> dict[str, str]:
-        """This process's environment with ``DEBL_*`` variables that make a child ``debl``
-        load exactly this config (the caller's own ``DEBL_*`` dropped), plus *extra* ones.
-        The password travels in the environment, never in argv."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-        for key, value in self.settings().items():
-            if value is not None:
-                env[f"DEBL_{key.upper()}"] = str(value)
-        env.update(extra)
-        return env
+        """The environment of a child ``debl`` that loads exactly this config (``settings_env``)."""
+        return settings_env(self.settings(), **extra)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for a missing attribute: say where a setting read by its key now lives.

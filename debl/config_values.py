@@ -1,12 +1,14 @@
 """Setting values for debl.config: read from ``debl.toml`` and ``DEBL_*`` (``read_settings``),
 each turned into its setting's type, and checked: SQL identifiers, the MySQL user name, JVM
-memory sizes, positive and non-negative numbers. Every error is a ConfigError naming the
+memory sizes, positive and non-negative numbers; and written as ``DEBL_*`` for a child process
+(``settings_env``). Every error is a ConfigError naming the
 setting by its key (``mysql_pool_size``), the name a user sets it by. The settings themselves,
 their defaults and their sections are debl.config's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -132,3 +134,15 @@ def read_settings(path: Path | str | None, env: Mapping[str, str],
             values[name] = raw
 
     return {name: coerce(name, raw, known[name]) for name, raw in values.items()}
+
+
+def settings_env(settings: Mapping[str, Any], **extra: str) -> dict[str, str]:
+    """This process's environment with a ``DEBL_<KEY>`` variable for each of *settings* (key ->
+    value; None left out), so that a child ``debl`` loads exactly them (the caller's own
+    ``DEBL_*`` dropped), plus *extra* ones. The password travels in the environment, never in
+    argv."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
+    env.update({f"DEBL_{key.upper()}": str(value) for key, value in settings.items()
+                if value is not None})
+    env.update(extra)
+    return env
