@@ -9,6 +9,7 @@ the cause and, where there is one, the next step; the command line prints it wit
     │   └── JvmGone          this process's Spark driver JVM died: start the command again
     ├── CatalogVersionError  the catalog's tables are from another DeBL version
     ├── SourceError          the input source is missing, unreadable or unreachable
+    ├── ManifestError        a file's manifest is malformed (names the file and the field)
     ├── BadInputError        too many lines that do not parse (over --max-bad)
     ├── LoadStateError       a load id that does not exist, or cannot be resumed
     ├── BucketFileError      a bucket file in HDFS is gone or damaged (names the file)
@@ -55,6 +56,11 @@ class CatalogVersionError(DeblError):
 
 class SourceError(DeblError):
     pass
+
+
+class ManifestError(DeblError):
+    """A source file's manifest (docs/LOADING.md, "The manifest") that cannot be used; the
+    message names the file and the field. The file then claims every id1: the load goes on."""
 
 
 class BadInputError(DeblError):

@@ -91,6 +91,16 @@ def block_columns(buf: np.ndarray, lo: int, hi: int) -> LineColumns:
                        _numbers(words, tabs[:, 5] + 1, ends), ends)
 
 
+def numbers_at(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The decimal numbers at ``buf[starts[i]:ends[i]]`` (uint64): each 1 to 18 plain digits,
+    as in a block ``well_formed`` accepted (the manifest's builder reads the id1s of a block this
+    way, ``debl.manifest``). Every ``starts[i] >= HEAD_ROOM``, as for ``block_columns``."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    words = np.ndarray(shape=(len(buf) - 7,), dtype=_U64, buffer=buf, strides=(1,))
+    return _numbers(words, starts, ends)
+
+
 def _numbers(words: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The decimal numbers at ``buf[starts[i]:ends[i]]`` (1 to 18 digits each)."""
     lengths = ends - starts
