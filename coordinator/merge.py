@@ -36,8 +36,8 @@ from debl.model import Link, Origin, merge_batch, select_links
 
 # Only the hot/cold flag decides between two stores' rows of one key; file and line order are
 # already settled inside each store.
-HOT = Origin(hot=1, file_seq=0, line_no=0)
-COLD = Origin(hot=0, file_seq=0, line_no=0)
+HOT = Origin(hot=1, file_seq=0, position=0)
+COLD = Origin(hot=0, file_seq=0, position=0)
 _BATCH = 256  # rows a side gives the merge at a time (a page of a list is read lazily)
 
 

@@ -2,9 +2,11 @@
 
 A bucket file is one HDFS file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>`` in three parts:
 
-- **data**: the slice's lines of the bucket, each the input line, TAB ``file_seq``, TAB
-  ``line_no``, ``\\n`` (the origin: the merge rule's last tie-breakers), sorted by
-  ``(id1, link_type, time)``, stably, so input order breaks ties;
+- **data**: the slice's lines of the bucket, each the input line, TAB ``file_seq``, TAB the
+  line's byte offset in its file, ``\\n`` (the origin: the merge rule's last tie-breakers; an
+  offset, not a line number, so that a piece copied out of file order needs no count of the
+  lines before it: docs/LOADING.md, "The manifest"), sorted by ``(id1, link_type, time)``,
+  stably, so input order breaks ties;
 - **index**: 32-byte entries, big-endian ``(id1, link_type, time, offset)``: one for the first
   line of each block, a block starting at the first line at or past ``BLOCK`` bytes from the
   previous block's start, then one for the last line with ``offset`` = the data's length;
@@ -104,7 +106,10 @@ def bloom_filter(keys: Iterable[tuple[int, int]]) -> bytes:
 def sort_key(line: bytes) -> tuple[int, int, int]:
     """(id1, link_type, time) of a bucket line (with or without its newline)."""
     fields = line.split(b"\t", 6)
-    return int(fields[0]), int(fields[1]), int(fields[5])
+    # Leading zeros stripped: a valid number has any number of them, and int() refuses a
+    # string of over 4300 digits (the numbers themselves have at most 19).
+    return (int(fields[0].lstrip(b"0") or b"0"), int(fields[1].lstrip(b"0") or b"0"),
+            int(fields[5].lstrip(b"0") or b"0"))
 
 
 def encode(lines: Iterable[bytes], block: int = BLOCK) -> bytes:
@@ -252,8 +257,8 @@ def data_lines(data: bytes) -> Iterator[bytes]:
 
 def parse_row(line: bytes) -> tuple[Link, Origin]:
     """A bucket line (without newline) as its link and cold origin, with the one line parser."""
-    link_line, file_seq, line_no = line.rsplit(b"\t", 2)
-    return parse_line(link_line), Origin(0, int(file_seq), int(line_no))
+    link_line, file_seq, position = line.rsplit(b"\t", 2)
+    return parse_line(link_line), Origin(0, int(file_seq), int(position))
 
 
 def file_rows(path: str, content: bytes) -> Iterator[tuple[Link, Origin]]:

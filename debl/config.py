@@ -247,6 +247,11 @@ class LoadingConfig(_Section):
     # How long a load, or cleanup, waits for running coordinators to leave a load's stores
     # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
+    # A load whose source has manifests, with no day current, answers each key once every byte
+    # that can hold it is here, and fetches first what waiting queries need (docs/LOADING.md,
+    # "Answers before the copy ends", "The copy follows demand").
+    early_answers: bool = True
+    demand_fetch: bool = True
     # Seconds the previous day's stores are kept after the next day became current, for
     # `debl rollback`; then cleanup drops them once no coordinator serves them (docs/LOADING.md,
     # "Days"). 0: as soon as no coordinator serves them.

@@ -52,7 +52,11 @@ class Origin(NamedTuple):
 
     hot: int  # 1 for a row from a hot file (MySQL), 0 for a cold one (HBase)
     file_seq: int  # the file's position in the input, oldest first
-    line_no: int  # 1-based line number within the file
+    # The line's place in its file, compared only within one file: its byte offset in bucket
+    # files (dist_ch writes it; a piece copied out of file order knows it without counting the
+    # lines before it: docs/LOADING.md, "The manifest"), its line number where a reader counts
+    # lines (the hot path, the reference readers). Greater is later.
+    position: int
 
 
 class ParseError(ValueError):
@@ -149,7 +153,7 @@ def _parse_checked(fields: list[bytes]) -> Link:
 
 def merge_rank(link: Link, origin: Origin) -> tuple:
     """The merge rule as a sort key: of two rows with one key, the greater rank wins."""
-    return (link.time, link.version, origin.hot, origin.file_seq, origin.line_no)
+    return (link.time, link.version, origin.hot, origin.file_seq, origin.position)
 
 
 def merge_batch(links: Iterable[tuple[Link, Origin]]) -> tuple[int, dict[tuple, Link]]:

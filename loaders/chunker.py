@@ -1,10 +1,13 @@
 """The cold path's copy: stream cold files from the source, cut line-aligned chunks, write each
 chunk into HDFS.
 
-A chunk is a slice of the concatenated cold files, cut at a line end once it holds at least
-``chunk_size`` bytes (the last chunk may be smaller). It may span files; its *segments* say which
-bytes and lines of which file it holds, so that dist_ch can give every line its origin
-``(file_seq, line_no)`` and the reject file can name the source line. A file whose last line has
+A chunk is a slice of the concatenated files, cut at a line end once it holds at least
+``chunk_size`` bytes (the last chunk may be smaller). It may span files, and skip the ranges a
+fetch on demand took (``loaders.coverage``); its *segments* say which bytes and lines of which
+file it holds, so that dist_ch can give every line its origin ``(file_seq, byte offset)`` and
+the reject file can name the source line. A chunk fetched on demand is a set of pieces of
+several files (``loaders.demand``); a segment of it may not know its first line's number yet
+(``first_line`` None). A file whose last line has
 no newline gets one, so lines of two files never run together.
 
 Each chunk is written under a temporary name and renamed (``WebHDFS.write_atomic``): a killed
@@ -19,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 from debl.catalog import ChunkRecord
 from debl.webhdfs import WebHDFS
+from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
@@ -49,7 +53,7 @@ class Segment:
     name: str
     start: int
     end: int
-    first_line: int
+    first_line: int | None  # None: not known yet (a piece fetched ahead of the bulk copy)
     lines: int
     chunk_line: int
 
@@ -86,127 +90,157 @@ class Chunk:
                      tuple(tuple(s) for s in record.layout["slices"]), record.hot)
 
 
-@dataclass(frozen=True)
-class Position:
-    """Where the copy stands: the next byte to read is *offset* of file index *file_index*
-    (into the cold file list), which is line *line_no* of that file."""
-
-    file_index: int = 0
-    offset: int = 0
-    line_no: int = 1
-
-    @staticmethod
-    def after(chunk: Chunk, files: list[tuple[int, SourceFile]]) -> "Position":
-        """Where the copy goes on after *chunk* (a resumed load). A segment that reached its
-        file's end may end one byte past it (the newline the copier adds to a last line
-        without one): the copy then goes on with the next file."""
-        last = chunk.segments[-1]
-        index = next(i for i, (seq, _) in enumerate(files) if seq == last.file_seq)
-        if last.end >= files[index][1].size:
-            return Position(index + 1, 0, 1)
-        return Position(index, last.end, last.first_line + last.lines)
-
-
 class ChunkCopier:
-    """Cuts the cold files into chunks and writes them to ``<directory>/chunk-NNNNN`` in HDFS.
+    """Cuts the files' untaken bytes into chunks and writes them to ``<directory>/chunk-NNNNN``
+    in HDFS: the bulk copy.
+
+    It walks its files in order, each from its first untaken byte (``loaders.coverage``), and
+    streams every stretch no one took; before it keeps a block it read, it claims it in the
+    ledger, which gives it only the bytes up to the next range taken by a fetch on demand: the
+    copy then goes on after that range (a new ranged read). So a byte a fetch took is never
+    copied again, and the bulk copy knows each line's number: every byte before its position is
+    taken and counted.
 
     ``copy_next(chunk_size)`` copies one chunk and returns it (None when the input is used up);
-    the size may change between calls (the loader adapts it).
+    the size may change between calls (the loader adapts it). *numbers* gives each chunk its
+    number (``loaders.pipeline``: fetches on demand number their chunks from the same counter).
     """
 
     def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: WebHDFS,
-                 directory: str, start: Position = Position(), first_chunk: int = 0,
+                 directory: str, coverage: Coverage, numbers: Callable[[], int],
                  progress: Callable[[int], None] = lambda n: None, hot: bool = False):
         self.source, self.files, self.hdfs, self.directory = source, files, hdfs, directory
+        self.coverage, self.numbers = coverage, numbers
         self.hot = hot  # the chunks it cuts are of hot files
-        self.pos = start
-        self.chunk_no = first_chunk
         self.progress = progress
-        self._stream = None
-        self._pending = b""  # bytes read from the current file but not yet sent
+        self._index = 0  # the file being copied (into self.files)
+        self._offset = 0  # the next byte of it to copy...
+        self._line_no = 1  # ...and that byte's line
+        self._stream = None  # open at self._offset + len(self._pending)
+        self._pending = b""  # bytes read and claimed from the current file but not yet sent
+        self._eof = False  # the stream reached the file's end (the pending bytes are its last)
         self._mid_line = False  # the last block sent ended inside a line
 
     def copy_next(self, chunk_size: int, slices: int = 1) -> Chunk | None:
-        if self.pos.file_index >= len(self.files) and not self._pending:
-            return None
         segments: list[Segment] = []
         starts: list[tuple[int, int]] = [(0, 0)]
         slice_size = max(1, chunk_size // slices)
         sent = 0
-        path = f"{self.directory}/{chunk_name(self.chunk_no)}"
+        chunk_no = self.numbers()
+        path = f"{self.directory}/{chunk_name(chunk_no)}"
 
         def blocks() -> Iterator[bytes]:
             nonlocal sent
             chunk_lines = 0
             # A chunk ends at a line end: inside a line longer than a block it goes on.
-            while ((sent < chunk_size or self._mid_line)
-                   and self.pos.file_index < len(self.files)):
-                seq, file = self.files[self.pos.file_index]
+            while (sent < chunk_size or self._mid_line) and self._find_stretch():
+                seq, file = self.files[self._index]
                 at_line_start = not self._mid_line
                 block, at_eof = self._read_block(file)
-                if block:
-                    # A slice begins at the first block start past its share of the chunk
-                    # that is a line start.
-                    if (at_line_start and sent >= slice_size * len(starts)
-                            and len(starts) < slices):
-                        starts.append((sent, chunk_lines))
-                    room = chunk_size - sent
-                    if len(block) > room:
-                        # Cut at the first line end past the size: the chunk stays line-aligned.
-                        cut = block.find(b"\n", room) + 1
-                        if cut == 0:  # no newline after room: keep the whole block
-                            cut = len(block)
-                        block, self._pending = block[:cut], block[cut:] + self._pending
-                        at_eof = at_eof and not self._pending
-                    self._mid_line = not block.endswith(b"\n")
-                    lines = block.count(b"\n")
-                    start = self.pos.offset
-                    _extend(segments, Segment(seq, file.name, start, start + len(block),
-                                              self.pos.line_no, lines, chunk_lines))
-                    chunk_lines += lines
-                    self.pos = Position(self.pos.file_index, start + len(block),
-                                        self.pos.line_no + lines)
-                    sent += len(block)
-                    self.progress(len(block))
-                    yield block
+                if not block:
+                    self._next_stretch(at_eof)
+                    continue
+                # A slice begins at the first block start past its share of the chunk that is
+                # a line start.
+                if (at_line_start and sent >= slice_size * len(starts)
+                        and len(starts) < slices):
+                    starts.append((sent, chunk_lines))
+                room = chunk_size - sent
+                if len(block) > room:
+                    # Cut at the first line end past the size: the chunk stays line-aligned.
+                    cut = block.find(b"\n", room) + 1
+                    if cut == 0:  # no newline after room: keep the whole block
+                        cut = len(block)
+                    block, self._pending = block[:cut], block[cut:] + self._pending
+                    at_eof = at_eof and not self._pending
+                self._mid_line = not block.endswith(b"\n")
+                lines = block.count(b"\n")
+                start = self._offset
+                _extend(segments, Segment(seq, file.name, start, start + len(block),
+                                          self._line_no, lines, chunk_lines))
+                chunk_lines += lines
+                self._offset += len(block)
+                self._line_no += lines
+                sent += len(block)
+                self.progress(len(block))
+                yield block
                 if at_eof:
-                    self._mid_line = False
-                    self._close_stream()
-                    self.pos = Position(self.pos.file_index + 1, 0, 1)
+                    self._next_stretch(True)
 
         self.hdfs.write_atomic(path, blocks())
         if sent == 0:
             self.hdfs.delete(path)
             return None
-        chunk = Chunk(self.chunk_no, path, sent, tuple(segments), tuple(starts), self.hot)
-        self.chunk_no += 1
-        return chunk
+        return Chunk(chunk_no, path, sent, tuple(segments), tuple(starts), self.hot)
 
-    def _read_block(self, file: SourceFile) -> tuple[bytes, bool]:
-        """The next block of *file*, and whether the file is used up after it. A block ends at
-        a line end (a final newline added at EOF if missing), except inside a line longer than
-        a block: then it holds no newline at all, and the line goes on in the next blocks.
-        So memory stays within a few blocks whatever the lines (dist_ch rejects a line over
-        ``max_line_bytes``), and no read copies more than two blocks."""
-        if self._stream is None:
+    def _find_stretch(self) -> bool:
+        """Make the stream point at the next byte to copy, skipping what fetches took; False
+        when every file is done."""
+        if self._stream is not None or self._pending or self._mid_line:
+            return True
+        while self._index < len(self.files):
+            seq, file = self.files[self._index]
+            gap = self.coverage.next_gap(seq, self._offset)
+            if gap is None:
+                self._index, self._offset, self._line_no = self._index + 1, 0, 1
+                continue
+            if gap > self._offset:  # skipping ranges fetched on demand: their lines count
+                self._line_no += self.coverage.lines_between(seq, self._offset, gap)
+                self._offset = gap
             # Opened with its listing: a file shorter or longer than listed, or one that
             # changes while it is copied, fails the load (loaders.source).
-            self._stream = self.source.open(file.name, self.pos.offset, listed=file)
-        data = self._pending
-        self._pending = b""
+            self._stream = self.source.open(file.name, self._offset, listed=file)
+            self._eof = False
+            return True
+        return False
+
+    def _next_stretch(self, at_eof: bool) -> None:
+        """The stream's stretch ended: at the file's end, or at a range a fetch took."""
+        self._close_stream()
+        self._pending, self._mid_line, self._eof = b"", False, False
+        if at_eof:
+            self._index, self._offset, self._line_no = self._index + 1, 0, 1
+
+    def _read_block(self, file: SourceFile) -> tuple[bytes, bool]:
+        """The next block of *file* that the bulk copy may keep, and whether the file is used
+        up after it. A block ends at a line end (a final newline added at EOF if missing),
+        except inside a line longer than a block: then it holds no newline at all, and the line
+        goes on in the next blocks. So memory stays within a few blocks whatever the lines
+        (dist_ch rejects a line over ``max_line_bytes``), and no read copies more than two
+        blocks. A block is claimed in the ledger before it is kept: it ends where a fetch on
+        demand took bytes (empty, not at EOF, when the next byte is taken)."""
+        if self._pending:  # read and claimed already
+            data, self._pending = self._pending, b""
+            return data, self._eof
+        data, at_eof = self._read_raw()
+        seq = self.files[self._index][0]
+        keep = self.coverage.claim(seq, self._offset, len(data),
+                                   lambda n: data.count(b"\n", 0, n))
+        if keep < len(data):  # a fetch took the bytes from there on
+            self._close_stream()
+            return data[:keep], False
+        if at_eof:
+            self._close_stream()
+            self._eof = True
+        return data, at_eof
+
+    def _read_raw(self) -> tuple[bytes, bool]:
+        data = b""
         while True:
-            cut = data.rfind(b"\n") + 1
-            if cut:
-                self._pending = data[cut:]
-                return data[:cut], False
-            if len(data) >= BLOCK:
-                return data, False
             more = self._stream.read(BLOCK)
             if not more:
-                if (data or self._mid_line) and not data.endswith(b"\n"):
+                if data and not data.endswith(b"\n"):
                     data += b"\n"
                 return data, True
             data += more
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                # The rest goes back in front of the stream: the stream's position stays
+                # where the ledger's claims end.
+                self._stream = _Prepended(data[cut:], self._stream)
+                return data[:cut], False
+            if len(data) >= BLOCK:
+                return data, False
 
     def _close_stream(self) -> None:
         if self._stream is not None:
@@ -215,6 +249,24 @@ class ChunkCopier:
 
     def close(self) -> None:
         self._close_stream()
+
+
+class _Prepended:
+    """A stream with some bytes put back in front of it."""
+
+    def __init__(self, head: bytes, stream):
+        if isinstance(stream, _Prepended):
+            head, stream = head + stream._head, stream._stream
+        self._head, self._stream = head, stream
+
+    def read(self, n: int) -> bytes:
+        if self._head:
+            data, self._head = self._head[:n], self._head[n:]
+            return data
+        return self._stream.read(n)
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 def _extend(segments: list[Segment], seg: Segment) -> None:

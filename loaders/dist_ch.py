@@ -40,12 +40,13 @@ Pitfalls:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from debl.buckets import BucketMap
 from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
+from debl.manifest import ClaimViolation
 from debl.model import CHECKSUM_MOD, ParseError, parse_line, too_long
 from debl.spark import task_heap
 from loaders import jobs
@@ -80,6 +81,9 @@ class DistResult:
     parts: list[BucketChunk]
     rejects: list[Reject]
     per_file: dict[int, tuple[int, int]]  # file_seq -> (rows bucketed, rejects)
+    # The first line of each segment (in each slice) that breaks its manifest's claims
+    # (docs/LOADING.md, "Answers before the copy ends"): none when it checks none.
+    violations: list[ClaimViolation] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -129,18 +133,34 @@ def _chunk_result(chunk: Chunk, report: DistChReport, bucket_dir: str,
     for f in report.per_file:
         per_file[f.file_seq] = (per_file[f.file_seq][0] + f.rows,
                                 per_file[f.file_seq][1] + f.rejects)
-    return DistResult(chunk.chunk_no, [parts[b] for b in sorted(parts)], rejects, per_file)
+    violations = [ClaimViolation(chunk.segments[v.segment].file_seq, v.offset, v.id1, v.lo,
+                                 v.hi, f"id1 {v.id1} is {v.kind}" if v.id1 is not None
+                                 else v.kind)
+                  for v in report.violations]
+    return DistResult(chunk.chunk_no, [parts[b] for b in sorted(parts)], rejects, per_file,
+                      violations)
+
+
+def _segments(chunk: Chunk) -> tuple[tuple[int, int, int, int, int, int], ...]:
+    """The chunk's segments as the JVM takes them: file, first line, lines, first chunk line,
+    first byte in the file and first byte in the chunk (the line's origin is its byte offset in
+    its file: docs/ONLINE.md, "Bucket files")."""
+    out, at = [], 0
+    for s in chunk.segments:
+        out.append((s.file_seq, s.first_line, s.lines, s.chunk_line, s.start, at))
+        at += s.end - s.start
+    return tuple(out)
 
 
 def bucket_chunk(spark, config: Config, chunk: Chunk, bucket_map: BucketMap,
-                 bucket_dir: str) -> DistResult:
+                 bucket_dir: str, claims: tuple[dict | None, ...] | None = None) -> DistResult:
     """Run dist_ch on one chunk, one Spark task per slice, bucketing by *bucket_map* into
-    *bucket_dir* (a path of the configured HDFS)."""
+    *bucket_dir* (a path of the configured HDFS); with *claims* (per segment, see
+    ``loaders.early.segment_claims``), checking its lines against them."""
     jobs.job_group(spark, f"dist_ch-{chunk.chunk_no}", f"dist_ch chunk {chunk.chunk_no}")
     report = jobs.dist_ch(spark, jobs.DistChRequest(
         chunk_uri=f"{config.hdfs.uri}{chunk.path}", slices=tuple(chunk.slices),
-        segments=tuple((s.file_seq, s.first_line, s.lines, s.chunk_line)
-                       for s in chunk.segments),
+        segments=_segments(chunk),
         bucket_map=bucket_map, bucket_dir=f"{config.hdfs.uri}{bucket_dir}",
-        chunk_no=chunk.chunk_no, max_line_bytes=config.loading.max_line_bytes))
+        chunk_no=chunk.chunk_no, max_line_bytes=config.loading.max_line_bytes, claims=claims))
     return _chunk_result(chunk, report, bucket_dir, config.loading.max_line_bytes)

@@ -5,7 +5,8 @@ A load copies its hot files into HDFS as chunks of their own (before its cold on
 dist_ch buckets them for the raw route; MySQL's hot path then reads the same chunks back from
 HDFS instead of the remote source. ``HotChunkSource.open(name)`` streams a hot file's bytes in
 order from the segments of the chunks that hold it (a file may span chunks, a chunk may hold
-several files).
+several files, and a piece fetched on demand may sit in a later chunk than the bytes after it:
+the segments are read in the file's order).
 
 Pitfall: a file whose last line has no newline reads back with the newline the copier added
 (``loaders.chunker``), one byte more than its listing: the hot path treats both the same.
@@ -29,12 +30,22 @@ class HotChunkSource:
     def __init__(self, hdfs: WebHDFS, chunks: list[Chunk]):
         self.hdfs = hdfs
         # (chunk path, offset in the chunk, length) of each file's segments, in file order
-        self._parts: dict[str, list[tuple[str, int, int]]] = {}
+        found: dict[str, list[tuple[int, int, str, int]]] = {}
         for chunk in chunks:
             at = 0
             for s in chunk.segments:
-                self._parts.setdefault(s.name, []).append((chunk.path, at, s.end - s.start))
+                found.setdefault(s.name, []).append((s.start, s.end, chunk.path, at))
                 at += s.end - s.start
+        self._parts: dict[str, list[tuple[str, int, int]]] = {}
+        for name, segments in found.items():
+            segments.sort()
+            expected = 0
+            for start, end, _, _ in segments:
+                if start != expected:
+                    raise SourceError(f"hot file {name!r}: its chunks hold bytes from {start}, "
+                                      f"not {expected}: a piece of it is missing from HDFS")
+                expected = end
+            self._parts[name] = [(path, at, end - start) for start, end, path, at in segments]
 
     def describe(self) -> str:
         return "the load's hot chunks in HDFS"

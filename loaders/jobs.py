@@ -32,7 +32,7 @@ import logging
 import re
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
 from debl.buckets import BucketMap
@@ -48,17 +48,20 @@ T = TypeVar("T")
 class DistChRequest:
     """One chunk for dist_ch: where it is, its slices (one task each: the byte offset of the
     slice's first line and that line's index in the chunk, 0-based), its segments (in chunk
-    order: ``(file_seq, first line of the file, lines, first chunk line)``), the bucket map,
+    order: ``(file_seq, first line of the file, lines, first chunk line, first byte in the
+    file, first byte in the chunk)``), what each segment's manifest claims (``claims``: None, or
+    per segment None or the check's terms: ``loaders.early.segment_claims``), the bucket map,
     where the bucket files go (a URI), the chunk's number (their names) and the longest line
     held (``max_line_bytes``)."""
 
     chunk_uri: str
     slices: tuple[tuple[int, int], ...]
-    segments: tuple[tuple[int, int, int, int], ...]
+    segments: tuple[tuple[int, int, int, int, int, int], ...]
     bucket_map: BucketMap
     bucket_dir: str
     chunk_no: int
     max_line_bytes: int
+    claims: tuple[dict | None, ...] | None = None
 
     def to_json(self) -> str:
         """The JVM's plan (``DistCh.Plan``)."""
@@ -112,11 +115,32 @@ class FileCount:
 
 
 @dataclass(frozen=True)
+class Violation:
+    """The first line (or point) of a segment's bytes in one slice that breaks its manifest's
+    claims (``DistCh.Claims``): its offset in the file, its id1 (None: a point without its
+    line), the kind (``KINDS``) and the range claimed there."""
+
+    slice: int
+    segment: int
+    offset: int
+    id1: int | None
+    kind: str
+    lo: int
+    hi: int
+
+
+VIOLATION_KINDS = {1: "outside the file's id1_lo..id1_hi", 2: "outside its piece's claim",
+                   3: "out of order in a file said to be sorted",
+                   4: "not the id1 its point says", 5: "a point that is not a valid line's start"}
+
+
+@dataclass(frozen=True)
 class DistChReport:
     parts: list[BucketPart]
     rejects: list[RefusedLine]
     too_long: list[LongLine]
     per_file: list[FileCount]
+    violations: list[Violation] = field(default_factory=list)
 
 
 def dist_ch(spark, request: DistChRequest) -> DistChReport:
@@ -135,6 +159,9 @@ def dist_ch(spark, request: DistChRequest) -> DistChReport:
         report.too_long.extend(LongLine(i, seq, line_no, length, base64.b64decode(prefix))
                                for seq, line_no, length, prefix in s["too_long"])
         report.per_file.extend(FileCount(i, seq, rows, bad) for seq, rows, bad in s["per_file"])
+        report.violations.extend(
+            Violation(i, seg, offset, None if id1 < 0 else id1, VIOLATION_KINDS[kind], lo, hi)
+            for seg, offset, id1, kind, lo, hi in s.get("violations", ()))
     return report
 
 

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.buckets import BucketMap
+from debl.manifest import Manifest
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
 from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
@@ -54,9 +55,10 @@ from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
 from loaders.cleanup import cleanup
 from loaders.hot_phase import drop_hot_buckets, load_hot_files
-from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket
+from loaders.early import EarlyAnswers
+from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket, number_lines
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name
-from loaders.resume import ResumeState, drop_stale_bucket_files, resume_state
+from loaders.resume import ResumeState, drop_stale_files, resume_state
 from loaders.sampling import sample_bucket_map
 from loaders.source import Source, SourceFile, open_source, redact_url
 from loaders.split import split_files
@@ -285,11 +287,41 @@ class LoadRun:
                            Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
         catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                              seq in hot_seqs) for seq, f in files])
+        self._note_manifests(catalog, load_id, files)
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:
             catalog.set_bucket_map(load_id, bucket_map)
         return ResumeState(catalog.load(load_id), files, hot_seqs, bucket_map, [],
                            not hot_seqs)
+
+    def _note_manifests(self, catalog: Catalog, load_id: str,
+                        files: list[tuple[int, SourceFile]]) -> None:
+        """Record the files' manifests with the load, say which could not be used, and let the
+        load answer before its uptime when it can (docs/LOADING.md, "Answers before the copy
+        ends"): it has manifests, no day is current (that day serves until this one is up), and
+        the setting and the approach allow it."""
+        manifests = {seq: f.manifest.to_json() for seq, f in files if f.manifest is not None}
+        catalog.add_manifests(load_id, manifests)
+        for _, f in files:
+            if f.manifest_error:
+                self.progress.message(f"{f.manifest_error}; that file claims every id1")
+        if (manifests and self.config.loading.early_answers and not self.options.wait_for_hot
+                and self.options.approach in DEBL_APPROACHES and catalog.current() is None):
+            catalog.begin_early(load_id, sum(f.size for _, f in files))
+
+    def _early(self, state: ResumeState) -> EarlyAnswers | None:
+        """The load's early answers, if it gives them, from its recorded manifests and the
+        chunks bucketed so far."""
+        load_id = state.load.load_id
+        with Catalog(self.config) as catalog:
+            if catalog.early_progress(load_id) is None:
+                return None
+            recorded = catalog.manifests(load_id)
+            names = {seq: f for seq, f in state.files}
+            manifests = {seq: Manifest.from_json(m, names[seq].name, names[seq].size)
+                         for seq, m in recorded.items()}
+            return EarlyAnswers(Catalog(self.config), load_id, state.files, manifests,
+                                state.done)
 
     def _to_uptime(self, source: Source, state: ResumeState, hot: list, cold: list,
                    rejects: RejectWriter, max_bad: int, wait_for_hot: bool,
@@ -299,8 +331,9 @@ class LoadRun:
         if self.resume:  # the parts to redo start afresh
             rejects.keep(([HOT_PART] if state.hot_done else [])
                          + [chunk_part(c.chunk_no) for c in state.done])
-            drop_stale_bucket_files(WebHDFS(config), namespace.bucket_dir, len(state.done))
-            drop_stale_bucket_files(WebHDFS(config), namespace.hot_dir, len(state.done))
+            drop_stale_files(WebHDFS(config), namespace.chunk_dir,
+                             [namespace.bucket_dir, namespace.hot_dir],
+                             {c.chunk_no for c in state.done})
         chunk_size = self.options.chunk_size or config.loading.chunk_size
         if not self.options.chunk_size:
             # The configured size is for big inputs; a small one still gets a pipeline of chunks.
@@ -316,17 +349,26 @@ class LoadRun:
             decided = (self._background.submit(self._sample, source, [f for _, f in cold])
                        if state.bucket_map is None else _done(state.bucket_map))
 
+            early = self._early(state)
+
             def hot_copied(chunks: list[Chunk]) -> None:
                 hot_chunks[:] = chunks
-                if chunks and not state.hot_done and config.loading.hot_path_start == "copied":
+                # With fetches on demand, a hot piece may still be on its way: the hot path
+                # then starts at uptime.
+                if (chunks and not state.hot_done and early is None
+                        and config.loading.hot_path_start == "copied"):
                     self._hot_path = self._background.submit(self._run_hot, source, hot,
                                                              rejects, max_bad, chunks)
             copied = copy_and_bucket(
                 config, source, load_id, namespace,
-                PipelinePlan(to_bucket, cold, state.done, chunk_size), decided, rejects,
-                max_bad, progress, stop=self._hot_failed_before_up if wait_for_hot else
-                (lambda: False), on_hot_copied=hot_copied)
+                PipelinePlan(to_bucket, cold, state.done, chunk_size, ramp=early is not None),
+                decided, rejects, max_bad, progress,
+                stop=self._hot_failed_before_up if wait_for_hot else (lambda: False),
+                on_hot_copied=hot_copied, early=early)
             summary.chunks = copied.chunks
+            number_lines(config, load_id, rejects)
+            if hot_chunks:
+                hot_chunks[:] = self._hot_chunks(load_id)  # with the pieces fetched on demand
             summary.bucket_map = decided.result().to_dict()
         if wait_for_hot and self._hot_path is not None:
             self._hot_path.result()  # raises what the hot path raised
@@ -373,7 +415,8 @@ class LoadRun:
 
     def _hot_chunks(self, load_id: str) -> list[Chunk]:
         with Catalog(self.config) as catalog:
-            return [Chunk.of(c) for c in catalog.chunks(load_id) if c.hot]
+            return [Chunk.of(c) for c in catalog.chunks(load_id)
+                    if c.hot and c.state == "bucketed"]
 
     # -- after uptime
 

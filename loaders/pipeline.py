@@ -22,6 +22,7 @@ half of what remains of the input), so the last dist_ch is short.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
@@ -37,11 +38,17 @@ from debl.namespace import Namespace
 from debl.spark import spark_session
 from debl.webhdfs import WebHDFS
 from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, Position, chunk_name
+from loaders.chunker import Chunk, ChunkCopier, chunk_name
+from loaders.coverage import Coverage
+from loaders.dist_ch import DistResult
+from loaders.demand import DemandFetcher
+from loaders.early import EarlyAnswers
+from loaders.local_dist_ch import LOCAL_MAX, bucket_locally
 from loaders.rejects import RejectWriter, chunk_part
 from loaders.source import Source, SourceFile
 
 MIN_CHUNK = 4 << 20
+FIRST_CHUNK = 2 << 20  # a load that answers early starts with chunks this small, doubling
 
 
 def tapered(size: int, remaining: int) -> int:
@@ -63,40 +70,95 @@ class Copied:
 @dataclass(frozen=True)
 class PipelinePlan:
     """What to copy: *hot* files (bucketed into the hot directory; empty when MySQL alone takes
-    them, the paper's way) then *cold* ones, from chunk *done*'s end."""
+    them, the paper's way) then *cold* ones, but for the bytes of the chunks *done*.
+    *ramp*: start with small chunks, doubling up to *chunk_size* (a load that answers before
+    its copy ends: docs/LOADING.md, "Answers before the copy ends")."""
 
     hot: list[tuple[int, SourceFile]]
     cold: list[tuple[int, SourceFile]]
-    done: list[Chunk]  # bucketed before a resume, in order from chunk 0
+    done: list[Chunk]  # bucketed before a resume, in any order
     chunk_size: int
+    ramp: bool = False
 
 
 class _ChunkSize:
     """The next chunk's size: the configured one, doubled (up to 4x) each time dist_ch lags
-    behind the copy (see the module)."""
+    behind the copy (see the module); with a ramp, from FIRST_CHUNK up to the configured one."""
 
-    def __init__(self, size: int):
-        self.first = self.next = size
+    def __init__(self, size: int, ramp: bool = False):
+        self.first = size
+        self.next = min(FIRST_CHUNK, size) if ramp else size
+
+    def took(self, chunk_bytes: int) -> None:
+        """A chunk was cut: the ramp's next step."""
+        if self.next < self.first:
+            self.next = min(self.first, max(self.next, chunk_bytes) * 2)
 
     def grow(self) -> None:
-        if self.next < 4 * self.first:
+        if self.first <= self.next < 4 * self.first:
             self.next *= 2
+
+
+class Bucketer:
+    """Buckets the load's chunks, each as soon as it is in HDFS, and records them: by dist_ch
+    in Spark, or in this process (``loaders.local_dist_ch``) for a chunk of at most
+    ``LOCAL_MAX`` bytes while Spark is still starting, and for every chunk fetched on demand.
+    Records one chunk at a time (the bucket index sums every chunk of a bucket)."""
+
+    def __init__(self, config: Config, load_id: str, namespace: Namespace, catalog: Catalog,
+                 hdfs: WebHDFS, spark: Future, decided: Future, rejects: RejectWriter,
+                 early: EarlyAnswers | None = None):
+        self.config, self.load_id, self.namespace = config, load_id, namespace
+        self.catalog, self.hdfs, self.spark, self.decided = catalog, hdfs, spark, decided
+        self.rejects, self.early = rejects, early
+        self._recording = threading.Lock()
+
+    def bucket(self, chunk: Chunk, data: bytes | None = None, local: bool | None = None,
+               phase: str | None = None) -> DistResult:
+        """Bucket *chunk* (*data*: its bytes, when the caller holds them) and record it;
+        *local*: in this process (None: when Spark has not started yet and it is small)."""
+        t0 = time.time()
+        bucket_map = self.decided.result()  # raises what the sample raised
+        where = self.namespace.hot_dir if chunk.hot else self.namespace.bucket_dir
+        if local is None:
+            local = chunk.bytes <= LOCAL_MAX and not self.spark.done()
+        early = self.early
+        if local:
+            out = bucket_locally(self.config, self.hdfs, chunk, bucket_map, where, data,
+                                 early and early.manifests, early and early.sizes)
+        else:
+            out = dist_ch.bucket_chunk(self.spark.result(), self.config, chunk, bucket_map,
+                                       where, early and early.claims(chunk))
+        reached(self.config, "dist_ch-done")
+        self.rejects.write_part(chunk_part(chunk.chunk_no),
+                                [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
+        with self._recording:
+            self.catalog.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
+                                        out.parts, where, chunk_name(chunk.chunk_no),
+                                        out.per_file, t0, time.time(), phase=phase)
+            if early is not None:
+                early.bucketed(chunk, out.violations)
+        return out
 
 
 def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Namespace,
                     plan: PipelinePlan, decided: Future, rejects: RejectWriter, max_bad: int,
                     progress, stop: Callable[[], bool],
-                    on_hot_copied: Callable[[list[Chunk]], None]) -> Copied:
+                    on_hot_copied: Callable[[list[Chunk]], None],
+                    early: EarlyAnswers | None = None) -> Copied:
     """Copy the plan's files chunk by chunk, bucket each chunk as soon as it is in HDFS (with
     the bucket map *decided* resolves to); returns when every chunk is bucketed. Raises what
-    the copy, dist_ch or the catalog raised (the copy stops at its next chunk boundary)."""
+    the copy, dist_ch or the catalog raised (the copy stops at its next chunk boundary).
+    *early*: the load answers before its uptime (its answerable keys follow each chunk)."""
     copied: queue.Queue = queue.Queue(maxsize=2)
     abort = threading.Event()
     catalog = Catalog(config)  # thread-safe: the copy thread's and this one's
     hdfs = WebHDFS(config)
     hdfs.mkdirs(namespace.chunk_dir)
-    size = _ChunkSize(plan.chunk_size)
+    size = _ChunkSize(plan.chunk_size, plan.ramp)
     result = Copied(chunks=len(plan.done))
+    coverage = ledger(plan)
+    numbers = _numbers(plan.done)
     for chunk in plan.done:
         progress.copied(chunk.bytes)
 
@@ -110,29 +172,31 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
 
     def copy_all() -> None:
         try:
-            _copy(config, source, hdfs, catalog, load_id, namespace, plan, size, hand_over,
-                  progress, lambda: stop() or abort.is_set(), on_hot_copied)
+            _copy(config, source, hdfs, catalog, load_id, namespace, plan, coverage, numbers,
+                  size, hand_over, progress, lambda: stop() or abort.is_set(), on_hot_copied)
         finally:
             hand_over(None)
 
-    # Leaving the pool waits for the copy thread, which stops at its next chunk boundary once
-    # `abort` is set.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-copy") as pool:
+    # Leaving the pools waits for the copy thread, which stops at its next chunk boundary once
+    # `abort` is set, for Spark's start, and for a fetch on demand's round.
+    stop_fetching = threading.Event()
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="chunk-copy") as pool:
         copying = pool.submit(copy_all)
+        # Spark starts while the first chunks are copied (and bucketed here meanwhile).
+        spark = pool.submit(spark_session, config, "debl-dist_ch")
+        bucketer = Bucketer(config, load_id, namespace, catalog, hdfs, spark, decided, rejects,
+                            early)
+        fetcher = fetching = None
+        if early is not None and config.loading.demand_fetch:
+            fetcher = DemandFetcher(config, source, load_id, namespace.chunk_dir,
+                                    [*plan.hot, *plan.cold], {seq for seq, _ in plan.hot},
+                                    coverage, numbers, early, bucketer.bucket, catalog, progress)
+            fetching = pool.submit(fetcher.run, stop_fetching)
         try:
-            spark = spark_session(config, "debl-dist_ch")  # starts while chunk 0 is copied
-            bucket_map = decided.result()  # raises what the sample raised
-            while (item := copied.get()) is not None:
+            while (item := _next(copied, fetching)) is not None:
                 chunk, copy_seconds = item
                 t0 = time.time()
-                where = namespace.hot_dir if chunk.hot else namespace.bucket_dir
-                out = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, where)
-                reached(config, "dist_ch-done")
-                rejects.write_part(chunk_part(chunk.chunk_no),
-                                   [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
-                catalog.chunk_bucketed(load_id, chunk.record("bucketed"), bucket_map, out.parts,
-                                       where, chunk_name(chunk.chunk_no), out.per_file, t0,
-                                       time.time())
+                out = bucketer.bucket(chunk)
                 seconds = time.time() - t0
                 result.chunks += 1
                 if chunk.hot:
@@ -146,31 +210,64 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
                 if 0 <= max_bad < rejected:
                     raise BadInputError(f"more than {max_bad} bad lines ({rejected} so far); "
                                         f"see {rejects.path}")
+            stop_fetching.set()  # every byte is taken: a round under way ends, recorded
+            if fetching is not None:
+                fetching.result()
+                result.chunks += fetcher.chunks
         except BaseException:
             abort.set()
+            stop_fetching.set()
             raise
     copying.result()  # raises what the copy raised
     return result
 
 
+def _next(copied: queue.Queue, fetching: Future | None):
+    """The next copied chunk (None: the copy is done); raises what the fetches on demand
+    raised as soon as they do."""
+    while True:
+        if fetching is not None and fetching.done():
+            fetching.result()  # raises; a fetcher that ended well ends once all is taken
+        try:
+            return copied.get(timeout=0.5)
+        except queue.Empty:
+            pass
+
+
+def ledger(plan: PipelinePlan) -> Coverage:
+    """The copy's ledger (``loaders.coverage``) of the plan's files, with the bytes of the
+    chunks already bucketed taken."""
+    coverage = Coverage({seq: f.size for seq, f in (*plan.hot, *plan.cold)})
+    for chunk in plan.done:
+        for s in chunk.segments:
+            coverage.add(s.file_seq, s.start, s.end, s.lines)
+    return coverage
+
+
+def _numbers(done: list[Chunk]) -> Callable[[], int]:
+    """Chunk numbers after the done chunks', one at a time, for any thread."""
+    counter = itertools.count(max((c.chunk_no for c in done), default=-1) + 1)
+    lock = threading.Lock()
+
+    def next_number() -> int:
+        with lock:
+            return next(counter)
+    return next_number
+
+
 def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_id: str,
-          namespace: Namespace, plan: PipelinePlan, size: _ChunkSize, hand_over, progress,
+          namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
+          numbers: Callable[[], int], size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
     """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch. A
-    resumed load goes on after its last bucketed chunk (the hot files done if it was cold)."""
-    last = plan.done[-1] if plan.done else None
-    next_no = last.chunk_no + 1 if last else 0
+    resumed load copies only the bytes its bucketed chunks do not hold."""
     hot_chunks = [c for c in plan.done if c.hot]
     # Chunks taper towards the end of the whole input, not of the hot files: cold chunks follow
     # those at once, and a run of small hot chunks would cost a Spark job each.
     remaining = (sum(f.size for _, f in (*plan.hot, *plan.cold))
                  - sum(c.bytes for c in plan.done))
     for hot, files in ((True, plan.hot), (False, plan.cold)):
-        if hot and last is not None and not last.hot:  # resumed after the hot files' end
-            on_hot_copied(hot_chunks)
-            continue
-        start = Position.after(last, files) if last is not None and last.hot == hot else Position()
-        copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, start, next_no,
+        copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, coverage, numbers,
                              progress.copied, hot=hot)
         try:
             while files and not stopped():
@@ -180,6 +277,7 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_
                 if chunk is None:
                     break
                 remaining -= chunk.bytes
+                size.took(chunk.bytes)
                 catalog.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
                                      chunk.lines)
                 if hot:
@@ -187,8 +285,26 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_
                 hand_over((chunk, time.time() - t0))
         finally:
             copier.close()
-        next_no = copier.chunk_no
         if stopped():
             return
         if hot:
             on_hot_copied(hot_chunks)
+
+
+def number_lines(config: Config, load_id: str, rejects: RejectWriter) -> None:
+    """Once every byte is bucketed: give the rejects of pieces fetched out of their files'
+    order (named by ``loaders.rejects.pending_line``) their line numbers, from the lines of
+    every segment before theirs."""
+    with Catalog(config) as catalog:
+        chunks = [Chunk.of(c) for c in catalog.chunks(load_id) if c.state == "bucketed"]
+    first: dict[tuple[str, int], int] = {}
+    by_file: dict[int, list] = {}
+    for chunk in chunks:
+        for s in chunk.segments:
+            by_file.setdefault(s.file_seq, []).append(s)
+    for segments in by_file.values():
+        line = 1
+        for s in sorted(segments, key=lambda s: s.start):
+            first[(s.name, s.start)] = line
+            line += s.lines
+    rejects.resolve(lambda name, start: first[(name, start)])

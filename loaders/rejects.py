@@ -17,6 +17,12 @@ records the part as done (the hot phase ended, the chunk bucketed): a killed loa
 the records of a part it counts as done, and a part it will redo leaves nothing behind that
 counts (``RejectWriter.keep`` drops the rest on resume).
 
+A line of a piece copied out of its file's order (docs/LOADING.md, "Answers before the copy
+ends") may be refused before the load knows how many lines come before it in its file: its
+record names it ``@<first byte of its segment>+<line index in the segment>``
+(``pending_line``) until ``resolve`` rewrites the part with the line number, which the load does
+before its uptime, once every byte of every file is here.
+
 File names are escaped (``escape_name``): a backslash, tab, newline or carriage return becomes
 ``\\\\``, ``\\t``, ``\\n``, ``\\r``, and a byte that is not UTF-8 (a name the OS gave with
 ``surrogateescape``) becomes ``\\xNN``; ``read_rejects`` undoes it. The catalog stores names
@@ -28,7 +34,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from loaders.chunker import chunk_name
@@ -36,6 +42,12 @@ from loaders.chunker import chunk_name
 HEADER = b"# file\tline_no\treason\tline\n"
 SUFFIX = ".tsv"
 HOT_PART = "hot"
+
+
+def pending_line(segment_start: int, index: int) -> str:
+    """The name of line *index* (0-based) of a segment starting at byte *segment_start* of its
+    file, while its line number is not known (see the module)."""
+    return f"@{segment_start}+{index}"
 
 
 def chunk_part(chunk_no: int) -> str:
@@ -85,6 +97,33 @@ class RejectWriter:
                 writing.write(*record)
             writing.commit()
 
+    def resolve(self, first_line: Callable[[str, int], int]) -> int:
+        """Rewrite every committed part that names lines by ``pending_line`` with their line
+        numbers: *first_line(file name, segment start)* is the number of the segment's first
+        line. Returns the records rewritten."""
+        with self._lock:
+            parts = list(self._counts)
+        rewritten = 0
+        for part in parts:
+            path = self.path / (part + SUFFIX)
+            if not path.exists():
+                continue
+            records = _records(path.read_bytes())
+            if not any(r.split(b"\t", 2)[1].startswith(b"@") for r in records):
+                continue
+            with self.open_part(part) as writing:
+                for record in records:
+                    file, line_no, reason, line = record.split(b"\t", 3)
+                    if line_no.startswith(b"@"):
+                        start, index = line_no[1:].split(b"+")
+                        line_no = b"%d" % (first_line(unescape_name(file.decode()), int(start))
+                                           + int(index))
+                        rewritten += 1
+                    writing.write_raw(file + b"\t" + line_no + b"\t" + reason + b"\t" + line
+                                      + b"\n")
+                writing.commit()
+        return rewritten
+
     def _add(self, part: str, n: int) -> None:
         with self._lock:
             self._counts[part] = self._counts.get(part, 0) + n
@@ -104,10 +143,13 @@ class RejectPart:
         self._lock = threading.Lock()
         self.count = 0
 
-    def write(self, file: str, line_no: int, reason: str, line: bytes) -> None:
-        record = b"%s\t%d\t%s\t%s\n" % (escape_name(file).encode(), line_no,
-                                        reason.encode("utf-8", "backslashreplace"),
-                                        line.rstrip(b"\n"))
+    def write(self, file: str, line_no: int | str, reason: str, line: bytes) -> None:
+        """One record; *line_no* a number, or a ``pending_line`` name."""
+        self.write_raw(b"%s\t%s\t%s\t%s\n" % (escape_name(file).encode(), str(line_no).encode(),
+                                             reason.encode("utf-8", "backslashreplace"),
+                                             line.rstrip(b"\n")))
+
+    def write_raw(self, record: bytes) -> None:
         with self._lock:
             self._file.write(record)
             self.count += 1
@@ -140,8 +182,9 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def read_rejects(directory: Path) -> list[tuple[str, int, str, bytes]]:
-    """The records of a load's reject files (hot first, then the chunks in order)."""
+def read_rejects(directory: Path) -> list[tuple[str, int | str, str, bytes]]:
+    """The records of a load's reject files (hot first, then the chunks in order); a line not
+    numbered yet by its ``pending_line`` name (a load still copying)."""
     out = []
     if not directory.is_dir():
         return out
@@ -150,7 +193,8 @@ def read_rejects(directory: Path) -> list[tuple[str, int, str, bytes]]:
     for path in parts:
         for record in _records(path.read_bytes()):
             file, line_no, reason, line = record.split(b"\t", 3)
-            out.append((unescape_name(file.decode()), int(line_no), reason.decode(), line))
+            number = line_no.decode() if line_no.startswith(b"@") else int(line_no)
+            out.append((unescape_name(file.decode()), number, reason.decode(), line))
     return out
 
 

@@ -7,10 +7,11 @@ consistent state it continues from (docs/LOADING.md, "Resume").
   that is up while MySQL was still taking its hot files in continues with the hot path only.
 - A source whose files changed (size or mtime) since the listing is refused: the recorded byte
   offsets would be read in another file.
-- The chunks recorded as bucketed, in order from chunk 0, count as done; the copy restarts after
-  the last of them, and the bucket files that later chunks may have left are deleted first (a
-  chunk redone may be cut differently, and its old slice files must never be read beside the
-  new ones).
+- The chunks recorded as bucketed count as done (in any order: chunks fetched on demand land
+  out of the files' order); the copy takes only the bytes they do not hold. The rows and files
+  of every other chunk (copied, or bucketed by a killed dist_ch that never recorded it) are
+  deleted first: a chunk redone may be cut differently, and its old slice files must never be
+  read beside the new ones.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class ResumeState:
     files: list[tuple[int, SourceFile]]  # (file_seq, file) in listing order
     hot_seqs: set[int]
     bucket_map: BucketMap | None  # None: killed before the sample decided it
-    done: list[Chunk]  # bucketed chunks, in order from chunk 0
+    done: list[Chunk]  # bucketed chunks, by number
     hot_done: bool  # MySQL holds the hot rows (or there are none)
 
 
@@ -57,11 +58,9 @@ def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
     _check_unchanged(catalog, source, load_id)
     recorded = catalog.files(load_id)
     files = [(f.file_seq, SourceFile(unescape_name(f.name), f.size, f.mtime)) for f in recorded]
-    done = []
-    for c in catalog.chunks(load_id):
-        if c.state != "bucketed" or c.chunk_no != len(done):
-            break
-        done.append(Chunk.of(c))
+    chunks = catalog.chunks(load_id)
+    done = [Chunk.of(c) for c in chunks if c.state == "bucketed"]
+    catalog.forget_chunks(load_id, [c.chunk_no for c in chunks if c.state != "bucketed"])
     if load.state != "up":
         catalog.update_load(load_id, state="running", error=None)
     return ResumeState(load, files, {f.file_seq for f in recorded if f.hot}, load.bucket_map,
@@ -82,15 +81,23 @@ def _check_unchanged(catalog: Catalog, source: Source, load_id: str) -> None:
                              f"was listed ({shown}); start a new load (`debl load SOURCE`)")
 
 
-def drop_stale_bucket_files(hdfs: WebHDFS, bucket_dir: str, first: int) -> None:
-    """Delete the bucket files of chunks numbered *first* and up (not recorded as bucketed:
-    they are redone, maybe cut differently) that a killed dist_ch may have left."""
-    if hdfs.status(bucket_dir) is None:
-        return
-    for directory in hdfs.list(bucket_dir):
-        if not directory.is_dir:
-            continue
-        for status in hdfs.list(directory.path):
-            chunk_no = chunk_no_of(status.path.rsplit("/", 1)[1])
-            if chunk_no is not None and chunk_no >= first:
+def drop_stale_files(hdfs: WebHDFS, chunk_dir: str, bucket_dirs: list[str],
+                     done: set[int]) -> None:
+    """Delete the chunk files and bucket files of every chunk not in *done* (not recorded as
+    bucketed: redone, maybe cut differently) that a killed copy or dist_ch may have left."""
+    def stale(status) -> bool:
+        chunk_no = chunk_no_of(status.path.rsplit("/", 1)[1])
+        return chunk_no is not None and chunk_no not in done
+
+    if hdfs.status(chunk_dir) is not None:
+        for status in hdfs.list(chunk_dir):
+            if not status.is_dir and stale(status):
                 hdfs.delete(status.path)
+    for bucket_dir in bucket_dirs:
+        if hdfs.status(bucket_dir) is None:
+            continue
+        for directory in hdfs.list(bucket_dir):
+            if directory.is_dir:
+                for status in hdfs.list(directory.path):
+                    if stale(status):
+                        hdfs.delete(status.path)

@@ -90,7 +90,8 @@ def _bucket_locally(spark, tmp_path, name: str, chunk: bytes, max_line: int,
     lines = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
     out = tmp_path / f"{name}.buckets"
     report = jobs.dist_ch(spark, jobs.DistChRequest(
-        f"file://{tmp_path / name}", ((0, 0),), ((0, 1, lines, 0),), bucket_map, f"file://{out}",
+        f"file://{tmp_path / name}", ((0, 0),), ((0, 1, lines, 0, 0, 0),), bucket_map,
+        f"file://{out}",
         0, max_line))
     files = {str(p.relative_to(out)): _data_part(p.read_bytes()) for p in out.rglob("chunk-*")
              if not p.name.endswith("_COPYING_") and not p.name.startswith(".")}
@@ -111,10 +112,16 @@ def test_jvm_line_reader_reads_crlf_as_lf_and_passes_over_long_lines(spark, tmp_
     for name, chunk in (("lf", lf), ("crlf", crlf)):
         report, files = _bucket_locally(spark, tmp_path, name, chunk, 4096)
         assert files.keys() == twin_files.keys()
+        starts = {0} | {i + 1 for i, byte in enumerate(chunk) if byte == 10}
         for path, data in files.items():
-            expected = b"".join(l + b"\n" for l in twin_files[path].split(b"\n")[:-1]
-                                if not l.startswith(b"00000"))
-            assert data == expected, path
+            expected = [l.rsplit(b"\t", 1)[0] for l in twin_files[path].split(b"\n")[:-1]
+                        if not l.startswith(b"00000")]
+            rows = [row.rsplit(b"\t", 1) for row in data.split(b"\n")[:-1]]
+            assert [body for body, _ in rows] == expected, path
+            # The origin's position: the line's byte offset in its own file (CRs counted).
+            for body, position in rows:
+                at = int(position)
+                assert at in starts and chunk[at:].startswith(body.rsplit(b"\t", 1)[0]), path
         assert report.too_long == [jobs.LongLine(0, 0, 101, len(fits), fits[:1024]),
                                    jobs.LongLine(0, 0, 202, len(passes), passes[:1024]),
                                    jobs.LongLine(0, 0, 402, len(passes), passes[:1024])]
@@ -145,6 +152,11 @@ def test_dist_ch_buckets_the_hostile_lines_where_the_bucket_map_says(spark, tmp_
     lines = every_line() + _EDGES
     chunk = b"".join(line + (b"\r\n" if i % 2 else b"\n") for i, line in enumerate(lines))
     expected = {}
+    # A bucket file names each line by its byte offset in its file (here the chunk itself).
+    line_at, offset = {}, 0
+    for i, line in enumerate(lines):
+        line_at[offset] = i + 1
+        offset += len(line) + (2 if i % 2 else 1)
     for line_no, line in enumerate(lines, 1):
         if len(line) > LIMIT:
             expected[line_no] = "too long"
@@ -160,9 +172,9 @@ def test_dist_ch_buckets_the_hostile_lines_where_the_bucket_map_says(spark, tmp_
     for path, data in files.items():
         bucket = int(path.split("/")[0])
         for row in data.split(b"\n")[:-1]:
-            body, file_seq, line_no = row.rsplit(b"\t", 2)
+            body, file_seq, position = row.rsplit(b"\t", 2)
             assert file_seq == b"0"
-            got[int(line_no)] = ("bucket", bucket, body)
+            got[line_at[int(position)]] = ("bucket", bucket, body)
     assert got == expected
     assert {e for e in expected.values() if isinstance(e, str)} == {"rejected", "too long"}
 
@@ -198,7 +210,8 @@ def test_a_report_names_each_line_by_its_slice_file_and_line(spark, tmp_path):
     (tmp_path / "chunk").write_bytes(chunk)
     out = tmp_path / "buckets"
     report = jobs.dist_ch(spark, jobs.DistChRequest(
-        f"file://{tmp_path}/chunk", ((0, 0), (cut, 5)), ((3, 1, 3, 0), (5, 1, 5, 3)),
+        f"file://{tmp_path}/chunk", ((0, 0), (cut, 5)),
+        ((3, 1, 3, 0, 0, 0), (5, 1, 5, 3, 0, len(b"".join(l + b"\n" for l in first)))),
         BucketMap.fixed(250), f"file://{out}", 12, 50))
     assert report.rejects == [jobs.RefusedLine(0, 3, 2, b"bad"),
                               jobs.RefusedLine(0, 5, 2, b"x\ty")]
@@ -210,6 +223,18 @@ def test_a_report_names_each_line_by_its_slice_file_and_line(spark, tmp_path):
     assert sorted(str(p.relative_to(out)) for p in out.rglob("chunk-*")
                   if not p.name.startswith(".")) == [
         "0/chunk-00012.0", "1/chunk-00012.0", "1/chunk-00012.1", "2/chunk-00012.1"]
+    # Each row's origin: its file and the byte offset of its line in that file.
+    offsets = {}
+    for seq, lines in ((3, first), (5, second)):
+        at = 0
+        for l in lines:
+            offsets[l] = (seq, at)
+            at += len(l) + 1
+    for path in out.rglob("chunk-*"):
+        if not path.name.startswith("."):
+            for row in _data_part(path.read_bytes()).split(b"\n")[:-1]:
+                body, seq, position = row.rsplit(b"\t", 2)
+                assert offsets[body] == (int(seq), int(position))
     assert [p.checksum for p in report.parts] == [
         sum(line_checksum(line(i)) for i in range(1, 6) if p.lo <= i * 100 <= p.hi)
         % CHECKSUM_MOD for p in report.parts]

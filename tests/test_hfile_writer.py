@@ -172,7 +172,7 @@ def write_bucket_files(directory: Path, rows: list[tuple[Link, Origin]], files: 
     for n in range(files):
         part = rows[n::files]
         (directory / f"chunk-00000.{n}").write_bytes(bucket_file.encode(
-            b"%s\t%d\t%d\n" % (link.to_line()[:-1], o.file_seq, o.line_no) for link, o in part))
+            b"%s\t%d\t%d\n" % (link.to_line()[:-1], o.file_seq, o.position) for link, o in part))
     return (directory / "chunk-00000").as_uri()
 
 

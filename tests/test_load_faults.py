@@ -20,7 +20,7 @@ from debl.errors import LoadStateError, ServiceError, SourceError
 from loaders.gen_hf import GenHF
 from debl.namespace import Namespace
 from loaders.load import LoadOptions, run_load
-from loaders.resume import drop_stale_bucket_files
+from loaders.resume import drop_stale_files
 from loaders.source import LocalSource
 from loaders.verify import verify_load
 from debl.webhdfs import WebHDFS
@@ -229,7 +229,8 @@ def test_a_load_killed_after_a_file_without_final_newline_is_resumed(stack_confi
 
 def test_a_resume_drops_the_stale_bucket_files_of_chunks_past_99999(stack_config):
     """Chunk numbers have five digits or more; only five were read back, so a resume past chunk
-    99,999 kept (and later read) the stale bucket files of the chunks it redoes."""
+    99,999 kept (and later read) the stale bucket files of the chunks it redoes. Only the
+    chunks recorded as bucketed keep their files, whatever their numbers."""
     fs = WebHDFS(stack_config)
     root = f"{stack_config.hdfs.root}/test-stale-{os.getpid()}"
     names = ["chunk-99999.0", "chunk-100000.0", "chunk-100001.1", "chunk-1000000.0",
@@ -237,7 +238,7 @@ def test_a_resume_drops_the_stale_bucket_files_of_chunks_past_99999(stack_config
     for name in names:
         fs.write(f"{root}/3/{name}", b"x", overwrite=True)
     try:
-        drop_stale_bucket_files(fs, root, 100_000)
+        drop_stale_files(fs, f"{root}/chunks", [root], {99_999})
         left = sorted(s.path.rsplit("/", 1)[1] for s in fs.list(f"{root}/3"))
     finally:
         fs.delete(root, recursive=True)

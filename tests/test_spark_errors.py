@@ -96,7 +96,7 @@ def test_a_lost_task_without_an_exception_is_worded_without_the_job_abort():
 def test_a_chunk_that_is_gone_fails_naming_it(spark, tmp_path):
     """A task's exception, read through py4j behind Spark's job abort and the SQL function's
     wrapping: its innermost cause, its class first."""
-    request = jobs.DistChRequest(f"file://{tmp_path}/chunk-00004", ((0, 0),), ((0, 1, 5, 0),),
+    request = jobs.DistChRequest(f"file://{tmp_path}/chunk-00004", ((0, 0),), ((0, 1, 5, 0, 0, 0),),
                                  BucketMap.fixed(10), f"file://{tmp_path}/buckets", 4, 1000)
     with pytest.raises(ServiceError) as caught:
         jobs.dist_ch(spark, request)

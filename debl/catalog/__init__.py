@@ -69,20 +69,23 @@ Pitfalls:
 
 from __future__ import annotations
 
+from debl.catalog.early import EarlyCatalog
 from debl.catalog.engines import NamedLock, engine_for, named_lock
 from debl.catalog.index import IndexCatalog
 from debl.catalog.jobs import JobsCatalog
-from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, FileCount, Job,
-                                  LoadFile, LoadRecord, Phase, ServingState)
+from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, EarlyProgress,
+                                  EarlyState, FalseClaim, FileCount, Job, LoadFile, LoadRecord,
+                                  Phase, ServingState)
 from debl.catalog.schema import METADATA, SCHEMA_VERSION, STATES
 from debl.catalog.serving import ServingCatalog
 
-__all__ = ["Bucket", "BucketChunk", "Catalog", "ChunkRecord", "DemandRow", "FileCount", "Job",
-           "LoadFile", "LoadRecord", "METADATA", "NamedLock", "Phase", "SCHEMA_VERSION", "STATES",
-           "ServingState", "engine_for", "named_lock"]
+__all__ = ["Bucket", "BucketChunk", "Catalog", "ChunkRecord", "DemandRow", "EarlyProgress",
+           "EarlyState", "FalseClaim", "FileCount", "Job", "LoadFile", "LoadRecord", "METADATA",
+           "NamedLock", "Phase", "SCHEMA_VERSION", "STATES", "ServingState", "engine_for",
+           "named_lock"]
 
 
-class Catalog(ServingCatalog, IndexCatalog, JobsCatalog):
+class Catalog(ServingCatalog, IndexCatalog, JobsCatalog, EarlyCatalog):
     """DeBL's tables in MySQL: loads and the current load, chunks and the bucket index, job
     status, and what coordinators read and publish. Thread-safe: every method call takes a
     pooled connection for one transaction.

@@ -35,18 +35,27 @@ class IndexCatalog(CatalogBase):
     def chunk_bucketed(self, load_id: str, chunk: ChunkRecord, bucket_map: BucketMap,
                        parts: list[BucketChunk], location: str, file_part: str,
                        per_file: dict[int, tuple[int, int]], started: float,
-                       ended: float) -> None:
+                       ended: float, phase: str | None = None) -> None:
         """dist_ch bucketed a chunk: its share of every bucket and the buckets' index rows (a
         cold bucket new to the index gets a ``pending`` job), its per-file counts under
         *file_part*, its dist_ch phase, and the chunk ``bucketed``, in one transaction: a chunk
-        is bucketed with all of that or not at all (a resume redoes it)."""
+        is bucketed with all of that or not at all (a resume redoes it). *phase*: the phase it
+        is timed under (``dist_ch`` unless said: ``demand`` for a chunk fetched on demand)."""
         with self._transaction() as conn:
             _write_bucket_chunks(conn, load_id, chunk.chunk_no, chunk.hot, bucket_map, parts,
                                  location)
             write_file_counts(conn, load_id, file_part, per_file)
-            write_phase(conn, load_id, "dist_ch", _item(chunk), started, ended, chunk.bytes,
-                        sum(p.rows for p in parts))
+            write_phase(conn, load_id, phase or "dist_ch", _item(chunk), started, ended,
+                        chunk.bytes, sum(p.rows for p in parts))
             _write_chunk(conn, load_id, chunk)
+
+    def forget_chunks(self, load_id: str, chunk_nos: list[int]) -> None:
+        """Delete the rows of chunks a resumed load redoes (copied, never bucketed), in one
+        transaction: their bytes are copied again, maybe cut otherwise."""
+        if chunk_nos:
+            with self._transaction() as conn:
+                conn.execute(chunks_table.delete().where(chunks_table.c.load_id == load_id,
+                                                         chunks_table.c.chunk_no.in_(chunk_nos)))
 
     def chunks(self, load_id: str) -> list[ChunkRecord]:
         """The load's chunks (hot and cold) by number."""

@@ -169,3 +169,44 @@ class ServingState:
     buckets: list[Bucket]
     hot_buckets: list[Bucket]
     hot_keys: KeyFilter | None
+
+
+@dataclass(frozen=True)
+class EarlyState:
+    """What a coordinator serves before a load's uptime (docs/LOADING.md, "Answers before the
+    copy ends"), read in one transaction: the load, its buckets so far (cold and hot), and its
+    answerable keys (a ``debl.keyspace.KeySet``'s JSON; None when the generation is the one the
+    caller already has). *state*: ``on``, or ``stopped`` once a claim was found false."""
+
+    load: LoadRecord
+    state: str
+    gen: int
+    answerable: list | None
+    buckets: list[Bucket]
+    hot_buckets: list[Bucket]
+
+
+@dataclass(frozen=True)
+class EarlyProgress:
+    """How much of a load is answerable before its uptime, for `debl status` and the page."""
+
+    state: str
+    key_share: float  # of the ids the manifests claim, the share answerable
+    answerable_bytes: int  # the bytes of the pieces whose keys are all answerable
+    total_bytes: int
+    demand_bytes: int  # bytes fetched on demand
+    keys_waiting: int  # distinct id1s queries wait for now
+
+
+@dataclass(frozen=True)
+class FalseClaim:
+    """A claim of a load's manifest found false: the file, where, what, and the id1s whose
+    early answers it may have made wrong (``[affected_lo, affected_hi]``)."""
+
+    claim_no: int
+    file_seq: int
+    kind: str  # span / order / point / offset
+    offset: int
+    detail: str
+    affected_lo: int
+    affected_hi: int

@@ -21,7 +21,10 @@ from sqlalchemy.engine import Connection
 # load), one current load (debl_current), the hot files' bucket files beside the cold ones
 # (``hot`` in debl_chunks, debl_bucket_chunks, debl_buckets) and MySQL's take-over of the hot
 # keys (``hot_state``), the queries asked per bucket (debl_asks): docs/LOADING.md, "Days".
-SCHEMA_VERSION = 6
+# 7: bucket files' origin is the line's byte offset in its file; the load's per-file manifests,
+# its answerable keys before uptime, the keys queries wait for, and claims found false
+# (docs/LOADING.md, "Answers before the copy ends").
+SCHEMA_VERSION = 7
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -217,10 +220,66 @@ hot_keys_table = sa.Table(
     sa.Column("load_id", sa.String(40), primary_key=True),
     sa.Column("bits", mysql.LONGBLOB, nullable=False), **_UTF8)
 
+# The manifest of each file of a load, as its source listed it (docs/LOADING.md, "The
+# manifest"): a resumed load takes its pieces from here.
+manifests_table = sa.Table(
+    "debl_manifests", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("file_seq", sa.Integer),
+    sa.Column("manifest", _JSONText, nullable=False), **_UTF8)
+
+# A load that answers before its uptime (one row per such load): its state (``on``, or
+# ``stopped`` once a claim of its manifests was found false), the keys answerable so far (a
+# KeySet's JSON, with a generation that grows with every change), their share of the key space
+# and the bytes of the pieces they stand on.
+early_table = sa.Table(
+    "debl_early", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("gen", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("answerable", _JSONText),
+    sa.Column("key_share", sa.Double, nullable=False, server_default="0"),
+    sa.Column("answerable_bytes", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("total_bytes", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+# The keys (id1) each coordinator's queries wait for before the load's uptime: what the copy
+# fetches first (docs/LOADING.md, "The copy follows demand").
+key_demand_table = sa.Table(
+    "debl_key_demand", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    _key("id1"),
+    sa.Column("waiting", sa.Integer, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+# A claim of a load's manifest found false while its bytes were bucketed: which file, where,
+# what was claimed and found, and the id1s whose early answers it may have made wrong.
+false_claims_table = sa.Table(
+    "debl_false_claims", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    _key("claim_no", sa.Integer),
+    sa.Column("file_seq", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("offset", sa.BigInteger, nullable=False, quote=True),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("affected_lo", sa.BigInteger, nullable=False),
+    sa.Column("affected_hi", sa.BigInteger, nullable=False),
+    sa.Column("found", sa.Double, nullable=False), **_UTF8)
+
+# Early answers each coordinator gave for id1s a false claim affects (by claim_no).
+claim_answers_table = sa.Table(
+    "debl_claim_answers", METADATA,
+    sa.Column("load_id", sa.String(40), primary_key=True),
+    sa.Column("coordinator", sa.String(64), primary_key=True),
+    _key("claim_no", sa.Integer),
+    sa.Column("answered", sa.BigInteger, nullable=False),
+    sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
 # The rows of one load's dataset, dropped with its stores (its loads, files, counts, chunks and
 # phases rows stay: the reports read them).
 DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table,
-                  asks_table, hot_keys_table)
+                  asks_table, hot_keys_table, manifests_table, early_table, key_demand_table)
 # Tables of an older schema that this one no longer has: dropped with an older catalog.
 RETIRED_TABLES: tuple[str, ...] = ()
 

@@ -54,7 +54,9 @@ class Reference:
     hot_store: MemoryStore
     cold_store: MemoryStore
     all_store: MemoryStore
-    cold_lines: dict[tuple[int, int], bytes]  # (file_seq, line_no) -> the line, no line end
+    # (file_seq, the line's byte offset in its file) -> the line, no line end: a bucket file's
+    # origin (docs/ONLINE.md, "Bucket files")
+    cold_lines: dict[tuple[int, int], bytes]
 
     @staticmethod
     def of(directory: Path, hot_bytes: int | None) -> "Reference":
@@ -68,7 +70,9 @@ class Reference:
         for seq, f in enumerate(listed):
             is_hot = f.name in hot
             with open(directory / f.name, "rb") as stream:
+                offset = 0
                 for line_no, line in enumerate(stream, 1):
+                    at, offset = offset, offset + len(line)
                     try:
                         link = parse_line(line)
                     except ParseError:
@@ -76,7 +80,7 @@ class Reference:
                     row = (link, Origin(int(is_hot), seq, line_no))
                     (hot_rows if is_hot else cold_rows).append(row)
                     if not is_hot:
-                        cold_lines[(seq, line_no)] = line_body(line)
+                        cold_lines[(seq, at)] = line_body(line)
         stores = [MemoryStore() for _ in range(3)]
         stores[0].write_links(hot_rows)
         stores[1].write_links(cold_rows)
@@ -169,11 +173,11 @@ def check_hdfs(config: Config, ref: Reference) -> HdfsCheck:
                 check.files += 1
                 content = fs.read(status.path)
                 index = parse_tail(status.path, len(content), content)
-                # Compared as bytes (each row is the input line, TAB file_seq, TAB line_no):
+                # Compared as bytes (each row is the input line, TAB file_seq, TAB its offset):
                 # parsing every row again costs more than the rest of a trial's checks.
                 for row in data_lines(content[:index.data_length]):
-                    body, seq, line_no = row.rsplit(b"\t", 2)
-                    at = (int(seq), int(line_no))
+                    body, seq, position = row.rsplit(b"\t", 2)
+                    at = (int(seq), int(position))
                     seen[at] += 1
                     check.checked += 1
                     id1 = int(body[:body.index(b"\t")])

@@ -13,7 +13,7 @@ from debl.model import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, merge_batch, merg
                         select_links)
 from debl.store.base import LinkStore
 
-_STORED = Origin(hot=0, file_seq=-1, line_no=-1)  # below every real origin: a write now wins
+_STORED = Origin(hot=0, file_seq=-1, position=-1)  # below every real origin: a write now wins
 
 
 class MemoryStore(LinkStore):

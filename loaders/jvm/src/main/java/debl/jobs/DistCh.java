@@ -40,7 +40,7 @@ import org.apache.spark.api.java.function.Function;
  *
  * <p>The rules mirror the Python definitions, which stay the reference (tests compare them): a
  * line is valid exactly when {@code debl.model.parse_line} accepts it ({@link #lineId1}); the
- * bucket file line is the input line, TAB file_seq, TAB line_no; a bucket file is those lines
+ * bucket file line is the input line, TAB file_seq, TAB the line's byte offset in its file; a bucket file is those lines
  * sorted by (id1, link_type, time) with a sparse index as its footer ({@link BucketFile},
  * {@code debl/bucket_file.py}); the checksum of a line is
  * {@code debl.model.line_checksum} (CRC-32 low, Adler-32 high 32 bits, of the line with its
@@ -183,6 +183,8 @@ public final class DistCh {
     int seg = 0;
     long segEnd = segs[0][3] + segs[0][2];
     long index = plan.slices[slice][1];
+    long sliceStart = plan.slices[slice][0];
+    Claims[] claims = plan.claims(slice);
     try (LineReader lines = open(conf, plan, slice)) {
       for (; lines.next(); index++) {
         while (index >= segEnd) {
@@ -190,6 +192,13 @@ public final class DistCh {
           segEnd = segs[seg][3] + segs[seg][2];
         }
         long lineNo = segs[seg][1] + index - segs[seg][3];
+        // The origin's position: the line's byte offset in its file (docs/ONLINE.md, "Bucket
+        // files"), which pieces copied out of file order know without counting lines.
+        long position = segs[seg][4] + sliceStart + lines.lineStart - segs[seg][5];
+        if (claims[seg] != null) {
+          claims[seg].line(position, lines.tooLong ? -1 : id1Of(lines.buf, lines.start,
+              lines.end, tabs));
+        }
         if (lines.tooLong) {
           perFile[seg][1]++;
           report.tooLong.add(new TooLong(segs[seg][0], lineNo, lines.longLength, lines.prefix));
@@ -213,7 +222,7 @@ public final class DistCh {
         out.append((byte) '\t');
         out.appendDecimal(segs[seg][0]);
         out.append((byte) '\t');
-        out.appendDecimal(lineNo);
+        out.appendDecimal(position);
         out.append((byte) '\n');
         out.checksum += checksum.of(lines.buf, lines.start, lines.end);
       }
@@ -238,6 +247,12 @@ public final class DistCh {
     }
     for (int s = 0; s < segs.length; s++) {
       report.perFile.add(new FileCount(segs[s][0], perFile[s][0], perFile[s][1]));
+      if (claims[s] != null) {
+        long[] v = claims[s].end();
+        if (v != null) {
+          report.violations.add(new long[] {s, v[0], v[1], v[2], v[3], v[4]});
+        }
+      }
     }
     return report;
   }
@@ -260,6 +275,7 @@ public final class DistCh {
     final List<Rejected> rejects = new ArrayList<>();
     final List<TooLong> tooLong = new ArrayList<>();
     final List<FileCount> perFile = new ArrayList<>();
+    final List<long[]> violations = new ArrayList<>(); // segment, then Claims.end()'s five
 
     /** The report as {@link #bucket} returns it. */
     String toJson(int slice) throws IOException {
@@ -282,6 +298,13 @@ public final class DistCh {
       for (FileCount f : perFile) {
         out.addArray().add(f.fileSeq()).add(f.rows()).add(f.rejects());
       }
+      out = doc.putArray("violations");
+      for (long[] v : violations) {
+        ArrayNode row = out.addArray();
+        for (long x : v) {
+          row.add(x);
+        }
+      }
       return json.writeValueAsString(doc);
     }
   }
@@ -289,7 +312,8 @@ public final class DistCh {
   /**
    * What dist_ch is asked to do with one chunk: the JSON document {@code loaders/jobs.py}
    * ({@code DistChRequest}) sends, {@code {"chunk_uri", "slices": [[byte offset, first chunk
-   * line], ...], "segments": [[file_seq, first line, lines, chunk line], ...] (in chunk order),
+   * line], ...], "segments": [[file_seq, first line, lines, chunk line, first byte in the file, first byte in
+   * the chunk], ...] (in chunk order),
    * "bucket_map": {...} (BucketMap's JSON), "bucket_dir", "chunk_no", "max_line_bytes"}}.
    */
   static final class Plan {
@@ -300,19 +324,52 @@ public final class DistCh {
     final String bucketDir;
     final int chunkNo;
     final long maxLineBytes;
+    private final JsonNode claims; // per segment: null, or what its manifest claims
 
     private Plan(JsonNode doc) {
       chunkUri = field(doc, "chunk_uri").asText();
       slices = table(field(doc, "slices"), 2);
-      segments = table(field(doc, "segments"), 4);
+      segments = table(field(doc, "segments"), 6);
       map = BucketMap.fromJson(field(doc, "bucket_map").toString());
       bucketDir = field(doc, "bucket_dir").asText();
       chunkNo = field(doc, "chunk_no").asInt();
       maxLineBytes = field(doc, "max_line_bytes").asLong();
+      claims = doc.get("claims");
       if (slices.length == 0 || segments.length == 0 || maxLineBytes <= 0) {
         throw new IllegalArgumentException("a dist_ch plan needs slices, segments and a line "
             + "limit: " + doc);
       }
+    }
+
+    /**
+     * The claim checkers of slice {@code slice}'s segments (null where the plan checks none):
+     * each checks the lines of its segment that lie in the slice, and the points there.
+     */
+    Claims[] claims(int slice) {
+      Claims[] out = new Claims[segments.length];
+      if (claims == null || claims.isNull()) {
+        return out;
+      }
+      long sliceStart = slices[slice][0];
+      long sliceEnd = slice + 1 < slices.length ? slices[slice + 1][0] : Long.MAX_VALUE;
+      for (int s = 0; s < segments.length; s++) {
+        JsonNode c = claims.get(s);
+        if (c == null || c.isNull()) {
+          continue;
+        }
+        // The slice's bytes of this segment, in the file's offsets.
+        long chunkStart = segments[s][5];
+        long chunkEnd = s + 1 < segments.length ? segments[s + 1][5] : Long.MAX_VALUE;
+        long from = Math.max(chunkStart, sliceStart);
+        long to = Math.min(chunkEnd, sliceEnd);
+        if (from >= to) {
+          continue;
+        }
+        long fileStart = segments[s][4] + from - chunkStart;
+        long fileEnd = to == Long.MAX_VALUE ? Long.MAX_VALUE : segments[s][4] + to - chunkStart;
+        out[s] = new Claims(c, fileStart, fileEnd);
+      }
+      return out;
     }
 
     static Plan fromJson(String json) {
@@ -344,6 +401,97 @@ public final class DistCh {
         }
       }
       return table;
+    }
+  }
+
+  /**
+   * What a file's manifest claims about the lines of one segment's bytes in a slice, checked
+   * line by line as {@code debl.manifest.claim_violations} checks them (the reference): every
+   * valid line's id1 within the file's {@code [lo, hi]} and within its piece's claim (from the
+   * point at or before the line to the next one: {@code cuts}, then {@code after}); in a sorted
+   * file, each id1 not below the one before; and every point in the bytes checked the start of
+   * a valid line with the point's id1. {@link #end} gives the first violation: {offset, id1 (-1
+   * for a point without its line), kind (1 file range, 2 piece claim, 3 order, 4 point id1, 5
+   * point not a line start), claimed lo, claimed hi}.
+   */
+  static final class Claims {
+    private final long lo;
+    private final long hi;
+    private final boolean sorted;
+    private final long[] cutAt; // points at or before the bytes' end, by offset
+    private final long[] cutId;
+    private final long after; // the claim's top past the last cut
+    private final long from;
+    private final long to;
+    private int piece = -1; // the last cut at or before the current line
+    private int next; // the next point within [from, to) not met yet
+    private long prev = -1;
+    private long[] found;
+
+    Claims(JsonNode c, long from, long to) {
+      lo = c.get("lo").asLong();
+      hi = c.get("hi").asLong();
+      sorted = c.get("sorted").asBoolean();
+      after = c.get("after").asLong();
+      JsonNode cuts = c.get("cuts");
+      cutAt = new long[cuts.size()];
+      cutId = new long[cuts.size()];
+      for (int i = 0; i < cutAt.length; i++) {
+        cutAt[i] = cuts.get(i).get(0).asLong();
+        cutId[i] = cuts.get(i).get(1).asLong();
+      }
+      this.from = from;
+      this.to = to;
+      while (next < cutAt.length && cutAt[next] < from) {
+        next++;
+      }
+    }
+
+    /** The line at file offset {@code at}, with {@code id1} (-1: not a valid line). */
+    void line(long at, long id1) {
+      if (found != null) {
+        return;
+      }
+      if (next < cutAt.length && cutAt[next] < at && cutAt[next] < to) {
+        found = missing(next);
+        return;
+      }
+      while (piece + 1 < cutAt.length && cutAt[piece + 1] <= at) {
+        piece++;
+      }
+      long claimLo = piece < 0 ? lo : cutId[piece];
+      long claimHi = piece + 1 < cutAt.length ? cutId[piece + 1] : after;
+      boolean point = next < cutAt.length && cutAt[next] == at;
+      if (id1 < 0) {
+        if (point) {
+          found = missing(next);
+        }
+        return;
+      }
+      if (id1 < lo || id1 > hi) {
+        found = new long[] {at, id1, 1, lo, hi};
+      } else if (sorted && (id1 < claimLo || id1 > claimHi)) {
+        found = new long[] {at, id1, 2, claimLo, claimHi};
+      } else if (sorted && id1 < prev) {
+        found = new long[] {at, id1, 3, claimLo, claimHi};
+      } else if (point && cutId[next] != id1) {
+        found = new long[] {at, id1, 4, claimLo, claimHi};
+      }
+      if (point) {
+        next++;
+      }
+      prev = id1;
+    }
+
+    private long[] missing(int k) {
+      return new long[] {cutAt[k], -1, 5, k > 0 ? cutId[k - 1] : lo, cutId[k]};
+    }
+
+    long[] end() {
+      if (found == null && next < cutAt.length && cutAt[next] < to) {
+        found = missing(next);
+      }
+      return found;
     }
   }
 

@@ -27,8 +27,10 @@ final class LineReader implements AutoCloseable {
   private int scanned; // no newline in [pos, scanned)
   private int limit;
   private boolean eof;
+  private long shifted; // bytes of the slice dropped from buf's front by fill()
   int start;
   int end;
+  long lineStart; // the current line's first byte, as an offset from the slice's start
   boolean tooLong;
   long longLength;
   byte[] prefix;
@@ -72,6 +74,7 @@ final class LineReader implements AutoCloseable {
 
   /** The line {@code buf[from, newline)}: its body, or its report if it is too long. */
   private void found(int from, int newline) {
+    lineStart = shifted + from;
     start = from;
     end = DistCh.bodyEnd(buf, from, newline);
     if (end - start > maxLine) {
@@ -84,6 +87,7 @@ final class LineReader implements AutoCloseable {
 
   /** Reads on to the end of the line at {@code pos}, which is longer than {@code hold}. */
   private void skipLongLine() throws IOException {
+    lineStart = shifted + pos;
     prefix = Arrays.copyOfRange(buf, pos, pos + PREFIX);
     long length = 0;
     byte last = 0;
@@ -113,6 +117,7 @@ final class LineReader implements AutoCloseable {
 
   private void fill() throws IOException {
     if (pos > 0) {
+      shifted += pos;
       System.arraycopy(buf, pos, buf, 0, limit - pos);
       limit -= pos;
       scanned -= pos;

@@ -1,0 +1,113 @@
+"""A load's answers before its copy ends: which keys are answerable as its chunks land, the
+manifests' claims checked on the way, and what a fetch on demand must get for a key
+(docs/LOADING.md, "Answers before the copy ends").
+
+A key is answerable once every piece whose claim can hold it is bucketed (``debl.keyspace``,
+over the pieces of ``debl.manifest``); after every chunk the load records as bucketed it
+publishes the answerable keys (``Catalog.publish_answerable``), and coordinators answer them
+from the running load by the raw route's reader. Each bucketed segment's lines are checked
+against its file's manifest as dist_ch buckets them (``segment_claims``: on the JVM,
+``debl.jobs.DistCh.Claims``; in this process, ``debl.manifest.claim_violations``); the first
+claim found false stops early answers for the load at once (``Catalog.record_false_claim``):
+the load goes on to its uptime as any other, and loses or doubles nothing, since what is copied
+and bucketed is decided by bytes, never by claims.
+
+Thread-safe: the bucketer calls ``bucketed`` under its recording lock, fetches on demand ask
+``missing`` from their own thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+from debl.catalog import Catalog, FalseClaim
+from debl.keyspace import Answerability, KeySet
+from debl.manifest import ClaimViolation, Manifest, Piece, pieces
+from loaders.chunker import Chunk, Segment
+from loaders.source import SourceFile
+
+
+def segment_claims(manifest: Manifest | None, seg: Segment) -> dict | None:
+    """What *manifest* claims of the lines of *seg*, as dist_ch's JVM check takes it (see
+    ``debl.jobs.DistCh.Claims``): None for a file without manifest (it claims every id1)."""
+    if manifest is None:
+        return None
+    if manifest.id1_lo is None:  # no valid line: any id1 breaks the claim
+        return {"lo": 1, "hi": 0, "sorted": False, "cuts": [], "after": 0}
+    lo, hi = manifest.id1_lo, manifest.id1_hi
+    if not manifest.sorted or not manifest.offsets:
+        return {"lo": lo, "hi": hi, "sorted": False, "cuts": [], "after": hi}
+    offsets = manifest.offsets
+    first = max(bisect.bisect_right(offsets, seg.start) - 1, 0)
+    past = bisect.bisect_left(offsets, seg.end)
+    return {"lo": lo, "hi": hi, "sorted": True,
+            "cuts": [[offsets[i], manifest.id1s[i]] for i in range(first, past)],
+            "after": manifest.id1s[past] if past < len(offsets) else hi}
+
+
+class EarlyAnswers:
+    """The answerable keys of one load as its chunks are bucketed (see the module)."""
+
+    def __init__(self, catalog: Catalog, load_id: str, files: list[tuple[int, SourceFile]],
+                 manifests: dict[int, Manifest | None], done: list[Chunk] = ()):
+        self.catalog, self.load_id = catalog, load_id
+        self.manifests = manifests
+        self.names = {seq: f.name for seq, f in files}
+        self.sizes = {seq: f.size for seq, f in files}
+        self._answerability = Answerability(
+            p for seq, f in files for p in pieces(seq, f.size, manifests.get(seq)))
+        claimed = [(m.id1_lo, m.id1_hi) for m in manifests.values()
+                   if m is not None and m.id1_lo is not None]
+        self._space = KeySet(claimed) if len(claimed) == len(files) else KeySet.every()
+        self._lock = threading.Lock()
+        self.stopped = False
+        for chunk in done:
+            self._add(chunk)
+        self._publish()
+
+    def claims(self, chunk: Chunk) -> tuple[dict | None, ...]:
+        """The claims of each of *chunk*'s segments, for dist_ch's check."""
+        return tuple(segment_claims(self.manifests.get(s.file_seq), s) for s in chunk.segments)
+
+    def bucketed(self, chunk: Chunk, violations: list[ClaimViolation]) -> None:
+        """*chunk* is recorded as bucketed, and its check found *violations*: stop early
+        answers at the first claim found false, else publish the keys answerable now."""
+        with self._lock:
+            self._add(chunk)
+            if violations and not self.stopped:
+                self.stopped = True
+                first = min(violations, key=lambda v: (v.file_seq, v.offset))
+                self.catalog.record_false_claim(self.load_id, self._false_claim(first))
+            if not self.stopped:
+                self._publish()
+
+    def missing(self, id1: int) -> list[Piece]:
+        """The pieces not yet bucketed that the answer for *id1* waits for."""
+        with self._lock:
+            return self._answerability.missing(id1)
+
+    def _add(self, chunk: Chunk) -> None:
+        for s in chunk.segments:
+            self._answerability.add(s.file_seq, s.start, min(s.end, self.sizes[s.file_seq]))
+
+    def _publish(self) -> None:
+        answerable = self._answerability.answerable()
+        space = self._space.size()
+        share = answerable.intersection(self._space).size() / space if space else 0.0
+        self.catalog.publish_answerable(self.load_id, answerable.to_json(), share,
+                                        self._answerability.answerable_bytes())
+
+    def _false_claim(self, v: ClaimViolation) -> FalseClaim:
+        """The record of a violation: the id1s whose early answers it may have made wrong are
+        the file's claimed range and the id1 found (a false point or order puts every claim of
+        the file in doubt)."""
+        m = self.manifests.get(v.file_seq)
+        los = [x for x in (v.lo, v.id1, m.id1_lo if m else None) if x is not None]
+        his = [x for x in (v.hi, v.id1, m.id1_hi if m else None) if x is not None]
+        kind = ("point" if v.id1 is None or "point" in v.reason else
+                "order" if "sorted" in v.reason else "span")
+        return FalseClaim(-1, v.file_seq, kind, v.offset,
+                          v.describe(self.names.get(v.file_seq, str(v.file_seq))),
+                          max(min(los), 0), max(his))
+

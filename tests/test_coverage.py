@@ -1,0 +1,92 @@
+"""The copy's ledger (loaders.coverage): the bulk copy and fetches on demand never take a byte
+twice, and every byte's line number is known once the bulk copy has passed it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loaders.coverage import Coverage
+
+
+def _file(lines: int, seed: int) -> bytes:
+    rng = random.Random(seed)
+    return b"".join(b"x" * rng.randint(0, 30) + b"\n" for _ in range(lines))
+
+
+def _line_starts(data: bytes) -> list[int]:
+    return [0] + [i + 1 for i, b in enumerate(data) if b == 10 and i + 1 < len(data)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 60), st.integers(0, 10_000), st.lists(st.tuples(st.integers(0, 59),
+                                                                       st.integers(1, 8)),
+                                                             max_size=12),
+       st.integers(1, 40))
+def test_the_bulk_copy_and_fetches_take_every_byte_once_with_its_lines(lines, seed, fetches,
+                                                                       block):
+    """Fetches take line-aligned ranges anywhere while the bulk copy walks the file block by
+    block: in the end every byte is taken exactly once, and each range's first line number is
+    the true one."""
+    data = _file(lines, seed)
+    starts = _line_starts(data)
+    coverage = Coverage({0: len(data)})
+    owner = [None] * len(data)
+    pending = list(fetches)
+    at, line_no = 0, 1
+    taken_ranges = []
+    while True:
+        if pending:  # a fetch lands ahead of (or behind) the bulk copy
+            first, n = pending.pop()
+            first = min(first, len(starts) - 1)
+            a = starts[first]
+            b = starts[first + n] if first + n < len(starts) else len(data)
+            for x, y, counted in coverage.take(0, a, data[a:b]):
+                assert counted == data[x:y].count(b"\n")
+                taken_ranges.append((x, y))
+                for i in range(x, y):
+                    assert owner[i] is None
+                    owner[i] = "fetch"
+        gap = coverage.next_gap(0, at)
+        if gap is None:
+            break
+        if gap > at:
+            line_no += coverage.lines_between(0, at, gap)
+            at = gap
+        assert coverage.first_line(0, at) == data[:at].count(b"\n") + 1 == line_no
+        # The bulk reads up to `block` whole lines from `at` and keeps what it may.
+        end = at
+        while end < len(data) and end - at < block:
+            end = data.index(b"\n", end) + 1
+        chunk = data[at:end]
+        keep = coverage.claim(0, at, len(chunk), lambda k: chunk.count(b"\n", 0, k))
+        for i in range(at, at + keep):
+            assert owner[i] is None
+            owner[i] = "bulk"
+        line_no += chunk.count(b"\n", 0, keep)
+        at += keep
+    assert None not in owner
+    assert coverage.done()
+    for x, _ in taken_ranges:
+        assert coverage.first_line(0, x) == data[:x].count(b"\n") + 1
+
+
+def test_a_range_taken_twice_is_refused():
+    coverage = Coverage({3: 100})
+    coverage.add(3, 10, 20, 2)
+    with pytest.raises(ValueError, match="already taken"):
+        coverage.add(3, 15, 30, 1)
+    assert coverage.next_gap(3, 0) == 0 and coverage.next_gap(3, 10) == 20
+    assert coverage.first_line(3, 10) is None  # bytes 0..10 not taken yet
+
+
+def test_a_last_line_without_its_newline_counts():
+    data = b"a\nbb\nccc"
+    coverage = Coverage({0: len(data)})
+    assert coverage.take(0, 2, data[2:]) == [(2, 8, 2)]
+    assert coverage.claim(0, 0, 2, lambda k: data.count(b"\n", 0, k)) == 2
+    assert coverage.done() and coverage.first_line(0, 5) is None  # 2..8 is one range
+    assert coverage.first_line(0, 2) == 2

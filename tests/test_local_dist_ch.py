@@ -1,0 +1,64 @@
+"""dist_ch in the loading process (loaders.local_dist_ch) against dist_ch's JVM task: the same
+chunk gives the same bucket files byte for byte, the same index rows and the same rejects, on the
+hostile lines the loads are tested with, in two files of one chunk, LF and CRLF."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from debl.bucket_file import parse_tail
+from debl.buckets import BucketMap
+from debl.webhdfs import WebHDFS
+from loaders import dist_ch
+from loaders.chunker import Chunk, Segment
+from loaders.local_dist_ch import bucket_locally
+from tests.hostile_lines import LIMIT, U63, every_line
+
+pytestmark = pytest.mark.stack
+
+_EDGES = [b"%d\t123456789\t1\t1\tedge\t5\t0" % id1
+          for id1 in (0, 5, 6, 999, 1000, 1005, (1 << 40) - 1, 1 << 40, U63 - 1)]
+
+
+def _chunk(path: str) -> tuple[Chunk, bytes]:
+    """Two files in one chunk: the hostile lines (LF and CRLF by turns) and the edges, the
+    second starting at byte 40 of its file (a segment that does not start at its file's
+    start, as a piece fetched on demand)."""
+    lines = every_line() + _EDGES
+    first = b"".join(line + (b"\r\n" if i % 2 else b"\n") for i, line in enumerate(lines))
+    second = b"".join(line + b"\n" for line in _EDGES)
+    segments = (Segment(2, "a.tsv", 0, len(first), 1, len(lines), 0),
+                Segment(7, "b.tsv", 40, 40 + len(second), 3, len(_EDGES), len(lines)))
+    return Chunk(12, path, len(first) + len(second), segments), first + second
+
+
+@pytest.mark.parametrize("bucket_map", [BucketMap.fixed(1000),
+                                        BucketMap.from_splits([6, 1005, 1 << 40, U63])],
+                         ids=["width", "splits"])
+def test_a_chunk_bucketed_here_equals_the_same_chunk_bucketed_by_the_jvm(stack_config, spark,
+                                                                         bucket_map):
+    config = stack_config.replace(max_line_bytes=LIMIT)
+    fs = WebHDFS(config)
+    root = f"{config.hdfs.root}/test-local-dist_ch-{os.getpid()}"
+    chunk, data = _chunk(f"{root}/chunks/chunk-00012")
+    fs.write(chunk.path, data, overwrite=True)
+    try:
+        jvm = dist_ch.bucket_chunk(spark, config, chunk, bucket_map, f"{root}/jvm")
+        local = bucket_locally(config, fs, chunk, bucket_map, f"{root}/local")
+        here = bucket_locally(config, fs, chunk, bucket_map, f"{root}/given", data)
+        assert [(p.b_index, p.rows, p.bytes, p.checksum, p.c_lo, p.c_hi) for p in jvm.parts] \
+            == [(p.b_index, p.rows, p.bytes, p.checksum, p.c_lo, p.c_hi) for p in local.parts] \
+            == [(p.b_index, p.rows, p.bytes, p.checksum, p.c_lo, p.c_hi) for p in here.parts]
+        assert jvm.rejects == local.rejects == here.rejects
+        assert any("max_line_bytes" in r.reason for r in local.rejects)
+        assert any("max_line_bytes" not in r.reason for r in local.rejects)
+        assert jvm.per_file == local.per_file == here.per_file
+        for p in jvm.parts:
+            a = fs.read(f"{p.path}.0")
+            assert a == fs.read(f"{root}/local/{p.b_index}/chunk-00012.0")
+            assert a == fs.read(f"{root}/given/{p.b_index}/chunk-00012.0")
+            assert parse_tail(p.path, len(a), a).rows == p.rows
+    finally:
+        fs.delete(root, recursive=True)
