@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, IndexCatalog
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
@@ -92,7 +92,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     the copy, dist_ch or the catalog raised (the copy stops at its next chunk boundary)."""
     copied: queue.Queue = queue.Queue(maxsize=2)
     abort = threading.Event()
-    catalog = Catalog(config)  # thread-safe: the copy thread's and this one's
+    index = Catalog(config).index  # thread-safe: the copy thread's and this one's
     hdfs = WebHDFS(config)
     hdfs.mkdirs(namespace.chunk_dir)
     size = _ChunkSize(plan.chunk_size)
@@ -110,7 +110,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
 
     def copy_all() -> None:
         try:
-            _copy(config, source, hdfs, catalog, load_id, namespace, plan, size, hand_over,
+            _copy(config, source, hdfs, index, load_id, namespace, plan, size, hand_over,
                   progress, lambda: stop() or abort.is_set(), on_hot_copied)
         finally:
             hand_over(None)
@@ -130,9 +130,9 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
                 reached(config, "dist_ch-done")
                 rejects.write_part(chunk_part(chunk.chunk_no),
                                    [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
-                catalog.chunk_bucketed(load_id, chunk.record("bucketed"), bucket_map, out.parts,
-                                       where, chunk_name(chunk.chunk_no), out.per_file, t0,
-                                       time.time())
+                index.chunk_bucketed(load_id, chunk.record("bucketed"), bucket_map, out.parts,
+                                     where, chunk_name(chunk.chunk_no), out.per_file, t0,
+                                     time.time())
                 seconds = time.time() - t0
                 result.chunks += 1
                 if chunk.hot:
@@ -153,7 +153,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     return result
 
 
-def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_id: str,
+def _copy(config: Config, source: Source, hdfs: WebHDFS, index: IndexCatalog, load_id: str,
           namespace: Namespace, plan: PipelinePlan, size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
     """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch. A
@@ -180,8 +180,8 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_
                 if chunk is None:
                     break
                 remaining -= chunk.bytes
-                catalog.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
-                                     chunk.lines)
+                index.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
+                                   chunk.lines)
                 if hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, time.time() - t0))
