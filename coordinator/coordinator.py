@@ -1,7 +1,7 @@
 """The coordinator: routes each get_link_list over the current load's stores and buffers the
 queries whose data is still on its way (docs/DESIGN.md section 6, docs/COORDINATOR.md).
 
-Every query is answered wholly from one load, the current one (``Catalog.make_current``); the
+Every query is answered wholly from one load, the current one (``catalog.loads.make_current``); the
 answer names it. With ``b`` the bucket of id1 in that load's bucket map:
 
 - no load is up yet: wait for uptime (a failed newest load with nothing current: an error);
@@ -115,10 +115,10 @@ class Coordinator:
         self._hot_raw: Counter = Counter()  # load id -> queries reading its hot files now
         self._via: Counter = Counter()  # answers per store they came from (VIA)
         self._stores: dict[str, LoadStores] = {}
-        self._catalog = Catalog(config)  # thread-safe: the poller's, the raw reader's, close's
-        self._raw = RawReader(config, self._catalog)
+        catalog = Catalog(config)  # thread-safe: the poller's and the raw reader's
+        self._raw = RawReader(config, catalog.index)
         self._warmup = RawWarmup(self._raw)
-        self._poller = Poller(self, self._catalog)
+        self._poller = Poller(self, catalog.serving)
         self._poller.poll()
         self._poller.start()
 
@@ -141,9 +141,8 @@ class Coordinator:
         self._poller.stop()
         try:
             self._poller.publish_last()
-        except ServiceError as exc:  # the rows age out of Catalog.demand anyway
+        except ServiceError as exc:  # the rows age out of the catalog's demand anyway
             self._poller.last_error = str(exc)
-        self._catalog.close()
         for stores in self._stores.values():
             stores.close()
         self._warmup.close()

@@ -8,7 +8,7 @@ off this is the paper's demand (the queries waiting) plus the tail of those that
 it on, queries hardly wait, and the decayed weights are what steer gen_HF. Published rounded to
 whole queries (the table's column is an integer).
 
-gen_HF reads ``Catalog.demand()``: the sum over coordinators of rows updated within its
+gen_HF reads ``catalog.serving.demand()``: the sum over coordinators of rows updated within its
 ``max_age`` (60 s by default). Hence the publication policy:
 
 - publish when the counts changed, but at most once per ``min_interval`` (the poll interval):

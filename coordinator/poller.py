@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from debl.catalog import Catalog
+from debl.catalog import ServingCatalog
 from coordinator.demand import DemandPolicy
 
 if TYPE_CHECKING:  # the coordinator owns its poller
@@ -31,9 +31,9 @@ ASKS_EVERY_S = 10.0  # the queries asked per bucket, published at most this ofte
 class Poller:
     """The poller of *coordinator* (see the module); ``start``, ``wake``, ``stop``."""
 
-    def __init__(self, coordinator: "Coordinator", catalog: Catalog):
+    def __init__(self, coordinator: "Coordinator", serving: ServingCatalog):
         self.coordinator = coordinator
-        self.catalog = catalog
+        self.serving = serving
         self.interval = max(coordinator.config.coordinator.poll_interval, 0.01)  # 0 would spin
         self.policy = DemandPolicy(self.interval)
         self.polls = 0
@@ -63,11 +63,11 @@ class Poller:
     def poll(self) -> None:
         """Read the current load and its job states; hand them to the coordinator; then the
         heartbeat."""
-        current, newest, states = self.catalog.poll()
+        current, newest, states = self.serving.poll()
         coordinator = self.coordinator
-        coordinator._take(current, newest, states, self.catalog.serving_state)
+        coordinator._take(current, newest, states, self.serving.serving_state)
         load_id, hot_mysql = coordinator._acknowledged()
-        self.catalog.heartbeat(coordinator.coordinator_id, load_id, hot_mysql, self.interval)
+        self.serving.heartbeat(coordinator.coordinator_id, load_id, hot_mysql, self.interval)
 
     def publish(self, now: float) -> None:
         """Publish the demand when the policy says so, the answer counts when they changed (at
@@ -77,12 +77,12 @@ class Poller:
         if load_id is None:
             return
         if self.policy.due(demand, now):
-            self.catalog.publish_demand(load_id, coordinator.coordinator_id, demand)
+            self.serving.publish_demand(load_id, coordinator.coordinator_id, demand)
             self.policy.done(demand, now)
         if self._changed("answers", load_id, answered, now, self.policy.min_interval):
-            self.catalog.publish_answers(load_id, coordinator.coordinator_id, answered)
+            self.serving.publish_answers(load_id, coordinator.coordinator_id, answered)
         if self._changed("asks", load_id, asked, now, ASKS_EVERY_S):
-            self.catalog.publish_asks(load_id, coordinator.coordinator_id, asked)
+            self.serving.publish_asks(load_id, coordinator.coordinator_id, asked)
 
     def _changed(self, what: str, load_id: str, counts: dict, now: float,
                  every: float) -> bool:
@@ -96,11 +96,11 @@ class Poller:
         """At close: no demand any more, the final counts."""
         coordinator = self.coordinator
         load_id, _, answered, asked = coordinator._published_state(time.monotonic())
-        self.catalog.forget_coordinator(coordinator.coordinator_id)
+        self.serving.forget_coordinator(coordinator.coordinator_id)
         if load_id is not None:
-            self.catalog.publish_demand(load_id, coordinator.coordinator_id, {})
-            self.catalog.publish_answers(load_id, coordinator.coordinator_id, answered)
-            self.catalog.publish_asks(load_id, coordinator.coordinator_id, asked)
+            self.serving.publish_demand(load_id, coordinator.coordinator_id, {})
+            self.serving.publish_answers(load_id, coordinator.coordinator_id, answered)
+            self.serving.publish_asks(load_id, coordinator.coordinator_id, asked)
 
     # -- the thread
 

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
-from debl.catalog import Catalog
+from debl.catalog import IndexCatalog
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
 from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
@@ -147,15 +147,16 @@ class _Bucket:
 class RawReader:
     """Reads (id1, link_type)'s rows from the bucket files of buckets not loaded yet.
 
-    *catalog* (thread-safe, the caller's) gives a bucket's file prefixes when the bucket is
-    first opened; HDFS is reached per read. ``close()`` stops the read threads."""
+    *index* (the catalog's bucket index, thread-safe, the caller's) gives a bucket's file
+    prefixes when the bucket is first opened; HDFS is reached per read. ``close()`` stops the
+    read threads."""
 
-    def __init__(self, config: Config, catalog: Catalog) -> None:
+    def __init__(self, config: Config, index: IndexCatalog) -> None:
         self.config = config
         self.cache = BlockCache(config.coordinator.raw_cache_bytes)
         self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S, threads=READ_THREADS)
         self._fs = WebHDFS(config, timeout=READ_TIMEOUT_S)  # listings and status
-        self._catalog = catalog
+        self._index = index
         self._recheck_s = config.coordinator.poll_interval
         self._lock = threading.Lock()  # guards the three below
         self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
@@ -376,7 +377,7 @@ class RawReader:
     def _read_files(self, bucket: RawBucket) -> _Bucket:
         """The bucket's files opened with their indexes, checked against the bucket index's
         rows."""
-        chunks = self._catalog.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
+        chunks = self._index.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
         listings: dict[str, list[FileStatus]] = {}
         modified: dict[str, int | None] = {}
         per_chunk = []

@@ -1,5 +1,5 @@
 """The coordinator's view of the current load, read from the catalog in one transaction
-(``Catalog.serving_state``; docs/DESIGN.md section 6).
+(``catalog.serving.serving_state``; docs/DESIGN.md section 6).
 
 A ``Dataset`` is what the current load offers to queries: its bucket map, one ``BucketState``
 per cold bucket (``(b_index, k_range, j_stat, q_list)`` plus the real id1 span of its cold
@@ -19,7 +19,7 @@ Pitfalls:
   themselves block on the coordinator's condition variable); with the decayed weight of the
   queries that needed the bucket and stopped waiting (``recent``), it is the bucket's demand
   (coordinator.demand).
-- A bucket without a job status row counts as ``pending`` (as ``Catalog.buckets`` reports it).
+- A bucket without a job status row counts as ``pending`` (as ``catalog.index.buckets`` reports it).
 - MySQL's table is read only once MySQL has taken the hot keys over: before that it is being
   loaded, and the hot rows come from the hot buckets. A load without hot files never reads it.
 """

@@ -23,7 +23,7 @@ from collections import Counter
 from debl.buckets import BucketMap
 from debl.catalog import STATES, Bucket, Catalog, LoadRecord, Phase
 
-DEMAND_MAX_AGE_S = 60.0  # as Catalog.demand: rows older than this belong to dead coordinators
+DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators
 
 
 def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
@@ -38,16 +38,16 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     ``input`` counts its source files and bytes (hot ones apart), ``rejects`` its rejected lines
     per file (the lines themselves are in the load's reject files, ``loaders.rejects``)."""
     now = time.time()
-    current, newest = catalog.current(), catalog.load()
+    current, newest = catalog.loads.current(), catalog.loads.load()
     load = current or newest
     load_id = None if load is None else load.load_id
-    buckets = catalog.buckets(load_id) if load else []
+    buckets = catalog.index.buckets(load_id) if load else []
     by_state = Counter(b.state for b in buckets)
-    demand = catalog.demand(load_id, DEMAND_MAX_AGE_S) if load else {}
-    coordinators = ({row.coordinator for row in catalog.published_demand(load_id,
-                                                                         DEMAND_MAX_AGE_S)}
+    demand = catalog.serving.demand(load_id, DEMAND_MAX_AGE_S) if load else {}
+    coordinators = ({row.coordinator for row in catalog.serving.published_demand(load_id,
+                                                                                 DEMAND_MAX_AGE_S)}
                     if load else set())
-    jobs = catalog.jobs(load_id) if load else []
+    jobs = catalog.jobs.jobs(load_id) if load else []
     running = [
         {"b_index": j.b_index, "run_id": j.run_id, "started": j.started, "attempts": j.attempts,
          "running_s": None if j.started is None else now - j.started}
@@ -55,13 +55,13 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                         key=lambda j: (j.started is not None, j.started or 0.0, j.b_index))]
     failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
               for j in jobs if j.state == "failed"]
-    answered, answering = catalog.answers(load_id) if load else ({}, 0)
-    previous = catalog.previous() if current else None
+    answered, answering = catalog.serving.answers(load_id) if load else ({}, 0)
+    previous = catalog.loads.previous() if current else None
     status: dict = {
         "now": now,
         "load": None,
         "loading": None,
-        "previous": None if previous is None else _brief(catalog.load(previous), now),
+        "previous": None if previous is None else _brief(catalog.loads.load(previous), now),
         "phases": [],
         "buckets": _bucket_summary(buckets),
         "demand": {
@@ -80,21 +80,21 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     }
     if every_bucket:
         status["buckets"]["list"] = _bucket_list(buckets, demand,
-                                                 catalog.asks(load_id) if load else {})
+                                                 catalog.serving.asks(load_id) if load else {})
     if load is None:
         return status
     if current is not None and newest.load_id != current.load_id:
-        new_buckets = catalog.buckets(newest.load_id)
+        new_buckets = catalog.index.buckets(newest.load_id)
         status["loading"] = {**_brief(newest, now), **_files(catalog, newest.load_id),
                              "bucket_map": _map_summary(newest.bucket_map, False),
-                             "phases": _phases(catalog.phases(newest.load_id), now),
+                             "phases": _phases(catalog.phases.phases(newest.load_id), now),
                              "buckets": _bucket_summary(new_buckets)}
         if every_bucket:
             status["loading"]["buckets"]["list"] = _bucket_list(new_buckets, {}, {})
     status["load"] = {**_brief(load, now), **_files(catalog, load.load_id),
                       "bucket_map": _map_summary(load.bucket_map, every_bucket),
                       "chunk_size": load.chunk_size}
-    status["phases"] = _phases(catalog.phases(load.load_id), now)
+    status["phases"] = _phases(catalog.phases.phases(load.load_id), now)
     if load.state == "up" and buckets and by_state.get("loaded", 0) == len(buckets):
         ended = max((j.ended for j in jobs if j.ended is not None), default=None)
         if ended is not None:
@@ -132,10 +132,10 @@ def _bucket_list(buckets: list[Bucket], demand: dict[int, int],
 def _files(catalog: Catalog, load_id: str) -> dict:
     """A load's input (source files and bytes, hot ones apart: the copy's and the hot path's
     totals) and its rejected lines per source file (most first)."""
-    files = catalog.files(load_id)
+    files = catalog.files.files(load_id)
     names = {f.file_seq: f.name for f in files}
     rejected: Counter = Counter()
-    for count in catalog.file_counts(load_id):
+    for count in catalog.files.file_counts(load_id):
         rejected[count.file_seq] += count.rejects
     return {
         "input": {"files": len(files), "bytes": sum(f.size for f in files),

@@ -26,7 +26,7 @@ import shutil
 import time
 from collections.abc import Callable
 
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, LoadRecord, ServingCatalog
 from debl.config import Config
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
@@ -56,32 +56,32 @@ def cleanup(config: Config, wait: bool = False,
     *wait*, waits for running coordinators to leave a load (at most
     ``coordinator_ack_timeout`` s); without, a load some coordinator serves is left for later."""
     with Catalog(config) as catalog:
-        loads = catalog.loads()
-        current = catalog.current()
-        candidates = droppable(loads, current, catalog.previous(),
+        loads = catalog.loads.loads()
+        current = catalog.loads.current()
+        candidates = droppable(loads, current, catalog.loads.previous(),
                                config.loading.keep_previous_load, time.time())
         if not candidates:
             return []
         deadline = time.monotonic() + (config.loading.coordinator_ack_timeout if wait else 0.0)
         dropped = []
         for load in candidates:
-            while _served(catalog, load.load_id) and time.monotonic() < deadline:
+            while _served(catalog.serving, load.load_id) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _served(catalog, load.load_id):
+            if _served(catalog.serving, load.load_id):
                 report(f"load {load.load_id}: a running coordinator still serves it; its stores "
                        "are kept until it moves on (a later cleanup drops them)")
                 continue
             drop_stores(config, load)
-            catalog.forget_dataset(load.load_id)
+            catalog.loads.forget_dataset(load.load_id)
             report(f"load {load.load_id}: stores dropped")
             dropped.append(load.load_id)
     return dropped
 
 
-def _served(catalog: Catalog, load_id: str) -> bool:
+def _served(serving: ServingCatalog, load_id: str) -> bool:
     """Whether a live coordinator may still read *load_id*: it says it serves it, or it is
     between two loads (a query of an older one in flight)."""
-    return any(serving in (load_id, None) for serving in catalog.coordinators_serving().values())
+    return any(seen in (load_id, None) for seen in serving.coordinators_serving().values())
 
 
 def drop_stores(config: Config, load: LoadRecord) -> None:
@@ -107,15 +107,15 @@ def drop_every_load(config: Config) -> None:
     an experiment's clean slate (``debl bench`` before each approach). Never while coordinators
     serve the dataset."""
     with Catalog(config) as catalog:
-        catalog.clear_current()
-        for load in catalog.loads():
+        catalog.loads.clear_current()
+        for load in catalog.loads.loads():
             if load.dropped is None:
                 drop_stores(config, load)
-                catalog.forget_dataset(load.load_id)
+                catalog.loads.forget_dataset(load.load_id)
 
 
 def rollback(config: Config) -> tuple[str, str]:
     """Make the previous load current again (coordinators move at their next poll); returns
     (the load that was current, the one that is now). LoadStateError when its stores are gone."""
     with Catalog(config) as catalog:
-        return catalog.rollback()
+        return catalog.loads.rollback()

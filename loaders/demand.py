@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from debl.catalog import Catalog, FalseClaim
+from debl.catalog import EarlyCatalog, FalseClaim, IndexCatalog
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.manifest import Piece
@@ -50,14 +50,14 @@ class DemandFetcher:
 
     def __init__(self, config, source: Source, load_id: str, chunk_dir: str,
                  files: list[tuple[int, SourceFile]], hot: set[int], coverage: Coverage,
-                 numbers: Callable[[], int], early: EarlyAnswers, bucket, catalog: Catalog,
-                 progress):
+                 numbers: Callable[[], int], early: EarlyAnswers, bucket, catalog: EarlyCatalog,
+                 index: IndexCatalog, progress):
         self.config, self.source, self.load_id, self.chunk_dir = config, source, load_id, chunk_dir
         self.files = dict(files)
         self.hot = hot
         self.coverage, self.numbers, self.early = coverage, numbers, early
         self.bucket = bucket  # Bucketer.bucket
-        self.catalog, self.progress = catalog, progress
+        self.catalog, self.index, self.progress = catalog, index, progress
         self.hdfs = WebHDFS(config)
         self.fetched_bytes = 0
         self.chunks = 0
@@ -153,7 +153,7 @@ class DemandFetcher:
                       tuple(segments), hot=hot)
         self.hdfs.write_atomic(chunk.path, data)
         reached(self.config, "demand-copied")
-        self.catalog.chunk_copied(self.load_id, chunk.record("copied"), t0, time.time(),
+        self.index.chunk_copied(self.load_id, chunk.record("copied"), t0, time.time(),
                                   chunk.lines)
         self.progress.copied(len(data))
         self.bucket(chunk, data, local=True, phase="demand")

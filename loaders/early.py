@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import threading
 
-from debl.catalog import Catalog, FalseClaim
+from debl.catalog import EarlyCatalog, FalseClaim
 from debl.keyspace import Answerability, KeySet
 from debl.manifest import ClaimViolation, Manifest, Piece, pieces
 from loaders.chunker import Chunk, Segment
@@ -49,7 +49,7 @@ def segment_claims(manifest: Manifest | None, seg: Segment) -> dict | None:
 class EarlyAnswers:
     """The answerable keys of one load as its chunks are bucketed (see the module)."""
 
-    def __init__(self, catalog: Catalog, load_id: str, files: list[tuple[int, SourceFile]],
+    def __init__(self, catalog: EarlyCatalog, load_id: str, files: list[tuple[int, SourceFile]],
                  manifests: dict[int, Manifest | None], done: list[Chunk] = ()):
         self.catalog, self.load_id = catalog, load_id
         self.manifests = manifests

@@ -16,7 +16,7 @@ Pitfalls and guarantees:
 - One gen_HF per dataset: a MySQL named lock (``GET_LOCK``, named after the database) refuses
   a second one. The lock lives on an idle session: each run first checks that the session still
   holds it (a server that closed the session released the lock), and stops if not.
-- gen_HF converts the buckets of the current load (``Catalog.current``), into that load's own
+- gen_HF converts the buckets of the current load (``catalog.loads.current``), into that load's own
   HBase table (``debl.namespace``): a run still converting a day when the next day becomes
   current writes only into its own day's table, and its bulk load is told never to create a
   table, so it cannot resurrect a day whose stores were dropped (docs/RELIABILITY.md). A run
@@ -175,11 +175,11 @@ class GenHF:
     def pending(self) -> list[Bucket]:
         """Buckets of the current load still to convert: not loaded, and not too large to
         convert."""
-        load = self.catalog.current()
+        load = self.catalog.loads.current()
         if load is None:
             return []
         limit = self.bucket_limit()
-        return [b for b in self.catalog.buckets(load.load_id)
+        return [b for b in self.catalog.index.buckets(load.load_id)
                 if b.state != "loaded" and b.bytes <= limit]
 
     def bucket_limit(self) -> int:
@@ -192,9 +192,9 @@ class GenHF:
         if not self.config.gen_hf.carry_demand:
             return {}
         if self._carried is None or self._carried[0] != load.load_id:
-            previous = self.catalog.previous()
-            carried = (carried_demand(self.catalog.buckets(previous),
-                                      self.catalog.asks(previous), buckets)
+            previous = self.catalog.loads.previous()
+            carried = (carried_demand(self.catalog.index.buckets(previous),
+                                      self.catalog.serving.asks(previous), buckets)
                        if previous is not None else {})
             self._carried = (load.load_id, carried)
         return self._carried[1]
@@ -202,14 +202,14 @@ class GenHF:
     def run_once(self) -> RunResult | None:
         """One run over the current load's buckets; None when every bucket is loaded or too
         large to convert (or no load is up yet)."""
-        load = self.catalog.current()
+        load = self.catalog.loads.current()
         if load is None:
             return None
-        buckets = self.catalog.buckets(load.load_id)
+        buckets = self.catalog.index.buckets(load.load_id)
         self._refuse_oversized(load.load_id, buckets)
         demand, carried = {}, {}
         if self.order == "demand":
-            demand = self.catalog.demand(load.load_id)
+            demand = self.catalog.serving.demand(load.load_id)
             carried = self.carried(load, buckets)
         chosen = pick_buckets(buckets, demand, self.config.gen_hf.run_buckets,
                               self.config.gen_hf.run_bytes,
@@ -219,8 +219,8 @@ class GenHF:
         self._keep_lock()
         run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
         self.ensure_table(load, buckets)
-        moved = set(self.catalog.set_job_state(load.load_id, [b.b_index for b in chosen],
-                                               "running", run_id))
+        moved = set(self.catalog.jobs.set_job_state(load.load_id, [b.b_index for b in chosen],
+                                                    "running", run_id))
         chosen = [b for b in chosen if b.b_index in moved]
         ids = [b.b_index for b in chosen]
         if not chosen:
@@ -229,9 +229,9 @@ class GenHF:
         try:
             rows, cells, per_bucket, phases = self._convert(load, run_id, chosen)
         except BaseException as exc:
-            self.catalog.set_job_state(load.load_id, ids, "failed", run_id,
-                                       error=str(exc)[:2000], of_run=run_id)
-            current = self.catalog.current()
+            self.catalog.jobs.set_job_state(load.load_id, ids, "failed", run_id,
+                                            error=str(exc)[:2000], of_run=run_id)
+            current = self.catalog.loads.current()
             if isinstance(exc, Exception) and (current is None
                                                or current.load_id != load.load_id):
                 # Its day is over: cleanup may drop its stores under the run, as it should.
@@ -243,7 +243,7 @@ class GenHF:
         for b in chosen:
             winners, checksum = per_bucket.get(b.b_index, (0, 0))
             loaded[b.b_index] = (winners, b.rows - winners, checksum)
-        marked = self.catalog.finish_run(load.load_id, run_id, loaded)
+        marked = self.catalog.jobs.finish_run(load.load_id, run_id, loaded)
         if len(marked) < len(ids):
             self.report(f"run {run_id}: buckets {sorted(set(ids) - set(marked))} were not "
                         "held by this run any more (their load's stores were dropped): not "
@@ -291,7 +291,7 @@ class GenHF:
         for b_index, reason in self.oversized(buckets).items():
             state = next(b.state for b in buckets if b.b_index == b_index)
             if state != "failed":
-                self.catalog.set_job_state(load_id, [b_index], "failed", error=reason)
+                self.catalog.jobs.set_job_state(load_id, [b_index], "failed", error=reason)
                 self.report(f"not converted: {reason}")
 
     def _convert(self, load: LoadRecord, run_id: str, chosen: list[Bucket]):
@@ -303,15 +303,15 @@ class GenHF:
         jobs.job_group(self.spark, f"gen_HF-{run_id}", f"gen_HF run {run_id}")
         phases: dict[str, float] = {}
         t = time.time()
-        self.catalog.phase_start(load_id, "hfiles", run_id)
+        self.catalog.phases.phase_start(load_id, "hfiles", run_id)
         out = f"{load.namespace.hdfs_dir}/hfiles/{run_id}"
         written = write_bucket_hfiles(
             self.spark, [[f"{config.hdfs.uri}{p}"
-                          for p in self.catalog.bucket_paths(b.b_index, load_id)]
+                          for p in self.catalog.index.bucket_paths(b.b_index, load_id)]
                          for b in chosen], f"{config.hdfs.uri}{out}", table)
         phases["hfiles"] = time.time() - t
-        self.catalog.phase_end(load_id, "hfiles", run_id, bytes=sum(b.bytes for b in chosen),
-                               rows=sum(w.rows for w in written))
+        self.catalog.phases.phase_end(load_id, "hfiles", run_id, bytes=sum(b.bytes for b in chosen),
+                                      rows=sum(w.rows for w in written))
         for b, w in zip(chosen, written):
             if w.rows != b.rows:  # before the bulk load: nothing of it becomes visible
                 raise DeblError(f"bucket {b.b_index}: {w.rows} rows in its HDFS files, the bucket "
@@ -319,11 +319,11 @@ class GenHF:
                                 "them (see debl verify); reload the input")
         t = time.time()
         cells = sum(w.winners for w in written)
-        self.catalog.phase_start(load_id, "bulkload", run_id)
+        self.catalog.phases.phase_start(load_id, "bulkload", run_id)
         if cells:
             bulk_load(self.spark, config, f"{config.hdfs.uri}{out}", table)
         phases["bulkload"] = time.time() - t
-        self.catalog.phase_end(load_id, "bulkload", run_id, rows=cells)
+        self.catalog.phases.phase_end(load_id, "bulkload", run_id, rows=cells)
         reached(config, "bulk-loaded")
         WebHDFS(config).delete(out, recursive=True)
         per_bucket = {b.b_index: (w.winners, w.checksum) for b, w in zip(chosen, written)}
@@ -360,9 +360,9 @@ class GenHF:
                 runs += 1
                 on_run(result)
                 continue
-            load = self.catalog.current()
+            load = self.catalog.loads.current()
             if until_complete and load is not None and not self.pending():
-                refused = self.oversized(self.catalog.buckets(load.load_id))
+                refused = self.oversized(self.catalog.index.buckets(load.load_id))
                 if refused:
                     raise DeblError(f"every bucket is loaded but {len(refused)}, too large to "
                                     f"convert: {'; '.join(refused.values())}")

@@ -84,7 +84,7 @@ def write_bucket_hfiles(spark, buckets: Sequence[Sequence[str]], out_dir: str,
     returns one BucketHFiles per bucket, in order.
 
     A bucket is its list of path prefixes, Hadoop URIs whose files are ``<prefix>.<n>``
-    (``Catalog.bucket_paths`` with the HDFS URI in front). Raises ServiceError naming the file
+    (``catalog.index.bucket_paths`` with the HDFS URI in front). Raises ServiceError naming the file
     and line when a bucket file is not dist_ch's output.
     """
     if not buckets:

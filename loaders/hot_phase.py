@@ -1,5 +1,5 @@
 """The hot phase of a load: the hot files into the load's MySQL link table
-(``loaders.mysql_bulk``), then MySQL takes the hot keys over (``Catalog.take_over_hot``), and,
+(``loaders.mysql_bulk``), then MySQL takes the hot keys over (``catalog.loads.take_over_hot``), and,
 once no coordinator can still read them, the hot files' bucket files go (docs/LOADING.md,
 "Uptime without MySQL").
 
@@ -53,7 +53,7 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
     read them back from these hot chunks in HDFS (see the module), or from *source* when None.
     Raises what the hot path raised; the load's hot state then says ``failed`` with it."""
     with Catalog(config) as catalog:
-        catalog.phase_start(load_id, "hot", "all")
+        catalog.phases.phase_start(load_id, "hot", "all")
         try:
             if chunks is not None:
                 result = load_hot(config, HotChunkSource(WebHDFS(config), chunks), hot,
@@ -67,13 +67,13 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
                     finally:  # before the phase counts as done; a failed one's rejects stay
                         part.commit()
         except BaseException as exc:
-            catalog.update_load(load_id, hot_state="failed", error=_first_line(exc))
+            catalog.loads.update_load(load_id, hot_state="failed", error=_first_line(exc))
             raise
         reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:
-            catalog.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
-        catalog.take_over_hot(load_id, result.bytes, result.rows, result.k_lo, result.k_hi,
-                              result.per_file if chunks is None else None, result.hot_keys)
+            catalog.phases.record_phase(load_id, phase, "all", t0, t1, result.bytes, result.lines)
+        catalog.loads.take_over_hot(load_id, result.bytes, result.rows, result.k_lo, result.k_hi,
+                                    result.per_file if chunks is None else None, result.hot_keys)
     progress.message(f"MySQL took the hot keys over: {result.rows} rows")
     return result
 
@@ -84,10 +84,10 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
     did not say so in time (the files are kept: cleanup drops them with the load)."""
     deadline = time.monotonic() + config.loading.coordinator_ack_timeout
     with Catalog(config) as catalog:
-        behind = catalog.coordinators_behind(load_id, hot_mysql=True)
+        behind = catalog.serving.coordinators_behind(load_id, hot_mysql=True)
         while behind and time.monotonic() < deadline:
             time.sleep(0.05)
-            behind = catalog.coordinators_behind(load_id, hot_mysql=True)
+            behind = catalog.serving.coordinators_behind(load_id, hot_mysql=True)
         if behind:
             progress.message(f"coordinator(s) {', '.join(behind)} did not say within "
                              f"{config.loading.coordinator_ack_timeout:.0f} s "
@@ -96,7 +96,7 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
             return False
         t0 = time.time()
         WebHDFS(config).delete(namespace.hot_dir, recursive=True)
-        catalog.record_phase(load_id, "hot_files_removed", "all", t0, time.time())
+        catalog.phases.record_phase(load_id, "hot_files_removed", "all", t0, time.time())
     return True
 
 

@@ -13,7 +13,7 @@ hot keys (docs/LOADING.md).
    thread).
 4. **Uptime** when every chunk is bucketed: every key is answerable exactly, the hot keys from
    the hot buckets by the merge rule. The load becomes the current one in one transaction
-   (``Catalog.make_current``); every coordinator moves to it at its next poll.
+   (``catalog.loads.make_current``); every coordinator moves to it at its next poll.
 5. The hot path goes on; when MySQL has merged and indexed the hot rows it takes the hot keys
    over (one transaction), the hot bucket files go once no coordinator reads them, and the
    stores of loads nobody serves any more are dropped (``loaders.cleanup``).
@@ -180,7 +180,7 @@ def check_resume_approach(config: Config, resume: str | None, approach: str) -> 
     if not resume:
         return
     with Catalog(config) as catalog:
-        row = catalog.load(resume)
+        row = catalog.loads.load(resume)
     if row is None:
         raise LoadStateError(f"no load {resume!r}; `debl status` lists the latest load")
     if row.approach != approach:
@@ -280,18 +280,18 @@ class LoadRun:
         width = (options.bucket_width if options.bucket_width is not None
                  else config.loading.bucket_width)
         # The load's clock (uptime_s, the bench's times) starts here, listing included.
-        catalog.begin_load(load_id, options.approach, source.describe(),
-                           options.chunk_size or config.loading.chunk_size,
-                           {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
+        catalog.loads.begin_load(load_id, options.approach, source.describe(),
+                                 options.chunk_size or config.loading.chunk_size,
+                                 {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
                             "max_bad": max_bad, "wait_for_hot": options.wait_for_hot},
-                           Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
-        catalog.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
-                                             seq in hot_seqs) for seq, f in files])
+                                 Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
+        catalog.files.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
+                                                   seq in hot_seqs) for seq, f in files])
         self._note_manifests(catalog, load_id, files)
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:
-            catalog.set_bucket_map(load_id, bucket_map)
-        return ResumeState(catalog.load(load_id), files, hot_seqs, bucket_map, [],
+            catalog.loads.set_bucket_map(load_id, bucket_map)
+        return ResumeState(catalog.loads.load(load_id), files, hot_seqs, bucket_map, [],
                            not hot_seqs)
 
     def _note_manifests(self, catalog: Catalog, load_id: str,
@@ -301,27 +301,26 @@ class LoadRun:
         ends"): it has manifests, no day is current (that day serves until this one is up), and
         the setting and the approach allow it."""
         manifests = {seq: f.manifest.to_json() for seq, f in files if f.manifest is not None}
-        catalog.add_manifests(load_id, manifests)
+        catalog.early.add_manifests(load_id, manifests)
         for _, f in files:
             if f.manifest_error:
                 self.progress.message(f"{f.manifest_error}; that file claims every id1")
         if (manifests and self.config.loading.early_answers and not self.options.wait_for_hot
-                and self.options.approach in DEBL_APPROACHES and catalog.current() is None):
-            catalog.begin_early(load_id, sum(f.size for _, f in files))
+                and self.options.approach in DEBL_APPROACHES and catalog.loads.current() is None):
+            catalog.early.begin_early(load_id, sum(f.size for _, f in files))
 
     def _early(self, state: ResumeState) -> EarlyAnswers | None:
         """The load's early answers, if it gives them, from its recorded manifests and the
         chunks bucketed so far."""
         load_id = state.load.load_id
         with Catalog(self.config) as catalog:
-            if catalog.early_progress(load_id) is None:
+            if catalog.early.early_progress(load_id) is None:
                 return None
-            recorded = catalog.manifests(load_id)
+            recorded = catalog.early.manifests(load_id)
             names = {seq: f for seq, f in state.files}
             manifests = {seq: Manifest.from_json(m, names[seq].name, names[seq].size)
                          for seq, m in recorded.items()}
-            return EarlyAnswers(Catalog(self.config), load_id, state.files, manifests,
-                                state.done)
+            return EarlyAnswers(catalog.early, load_id, state.files, manifests, state.done)
 
     def _to_uptime(self, source: Source, state: ResumeState, hot: list, cold: list,
                    rejects: RejectWriter, max_bad: int, wait_for_hot: bool,
@@ -379,12 +378,12 @@ class LoadRun:
         t_up = time.time()
         summary.uptime_s = t_up - t_start
         with Catalog(config) as catalog:
-            buckets = catalog.buckets(load_id)
+            buckets = catalog.index.buckets(load_id)
             summary.buckets = len(buckets)
             summary.cold_rows = sum(b.rows for b in buckets)
-            summary.hot_rows = catalog.load(load_id).hot_rows
-            summary.phases = phase_sums(catalog.phases(load_id))
-            catalog.make_current(load_id, t_up, summary.as_dict())
+            summary.hot_rows = catalog.loads.load(load_id).hot_rows
+            summary.phases = phase_sums(catalog.phases.phases(load_id))
+            catalog.loads.make_current(load_id, t_up, summary.as_dict())
         progress.up(summary)
         if hot_chunks and not state.hot_done and self._hot_path is None:
             # hot_path_start "uptime": MySQL takes the hot files in once nothing else of the
@@ -400,10 +399,10 @@ class LoadRun:
         """Split points from a sample of the cold files, recorded with the load."""
         load_id = self.summary.load_id
         with Catalog(self.config) as catalog:
-            catalog.phase_start(load_id, "sample", "all")
+            catalog.phases.phase_start(load_id, "sample", "all")
             bucket_map = sample_bucket_map(self.config, source, cold)
-            catalog.set_bucket_map(load_id, bucket_map)
-            catalog.phase_end(load_id, "sample", "all", rows=bucket_map.count)
+            catalog.loads.set_bucket_map(load_id, bucket_map)
+            catalog.phases.phase_end(load_id, "sample", "all", rows=bucket_map.count)
         self.progress.message(f"bucket map: {bucket_map.describe()}")
         return bucket_map
 
@@ -415,7 +414,7 @@ class LoadRun:
 
     def _hot_chunks(self, load_id: str) -> list[Chunk]:
         with Catalog(self.config) as catalog:
-            return [Chunk.of(c) for c in catalog.chunks(load_id)
+            return [Chunk.of(c) for c in catalog.index.chunks(load_id)
                     if c.hot and c.state == "bucketed"]
 
     # -- after uptime
@@ -438,10 +437,10 @@ class LoadRun:
                                  f"{load_id}")
                 raise
             with Catalog(config) as catalog:
-                load = catalog.load(load_id)
+                load = catalog.loads.load(load_id)
                 summary.taken_over_s = load.taken_over - load.started
-                summary.phases = phase_sums(catalog.phases(load_id))
-                catalog.update_load(load_id, summary=summary.as_dict())
+                summary.phases = phase_sums(catalog.phases.phases(load_id))
+                catalog.loads.update_load(load_id, summary=summary.as_dict())
             if not load.wait_for_hot:
                 drop_hot_buckets(config, load_id, self._namespace, self.progress)
         try:
@@ -465,7 +464,7 @@ def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) 
     stays ``running``, which a resume takes as well."""
     try:
         with Catalog(config) as catalog:
-            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+            catalog.loads.update_load(load_id, state="failed", error=str(exc)[:2000])
     except ServiceError:
         pass  # the original error says what happened; it is the one raised
     if isinstance(exc, (ServiceError, SourceError)):

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, IndexCatalog
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
@@ -105,11 +105,11 @@ class Bucketer:
     ``LOCAL_MAX`` bytes while Spark is still starting, and for every chunk fetched on demand.
     Records one chunk at a time (the bucket index sums every chunk of a bucket)."""
 
-    def __init__(self, config: Config, load_id: str, namespace: Namespace, catalog: Catalog,
+    def __init__(self, config: Config, load_id: str, namespace: Namespace, index: IndexCatalog,
                  hdfs: WebHDFS, spark: Future, decided: Future, rejects: RejectWriter,
                  early: EarlyAnswers | None = None):
         self.config, self.load_id, self.namespace = config, load_id, namespace
-        self.catalog, self.hdfs, self.spark, self.decided = catalog, hdfs, spark, decided
+        self.index, self.hdfs, self.spark, self.decided = index, hdfs, spark, decided
         self.rejects, self.early = rejects, early
         self._recording = threading.Lock()
 
@@ -133,7 +133,7 @@ class Bucketer:
         self.rejects.write_part(chunk_part(chunk.chunk_no),
                                 [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
         with self._recording:
-            self.catalog.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
+            self.index.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
                                         out.parts, where, chunk_name(chunk.chunk_no),
                                         out.per_file, t0, time.time(), phase=phase)
             if early is not None:
@@ -152,7 +152,8 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     *early*: the load answers before its uptime (its answerable keys follow each chunk)."""
     copied: queue.Queue = queue.Queue(maxsize=2)
     abort = threading.Event()
-    catalog = Catalog(config)  # thread-safe: the copy thread's and this one's
+    catalog = Catalog(config)  # thread-safe: the threads' of the copy, of dist_ch, of fetches
+    index = catalog.index
     hdfs = WebHDFS(config)
     hdfs.mkdirs(namespace.chunk_dir)
     size = _ChunkSize(plan.chunk_size, plan.ramp)
@@ -172,7 +173,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
 
     def copy_all() -> None:
         try:
-            _copy(config, source, hdfs, catalog, load_id, namespace, plan, coverage, numbers,
+            _copy(config, source, hdfs, index, load_id, namespace, plan, coverage, numbers,
                   size, hand_over, progress, lambda: stop() or abort.is_set(), on_hot_copied)
         finally:
             hand_over(None)
@@ -184,13 +185,14 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
         copying = pool.submit(copy_all)
         # Spark starts while the first chunks are copied (and bucketed here meanwhile).
         spark = pool.submit(spark_session, config, "debl-dist_ch")
-        bucketer = Bucketer(config, load_id, namespace, catalog, hdfs, spark, decided, rejects,
+        bucketer = Bucketer(config, load_id, namespace, index, hdfs, spark, decided, rejects,
                             early)
         fetcher = fetching = None
         if early is not None and config.loading.demand_fetch:
             fetcher = DemandFetcher(config, source, load_id, namespace.chunk_dir,
                                     [*plan.hot, *plan.cold], {seq for seq, _ in plan.hot},
-                                    coverage, numbers, early, bucketer.bucket, catalog, progress)
+                                    coverage, numbers, early, bucketer.bucket, catalog.early,
+                                    index, progress)
             fetching = pool.submit(fetcher.run, stop_fetching)
         try:
             while (item := _next(copied, fetching)) is not None:
@@ -255,7 +257,7 @@ def _numbers(done: list[Chunk]) -> Callable[[], int]:
     return next_number
 
 
-def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_id: str,
+def _copy(config: Config, source: Source, hdfs: WebHDFS, index: IndexCatalog, load_id: str,
           namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
           numbers: Callable[[], int], size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
@@ -278,8 +280,8 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, catalog: Catalog, load_
                     break
                 remaining -= chunk.bytes
                 size.took(chunk.bytes)
-                catalog.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
-                                     chunk.lines)
+                index.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
+                                   chunk.lines)
                 if hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, time.time() - t0))
@@ -296,7 +298,7 @@ def number_lines(config: Config, load_id: str, rejects: RejectWriter) -> None:
     order (named by ``loaders.rejects.pending_line``) their line numbers, from the lines of
     every segment before theirs."""
     with Catalog(config) as catalog:
-        chunks = [Chunk.of(c) for c in catalog.chunks(load_id) if c.state == "bucketed"]
+        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id) if c.state == "bucketed"]
     first: dict[tuple[str, int], int] = {}
     by_file: dict[int, list] = {}
     for chunk in chunks:

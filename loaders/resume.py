@@ -42,10 +42,10 @@ class ResumeState:
 def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
     """The state *load_id* continues from, after the checks above (LoadStateError if it may
     not be resumed). Marks it ``running`` again if it had failed before its uptime."""
-    load = catalog.load(load_id)
+    load = catalog.loads.load(load_id)
     if load is None:
         raise LoadStateError(f"no load {load_id!r}; `debl status` lists the loads")
-    newest = catalog.load()
+    newest = catalog.loads.load()
     if newest.load_id != load_id:
         raise LoadStateError(f"load {load_id} cannot be resumed: load {newest.load_id} started "
                              "after it (only the newest load can be resumed; the current day "
@@ -56,13 +56,13 @@ def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
     if load.state == "up" and hot_done:
         raise LoadStateError(f"load {load_id} is already up; nothing to resume")
     _check_unchanged(catalog, source, load_id)
-    recorded = catalog.files(load_id)
+    recorded = catalog.files.files(load_id)
     files = [(f.file_seq, SourceFile(unescape_name(f.name), f.size, f.mtime)) for f in recorded]
-    chunks = catalog.chunks(load_id)
+    chunks = catalog.index.chunks(load_id)
     done = [Chunk.of(c) for c in chunks if c.state == "bucketed"]
-    catalog.forget_chunks(load_id, [c.chunk_no for c in chunks if c.state != "bucketed"])
+    catalog.index.forget_chunks(load_id, [c.chunk_no for c in chunks if c.state != "bucketed"])
     if load.state != "up":
-        catalog.update_load(load_id, state="running", error=None)
+        catalog.loads.update_load(load_id, state="running", error=None)
     return ResumeState(load, files, {f.file_seq for f in recorded if f.hot}, load.bucket_map,
                        done, hot_done)
 
@@ -72,7 +72,7 @@ def _check_unchanged(catalog: Catalog, source: Source, load_id: str) -> None:
     recorded byte offsets would be read in another file (a fragment can parse as a valid line
     with another id1)."""
     recorded = [SourceFile(unescape_name(f.name), f.size, f.mtime)
-                for f in catalog.files(load_id)]
+                for f in catalog.files.files(load_id)]
     changed = changed_files(source, recorded)
     if changed:
         shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more"

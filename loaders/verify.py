@@ -61,7 +61,8 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
     *source_spec* reads it from there instead of the recorded one (an HTTP source's
     credentials come from the config, as for the load)."""
     with Catalog(config) as catalog:
-        load = catalog.load(load_id) if load_id else (catalog.current() or catalog.load())
+        loads = catalog.loads
+        load = loads.load(load_id) if load_id else (loads.current() or loads.load())
         if load is None:
             raise LoadStateError(f"no load {load_id!r}" if load_id else "no load has run yet")
         if load.dropped is not None:
@@ -69,11 +70,11 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
                                  "replaced it): only loads whose stores exist can be verified")
         load_id = load.load_id
         report = VerifyReport(load_id, load.state)
-        files = [replace(f, name=unescape_name(f.name)) for f in catalog.files(load_id)]
-        counts = catalog.file_counts(load_id)
-        buckets = catalog.buckets(load_id)
-        jobs = {j.b_index: j for j in catalog.jobs(load_id)}
-        part_paths = {b.b_index: catalog.bucket_paths(b.b_index, load_id) for b in buckets}
+        files = [replace(f, name=unescape_name(f.name)) for f in catalog.files.files(load_id)]
+        counts = catalog.files.file_counts(load_id)
+        buckets = catalog.index.buckets(load_id)
+        jobs = {j.b_index: j for j in catalog.jobs.jobs(load_id)}
+        part_paths = {b.b_index: catalog.index.bucket_paths(b.b_index, load_id) for b in buckets}
 
     rejects: dict[str, int] = defaultdict(int)
     for name, _, _, _ in read_rejects(reject_path(config, load_id)):

@@ -40,12 +40,12 @@ def namespaced(config):
 
 def hot_names(config, load_id: str) -> set[str]:
     with Catalog(config) as catalog:
-        return {f.name for f in catalog.files(load_id) if f.hot}
+        return {f.name for f in catalog.files.files(load_id) if f.hot}
 
 
 def _namespace(config, load_id: str):
     with Catalog(config) as catalog:
-        return catalog.load(load_id).namespace
+        return catalog.loads.load(load_id).namespace
 
 
 def hbase_count(config, load_id: str) -> int:
@@ -193,8 +193,8 @@ def test_hbase_baselines_hold_every_merged_row_at_uptime(config, spark, bench, d
                                        approach=approach))
     assert hbase_count(config, summary.load_id) == reference_store(data_dir, every).count()
     with Catalog(config) as catalog:
-        load = catalog.load(summary.load_id)
-        phases = {p.phase for p in catalog.phases(summary.load_id)}
+        load = catalog.loads.load(summary.load_id)
+        phases = {p.phase for p in catalog.phases.phases(summary.load_id)}
     assert load.approach == approach and load.state == "up"
     assert abs(load.uptime - load.started - summary.uptime_s) < 0.01
     step = "gen_hf" if approach == "bulkLoad-hbase" else "batch_put"

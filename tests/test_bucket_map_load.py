@@ -107,8 +107,8 @@ def clustered(stack_config, spark, tmp_path_factory):
 def test_clustered_ids_land_in_even_buckets_at_recorded_split_points(clustered):
     config, directory, summary, _, cold = clustered
     with Catalog(config) as catalog:
-        bucket_map = catalog.load(summary.load_id).bucket_map
-        buckets = catalog.buckets(summary.load_id)
+        bucket_map = catalog.loads.load(summary.load_id).bucket_map
+        buckets = catalog.index.buckets(summary.load_id)
     assert bucket_map is not None and not bucket_map.width
     assert summary.bucket_map == bucket_map.to_dict()
     assert {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi) for b in buckets} \
@@ -139,11 +139,11 @@ def test_converted_buckets_answer_as_the_reference_even_at_2_63_minus_1(clustere
     with GenHF(config) as gen_hf:
         gen_hf.serve(until_complete=True)
     with Catalog(config) as catalog:
-        load = catalog.current()
+        load = catalog.loads.current()
         bucket_map = load.bucket_map
-        assert set(catalog.job_states(load.load_id).values()) == {"loaded"}
+        assert set(catalog.jobs.job_states(load.load_id).values()) == {"loaded"}
         boundaries = bucket_split_keys(bucket_map,
-                                       [b.b_index for b in catalog.buckets(load.load_id)])
+                                       [b.b_index for b in catalog.index.buckets(load.load_id)])
     # pre-split at the bucket boundaries
     assert split_keys(spark, config, load.namespace.hbase_table) == boundaries
 
@@ -177,10 +177,10 @@ def range_dump(stack_config, spark, tmp_path_factory):
 def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conversion(range_dump):
     config, directory, _, hot, reference = range_dump
     with Catalog(config) as catalog:
-        load = catalog.current()
-        buckets = catalog.buckets(load.load_id)
+        load = catalog.loads.current()
+        buckets = catalog.index.buckets(load.load_id)
         bucket_map = load.bucket_map
-        runs = sum(state != "pending" for state in catalog.job_states(load.load_id).values())
+        runs = sum(state != "pending" for state in catalog.jobs.job_states(load.load_id).values())
     assert runs == 0 and len(buckets) >= 3  # nothing converted
     hot_ids = {link.id1 for _, name, _, link, _ in raw_rows(directory) if name in hot}
     assert max(b.c_hi for b in buckets) < min(hot_ids)
@@ -214,8 +214,8 @@ def test_a_buffered_cold_query_steers_gen_hf_and_is_released_with_the_reference_
     config, _, _, _, reference = range_dump
     config = config.replace(raw_after=None)  # the paper's buffering
     with Catalog(config) as catalog:
-        load = catalog.current()
-        buckets = catalog.buckets(load.load_id)
+        load = catalog.loads.current()
+        buckets = catalog.index.buckets(load.load_id)
         bucket_map = load.bucket_map
     # The highest bucket with cold rows: demand, not bucket order, must bring it first.
     assert len(buckets) > config.gen_hf.run_buckets
@@ -230,7 +230,7 @@ def test_a_buffered_cold_query_steers_gen_hf_and_is_released_with_the_reference_
         asking.start()
         with Catalog(config) as catalog:
             deadline = time.monotonic() + 10
-            while catalog.demand(load.load_id).get(wanted, 0) < 1:
+            while catalog.serving.demand(load.load_id).get(wanted, 0) < 1:
                 assert time.monotonic() < deadline, "the buffered query's demand never came"
                 time.sleep(0.05)
         with GenHF(config) as gen_hf:
@@ -262,9 +262,9 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             with Catalog(config) as catalog:
-                load = catalog.load()
+                load = catalog.loads.load()
                 if load and load.state == "running" and load.bucket_map:
-                    if any(c.state == "bucketed" for c in catalog.chunks(load.load_id)):
+                    if any(c.state == "bucketed" for c in catalog.index.chunks(load.load_id)):
                         load_id, recorded_map = load.load_id, load.bucket_map
                         break
             time.sleep(0.1)
@@ -279,9 +279,9 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
 
     summary = run_load(other, str(directory), LoadOptions(hot_bytes=None), resume=load_id)
     with Catalog(config) as catalog:
-        assert catalog.load(load_id).bucket_map == recorded_map
+        assert catalog.loads.load(load_id).bucket_map == recorded_map
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
-                   for b in catalog.buckets(load_id)}
+                   for b in catalog.index.buckets(load_id)}
     assert summary.bucket_map == recorded_map.to_dict()
     cold = {f.name for f in source.list()}
     assert buckets == expected_buckets(directory, cold, recorded_map)

@@ -63,13 +63,13 @@ def _lock_holder(config, name: str):
 
 def _new_running_load(config, before: str | None):
     with Catalog(config) as catalog:
-        load = catalog.load()
+        load = catalog.loads.load()
     return load.load_id if load and load.state == "running" and load.load_id != before else None
 
 
 def _latest(config):
     with Catalog(config) as catalog:
-        return catalog.load()
+        return catalog.loads.load()
 
 
 def hot_file(directory: Path, lines: int = 3000) -> Path:
@@ -127,7 +127,7 @@ def test_two_gen_hf_at_once_never_convert_a_bucket_twice(stack_config, spark, tm
     assert "Traceback" not in second.stderr
     assert first.returncode == 0, err[-2000:]
     with Catalog(stack_config) as catalog:
-        jobs = catalog.jobs(catalog.current().load_id)
+        jobs = catalog.jobs.jobs(catalog.loads.current().load_id)
     assert jobs and {j.state for j in jobs} == {"loaded"}
     assert [j.attempts for j in jobs] == [1] * len(jobs)  # each converted once
 
@@ -229,8 +229,8 @@ def test_a_new_load_under_a_running_coordinator_never_gets_empty_answers(stack_c
             asker.join(150)
     assert wrong == [] and errors == []
     with Catalog(stack_config) as catalog:
-        started = catalog.load(second).started
-        uptime = catalog.load(second).uptime
+        started = catalog.loads.load(second).started
+        uptime = catalog.loads.load(second).uptime
     # Queries were answered from the first load after the second one began, and from the
     # second from the coordinator's first poll after its uptime (3 s here, and slack).
     assert any(t >= started and served == first.load_id for t, served in answered)
@@ -239,4 +239,4 @@ def test_a_new_load_under_a_running_coordinator_never_gets_empty_answers(stack_c
 
 def _phase_started(config, load_id: str, phase: str) -> bool:
     with Catalog(config) as catalog:
-        return any(p.phase == phase for p in catalog.phases(load_id))
+        return any(p.phase == phase for p in catalog.phases.phases(load_id))

@@ -104,7 +104,7 @@ def _craft(directory: Path) -> None:
 
 def _files(config: Config, load_id: str) -> list[tuple[int, str, bool]]:
     with Catalog(config) as catalog:
-        return [(f.file_seq, f.name, f.hot) for f in catalog.files(load_id)]
+        return [(f.file_seq, f.name, f.hot) for f in catalog.files.files(load_id)]
 
 
 def _rows(directory: Path, files):
@@ -142,7 +142,7 @@ class World:
                 hbase.write_links(self.cold_rows[b])
         with Catalog(self.config) as catalog:
             before = time.monotonic()
-            catalog.set_job_state(self.load.load_id, buckets, "loaded", run_id="test")
+            catalog.jobs.set_job_state(self.load.load_id, buckets, "loaded", run_id="test")
         return before
 
     def ids_in(self, b: int) -> list[tuple[int, int]]:
@@ -187,7 +187,7 @@ def world(stack_config, tmp_path_factory):
     loaded_at = time.monotonic()
     early["thread"].join(30)
     with Catalog(config) as catalog:
-        load = catalog.load(summary.load_id)
+        load = catalog.loads.load(summary.load_id)
     with HBaseStore(config, load.namespace.hbase_table) as hbase:  # gen_HF makes it pre-split
         hbase.reset()
 
@@ -218,7 +218,7 @@ def _expected(w: World, id1: int, lt: int = LT, *args) -> list[Link]:
 
 def _my_demand(w: World, coordinator: Coordinator) -> dict[int, int]:
     with Catalog(w.config) as catalog:
-        return {row.b_index: row.waiting for row in catalog.published_demand(w.load.load_id)
+        return {row.b_index: row.waiting for row in catalog.serving.published_demand(w.load.load_id)
                 if row.coordinator == coordinator.coordinator_id}
 
 
@@ -270,7 +270,7 @@ def test_ids_without_a_cold_bucket_are_answered_at_once_by_mysql(world):
 
 def test_mysql_is_asked_only_for_keys_the_hot_key_filter_may_hold(world):
     with Catalog(world.config) as catalog:
-        dataset = Dataset.of(catalog.serving_state())
+        dataset = Dataset.of(catalog.serving.serving_state())
         load = dataset.load
     assert dataset.hot_keys is not None
     hot = set(world.hot_reference.keys())
@@ -306,7 +306,7 @@ def test_a_pending_bucket_blocks_publishes_demand_and_is_released_when_loaded(wo
     assert all(t.is_alive() for t in threads)  # still buffered
     assert _eventually(lambda: _my_demand(world, c) == {1: len(ids)}, 3 * POLL + 1)
     with Catalog(world.config) as catalog:
-        assert catalog.demand(world.load.load_id).get(1, 0) >= len(ids)
+        assert catalog.serving.demand(world.load.load_id).get(1, 0) >= len(ids)
 
     landed = world.land(1)
     for t in threads:

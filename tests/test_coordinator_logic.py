@@ -32,12 +32,14 @@ BUFFERING = Config(poll_interval=POLL, raw_after=None)  # the paper's coordinato
 
 
 class FakeCatalog:
-    """The catalog reads the coordinator makes, from a shared mutable ``world``: its
-    ``current`` load (a dict, or None), its ``newest`` (default: the current), the job states
-    of the current load."""
+    """The catalog's serving role as the coordinator reads and publishes it
+    (``catalog.serving``), from a shared mutable ``world``: its ``current`` load (a dict, or
+    None), its ``newest`` (default: the current), the job states of the current load."""
 
     def __init__(self, world: dict) -> None:
         self.world = world
+        self.serving = self  # the one role the coordinator's poller reads
+        self.index = None  # the raw reader's, a fake of its own (FakeRawReader)
 
     def __enter__(self):
         return self
@@ -136,7 +138,7 @@ def world(monkeypatch):
     monkeypatch.setattr(sources_module, "HBaseStore",
                         lambda config, table: world["tables"].append(table) or cold)
     world["raw"] = FakeRawReader(cold)
-    monkeypatch.setattr(coordinator_module, "RawReader", lambda config, catalog: world["raw"])
+    monkeypatch.setattr(coordinator_module, "RawReader", lambda config, index: world["raw"])
     return world
 
 

@@ -62,7 +62,7 @@ def days(stack_config, tmp_path_factory):
 
 def _day_of(config, refs) -> dict[str, int]:
     with Catalog(config) as catalog:
-        return {load.load_id: day for day in refs for load in catalog.loads()
+        return {load.load_id: day for day in refs for load in catalog.loads.loads()
                 if load.source == str(refs[day][0])}
 
 
@@ -115,7 +115,7 @@ def test_clients_asking_across_the_next_days_load_get_each_days_exact_answer(day
     assert max(b - a for a, b in zip(times, times[1:])) < 1.0  # never a stretch without answer
     # Cleanup (keep_previous_load 0): day 1's stores are gone, day 2's remain.
     with Catalog(config) as catalog:
-        gone, kept = catalog.load(day1.load_id), catalog.load(day2.load_id)
+        gone, kept = catalog.loads.load(day1.load_id), catalog.loads.load(day2.load_id)
     assert gone.dropped is not None and kept.dropped is None
     assert _store_exists(config, gone) == {"mysql": False, "hbase": False, "hdfs": False}
     assert _store_exists(config, kept)["mysql"] and _store_exists(config, kept)["hdfs"]
@@ -124,7 +124,7 @@ def test_clients_asking_across_the_next_days_load_get_each_days_exact_answer(day
 def test_a_next_day_killed_at_a_random_moment_leaves_today_answering_then_resumes(days, spark):
     config, refs = days
     with Catalog(config) as catalog:
-        today = catalog.current()
+        today = catalog.loads.current()
     assert today is not None and _day_of(config, refs)[today.load_id] == 2
     proc = subprocess.Popen([sys.executable, "-m", "debl", "load", str(refs[1][0]),
                              "--hot-bytes", str(OPTIONS.hot_bytes), "--chunk-size", "128KiB",
@@ -136,7 +136,7 @@ def test_a_next_day_killed_at_a_random_moment_leaves_today_answering_then_resume
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and new is None:
             with Catalog(config) as catalog:
-                newest = catalog.load()
+                newest = catalog.loads.load()
             if newest.load_id != today.load_id:
                 new = newest.load_id
             time.sleep(0.05)
@@ -146,8 +146,8 @@ def test_a_next_day_killed_at_a_random_moment_leaves_today_answering_then_resume
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with Catalog(config) as catalog:
-        assert catalog.current().load_id == today.load_id
-        assert catalog.load(new).state == "running"  # killed, never up
+        assert catalog.loads.current().load_id == today.load_id
+        assert catalog.loads.load(new).state == "running"  # killed, never up
     reference = refs[2][1]
     with Coordinator(config) as c:
         for key in sorted(reference.keys())[::40]:
@@ -165,7 +165,7 @@ def test_a_next_day_killed_at_a_random_moment_leaves_today_answering_then_resume
 def test_resuming_a_superseded_load_is_refused_naming_the_newer_one(days):
     config, refs = days
     with Catalog(config) as catalog:
-        loads = catalog.loads()
+        loads = catalog.loads.loads()
     newest, older = loads[0], loads[1]
     with pytest.raises(LoadStateError, match=rf"{older.load_id} cannot be resumed: load "
                                              rf"{newest.load_id} started after it"):
@@ -178,7 +178,7 @@ def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
     previous = run_load(kept, str(refs[1][0]), OPTIONS).load_id
     day_a = run_load(kept, str(refs[2][0]), OPTIONS)
     with Catalog(config) as catalog:
-        assert catalog.previous() == previous
+        assert catalog.loads.previous() == previous
     with Coordinator(config) as c:
         assert c.query(1, 7, timeout=60).load_id == day_a.load_id
         assert rollback(config) == (day_a.load_id, previous)
@@ -210,7 +210,7 @@ def test_a_run_of_yesterday_never_writes_into_today(days, spark, monkeypatch):
     re-create the old day's table nor touch the new day's."""
     config, refs = days
     with Catalog(config) as catalog:
-        yesterday = catalog.current()
+        yesterday = catalog.loads.current()
     held, go = threading.Event(), threading.Event()
     real = gen_hf_module.bulk_load
 
@@ -227,15 +227,15 @@ def test_a_run_of_yesterday_never_writes_into_today(days, spark, monkeypatch):
         assert held.wait(300), "the run never reached its bulk load"
         today = run_load(config, str(refs[1][0]), OPTIONS)  # current now; yesterday dropped
         with Catalog(config) as catalog:
-            assert catalog.load(yesterday.load_id).dropped is not None
+            assert catalog.loads.load(yesterday.load_id).dropped is not None
         go.set()
         run.join(300)
     assert result["run"] is None  # the run ended: its load is not current, its stores dropped
     assert _store_exists(config, yesterday)["hbase"] is False  # never re-created
     with Catalog(config) as catalog:
-        assert {j.state for j in catalog.jobs(today.load_id)} == {"pending"}
+        assert {j.state for j in catalog.jobs.jobs(today.load_id)} == {"pending"}
     with Catalog(config) as catalog:
-        ns = catalog.load(today.load_id).namespace
+        ns = catalog.loads.load(today.load_id).namespace
     with HBaseStore(config, ns.hbase_table) as hbase:
         assert not hbase.table_exists() or hbase.count() == 0
 
@@ -245,8 +245,8 @@ def test_the_new_days_first_runs_follow_yesterdays_queries(days, spark):
     ranges that yesterday's queries asked most, which bucket order would convert last."""
     config, refs = days
     with Catalog(config) as catalog:
-        yesterday = catalog.current()
-        buckets = catalog.buckets(yesterday.load_id)
+        yesterday = catalog.loads.current()
+        buckets = catalog.index.buckets(yesterday.load_id)
     last = max(buckets, key=lambda b: b.b_index)
     keys = [k for k in sorted(refs[1][1].keys()) if last.c_lo <= k[0] <= last.c_hi][:30]
     with Coordinator(config.replace(raw_after=0.0)) as c:
@@ -255,13 +255,13 @@ def test_the_new_days_first_runs_follow_yesterdays_queries(days, spark):
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         with Catalog(config) as catalog:
-            if catalog.asks(yesterday.load_id).get(last.b_index, 0) >= len(keys):
+            if catalog.serving.asks(yesterday.load_id).get(last.b_index, 0) >= len(keys):
                 break
         time.sleep(0.1)
     day2 = run_load(config.replace(keep_previous_load=3600.0), str(refs[2][0]), OPTIONS)
     with GenHF(config.replace(run_buckets=1)) as service:
         first = service.run_once()
     with Catalog(config) as catalog:
-        new_buckets = catalog.buckets(day2.load_id)
+        new_buckets = catalog.index.buckets(day2.load_id)
     assert first.buckets == (max(b.b_index for b in new_buckets
                                  if b.c_lo <= keys[0][0] <= b.c_hi),)

@@ -448,7 +448,7 @@ def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_conf
     with pytest.raises(ServiceError, match=r"HDFS at 127.0.0.1:\d+ did not answer") as err:
         run_load(config, str(tmp_path), LoadOptions(bucket_width=100))
     with Catalog(config) as catalog:
-        load = catalog.load()
+        load = catalog.loads.load()
     assert load.state == "failed"
     assert getattr(err.value, "__notes__", []) == [
         f"load {load.load_id} stopped there; once that is fixed (`debl stack up` for a service "

@@ -114,10 +114,12 @@ def test_a_bad_driver_memory_is_refused(text):
 
 
 class _Catalog:
-    """The catalog calls of a run, over a scripted bucket index (job states recorded)."""
+    """The catalog calls of a run, over a scripted bucket index (job states recorded): one
+    object in every role gen_HF reads."""
 
     def __init__(self, buckets):
-        self.index = {b.b_index: b for b in buckets}
+        self.loads = self.index = self.serving = self.jobs = self
+        self.by_index = {b.b_index: b for b in buckets}
         self.calls = []
 
     def current(self):
@@ -128,7 +130,7 @@ class _Catalog:
         return None
 
     def buckets(self, load_id):
-        return list(self.index.values())
+        return list(self.by_index.values())
 
     def demand(self, load_id):
         return {}
@@ -136,12 +138,12 @@ class _Catalog:
     def set_job_state(self, load_id, buckets, state, run_id=None, error=None, **where):
         self.calls.append((list(buckets), state, error))
         for b in buckets:
-            self.index[b] = replace(self.index[b], state=state)
+            self.by_index[b] = replace(self.by_index[b], state=state)
         return list(buckets)
 
     def finish_run(self, load_id, run_id, loaded):
         for b in loaded:
-            self.index[b] = replace(self.index[b], state="loaded")
+            self.by_index[b] = replace(self.by_index[b], state="loaded")
         return list(loaded)
 
 

@@ -117,7 +117,7 @@ def hostile(stack_config, spark, tmp_path_factory):
 
 def _current(config):
     with Catalog(config) as catalog:
-        return catalog.current()
+        return catalog.loads.current()
 
 
 def _mysql_rows(config) -> set[Link]:
@@ -165,9 +165,9 @@ def test_crlf_files_load_exactly_as_their_lf_twins(hostile):
     assert _mysql_rows(config) == all_rows(reference_store(twin, hot, "hot", LIMIT))
     with Catalog(config) as catalog:
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
-                   for b in catalog.buckets(summary.load_id)}
+                   for b in catalog.index.buckets(summary.load_id)}
         hot_buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
-                       for b in catalog.buckets(summary.load_id, hot=True)}
+                       for b in catalog.index.buckets(summary.load_id, hot=True)}
     assert buckets == expected_buckets(twin, cold, BucketMap.fixed(WIDTH), LIMIT)
     # The hot files were bucketed too (read raw until MySQL took them over), as their twins.
     assert hot_buckets == expected_buckets(twin, hot, BucketMap.fixed(WIDTH), LIMIT)
@@ -241,16 +241,16 @@ def test_max_bad_exceeded_is_a_clear_error_and_leaves_nothing_visible(hostile):
                  LoadOptions(hot_since=HOT_SINCE, chunk_size=64 * 1024, bucket_width=WIDTH,
                              max_bad=2 * len(HOSTILE) - 1))
     with Catalog(config) as catalog:
-        load = catalog.load()
+        load = catalog.loads.load()
         assert load.state == "failed" and "bad lines" in load.error
-        current = catalog.current()
+        current = catalog.loads.current()
     assert current.load_id != load.load_id  # the day before serves on
     with Coordinator(config) as coordinator:
         assert coordinator.query(7, LT, timeout=30).load_id == current.load_id
     with GenHF(config) as gen_hf:
         gen_hf.run_once()
     with Catalog(config) as catalog:  # nothing of a failed load is converted
-        assert {j.state for j in catalog.jobs(load.load_id)} <= {"pending"}
+        assert {j.state for j in catalog.jobs.jobs(load.load_id)} <= {"pending"}
 
 
 def test_the_largest_id_loads_cold_too(hostile, tmp_path):

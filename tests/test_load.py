@@ -41,10 +41,10 @@ def dataset(tmp_path_factory):
 def snapshot(config) -> dict:
     """What the current load leaves behind: bucket index, job rows, MySQL rows."""
     with Catalog(config) as catalog:
-        load = catalog.current()
+        load = catalog.loads.current()
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
-                   for b in catalog.buckets(load.load_id)}
-        jobs = catalog.job_states(load.load_id)
+                   for b in catalog.index.buckets(load.load_id)}
+        jobs = catalog.jobs.job_states(load.load_id)
     assert load.hot_in_mysql  # the load ended with MySQL holding its hot keys
     conn = connect(config)
     try:
@@ -104,7 +104,7 @@ def test_copy_and_dist_ch_overlap(stack_config, loaded):
     summary, _ = loaded
     assert summary.chunks >= 4
     with Catalog(stack_config) as catalog:
-        phases = catalog.phases(summary.load_id)
+        phases = catalog.phases.phases(summary.load_id)
     copy = {p.item: (p.started, p.ended) for p in phases if p.phase == "copy"}
     dist = {p.item: (p.started, p.ended) for p in phases if p.phase == "dist_ch"}
     assert set(copy) == set(dist) and len(dist) == summary.chunks
@@ -128,10 +128,10 @@ def test_killed_load_resumes_to_the_same_state(stack_config, dataset, loaded, tm
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             with Catalog(stack_config) as catalog:
-                load = catalog.load()
+                load = catalog.loads.load()
                 if load and load.state == "running" and load.load_id != loaded[0].load_id:
                     load_id = load.load_id
-                    done = [c for c in catalog.chunks(load_id) if c.state == "bucketed"]
+                    done = [c for c in catalog.index.chunks(load_id) if c.state == "bucketed"]
                     if len(done) >= 2:
                         break
             time.sleep(0.1)
@@ -140,13 +140,14 @@ def test_killed_load_resumes_to_the_same_state(stack_config, dataset, loaded, tm
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with Catalog(stack_config) as catalog:
-        bucketed_before = [c.chunk_no for c in catalog.chunks(load_id) if c.state == "bucketed"]
-        assert catalog.load(load_id).state == "running"  # killed, never up
+        bucketed_before = [c.chunk_no for c in catalog.index.chunks(load_id)
+                           if c.state == "bucketed"]
+        assert catalog.loads.load(load_id).state == "running"  # killed, never up
     resumed = run_load(stack_config, str(directory), OPTIONS, resume=load_id)
     assert resumed.load_id == load_id
     assert snapshot(stack_config) == uninterrupted
     with Catalog(stack_config) as catalog:
-        phases = catalog.phases(load_id)
+        phases = catalog.phases.phases(load_id)
     # A chunk bucketed before the kill was not bucketed again.
     for chunk_no in bucketed_before:
         runs = [p for p in phases if p.phase == "dist_ch" and p.item == f"{chunk_no:05d}"]
@@ -169,12 +170,12 @@ def test_max_bad_fails_the_load_with_a_clear_message(stack_config, dataset):
 
     directory, generated, _, _ = dataset
     with Catalog(stack_config) as catalog:
-        current = catalog.current()
+        current = catalog.loads.current()
     with pytest.raises(BadInputError, match="bad lines"):
         run_load(stack_config, str(directory), replace(OPTIONS, max_bad=2))
     with Catalog(stack_config) as catalog:
-        assert catalog.load().state == "failed"
-        assert catalog.current() == current  # the current day serves on
+        assert catalog.loads.load().state == "failed"
+        assert catalog.loads.current() == current  # the current day serves on
 
 
 def test_missing_source_is_a_clear_error(stack_config, tmp_path):

@@ -57,9 +57,9 @@ def nothing_visible(config, load_id: str) -> None:
     """Nothing of the failed load *load_id* is served or converted: the current day (if any)
     goes on answering."""
     with Catalog(config) as catalog:
-        assert catalog.load().load_id == load_id
-        assert catalog.load().state == "failed"
-        current = catalog.current()
+        assert catalog.loads.load().load_id == load_id
+        assert catalog.loads.load().state == "failed"
+        current = catalog.loads.current()
     with Coordinator(config) as c:
         if current is None:
             with pytest.raises(ServiceError, match=f"{load_id} failed"):
@@ -69,7 +69,7 @@ def nothing_visible(config, load_id: str) -> None:
     with GenHF(config) as gen_hf:
         gen_hf.run_once()  # converts nothing of a load that is not up
     with Catalog(config) as catalog:
-        assert {j.state for j in catalog.jobs(load_id)} <= {"pending"}
+        assert {j.state for j in catalog.jobs.jobs(load_id)} <= {"pending"}
 
 
 def test_a_transfer_cut_four_bytes_short_is_resumed_and_answers_stay_exact(stack_config, spark,
@@ -109,8 +109,8 @@ def test_a_server_that_always_drops_fails_the_load_and_nothing_is_visible(stack_
                                               rf"{path.stat().st_size}.*resumes in a row"):
             run_load(stack_config.replace(source_retries=2), server.url, COLD)
     with Catalog(stack_config) as catalog:
-        load_id = catalog.load().load_id
-        assert "failed at byte" in catalog.load().error
+        load_id = catalog.loads.load().load_id
+        assert "failed at byte" in catalog.loads.load().error
     nothing_visible(stack_config, load_id)
 
 
@@ -125,7 +125,7 @@ def test_a_listing_that_lies_about_a_size_fails_the_load_clearly(stack_config, s
                                               rf"{size} bytes.*changed after it was listed"):
             run_load(stack_config, server.url, COLD)
     with Catalog(stack_config) as catalog:
-        nothing_visible(stack_config, catalog.load().load_id)
+        nothing_visible(stack_config, catalog.loads.load().load_id)
 
 
 def test_a_file_that_changes_while_it_is_copied_fails_the_load_clearly(stack_config, spark,
@@ -136,7 +136,7 @@ def test_a_file_that_changes_while_it_is_copied_fails_the_load_clearly(stack_con
         with pytest.raises(SourceError, match="'links.tsv': it changed while it was read"):
             run_load(stack_config, server.url, HOT)
     with Catalog(stack_config) as catalog:
-        nothing_visible(stack_config, catalog.load().load_id)
+        nothing_visible(stack_config, catalog.loads.load().load_id)
 
 
 @pytest.fixture()
@@ -149,8 +149,8 @@ def failed_midway(stack_config, spark, tmp_path):
     with pytest.raises(SourceError, match="failed at byte"):
         run_load(stack_config.replace(source_retries=1), server.url, COLD)
     with Catalog(stack_config) as catalog:
-        load_id = catalog.load().load_id
-        bucketed = [c.chunk_no for c in catalog.chunks(load_id) if c.state == "bucketed"]
+        load_id = catalog.loads.load().load_id
+        bucketed = [c.chunk_no for c in catalog.index.chunks(load_id) if c.state == "bucketed"]
     assert bucketed, "no chunk was bucketed before the failure"
     server.drops.clear()  # the server is healthy again
     yield tmp_path, server, load_id, len(bucketed)
@@ -217,8 +217,8 @@ def test_a_load_killed_after_a_file_without_final_newline_is_resumed(stack_confi
         with pytest.raises(SourceError, match="failed at byte"):
             run_load(stack_config.replace(source_retries=1), server.url, options)
         with Catalog(stack_config) as catalog:
-            load_id = catalog.load().load_id
-            chunks = catalog.chunks(load_id)
+            load_id = catalog.loads.load().load_id
+            chunks = catalog.index.chunks(load_id)
         assert [(c.chunk_no, c.state, c.bytes) for c in chunks[:1]] == \
             [(0, "bucketed", first.stat().st_size + 1)]
         server.drops.clear()

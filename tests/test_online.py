@@ -49,7 +49,7 @@ def online(stack_config, spark, tmp_path_factory):
 
 def _current(config) -> str:
     with Catalog(config) as catalog:
-        return catalog.current().load_id
+        return catalog.loads.current().load_id
 
 
 def lists(reference) -> list[tuple[int, int]]:
@@ -65,7 +65,7 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
     config, _, reference = online
     load_id = _current(config)
     with Catalog(config) as catalog:
-        buckets = [b.b_index for b in catalog.buckets(load_id)]
+        buckets = [b.b_index for b in catalog.index.buckets(load_id)]
     hot_pair = buckets[-2:]  # not the lowest: fifo/lowest-first would never choose them first
     keys = [k for b in hot_pair for k in
             [k for k in lists(reference) if MAP.bucket_of(k[0]) == b][:20]]
@@ -81,16 +81,16 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
         while sum(coordinator.waiting().values()) < len(keys) and time.time() < deadline:
             time.sleep(0.05)
         with Catalog(config) as catalog:  # published to MySQL within a poll interval or two
-            while set(catalog.demand(load_id)) != set(hot_pair) and time.time() < deadline:
+            while set(catalog.serving.demand(load_id)) != set(hot_pair) and time.time() < deadline:
                 time.sleep(0.05)
-            assert catalog.demand(load_id) == coordinator.waiting()
-            assert set(catalog.demand(load_id)) == set(hot_pair)
+            assert catalog.serving.demand(load_id) == coordinator.waiting()
+            assert set(catalog.serving.demand(load_id)) == set(hot_pair)
 
         with GenHF(config) as gen_hf:
             first = gen_hf.run_once()
         assert sorted(first.buckets) == sorted(hot_pair)
         with Catalog(config) as catalog:  # the run's two steps, recorded under the load
-            steps = {(p.phase, p.item): p for p in catalog.phases(load_id)}
+            steps = {(p.phase, p.item): p for p in catalog.phases.phases(load_id)}
         for step in ("hfiles", "bulkload"):
             assert steps[step, first.run_id].ended is not None
         assert steps["hfiles", first.run_id].ended <= steps["bulkload", first.run_id].started
@@ -99,7 +99,7 @@ def test_demand_steers_gen_hf_and_released_answers_are_right(online):
             t.join(timeout=30)
         assert len(answers) == len(keys)
         with Catalog(config) as catalog:
-            ended = max(j.ended for j in catalog.jobs(load_id) if j.b_index in hot_pair)
+            ended = max(j.ended for j in catalog.jobs.jobs(load_id) if j.b_index in hot_pair)
         for key, got, answered_at in answers:
             assert got == reference.get_link_list(*key)
             # Released by the coordinator's next poll after `loaded`, not eventually: the bound
@@ -127,7 +127,7 @@ def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
         jvm = None
         while time.time() < deadline and proc.poll() is None:
             with Catalog(config) as catalog:
-                running = any(s == "running" for s in catalog.job_states(load_id).values())
+                running = any(s == "running" for s in catalog.jobs.job_states(load_id).values())
             jvm = procs.spark_driver(procs.tree(proc.pid))
             if running and jvm is not None:
                 break
@@ -158,7 +158,7 @@ def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online
         running = []
         while time.time() < deadline and not running:
             with Catalog(config) as catalog:
-                running = [b for b, s in catalog.job_states(load_id).items() if s == "running"]
+                running = [b for b, s in catalog.jobs.job_states(load_id).items() if s == "running"]
             time.sleep(0.05)
         assert running, "gen-hf never started a run"
         time.sleep(0.5)  # into the run: HFiles being written or loaded
@@ -166,12 +166,12 @@ def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with Catalog(config) as catalog:
-        left_running = [b for b, s in catalog.job_states(load_id).items() if s == "running"]
+        left_running = [b for b, s in catalog.jobs.job_states(load_id).items() if s == "running"]
 
     with GenHF(config) as gen_hf:
         gen_hf.serve(until_complete=True)
     with Catalog(config) as catalog:
-        assert set(catalog.job_states(load_id).values()) == {"loaded"}
+        assert set(catalog.jobs.job_states(load_id).values()) == {"loaded"}
     report = verify_load(config)
     assert report.ok, report.failures
     with Coordinator(config) as coordinator:
@@ -195,12 +195,12 @@ def test_gen_hf_refuses_a_bucket_whose_files_lost_rows(online):
     fs = WebHDFS(config)
     load_id = _current(config)
     with Catalog(config) as catalog:
-        bucket = catalog.buckets(load_id)[0]
-        prefix = catalog.bucket_paths(bucket.b_index, load_id)[0]
+        bucket = catalog.index.buckets(load_id)[0]
+        prefix = catalog.index.bucket_paths(bucket.b_index, load_id)[0]
         directory, stem = prefix.rsplit("/", 1)
         victim = next(s.path for s in fs.list(directory) if s.path.rsplit("/", 1)[1]
                       .startswith(stem + "."))
-        catalog.set_job_state(load_id, [bucket.b_index], "pending")
+        catalog.jobs.set_job_state(load_id, [bucket.b_index], "pending")
     fs.rename(victim, victim + "-moved")
     try:
         with GenHF(config) as gen_hf, pytest.raises(
@@ -208,7 +208,7 @@ def test_gen_hf_refuses_a_bucket_whose_files_lost_rows(online):
                                  rf"bucket index says {bucket.rows}"):
             gen_hf.run_once()
         with Catalog(config) as catalog:
-            assert catalog.job_states(load_id)[bucket.b_index] == "failed"
+            assert catalog.jobs.job_states(load_id)[bucket.b_index] == "failed"
     finally:
         fs.rename(victim + "-moved", victim)
     with GenHF(config) as gen_hf:

@@ -94,9 +94,9 @@ def raw(stack_config, spark, tmp_path_factory):
                                    bucket_width=WIDTH))
     assert summary.chunks >= 3 and summary.buckets >= 4 and summary.hot_rows
     with Catalog(config) as catalog:
-        files = [(f.file_seq, f.name, f.hot) for f in catalog.files(summary.load_id)]
-        prefixes = {b.b_index: catalog.bucket_paths(b.b_index, summary.load_id)
-                    for b in catalog.buckets(summary.load_id)}
+        files = [(f.file_seq, f.name, f.hot) for f in catalog.files.files(summary.load_id)]
+        prefixes = {b.b_index: catalog.index.bucket_paths(b.b_index, summary.load_id)
+                    for b in catalog.index.buckets(summary.load_id)}
     assert {name for _, name, hot in files if name.startswith("heavy-") and not hot} == \
         {"heavy-0.tsv", "heavy-1.tsv", "heavy-2.tsv"}
     fs = WebHDFS(config)
@@ -194,7 +194,7 @@ def test_links_and_status_commands_show_the_raw_route(raw):
     assert out.output.count("\n") == 2 + 3
     # Every coordinator so far published its counts (at the latest when it closed).
     with Catalog(config) as catalog:
-        answered, coordinators = catalog.answers(catalog.current().load_id)
+        answered, coordinators = catalog.serving.answers(catalog.loads.current().load_id)
     assert answered["raw"] > SAMPLE // 2 and coordinators >= 3
     out = CliRunner().invoke(status_command, ["--json"], obj=config)
     assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]
@@ -208,10 +208,10 @@ def test_the_readers_memory_stays_within_its_budget(raw):
     its rows is an error, never kept."""
     config, reference, _ = raw
     with Catalog(config) as catalog:
-        load_id = catalog.load().load_id
+        load_id = catalog.loads.load().load_id
         buckets = {b.b_index: RawBucket(load_id, b.b_index, b.rows)
-                   for b in catalog.buckets(load_id)}
-        reader = RawReader(config, catalog)
+                   for b in catalog.index.buckets(load_id)}
+        reader = RawReader(config, catalog.index)
         try:
             wrong = replace(buckets[1], rows=buckets[1].rows + 1)
             with pytest.raises(BucketFileError, match=r"the bucket index says"):
@@ -241,9 +241,9 @@ def test_buckets_opened_ahead_answer_and_stop_at_half_the_budget(raw):
         for key in _keys(reference)[:50]:
             assert c.get_link_list(*key) == reference.get_link_list(*key), key
     with Catalog(config) as catalog:
-        load_id = catalog.load().load_id
-        buckets = [RawBucket(load_id, b.b_index, b.rows) for b in catalog.buckets(load_id)]
-        one = RawReader(config, catalog)
+        load_id = catalog.loads.load().load_id
+        buckets = [RawBucket(load_id, b.b_index, b.rows) for b in catalog.index.buckets(load_id)]
+        one = RawReader(config, catalog.index)
         try:
             assert one.open_ahead(buckets[0])
             first = one.memory().bucket_bytes
@@ -253,7 +253,7 @@ def test_buckets_opened_ahead_answer_and_stop_at_half_the_budget(raw):
             one.close()
         # half the budget is more than bucket 0 and at most buckets 0 and 1, which both fit
         small = replace(config, raw_cache_bytes=max(2 * (first + 1), both + 1))
-        reader = RawReader(small, catalog)
+        reader = RawReader(small, catalog.index)
         try:
             assert len(buckets) >= 3
             assert [reader.open_ahead(b) for b in buckets] == [True, True] + [False] * (

@@ -108,9 +108,9 @@ def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mys
     moment MySQL takes the hot keys over, every answer equal to the reference."""
     config, data, reference, run, go = loading
     with Catalog(config) as catalog:
-        load = catalog.current()
+        load = catalog.loads.current()
         assert load.load_id == run.summary.load_id and load.hot_state == "loading"
-        assert catalog.buckets(load.load_id, hot=True)  # the hot files' buckets, read raw
+        assert catalog.index.buckets(load.load_id, hot=True)  # the hot files' buckets, read raw
     with Coordinator(config.replace(raw_after=0.0, poll_interval=0.1)) as c:
         sides = Counter()
         for key in data.keys:
@@ -152,14 +152,15 @@ def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mys
         assert seen["raw"] > 0 and seen["mysql"] > 0, seen  # both sides were answered from
     assert summary.taken_over_s is not None
     with Catalog(config) as catalog:
-        assert catalog.load(summary.load_id).hot_in_mysql
+        assert catalog.loads.load(summary.load_id).hot_in_mysql
     assert WebHDFS(config).status(load.namespace.hot_dir) is None  # removed after the readers
 
 
 def test_before_any_conversion_mysql_alone_and_the_raw_route_are_exact(awkward):
     config, data, reference = awkward
     with Catalog(config) as catalog:
-        assert {b.state for b in catalog.buckets(catalog.current().load_id)} == {"pending"}
+        current = catalog.loads.current().load_id
+        assert {b.state for b in catalog.index.buckets(current)} == {"pending"}
     with Coordinator(config.replace(raw_after=0.0)) as c:
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "raw"}, routes
@@ -204,7 +205,8 @@ def test_buffered_queries_are_released_with_the_exact_answer(awkward):
 def test_after_full_conversion_every_answer_is_exact(awkward):
     config, data, reference = awkward
     with Catalog(config) as catalog:
-        assert {b.state for b in catalog.buckets(catalog.current().load_id)} == {"loaded"}
+        current = catalog.loads.current().load_id
+        assert {b.state for b in catalog.index.buckets(current)} == {"loaded"}
     with Coordinator(config) as c:
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "merged"}, routes

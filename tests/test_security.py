@@ -276,14 +276,14 @@ def test_a_password_in_the_source_url_is_refused_before_anything_is_recorded(sta
 
     (tmp_path / "a.tsv").write_bytes(b"1\t1\t1\t1\tx\t1\t1\n2\t1\t1\t1\ty\t1\t1\n")
     with Catalog(stack_config) as catalog:
-        before = catalog.load()
+        before = catalog.loads.load()
     with HostileSource(tmp_path) as server:
         url = server.url.replace("http://", "http://alice:Pa55-in-the-URL@")
         with pytest.raises(SourceError, match="holds a password") as err:
             run_load(stack_config, url, LoadOptions(hot_bytes=1 << 30))
     assert "Pa55" not in str(err.value)
     with Catalog(stack_config) as catalog:
-        after = catalog.load()
+        after = catalog.loads.load()
     assert (after and after.load_id) == (before and before.load_id)
     assert _files_holding(stack_config.state_dir, b"Pa55-in-the-URL") == []
 

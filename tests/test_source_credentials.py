@@ -144,7 +144,7 @@ def test_a_load_from_a_guarded_source_shows_its_password_nowhere(stack_config, s
     assert scans >= 1 and leaked == []
     assert SECRET.encode() not in out + err + verified.stdout + verified.stderr
     with Catalog(stack_config) as catalog:
-        load = catalog.load()
+        load = catalog.loads.load()
     assert load.source == server.url and SECRET not in repr(load)
     assert _files_holding(stack_config.state_dir, SECRET.encode()) == []
 
@@ -177,9 +177,9 @@ def test_debl_status_never_shows_the_password_of_a_recorded_source(stack_config)
 
     load_id = new_load_id()
     with Catalog(stack_config) as catalog:
-        catalog.begin_load(load_id, "debl", "http://bob:hunter2@host/links", 1 << 20, {},
-                           Namespace.of(stack_config, load_id))
-        catalog.update_load(load_id, state="failed", error="a test's load")
+        catalog.loads.begin_load(load_id, "debl", "http://bob:hunter2@host/links", 1 << 20, {},
+                                 Namespace.of(stack_config, load_id))
+        catalog.loads.update_load(load_id, state="failed", error="a test's load")
     for args in (["status"], ["status", "--json"]):
         result = CliRunner().invoke(main, args, obj=stack_config)
         assert result.exit_code == 0, result.output

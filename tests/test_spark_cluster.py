@@ -208,9 +208,9 @@ def test_load_and_gen_hf_run_on_the_workers_and_answer_as_the_reference(cluster,
 
     load_id = summary["load_id"]
     with Catalog(config) as catalog:
-        assert catalog.current().load_id == load_id
-        assert set(catalog.job_states(load_id).values()) == {"loaded"}
-        assert len(catalog.buckets(load_id)) == summary["buckets"]
+        assert catalog.loads.current().load_id == load_id
+        assert set(catalog.jobs.job_states(load_id).values()) == {"loaded"}
+        assert len(catalog.index.buckets(load_id)) == summary["buckets"]
     report = verify_load(config)
     assert report.ok, report.failures
     # Buffering only: an answer can come only from MySQL and HBase, not from the raw route. A
@@ -218,9 +218,9 @@ def test_load_and_gen_hf_run_on_the_workers_and_answer_as_the_reference(cluster,
     # every bucket.
     sample = sorted(reference.keys())[::17]
     with Catalog(config) as catalog:
-        bucket_map = catalog.load(load_id).bucket_map
+        bucket_map = catalog.loads.load(load_id).bucket_map
         assert {bucket_map.bucket_of(id1) for id1, _ in sample} >= \
-            {b.b_index for b in catalog.buckets(load_id)}
+            {b.b_index for b in catalog.index.buckets(load_id)}
     with Coordinator(config.replace(raw_after=None)) as coordinator:
         for key in sample:
             answer = coordinator.query(*key, timeout=10)

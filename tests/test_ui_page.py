@@ -369,7 +369,7 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
             assert final["current"]["phases"]["dist_ch"]["done"] == 1.0
             assert "after the start" in final["current"]["facts"]["uptime"]
             with Catalog(config) as catalog:
-                buckets = catalog.buckets(done["day1"].load_id)
+                buckets = catalog.index.buckets(done["day1"].load_id)
             assert [c["state"] for c in final["cells"]] == ["pending"] * len(buckets)
             assert [c["b"] for c in final["cells"]] == [b.b_index for b in buckets]
             assert "[2500, 4999]" in final["cells"][1]["title"]
@@ -389,7 +389,7 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
             # gen_HF run by run: the buckets turn loaded as each run lands
             with GenHF(config) as gen_hf, Catalog(config) as catalog:
                 while gen_hf.run_once() is not None:
-                    loaded = sum(b.state == "loaded" for b in catalog.buckets(
+                    loaded = sum(b.state == "loaded" for b in catalog.index.buckets(
                         done["day1"].load_id))
                     wait_for(browser, f"{loaded} bucket(s) loaded", lambda s: sum(
                         c["state"] == "loaded" for c in s["cells"]) == loaded)

@@ -72,7 +72,7 @@ def test_a_load_killed_after_uptime_before_mysql_took_over_resumes_to_the_take_o
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             with Catalog(config) as catalog:
-                current = catalog.current()
+                current = catalog.loads.current()
             if current is not None and current.hot_state == "loading":
                 load = current
                 break
@@ -82,14 +82,14 @@ def test_a_load_killed_after_uptime_before_mysql_took_over_resumes_to_the_take_o
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with Catalog(config) as catalog:
-        killed = catalog.load(load.load_id)
+        killed = catalog.loads.load(load.load_id)
     assert (killed.state, killed.hot_state) == ("up", "loading")
     # Up, and exact: the hot rows from the hot files' buckets.
     assert _answers_exact(config, reference) <= {"raw", "none"}
     summary = run_load(config, str(directory), options, resume=load.load_id)
     assert summary.load_id == load.load_id and summary.taken_over_s is not None
     with Catalog(config) as catalog:
-        resumed = catalog.load(load.load_id)
+        resumed = catalog.loads.load(load.load_id)
     assert resumed.hot_in_mysql and resumed.hot_rows > 0
     assert "mysql" in _answers_exact(config, reference)
 
@@ -110,7 +110,7 @@ def test_a_hot_path_failing_in_mysql_after_uptime_leaves_exact_raw_answers(data,
         with LoadRun(config, str(directory), options) as run:
             up = run.wait_up()
             with Catalog(config) as catalog:
-                table = catalog.load(up.load_id).namespace.link_table
+                table = catalog.loads.load(up.load_id).namespace.link_table
             conn = connect(config)
             try:
                 with conn.cursor() as cur:
@@ -125,7 +125,7 @@ def test_a_hot_path_failing_in_mysql_after_uptime_leaves_exact_raw_answers(data,
     notes = "\n".join(getattr(failed.value, "__notes__", ()))
     assert f"--resume {up.load_id}" in notes and "hot files' buckets" in notes
     with Catalog(config) as catalog:
-        load = catalog.load(up.load_id)
+        load = catalog.loads.load(up.load_id)
     assert (load.state, load.hot_state) == ("up", "failed") and load.error
     assert _answers_exact(config, reference) <= {"raw", "none"}
     run_load(config, str(directory), options, resume=up.load_id)

@@ -125,7 +125,7 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
             service.stop()
         raise
     with Catalog(config) as catalog:
-        started = catalog.load(summary.load_id).started
+        started = catalog.loads.load(summary.load_id).started
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
                       (), approach.target)
     try:
@@ -138,7 +138,7 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     with Catalog(config) as catalog:
         phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
                                  None if p.ended is None else p.ended - started, p.bytes, p.rows)
-                       for p in catalog.phases(summary.load_id))
+                       for p in catalog.phases.phases(summary.load_id))
     run = dataclasses.replace(run, summary=final.as_dict(), phases=phases,
                               taken_over_s=final.taken_over_s)
     write_json(directory / f"{name}.json", run.to_dict())
@@ -207,7 +207,7 @@ def coordinator_config(config: Config, raw_route: bool) -> Config:
 def _full_availability(config: Config, run: ApproachRun) -> float | None:
     """Seconds from the load start to the last bucket loaded; None if some are not loaded."""
     with Catalog(config) as catalog:
-        jobs = catalog.jobs(run.load_id)
+        jobs = catalog.jobs.jobs(run.load_id)
     if any(j.state != "loaded" for j in jobs):
         return None
     last = max((j.ended for j in jobs if j.ended is not None), default=None)

@@ -168,8 +168,8 @@ def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: s
     _no_hot_options(options, "every file is cold")
     if resume:
         with Catalog(config) as catalog:
-            row = catalog.load(resume)
-            ended = catalog.phase_ended(resume, last_step)
+            row = catalog.loads.load(resume)
+            ended = catalog.phases.phase_ended(resume, last_step)
         if ended:
             raise LoadStateError(f"load {resume} is already up; nothing to resume")
         if row.state == "up" and row.summary:
@@ -196,9 +196,10 @@ def _finish(config: Config, summary: LoadSummary, progress: LoadProgress) -> Loa
     from the catalog, and say it is up."""
     t_up = time.time()
     with Catalog(config) as catalog:
-        summary.uptime_s = t_up - catalog.load(summary.load_id).started
-        summary.phases = phase_sums(catalog.phases(summary.load_id))
-        catalog.update_load(summary.load_id, state="up", uptime=t_up, summary=summary.as_dict())
+        summary.uptime_s = t_up - catalog.loads.load(summary.load_id).started
+        summary.phases = phase_sums(catalog.phases.phases(summary.load_id))
+        catalog.loads.update_load(summary.load_id, state="up", uptime=t_up,
+                                  summary=summary.as_dict())
     progress.up(summary)
     return summary
 
@@ -233,21 +234,21 @@ def _copy_files(config: Config, source_spec: str, options: LoadOptions,
     summary = LoadSummary(load_id, options.approach, source.describe(), cold_files=len(files),
                           cold_bytes=sum(f.size for f in files))
     with Catalog(config, replace_older=True) as catalog:  # a new dataset, as run_load's
-        catalog.begin_load(load_id, options.approach, source.describe(), 0,
-                           {"destination": str(dest)}, Namespace.of(config, load_id))
-        catalog.add_files(load_id, [LoadFile(seq, f.name, f.size, f.mtime, False)
-                                    for seq, f in enumerate(files)])
+        catalog.loads.begin_load(load_id, options.approach, source.describe(), 0,
+                                 {"destination": str(dest)}, Namespace.of(config, load_id))
+        catalog.files.add_files(load_id, [LoadFile(seq, f.name, f.size, f.mtime, False)
+                                          for seq, f in enumerate(files)])
         progress.start(0, summary.cold_bytes)
         try:
             for seq, f in enumerate(files):
                 item = f"{seq:05d}"
-                catalog.phase_start(load_id, "copy", item)
+                catalog.phases.phase_start(load_id, "copy", item)
                 copied = _copy_file(source, f, dest / f.name, progress)
                 os.utime(dest / f.name, (f.mtime, f.mtime))
-                catalog.phase_end(load_id, "copy", item, bytes=copied)
+                catalog.phases.phase_end(load_id, "copy", item, bytes=copied)
                 summary.chunks += 1
         except BaseException as exc:
-            catalog.update_load(load_id, state="failed", error=str(exc)[:2000])
+            catalog.loads.update_load(load_id, state="failed", error=str(exc)[:2000])
             raise
     progress.message(f"copied {len(files)} files to {dest}")
     return _finish(config, summary, progress)
@@ -282,20 +283,20 @@ def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> Non
     big = config.replace(run_buckets=10**9, run_bytes=2**62)
     runs = []
     with Catalog(config) as catalog:
-        catalog.phase_start(load_id, "gen_hf", "all")
+        catalog.phases.phase_start(load_id, "gen_hf", "all")
         progress.message("gen_HF over every bucket")
         with open_gen_hf(big, "fifo", progress.message) as service:
             service.serve(until_complete=True, on_run=runs.append)
         cells = sum(r.cells for r in runs)
-        catalog.phase_end(load_id, "gen_hf", "all", rows=cells)
-        jobs = catalog.jobs(load_id)
+        catalog.phases.phase_end(load_id, "gen_hf", "all", rows=cells)
+        jobs = catalog.jobs.jobs(load_id)
         for r in runs:  # the run's own steps, back to back, ending when the run ended
             t = max((j.ended for j in jobs if j.run_id == r.run_id and j.ended is not None),
                     default=time.time())
             t -= sum(r.phases.values())
             for step, seconds in r.phases.items():
-                catalog.record_phase(load_id, f"gen_hf_{step}", r.run_id, t, t + seconds,
-                                     rows=r.cells)
+                catalog.phases.record_phase(load_id, f"gen_hf_{step}", r.run_id, t, t + seconds,
+                                            rows=r.cells)
                 t += seconds
 
 
@@ -310,12 +311,12 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     spark = spark_session(config, "debl-batchPut")
     sc = spark.sparkContext
     with Catalog(config) as catalog:
-        catalog.phase_start(load_id, "batch_put", "all")
-        load = catalog.load(load_id)
+        catalog.phases.phase_start(load_id, "batch_put", "all")
+        load = catalog.loads.load(load_id)
         table = load.namespace.hbase_table
-        buckets = catalog.buckets(load_id)
+        buckets = catalog.index.buckets(load_id)
         paths = [f"{config.hdfs.uri}{p}.*" for b in buckets
-                 for p in catalog.bucket_paths(b.b_index, load_id)]
+                 for p in catalog.index.bucket_paths(b.b_index, load_id)]
         create_table(spark, config, bucket_split_keys(load.bucket_map,
                                                       [b.b_index for b in buckets])
                      if load.bucket_map else [], table)
@@ -331,7 +332,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
                    .flatMap(lambda f: file_rows(f[0], f[1])))
             cells = int(merge_links(raw, partitions)
                         .mapPartitions(lambda links: _put_partition(config, table, links)).sum())
-        catalog.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)
+        catalog.phases.phase_end(load_id, "batch_put", "all", bytes=cold_bytes, rows=cells)
     progress.message(f"batchPut: {cells} rows put")
 
 

@@ -106,7 +106,7 @@ def disk_use(config: Config) -> dict[str, int]:
     hdfs = WebHDFS(config)
     use = Counter()
     with Catalog(config) as catalog:
-        loads = [load for load in catalog.loads() if load.dropped is None]
+        loads = [load for load in catalog.loads.loads() if load.dropped is None]
     for load in loads:
         ns = load.namespace
         with MySQLStore(config, ns.link_table) as mysql:

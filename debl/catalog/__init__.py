@@ -32,12 +32,25 @@ The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA
 dataclasses (or a plain mapping such as bucket -> state), never driver rows. No other module
 writes SQL against these tables.
 
-The package, by role: ``schema`` (the tables and their version), ``records`` (the dataclasses the
-methods return), ``engines`` (the process's engines and MySQL named locks), ``base`` (the
-connection, one transaction per call, the schema check), ``loads`` (loads, files, counts,
-phases, the current load), ``index`` (chunks and the bucket index), ``jobs`` (job status),
-``serving`` (what coordinators read and publish), ``probes`` (the reliability campaigns' view of
-MySQL's sessions); the ``Catalog`` here is all of them. Import every name from ``debl.catalog``.
+A ``Catalog`` owns one ``CatalogEngine`` (``base``: the connection, one transaction per call,
+the schema check) and one object per role over it, each a small class of its own module:
+
+=====================  =============================================================
+``catalog.loads``      loads, the current load and the previous one (``loads.LoadsCatalog``)
+``catalog.files``      a load's source files and per-file counts (``loads.FilesCatalog``)
+``catalog.phases``     a load's timed phases (``loads.PhasesCatalog``)
+``catalog.index``      chunks and the bucket index (``index.IndexCatalog``)
+``catalog.jobs``       the job status of each bucket (``jobs.JobsCatalog``)
+``catalog.serving``    what coordinators read and publish, their heartbeats
+                       (``serving.ServingCatalog``)
+``catalog.probes``     the reliability campaigns' view of MySQL's sessions
+                       (``probes.ProbesCatalog``)
+=====================  =============================================================
+
+Code that needs one role takes that object alone (the coordinator's poller ``catalog.serving``,
+its raw reader ``catalog.index``). The rest of the package: ``schema`` (the tables and their
+version), ``records`` (the dataclasses the methods return), ``engines`` (the process's engines
+and MySQL named locks). Import every name from ``debl.catalog``.
 
 Each load lives in its own namespace (docs/LOADING.md, "Days"), and every dataset table is keyed
 by load: a new load writes beside the current one and never clears it; ``make_current`` switches
@@ -45,8 +58,8 @@ every coordinator to it in one transaction; cleanup drops a load's rows with its
 
 Connections: one SQLAlchemy ``Engine`` per process and MySQL account (``engine_for``), with a
 connection pool. Each method takes a pooled connection for one transaction and gives it back, so
-a ``Catalog`` is thread-safe and cheap to make; ``with Catalog(config) as catalog:`` still
-reads well, and ``close`` has nothing to release.
+a ``Catalog`` and each of its roles are thread-safe and cheap to make; ``with Catalog(config)
+as catalog:`` still reads well, and ``close`` has nothing to release.
 
 Schema version: ``debl_schema`` holds ``SCHEMA_VERSION``. A database whose catalog has another
 version (or DeBL tables without ``debl_schema``: a DeBL from before versioning, version 0) is
@@ -69,27 +82,69 @@ Pitfalls:
 
 from __future__ import annotations
 
+from debl.catalog.base import CatalogEngine
 from debl.catalog.early import EarlyCatalog
 from debl.catalog.engines import NamedLock, engine_for, named_lock
 from debl.catalog.index import IndexCatalog
 from debl.catalog.jobs import JobsCatalog
+from debl.catalog.loads import FilesCatalog, LoadsCatalog, PhasesCatalog
+from debl.catalog.probes import ProbesCatalog
 from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, EarlyProgress,
                                   EarlyState, FalseClaim, FileCount, Job, LoadFile, LoadRecord,
                                   Phase, ServingState)
 from debl.catalog.schema import METADATA, SCHEMA_VERSION, STATES
 from debl.catalog.serving import ServingCatalog
+from debl.config import Config
 
-__all__ = ["Bucket", "BucketChunk", "Catalog", "ChunkRecord", "DemandRow", "EarlyProgress",
-           "EarlyState", "FalseClaim", "FileCount", "Job", "LoadFile", "LoadRecord", "METADATA",
-           "NamedLock", "Phase", "SCHEMA_VERSION", "STATES", "ServingState", "engine_for",
-           "named_lock"]
+__all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "ChunkRecord", "DemandRow",
+           "EarlyCatalog", "EarlyProgress", "EarlyState", "FalseClaim", "FileCount",
+           "FilesCatalog", "IndexCatalog", "Job", "JobsCatalog", "LoadFile",
+           "LoadRecord", "LoadsCatalog", "METADATA", "NamedLock", "Phase", "PhasesCatalog",
+           "ProbesCatalog", "SCHEMA_VERSION", "STATES", "ServingCatalog", "ServingState",
+           "engine_for", "named_lock"]
 
 
-class Catalog(ServingCatalog, IndexCatalog, JobsCatalog, EarlyCatalog):
-    """DeBL's tables in MySQL: loads and the current load, chunks and the bucket index, job
-    status, and what coordinators read and publish. Thread-safe: every method call takes a
-    pooled connection for one transaction.
+class Catalog:
+    """DeBL's tables in MySQL: one engine, and one object per role over it (``loads``,
+    ``files``, ``phases``, ``index``, ``jobs``, ``serving``, ``early``, ``probes``; the module
+    says what each holds). Thread-safe: every method call of a role takes a pooled connection
+    for one transaction.
 
     Raises ServiceError when MySQL cannot be reached, CatalogVersionError when the database
     holds the catalog of another DeBL version; with *replace_older* (a new load) an older
     catalog is dropped instead."""
+
+    loads: LoadsCatalog
+    files: FilesCatalog
+    phases: PhasesCatalog
+    index: IndexCatalog
+    jobs: JobsCatalog
+    serving: ServingCatalog
+    early: EarlyCatalog
+    probes: ProbesCatalog
+
+    def __init__(self, config: Config, *, replace_older: bool = False):
+        self.config = config
+        self.engine = CatalogEngine(config, replace_older=replace_older)
+        self.loads = LoadsCatalog(self.engine)
+        self.files = FilesCatalog(self.engine)
+        self.phases = PhasesCatalog(self.engine)
+        self.index = IndexCatalog(self.engine)
+        self.jobs = JobsCatalog(self.engine)
+        self.serving = ServingCatalog(self.engine)
+        self.early = EarlyCatalog(self.engine)
+        self.probes = ProbesCatalog(self.engine)
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to release: the connections belong to the process's pool."""
+
+    def named_lock(self, name: str) -> NamedLock | None:
+        """Take the MySQL named lock *name* now, or None if another session holds it. Named
+        locks are server-wide: put the database's name in *name* to keep datasets apart."""
+        return named_lock(self.config, name)

@@ -1,6 +1,7 @@
 """The catalog's connection and schema: one transaction per call, driver errors worded, the
-schema version checked (and an older catalog replaced by a new load). The roles that read and
-write the tables build on it (``debl.catalog``)."""
+schema version checked (and an older catalog replaced by a new load). Every role that reads and
+writes the tables is handed the one ``CatalogEngine`` of its ``Catalog`` (``debl.catalog``) and
+takes its transactions from it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from debl.catalog.engines import NamedLock, engine_for, named_lock
+from debl.catalog.engines import engine_for
 from debl.catalog.schema import METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table, schema_version
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
@@ -21,9 +22,9 @@ from debl.mysql import describe
 _ER_TABLE_EXISTS = 1050
 
 
-class CatalogBase:
-    """The connection and schema half of ``Catalog``. Thread-safe: every call takes a pooled
-    connection for one transaction.
+class CatalogEngine:
+    """The connection and schema that every role of a ``Catalog`` shares. Thread-safe: every
+    ``transaction`` takes a pooled connection for one transaction.
 
     Raises ServiceError when MySQL cannot be reached, CatalogVersionError when the database
     holds the catalog of another DeBL version; with *replace_older* (a new load) an older
@@ -34,17 +35,8 @@ class CatalogBase:
         self.engine = engine_for(config)
         self._check_schema(replace_older)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Nothing to release: the connections belong to the process's pool."""
-
     @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
+    def transaction(self) -> Iterator[Connection]:
         """A pooled connection in one transaction, committed at the end (rolled back on an
         error); driver errors become ServiceErrors that name the cause."""
         try:
@@ -53,18 +45,13 @@ class CatalogBase:
         except DBAPIError as exc:
             raise ServiceError(describe(exc.orig, self.config)) from exc
 
-    def named_lock(self, name: str) -> NamedLock | None:
-        """Take the MySQL named lock *name* now, or None if another session holds it. Named
-        locks are server-wide: put the database's name in *name* to keep datasets apart."""
-        return named_lock(self.config, name)
-
     # -- the schema
 
     def _check_schema(self, replace_older: bool) -> None:
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             found = schema_version(conn)
         if found is not None and found < SCHEMA_VERSION and replace_older:
-            with self._transaction() as conn:
+            with self.transaction() as conn:
                 METADATA.drop_all(conn)
                 for name in RETIRED_TABLES:
                     conn.execute(sa.schema.DropTable(sa.Table(name, sa.MetaData()),
@@ -80,15 +67,15 @@ class CatalogBase:
         Two processes may race here on a fresh database: the loser's CREATE finds the table
         made, which is what it wanted, and it looks again."""
         try:
-            with self._transaction() as conn:
+            with self.transaction() as conn:
                 METADATA.create_all(conn)
         except ServiceError as exc:
             orig = getattr(exc.__cause__, "orig", None)
             if not (orig is not None and orig.args and orig.args[0] == _ER_TABLE_EXISTS):
                 raise
-            with self._transaction() as conn:
+            with self.transaction() as conn:
                 METADATA.create_all(conn)
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             conn.execute(mysql.insert(schema_table).prefix_with("IGNORE")
                          .values(version=SCHEMA_VERSION))
             return schema_version(conn)

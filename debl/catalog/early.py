@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from debl.catalog.base import CatalogBase
+from debl.catalog.base import CatalogEngine
 from debl.catalog.index import read_buckets
 from debl.catalog.loads import load_record
 from debl.catalog.records import EarlyProgress, EarlyState, FalseClaim
@@ -23,8 +23,11 @@ from debl.catalog.schema import (claim_answers_table, early_table, false_claims_
                                  key_demand_table, loads_table, manifests_table, phases_table)
 
 
-class EarlyCatalog(CatalogBase):
-    """Manifests, answerable keys, key demand and false claims of loads."""
+class EarlyCatalog:
+    """Manifests, answerable keys, key demand and false claims of loads: ``Catalog.early``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     # -- the loader's side
 

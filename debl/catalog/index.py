@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from debl.buckets import BucketMap
-from debl.catalog.base import CatalogBase
+from debl.catalog.base import CatalogEngine
 from debl.catalog.loads import write_file_counts, write_phase
 from debl.catalog.records import Bucket, BucketChunk, ChunkRecord
 from debl.catalog.schema import bucket_chunks_table, buckets_table, chunks_table, jobs_table
@@ -20,8 +20,11 @@ from debl.catalog.schema import bucket_chunks_table, buckets_table, chunks_table
 _CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
 
 
-class IndexCatalog(CatalogBase):
-    """Chunks, and the bucket index of each load."""
+class IndexCatalog:
+    """Chunks, and the bucket index of each load: ``Catalog.index``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     # -- chunks
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from debl.catalog.base import CatalogBase
+from debl.catalog.base import CatalogEngine
 from debl.catalog.records import Job
 from debl.catalog.schema import STATES, jobs_table
 
@@ -18,8 +18,11 @@ from debl.catalog.schema import STATES, jobs_table
 _STAMPED = {"queued": "queued", "running": "started", "loaded": "ended", "failed": "ended"}
 
 
-class JobsCatalog(CatalogBase):
-    """The job status of each load's buckets."""
+class JobsCatalog:
+    """The job status of each load's buckets: ``Catalog.jobs``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     def job_states(self, load_id: str) -> dict[int, str]:
         t = jobs_table

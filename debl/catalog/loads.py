@@ -1,6 +1,7 @@
-"""The catalog's loads: each load's row (its namespace, state, uptime, hot state), its files and
-per-file counts, its timed phases, and which load is current (the day every coordinator serves)
-and which one it replaced (``debl rollback``). docs/LOADING.md, "Days".
+"""The catalog's loads, three roles: ``LoadsCatalog``, each load's row (its namespace, state,
+uptime, hot state) and which load is current (the day every coordinator serves) and which one
+it replaced (``debl rollback``), docs/LOADING.md, "Days"; ``FilesCatalog``, a load's source
+files and per-file counts; ``PhasesCatalog``, its timed phases.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from debl.buckets import BucketMap
-from debl.catalog.base import CatalogBase
+from debl.catalog.base import CatalogEngine
 from debl.catalog.records import FileCount, LoadFile, LoadRecord, Phase
 from debl.catalog.schema import (DATASET_TABLES, current_table, file_counts_table, files_table,
                                  hot_keys_table, loads_table, phases_table)
@@ -34,8 +35,11 @@ def load_record(row) -> LoadRecord:
                          else BucketMap.from_dict(stored)})
 
 
-class LoadsCatalog(CatalogBase):
-    """Loads, their files, counts and phases, and the current load."""
+class LoadsCatalog:
+    """Loads and the current load (the days): ``Catalog.loads``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     # -- loads
 
@@ -94,13 +98,7 @@ class LoadsCatalog(CatalogBase):
     def current(self) -> LoadRecord | None:
         """The load every coordinator serves (None before the first load is up)."""
         with self._transaction() as conn:
-            return self._current(conn)
-
-    def _current(self, conn) -> LoadRecord | None:
-        c, t = current_table, loads_table
-        row = conn.execute(sa.select(t).select_from(t.join(c, c.c.load_id == t.c.load_id))
-                           .where(c.c.slot == _SLOT)).mappings().first()
-        return None if row is None else load_record(row)
+            return read_current(conn)
 
     def previous(self) -> str | None:
         """The load the current one replaced, while its stores exist (else None)."""
@@ -206,14 +204,20 @@ class LoadsCatalog(CatalogBase):
         counts, chunks and phases rows stay for the reports. Refused for the current load."""
         t = loads_table
         with self._transaction() as conn:
-            current = self._current(conn)
+            current = read_current(conn)
             if current is not None and current.load_id == load_id:
                 raise LoadStateError(f"load {load_id} is the current load: it is never dropped")
             for table in DATASET_TABLES:
                 conn.execute(table.delete().where(table.c.load_id == load_id))
             conn.execute(t.update().where(t.c.load_id == load_id).values(dropped=time.time()))
 
-    # -- files and counts
+
+class FilesCatalog:
+    """A load's source files and the rows and rejects each part took from each:
+    ``Catalog.files``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     def add_files(self, load_id: str, files: Iterable[LoadFile]) -> None:
         rows = [{"load_id": load_id, **asdict(f)} for f in files]
@@ -242,7 +246,13 @@ class LoadsCatalog(CatalogBase):
         with self._transaction() as conn:
             return [FileCount(*row) for row in conn.execute(query)]
 
-    # -- phases (for the reports)
+
+class PhasesCatalog:
+    """A load's timed phases (for the reports, and a resumed load's steps done):
+    ``Catalog.phases``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     def phase_start(self, load_id: str, phase: str, item: str = "") -> None:
         """Start a phase item now (a restarted item loses its end and counts)."""
@@ -286,6 +296,14 @@ class LoadsCatalog(CatalogBase):
                  .limit(1))
         with self._transaction() as conn:
             return conn.execute(query).first() is not None
+
+
+def read_current(conn) -> LoadRecord | None:
+    """In the transaction of *conn*: the current load (None before the first is up)."""
+    c, t = current_table, loads_table
+    row = conn.execute(sa.select(t).select_from(t.join(c, c.c.load_id == t.c.load_id))
+                       .where(c.c.slot == _SLOT)).mappings().first()
+    return None if row is None else load_record(row)
 
 
 def write_file_counts(conn, load_id: str, part: str, counts: dict[int, tuple[int, int]]) -> None:

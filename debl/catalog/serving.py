@@ -10,17 +10,20 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from debl.catalog.base import CatalogBase
+from debl.catalog.base import CatalogEngine
 from debl.catalog.index import read_buckets
-from debl.catalog.loads import LoadsCatalog, load_record
+from debl.catalog.loads import load_record, read_current
 from debl.catalog.records import DemandRow, LoadRecord, ServingState
 from debl.catalog.schema import (answers_table, asks_table, coordinators_table, demand_table,
                                  hot_keys_table, jobs_table, loads_table)
 from debl.key_filter import KeyFilter
 
 
-class ServingCatalog(LoadsCatalog, CatalogBase):
-    """The current dataset as coordinators see it, and what they publish."""
+class ServingCatalog:
+    """The current dataset as coordinators see it, and what they publish: ``Catalog.serving``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
 
     def serving_state(self) -> ServingState | None:
         """The current load, its buckets with their job states, its hot buckets and (once
@@ -30,7 +33,7 @@ class ServingCatalog(LoadsCatalog, CatalogBase):
         first load is up."""
         hk = hot_keys_table
         with self._transaction() as conn:
-            load = self._current(conn)
+            load = read_current(conn)
             if load is None:
                 return None
             bits = (conn.execute(sa.select(hk.c.bits).where(hk.c.load_id == load.load_id))
@@ -45,7 +48,7 @@ class ServingCatalog(LoadsCatalog, CatalogBase):
         states."""
         j, t = jobs_table, loads_table
         with self._transaction() as conn:
-            current = self._current(conn)
+            current = read_current(conn)
             newest = conn.execute(sa.select(t).order_by(t.c.started.desc()).limit(1)
                                   ).mappings().first()
             states = {} if current is None else dict(conn.execute(

@@ -105,14 +105,14 @@ class Campaign:
         catalog is another DeBL version's (the next load replaces it)."""
         try:
             with Catalog(self.config) as catalog:
-                return catalog.load()
+                return catalog.loads.load()
         except CatalogVersionError:
             return None
 
     def current_load(self):
         """The load the namespace serves (None before any is up)."""
         with Catalog(self.config) as catalog:
-            return catalog.current()
+            return catalog.loads.current()
 
     def ensure_dataset(self, timeout: float = 600.0, reset: bool = True) -> None:
         """An up load of the campaign's input with its hot files; with *reset*, nothing of it
@@ -134,7 +134,7 @@ class Campaign:
         self.ensure_dataset(reset=False)
         load = self.current_load()
         with Catalog(self.config) as catalog:
-            buckets = catalog.buckets(load.load_id)
+            buckets = catalog.index.buckets(load.load_id)
         lower, upper = buckets[:len(buckets) // 2], buckets[len(buckets) // 2:]
         with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
             converted = hbase.table_exists() and all(b.state == "loaded" for b in lower)
@@ -145,7 +145,7 @@ class Campaign:
                 raise RuntimeError(f"the campaign's setup gen-hf failed: "
                                    f"{outcome.output[-2000:]}")
         with Catalog(self.config) as catalog:
-            catalog.set_job_state(load.load_id, [b.b_index for b in upper], "pending")
+            catalog.jobs.set_job_state(load.load_id, [b.b_index for b in upper], "pending")
         return len(lower), len(upper)
 
     def reset_conversion(self) -> None:
@@ -153,8 +153,9 @@ class Campaign:
         HFile directories gone): the state right after a load, without loading again."""
         load = self.current_load()
         with Catalog(self.config) as catalog:
-            catalog.set_job_state(load.load_id, [b.b_index for b in
-                                                 catalog.buckets(load.load_id)], "pending")
+            catalog.jobs.set_job_state(load.load_id, [b.b_index for b in
+                                                      catalog.index.buckets(load.load_id)],
+                                       "pending")
         with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
             hbase.drop_table()
         WebHDFS(self.config).delete(f"{load.namespace.hdfs_dir}/hfiles", recursive=True)

@@ -130,7 +130,7 @@ def compare_rows(name: str, found: list[Link], want: dict[tuple[int, int, int], 
 
 def _current(config: Config):
     with Catalog(config) as catalog:
-        return catalog.current()
+        return catalog.loads.current()
 
 
 def check_mysql(config: Config, ref: Reference) -> StoreCheck:
@@ -158,10 +158,10 @@ def check_hdfs(config: Config, ref: Reference) -> HdfsCheck:
     check = HdfsCheck("HDFS")
     fs = WebHDFS(config)
     with Catalog(config) as catalog:
-        load = catalog.current()
+        load = catalog.loads.current()
         bucket_map = load.bucket_map if load else None
-        prefixes = {b.b_index: catalog.bucket_paths(b.b_index, load.load_id)
-                    for b in catalog.buckets(load.load_id)} if load else {}
+        prefixes = {b.b_index: catalog.index.bucket_paths(b.b_index, load.load_id)
+                    for b in catalog.index.buckets(load.load_id)} if load else {}
     seen: Counter = Counter()
     for b, paths in prefixes.items():
         for prefix in paths:
@@ -267,6 +267,6 @@ def check_answers(config: Config, ref: Reference, sample: int, seed: int,
 def all_loaded(config: Config) -> bool:
     """Whether every bucket of the current load is in HBase."""
     with Catalog(config) as catalog:
-        load = catalog.current()
+        load = catalog.loads.current()
         return load is not None and all(b.state == "loaded"
-                                        for b in catalog.buckets(load.load_id))
+                                        for b in catalog.index.buckets(load.load_id))

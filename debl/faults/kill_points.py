@@ -6,7 +6,6 @@ moment of the kill.
 from __future__ import annotations
 
 from debl.catalog import Catalog
-from debl.catalog.probes import running_statements
 from debl.config import Config
 
 
@@ -14,13 +13,13 @@ def load_point(config: Config, before: str | None) -> list[str]:
     """Where a load stands now: the open phases of the latest load and, for the hot path,
     the statement MySQL runs for it."""
     with Catalog(config) as catalog:
-        load = catalog.load()
+        load = catalog.loads.load()
         if load is None or load.load_id == before:
             return ["start-up (before the load is recorded)"]
         if load.state == "up" and load.hot_state != "loading":
             return ["after uptime"]
-        phases = catalog.phases(load.load_id)
-        statements = running_statements(catalog)
+        phases = catalog.phases.phases(load.load_id)
+        statements = catalog.probes.running_statements()
     points = []
     if load.state == "up":  # up, MySQL still taking the hot keys in (docs/LOADING.md)
         points.append("after uptime, before MySQL took over")
@@ -54,10 +53,10 @@ def gen_hf_point(config: Config, since: float) -> list[str]:
     """Where gen_HF stands now: inside a run's HFile writing or bulk load (open phases), just
     after a bulk load (ended, buckets not yet marked), or outside runs."""
     with Catalog(config) as catalog:
-        load = catalog.current()
-        phases = [p for p in catalog.phases(load.load_id) if p.started >= since
+        load = catalog.loads.current()
+        phases = [p for p in catalog.phases.phases(load.load_id) if p.started >= since
                   and p.phase in ("hfiles", "bulkload")]
-        jobs = catalog.jobs(load.load_id)
+        jobs = catalog.jobs.jobs(load.load_id)
     running = {j.run_id for j in jobs if j.state == "running"}
     open_steps = [p for p in phases if p.ended is None]
     if open_steps:

@@ -287,7 +287,7 @@ class CoordinatorTarget(Target):
         deadline = time.monotonic() + 120.0
         load_id = camp.current_load().load_id
         with Catalog(camp.config) as catalog:
-            while not catalog.demand(load_id) and not running.done() and \
+            while not catalog.serving.demand(load_id) and not running.done() and \
                     time.monotonic() < deadline:
                 time.sleep(0.1)
         at = running.elapsed() + rng.uniform(0.0, window.seconds)
@@ -303,7 +303,7 @@ class CoordinatorTarget(Target):
                        and "forkserver" in p.cmdline
                        and any(q.pid == p.ppid and "forkserver" in q.cmdline for q in tree)]
             with Catalog(camp.config) as catalog:
-                waiting = sum(catalog.demand(load_id).values())
+                waiting = sum(catalog.serving.demand(load_id).values())
             trial.landed = [f"{victim} killed, {waiting} queries buffered"]
             target = rng.choice(workers) if victim == "worker" and workers else tree[0]
             trial.kill_at_s = round(running.elapsed(), 2)

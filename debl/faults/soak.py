@@ -32,7 +32,6 @@ from pathlib import Path
 from debl.bench.inputs import ensure_input
 from debl.bench.results import ReportProgress
 from debl.catalog import Catalog
-from debl.catalog.probes import session_count
 from debl.config import Config
 from debl.errors import DeblError
 from debl.faults import procs
@@ -139,7 +138,7 @@ def _sampler(config: Config, query: procs.Running, gen_hf: procs.Running, every:
             tree = query.tree()
             rss = [(rss_kib(p.pid) or 0) / 1024 for p in tree]
             try:
-                sessions = session_count(catalog)
+                sessions = catalog.probes.session_count()
             except DeblError:
                 sessions = -1
             samples.append(Sample(round(query.elapsed(), 1), round(sum(rss), 1),

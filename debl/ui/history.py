@@ -1,5 +1,5 @@
 """Answers per second by route over the last minutes, from the cumulative counts coordinators
-publish per load (``Catalog.answers``: the outcomes ``immediate``, ``raw``, ``buffered``,
+publish per load (``catalog.serving.answers``: the outcomes ``immediate``, ``raw``, ``buffered``,
 ``waited_uptime``, ``partial``, ``timeouts``, coordinator/stats.py says what each means; and
 the answers at once by store, ``via_mysql`` and ``via_hbase``, and ``via_hot_raw``, those whose
 hot rows came from the hot files: coordinator.coordinator.VIA).

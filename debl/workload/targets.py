@@ -43,7 +43,7 @@ WARM_WAIT_S = 60.0  # the longest a client waits for the coordinator's buckets t
 def _current(config: Config):
     """The stores' names of the current load (each load has its own: debl.namespace)."""
     with Catalog(config) as catalog:
-        load = catalog.current()
+        load = catalog.loads.current()
     if load is None:
         raise LoadStateError("no load is up yet, so there is no table to query: run `debl load "
                              "SOURCE` first (`debl status` shows where it stands)")
