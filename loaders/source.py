@@ -49,12 +49,13 @@ import re
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from debl.config import Config
 from debl.errors import SourceError
+from debl.manifest import Manifest
 from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
@@ -67,6 +68,10 @@ class SourceFile:
     name: str
     size: int
     mtime: float
+    # What the listing says of its lines (None: it claims every id1), and why it has none when
+    # it was given one that cannot be used; neither is part of the file's identity.
+    manifest: Manifest | None = field(default=None, compare=False, repr=False)
+    manifest_error: str | None = field(default=None, compare=False)
 
 
 class Source(ABC):
