@@ -54,11 +54,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from debl.catalog import Catalog, LoadRecord, ServingState
+from debl.catalog import Catalog, EarlyState, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.demand import new_coordinator_id
+from coordinator.early import EarlyView
 from coordinator.merge import NewestFirst, answer
 from coordinator.poller import Poller
 from coordinator.raw import RawBucket, RawReader
@@ -118,7 +119,7 @@ class Coordinator:
         catalog = Catalog(config)  # thread-safe: the poller's and the raw reader's
         self._raw = RawReader(config, catalog.index)
         self._warmup = RawWarmup(self._raw)
-        self._poller = Poller(self, catalog.serving)
+        self._poller = Poller(self, catalog.serving, catalog.early)
         self._poller.poll()
         self._poller.start()
 
@@ -211,6 +212,7 @@ class Coordinator:
         """Decide where the query goes, waiting for uptime or for its bucket as needed."""
         waited_uptime = waited_bucket = False
         registered: BucketState | None = None
+        waiting_in: EarlyView | None = None  # the early view whose keys it waits among
         raw_after = self.config.coordinator.raw_after
         raw_at: float | None = None  # when the raw route answers, once the query needs a bucket
         with self._cond:
@@ -228,6 +230,30 @@ class Coordinator:
                             raise QueryTimeout(
                                 f"get_link_list({id1}, {link_type}): the system is not up yet "
                                 f"({self._describe_load()}); gave up after {now - started:.1f} s")
+                        waited_uptime = True
+                        self._cond.wait(remaining)
+                        continue
+                    if dataset.early is not None:  # before uptime: answerable, or it waits
+                        early = dataset.early
+                        if early.answers(id1):
+                            early.answered[id1] += 1
+                            return self._plan(Route.EARLY, dataset, dataset.bucket_of(id1), id1,
+                                              link_type, "early",
+                                              now - started if waited_uptime else 0.0)
+                        if waiting_in is not early:
+                            if waiting_in is not None:
+                                _unwait(waiting_in, id1)
+                            early.waiting[id1] += 1
+                            waiting_in = early
+                            registered = self._wait_on(dataset, id1, registered)
+                            self._poller.wake()  # the copy fetches what queries wait for
+                        if remaining == 0.0:
+                            self._recorder.record("timeouts", now - started, started)
+                            raise QueryTimeout(
+                                f"get_link_list({id1}, {link_type}): load "
+                                f"{dataset.load.load_id} is not up yet and not every byte that "
+                                f"can hold id1 {id1} is here; gave up after "
+                                f"{now - started:.1f} s")
                         waited_uptime = True
                         self._cond.wait(remaining)
                         continue
@@ -274,11 +300,27 @@ class Coordinator:
                                     raw_at - now if remaining is None else
                                     min(remaining, raw_at - now))
             finally:
+                if waiting_in is not None:
+                    _unwait(waiting_in, id1)
                 if registered is not None:
                     registered.waiting -= 1
                     if not registered.loaded:  # raw, deadline or closed: still its demand
                         registered.stopped_waiting(time.monotonic())
                     self._poller.wake()
+
+    @staticmethod
+    def _wait_on(dataset: Dataset, id1: int, registered: BucketState | None,
+                 ) -> BucketState | None:
+        """Count a query waiting before uptime in its bucket's demand, which gen_HF follows
+        from the uptime on (lock held); the bucket it now waits on."""
+        bucket_map = dataset.load.bucket_map
+        bucket = None if bucket_map is None else dataset.buckets.get(bucket_map.bucket_of(id1))
+        if bucket is not registered:
+            if registered is not None:
+                registered.waiting -= 1
+            if bucket is not None:
+                bucket.waiting += 1
+        return bucket
 
     def _plan(self, kind: Route, dataset: Dataset, bucket: BucketState | None, id1: int,
               link_type: int, outcome: str, waited_s: float) -> _Route:
@@ -318,7 +360,8 @@ class Coordinator:
         hot: NewestFirst | None = (
             stores.mysql if route.hot is HotSide.MYSQL else
             RawFiles(self._raw, RawBucket(load.load_id, route.hot_bucket.b_index,
-                                           route.hot_bucket.rows, hot=True))
+                                           route.hot_bucket.rows, hot=True,
+                                           growing=route.dataset.early is not None))
             if route.hot is HotSide.RAW else None)
         cold: NewestFirst | None = None
         if route.route is Route.MERGED:
@@ -328,6 +371,9 @@ class Coordinator:
         elif route.route is Route.RAW:
             cold = RawFiles(self._raw, RawBucket(load.load_id, route.bucket.b_index,
                                                   route.bucket.rows))
+        elif route.route is Route.EARLY:  # the load's files so far: every byte of id1 is here
+            cold = None if route.bucket is None else RawFiles(self._raw, RawBucket(
+                load.load_id, route.bucket.b_index, route.bucket.rows, growing=True))
         elif route.hot is HotSide.MYSQL:  # the hot rows alone, from MySQL: one statement
             return stores.mysql.get_link_list(*args)
         return answer(hot, cold, *args)
@@ -350,11 +396,12 @@ class Coordinator:
             dataset = self._dataset
         if current is None:
             with self._cond:
-                if dataset is not None:  # a rollback to nothing cannot happen; be safe
+                if dataset is not None and dataset.early is None:  # cannot happen; be safe
                     self._dataset = None
                 self._cond.notify_all()  # waiters for uptime may get the newest load's error
             return
-        if dataset is None or dataset.load.load_id != current.load_id:
+        if (dataset is None or dataset.load.load_id != current.load_id
+                or dataset.early is not None):  # a new current load, or this one is up now
             state = serving()
             if state is None:
                 return
@@ -374,6 +421,41 @@ class Coordinator:
         with self._cond:
             if self._dataset is dataset and dataset.apply_states(states):
                 self._cond.notify_all()
+
+    def _take_early(self, state: EarlyState | None) -> None:
+        """What a poll read while no load is current: the newest load, answering before its
+        uptime (None: there is none), which this coordinator serves until a load is current."""
+        with self._cond:
+            dataset = self._dataset
+            if state is None:
+                if dataset is not None and dataset.early is not None:
+                    self._dataset = None
+                    self._cond.notify_all()
+                return
+            if dataset is None or dataset.load.load_id != state.load.load_id:
+                self._dataset = Dataset.of_early(state)
+                self._cond.notify_all()
+            elif dataset.early is not None and dataset.refresh(state):
+                self._cond.notify_all()
+
+    def _early_serving(self) -> tuple[str, int, dict[int, int], bool] | None:
+        """While serving a load before its uptime: (its id, the answerable keys' generation
+        this coordinator has, the keys its queries wait for, whether its early answers were
+        stopped)."""
+        with self._cond:
+            dataset = self._dataset
+            if dataset is None or dataset.early is None:
+                return None
+            early = dataset.early
+            return (dataset.load.load_id, early.gen, {k: n for k, n in early.waiting.items() if n},
+                    not early.on)
+
+    def _claim_answers(self, claims: list) -> dict[int, int]:
+        with self._cond:
+            dataset = self._dataset
+            if dataset is None or dataset.early is None:
+                return {}
+            return dataset.early.claim_answers(claims)
 
     def _forget_stores(self, serving: str) -> None:
         """Close the stores of loads no query reads any more (a day the coordinator left)."""
@@ -471,3 +553,10 @@ class Coordinator:
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
+
+
+def _unwait(early: EarlyView, id1: int) -> None:
+    """A query stops waiting for *id1* (lock held)."""
+    early.waiting[id1] -= 1
+    if early.waiting[id1] <= 0:
+        del early.waiting[id1]

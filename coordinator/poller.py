@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from debl.catalog import ServingCatalog
+from debl.catalog import EarlyCatalog, ServingCatalog
 from coordinator.demand import DemandPolicy
 
 if TYPE_CHECKING:  # the coordinator owns its poller
@@ -25,17 +25,23 @@ if TYPE_CHECKING:  # the coordinator owns its poller
 log = logging.getLogger("debl.coordinator")
 
 _JOIN_TIMEOUT_S = 10.0
+# While no load is up, or the one served answers before its uptime, the poll comes this often at
+# least: its answerable keys grow with every chunk it buckets (docs/COORDINATOR.md, "Answers
+# before uptime"); so does the publication of the keys waited for, which the copy fetches first.
+EARLY_POLL_S = 0.1
 ASKS_EVERY_S = 10.0  # the queries asked per bucket, published at most this often
 
 
 class Poller:
     """The poller of *coordinator* (see the module); ``start``, ``wake``, ``stop``."""
 
-    def __init__(self, coordinator: "Coordinator", serving: ServingCatalog):
+    def __init__(self, coordinator: "Coordinator", serving: ServingCatalog,
+                 early: EarlyCatalog):
         self.coordinator = coordinator
-        self.serving = serving
+        self.serving, self.early = serving, early
         self.interval = max(coordinator.config.coordinator.poll_interval, 0.01)  # 0 would spin
         self.policy = DemandPolicy(self.interval)
+        self.key_policy = DemandPolicy(min(self.interval, EARLY_POLL_S) / 2)
         self.polls = 0
         self.last_error: str | None = None
         self._wake = threading.Event()
@@ -66,13 +72,41 @@ class Poller:
         current, newest, states = self.serving.poll()
         coordinator = self.coordinator
         coordinator._take(current, newest, states, self.serving.serving_state)
+        if current is None:
+            coordinator._take_early(self._early_state())
         load_id, hot_mysql = coordinator._acknowledged()
         self.serving.heartbeat(coordinator.coordinator_id, load_id, hot_mysql, self.interval)
+
+    def _early_state(self):
+        """The newest load's state before its uptime, if it answers early (None otherwise);
+        its answerable keys only when they changed since this coordinator read them."""
+        found = self.early.early_load()
+        if found is None:
+            return None
+        serving = self.coordinator._early_serving()
+        gen = serving[1] if serving is not None and serving[0] == found[0] else -1
+        return self.early.early_state(found[0], gen)
+
+    def publish_early(self, now: float) -> None:
+        """Before uptime: the keys queries wait for (soon after they change), and, once a
+        claim was found false, the early answers given in the id1s it affects."""
+        serving = self.coordinator._early_serving()
+        if serving is None:
+            return
+        load_id, _, waiting, stopped = serving
+        if self.key_policy.due(waiting, now):
+            self.early.publish_key_demand(load_id, self.coordinator.coordinator_id, waiting)
+            self.key_policy.done(waiting, now)
+        if stopped:
+            claims = self.early.false_claims(load_id)
+            self.early.publish_claim_answers(load_id, self.coordinator.coordinator_id,
+                                             self.coordinator._claim_answers(claims))
 
     def publish(self, now: float) -> None:
         """Publish the demand when the policy says so, the answer counts when they changed (at
         most once per poll interval), the asks at most every ASKS_EVERY_S."""
         coordinator = self.coordinator
+        self.publish_early(now)
         load_id, demand, answered, asked = coordinator._published_state(now)
         if load_id is None:
             return
@@ -111,15 +145,20 @@ class Poller:
         next_poll = time.monotonic() + self.interval
         while not self._stopped:
             now = time.monotonic()
-            due = self.policy.next_due(coordinator.demand(), now)
-            wake_at = next_poll if due is None else min(next_poll, due)
+            early = coordinator._early_serving()
+            interval = self.interval if coordinator.is_up and early is None else \
+                min(self.interval, EARLY_POLL_S)
+            next_poll = min(next_poll, now + interval)
+            dues = [self.policy.next_due(coordinator.demand(), now),
+                    None if early is None else self.key_policy.next_due(early[2], now)]
+            wake_at = min([next_poll, *(d for d in dues if d is not None)])
             if wake_at > now:
                 self._wake.wait(wake_at - now)
                 self._wake.clear()
                 continue  # re-read the counts: a query may have changed them
             try:
                 if now >= next_poll:
-                    next_poll = now + self.interval
+                    next_poll = now + interval
                     self.poll()
                     self.polls += 1
                 self.publish(time.monotonic())

@@ -99,6 +99,9 @@ class RawBucket:
     b_index: int
     rows: int
     hot: bool = False  # the bucket's hot files (read until MySQL takes the hot keys over)
+    # A bucket of a load still copying (answering before its uptime): its files are at least
+    # those that held *rows*; an opened bucket with fewer rows is opened again.
+    growing: bool = False
 
 
 @dataclass
@@ -124,6 +127,7 @@ class _Bucket:
             f.index.keys, f.index.offsets  # noqa: B018 -- computed now, under the open lock
         self.cost = (self.filters.nbytes if self.filters else 0) + sum(
             _FILE_COST + len(f.index.raw) + f.index.entries * _ENTRY_COST for f in files)
+        self.rows = sum(f.index.rows for f in files)
         self.checked_at = time.monotonic()
         self.checking = threading.Lock()
 
@@ -341,7 +345,7 @@ class RawReader:
         key = (bucket.load_id, bucket.b_index, bucket.hot)
         with self._lock:
             opened = self._opened.get(key)
-            if opened is not None:
+            if opened is not None and opened.rows >= bucket.rows:
                 self._opened.move_to_end(key)
                 return opened
             lock = self._opening.setdefault(key, threading.Lock())
@@ -349,8 +353,8 @@ class RawReader:
             with lock:  # one thread opens it; the others find it opened
                 with self._lock:
                     opened = self._opened.get(key)
-                if opened is None:
-                    opened = self._read_files(bucket)
+                if opened is None or opened.rows < bucket.rows:
+                    opened = self._read_files(bucket, opened)
                     self._keep(key, opened)
         finally:
             with self._lock:
@@ -366,6 +370,9 @@ class RawReader:
                 self._opened.clear()
                 self._opened_bytes = 0
                 self.cache.clear()
+            replaced = self._opened.pop(key, None)  # a growing bucket opened again
+            if replaced is not None:
+                self._opened_bytes -= replaced.cost
             self._opened[key] = opened
             self._opened_bytes += opened.cost
             while (self._opened_bytes > self.config.coordinator.raw_cache_bytes
@@ -374,9 +381,9 @@ class RawReader:
                 self._opened_bytes -= evicted.cost
             self.cache.set_budget(self.config.coordinator.raw_cache_bytes - self._opened_bytes)
 
-    def _read_files(self, bucket: RawBucket) -> _Bucket:
+    def _read_files(self, bucket: RawBucket, previous: _Bucket | None = None) -> _Bucket:
         """The bucket's files opened with their indexes, checked against the bucket index's
-        rows."""
+        rows; a growing bucket opened before (*previous*) opens only its new files."""
         chunks = self._index.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
         listings: dict[str, list[FileStatus]] = {}
         modified: dict[str, int | None] = {}
@@ -393,12 +400,19 @@ class RawReader:
                     f"bucket {bucket.b_index}: no file {chunk.path}.<slice> in HDFS, though "
                     "dist_ch wrote one; run `debl verify`, and reload the input")
             per_chunk.append((chunk, found))
-        statuses = [s for _, found in per_chunk for s in found]
-        opened = iter(self._hdfs.run([(self._open_file, (bucket, s)) for s in statuses],
-                                     f"open bucket {bucket.b_index}"))
+        known = {} if previous is None else {
+            f.opened.path: (f, previous.filters.bloom(i)) for i, f in enumerate(previous.files)}
+        statuses = [s for _, found in per_chunk for s in found
+                    if s.path not in known or known[s.path][0].opened.length != s.length]
+        opened = dict(zip((s.path for s in statuses), self._hdfs.run(
+            [(self._open_file, (bucket, s)) for s in statuses], f"open bucket {bucket.b_index}")))
+        for path, (f, bloom) in known.items():
+            if path not in opened:  # its filter back in its index: the new _Bucket takes it
+                f.index = dataclasses.replace(f.index, bloom=bloom)
+                opened[path] = f
         files: list[_File] = []
         for chunk, found in per_chunk:
-            mine = [next(opened) for _ in found]
+            mine = [opened[s.path] for s in found]
             rows = sum(f.index.rows for f in mine)
             if rows != chunk.rows:
                 raise BucketFileError(
@@ -407,7 +421,7 @@ class RawReader:
                     "verify`, and reload the input")
             files.extend(mine)
         rows = sum(f.index.rows for f in files)
-        if rows != bucket.rows:
+        if rows < bucket.rows or (rows != bucket.rows and not bucket.growing):
             raise BucketFileError(
                 f"bucket {bucket.b_index}: its HDFS files hold {rows} rows, the bucket index "
                 f"says {bucket.rows}: a file is missing or changed since dist_ch wrote it; run "

@@ -34,6 +34,10 @@ class FileFilters:
         self._filters = [(bloom, len(bloom) * 8) for bloom in blooms]
         self.nbytes = sum(len(bloom) for bloom in blooms)
 
+    def bloom(self, i: int) -> bytes:
+        """The filter of file *i*."""
+        return self._filters[i][0]
+
     def holding(self, id1: int, link_type: int) -> list[int]:
         """The files (their positions in the sequence given) whose filter may hold the key:
         every file that holds it, and about 1% of the others."""

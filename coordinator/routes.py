@@ -16,6 +16,7 @@ class Route(str, Enum):
     MYSQL = "mysql"  # no cold row can have id1: the hot rows alone
     MERGED = "merged"  # the bucket is loaded: HBase, merged with the hot rows
     RAW = "raw"  # the bucket is not loaded: its files in HDFS, merged with the hot rows
+    EARLY = "early"  # before uptime, every byte that can hold id1 here: the load's files
     PARTIAL = "partial"  # the deadline passed first: the hot rows alone, marked incomplete
 
     def __str__(self) -> str:

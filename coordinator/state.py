@@ -29,9 +29,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from debl.catalog import Bucket, LoadRecord, ServingState
+from debl.catalog import Bucket, EarlyState, LoadRecord, ServingState
 from debl.key_filter import KeyFilter
+from debl.keyspace import KeySet
 from coordinator.demand import decayed
+from coordinator.early import EarlyView
 
 
 @dataclass
@@ -88,12 +90,35 @@ class Dataset:
     hot_buckets: dict[int, HotBucket] = field(default_factory=dict)
     hot_keys: KeyFilter | None = None
     asked: Counter = field(default_factory=Counter)  # queries per cold bucket, for debl_asks
+    early: EarlyView | None = None  # the load is not up: it answers its answerable keys
 
     @staticmethod
     def of(state: ServingState) -> "Dataset":
         return Dataset(state.load, {b.b_index: BucketState.of(b) for b in state.buckets},
                        {b.b_index: HotBucket(b.b_index, b.rows, b.c_lo, b.c_hi)
                         for b in state.hot_buckets}, state.hot_keys)
+
+    @staticmethod
+    def of_early(state: EarlyState) -> "Dataset":
+        """The routing state of a load before its uptime (coordinator.early)."""
+        dataset = Dataset(state.load, early=EarlyView(state.gen,
+                                                      KeySet.from_json(state.answerable or [])))
+        dataset.refresh(state)
+        return dataset
+
+    def refresh(self, state: EarlyState) -> bool:
+        """A newer poll of a load before its uptime: its buckets so far (a bucket keeps its
+        waiters) and answerable keys (lock held). True when waiters must look again."""
+        self.load = state.load
+        for b in state.buckets:
+            old = self.buckets.get(b.b_index)
+            if old is None:
+                self.buckets[b.b_index] = BucketState.of(b)
+            else:
+                old.rows, old.c_lo, old.c_hi = b.rows, b.c_lo, b.c_hi
+        self.hot_buckets = {b.b_index: HotBucket(b.b_index, b.rows, b.c_lo, b.c_hi)
+                            for b in state.hot_buckets}
+        return self.early.take(state.state, state.gen, state.answerable)
 
     def took_over(self, state: ServingState) -> None:
         """MySQL has taken the hot keys over: read them there from now on (lock held). The
