@@ -13,6 +13,12 @@ ranges is asked one a request instead).
 Files are ordered oldest first (by mtime, then name); that order is the ``file_seq`` of the
 merge rule ("the later file wins").
 
+Manifests (docs/LOADING.md, "The manifest"): an entry of ``index.json`` may carry the file's
+``"manifest"``; a local directory's own ``index.json`` gives them the same way
+(``loaders.source_index``: an entry is used only while the file keeps its size and mtime, and
+``index.json`` itself is never a data file). A file without one, or with one that is malformed
+(``manifest_error`` says why), claims every id1: the load goes on.
+
 What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
 
 - An HTTP transfer that ends early (the server closes the connection before its
@@ -55,10 +61,11 @@ from typing import BinaryIO
 
 from debl.config import Config
 from debl.errors import SourceError
-from debl.manifest import Manifest
+from debl.manifest import Manifest, json_int, manifest_of_entry
 from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
+from loaders.source_index import INDEX, DirectoryIndex
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
 
@@ -201,13 +208,16 @@ class LocalSource(Source):
         self.path = Path(path)
         if not self.path.is_dir():
             raise SourceError(f"source {self.path} is not a directory (or does not exist)")
+        self._index = DirectoryIndex(self.path)
 
     def list(self) -> list[SourceFile]:
         files = []
         for entry in os.scandir(self.path):
-            if entry.is_file() and not entry.name.startswith("."):
+            if entry.is_file() and not entry.name.startswith(".") and entry.name != INDEX:
                 st = entry.stat()
-                files.append(SourceFile(entry.name, st.st_size, st.st_mtime))
+                files.append(SourceFile(entry.name, st.st_size, st.st_mtime,
+                                        *self._index.manifest(entry.name, st.st_size,
+                                                              st.st_mtime)))
         return _ordered(files)
 
     def stat(self, name: str) -> SourceFile:
@@ -293,8 +303,9 @@ class HttpSource(Source):
     def list(self) -> list[SourceFile]:
         conn, resp = self._get("index.json")
         try:
-            entries = json.loads(read_whole(resp, f"{self.url}/index.json"))
-            return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]))
+            entries = json.loads(read_whole(resp, f"{self.url}/index.json"), parse_int=json_int)
+            return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]),
+                                        *manifest_of_entry(e, e["name"], int(e["size"])))
                              for e in entries])
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc

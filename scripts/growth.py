@@ -58,7 +58,8 @@ def run_one(out: Path, rate: str, size: str, approaches: str, extra: list[str]) 
         raise SystemExit(f"debl bench failed (exit {done.returncode}) at {rate} {size}; "
                          "its progress is above; rerun to resume the series")
     result = json.loads(done.stdout)
-    result["input_bytes"] = sum(f.stat().st_size for f in data.iterdir() if f.is_file())
+    result["input_bytes"] = sum(f.stat().st_size for f in data.iterdir()
+                                if f.is_file() and f.name != "index.json")  # the manifests
     result["load_average"] = os.getloadavg()[0]
     path.write_text(json.dumps(result, indent=2))
     return result

@@ -70,7 +70,8 @@ def bucket_bytes(directory: Path, bucket_map: BucketMap) -> np.ndarray:
     splits = np.array(bucket_map.splits, dtype=np.uint64)
     sizes = np.zeros(bucket_map.count, dtype=np.float64)
     for path in sorted(p for p in directory.iterdir()
-                       if p.is_file() and not p.name.startswith(".")):  # as a source lists them
+                       if p.is_file() and not p.name.startswith(".")
+                       and p.name != "index.json"):  # as a source lists them
         raw = np.fromfile(path, dtype=np.uint8)
         ends = np.flatnonzero(raw == ord("\n"))
         starts = np.concatenate(([0], ends[:-1] + 1))

@@ -64,6 +64,8 @@ class HostileSource:
                 if self.path.endswith("/index.json"):
                     entries = []
                     for p in sorted(source.directory.iterdir()):
+                        if p.name == "index.json":  # not a data file (loaders.source_index)
+                            continue
                         st = p.stat()
                         entries.append({"name": p.name, "size": source.lies.get(p.name,
                                                                                  st.st_size),

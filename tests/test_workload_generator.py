@@ -334,7 +334,7 @@ def test_command_json_summary(tmp_path):
     doc = json.loads(result.stdout)
     assert doc["spec"]["max_id"] == 201 and len(doc["files"]) == 2
     assert len(doc["bad_lines"]) == 2
-    assert sorted(os.listdir(tmp_path / "d")) == ["links-000.tsv", "links-001.tsv"]
+    assert sorted(os.listdir(tmp_path / "d")) == ["index.json", "links-000.tsv", "links-001.tsv"]
 
 
 def test_command_writes_the_ranges_layout(tmp_path):
@@ -365,7 +365,8 @@ def test_link_types_beyond_two(tmp_path):
 def test_many_files_are_written_without_holding_them_open(tmp_path):
     spec = GenerateSpec(max_id=2001, files=300, days=3, max_degree=30, bad_lines=3)
     summary = generate(tmp_path, spec)
-    names = sorted(p.name for p in tmp_path.iterdir())
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != "index.json")
     assert names == [spec.file_name(k) for k in range(300)] and names[0] == "links-000.tsv"
     assert sum((tmp_path / n).stat().st_size for n in names) == summary.bytes
     assert sum(1 for n in names for _ in open(tmp_path / n, "rb")) == summary.lines
+    assert [e["name"] for e in json.loads((tmp_path / "index.json").read_text())] == names

@@ -32,7 +32,7 @@ from pathlib import Path
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.inputs import hot_bytes_for_share
 from debl.bench.results import BenchProgress, bench_root, code_version, machine, new_bench_id
-from debl.bench.source_server import make_server
+from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.model import Origin, parse_line
@@ -172,7 +172,9 @@ def run_days(config: Config, spec: DaysSpec, progress: BenchProgress = BenchProg
             (day_dir / ".complete").write_text("")
         inputs.append(day_dir)
     drop_every_load(config)
-    servers = [make_server(d, port=0, rate_mb_s=spec.source_rate) for d in inputs]
+    servers = [make_server(d, port=0, rate_mb_s=spec.source_rate,
+                           manifest_cache=manifest_cache_dir(config), progress=progress.message)
+               for d in inputs]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in servers]

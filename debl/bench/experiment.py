@@ -21,7 +21,7 @@ from debl.bench.baselines import APPROACHES
 from debl.bench.inputs import effective_chunk_size, ensure_input, load_options
 from debl.bench.results import (BENCH_FILE, BenchProgress, BenchResult, bench_root,
                                 code_version, machine, new_bench_id, write_json)
-from debl.bench.source_server import make_server
+from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import ConfigError
@@ -61,7 +61,8 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
             "started": t0, "ended": None, "state": "running"}
     write_json(directory / BENCH_FILE, meta)
 
-    server = make_server(spec.data_dir, port=0, rate_mb_s=spec.source_rate)
+    server = make_server(spec.data_dir, port=0, rate_mb_s=spec.source_rate,
+                         manifest_cache=manifest_cache_dir(config), progress=progress.message)
     serving = threading.Thread(target=server.serve_forever, name="bench-source", daemon=True)
     serving.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"

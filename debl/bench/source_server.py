@@ -8,6 +8,10 @@ several of them, comma-separated): the answer is 206 with those bytes (several r
 or 416 when every range starts past the end (RFC 9110). Every file answer carries
 ``Last-Modified``: the HTTP source compares it before and after a transfer.
 
+``index.json`` lists every file with its manifest (docs/LOADING.md, "The manifest"): taken from
+the directory's own ``index.json`` when it matches the file, else computed and cached
+(``debl.bench.manifest_cache``) before the server answers its first request.
+
 It never serves outside its directory (docs/RELIABILITY.md, "Security"): a file is a plain name
 in the directory (no ``/``, no leading dot, no NUL, whatever the percent-encoding), and its real
 path (symlinks resolved) must lie in the directory's real path; ``index.json`` lists only such
@@ -38,10 +42,13 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from loaders.source import LocalSource
+from debl.bench.manifest_cache import ServedManifests
+from debl.config import Config
+from loaders.source import LocalSource, SourceFile
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +211,11 @@ class _Server(ThreadingHTTPServer):
 class _Files:
     """The served directory: which request names are files in it, by the rules above."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, manifest_cache: Path | None,
+                 progress: Callable[[str], None] | None):
         self.source = LocalSource(directory)
         self.root = Path(os.path.realpath(directory))
+        self.manifests = ServedManifests(self.source, manifest_cache, progress)
 
     def inside(self, name: str) -> Path | None:
         """The file a request's name stands for, or None if it is not a served file."""
@@ -217,15 +226,27 @@ class _Files:
             return None  # a symlink out of the directory
         return real if real.is_file() else None
 
+    def served(self) -> list[SourceFile]:
+        return [f for f in self.source.list() if self.inside(f.name) is not None]
+
     def listing(self) -> list[dict]:
-        return [f.__dict__ for f in self.source.list() if self.inside(f.name) is not None]
+        return self.manifests.entries(self.served())
+
+
+def manifest_cache_dir(config: Config) -> Path:
+    """Where a source server keeps the manifests it computed (docs/LOADING.md, "The
+    manifest")."""
+    return config.state_dir / "manifests"
 
 
 def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
                 rate_mb_s: float | None = None, max_connections: int = 256,
-                timeout: float = 60.0) -> ThreadingHTTPServer:
-    """An HTTP server for *directory*; call ``serve_forever()`` (or run it in a thread)."""
-    files = _Files(directory)
+                timeout: float = 60.0, manifest_cache: Path | None = None,
+                progress: Callable[[str], None] | None = None) -> ThreadingHTTPServer:
+    """An HTTP server for *directory*; call ``serve_forever()`` (or run it in a thread).
+    Every file's manifest is ready before it returns (cached on disk under *manifest_cache*,
+    a directory, when given; *progress* gets a line per file)."""
+    files = _Files(directory, manifest_cache, progress)
     limiter = RateLimiter(rate_mb_s * 1e6 if rate_mb_s else None)
 
     class Handler(BaseHTTPRequestHandler):
@@ -323,4 +344,10 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
                     return False
             return True
 
-    return _Server((host, port), Handler, max_connections)
+    server = _Server((host, port), Handler, max_connections)  # the port taken before the work
+    try:
+        files.manifests.prepare(files.served())
+    except BaseException:
+        server.server_close()
+        raise
+    return server

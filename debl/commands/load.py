@@ -9,7 +9,7 @@ from datetime import datetime
 import click
 
 from debl.bench.baselines import run_approach
-from debl.bench.source_server import make_server
+from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.buckets import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
@@ -131,9 +131,16 @@ def source() -> None:
 @click.option("--port", type=int, default=8800, show_default=True)
 @click.option("--rate", type=float, help="Bandwidth cap in MB/s for all transfers together "
               "(12.5 = 100 Mbit/s).")
-def serve(directory, port, rate):
-    """Serve DIRECTORY on http://127.0.0.1:PORT (index.json, files/NAME) until Ctrl-C."""
-    server = make_server(directory, port=port, rate_mb_s=rate)
+@click.pass_context
+@friendly_errors
+def serve(ctx, directory, port, rate):
+    """Serve DIRECTORY on http://127.0.0.1:PORT (index.json, files/NAME) until Ctrl-C.
+
+    index.json lists every file with its manifest: DIRECTORY/index.json's when it matches the
+    file, else computed before serving and cached under the state directory (manifests/)."""
+    server = make_server(directory, port=port, rate_mb_s=rate,
+                         manifest_cache=manifest_cache_dir(config_of(ctx)),
+                         progress=lambda line: click.echo(line, err=True))
     cap = f"capped at {rate} MB/s" if rate else "uncapped"
     click.echo(f"serving {directory} on http://127.0.0.1:{port} ({cap}); Ctrl-C stops")
     try:

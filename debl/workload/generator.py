@@ -11,11 +11,17 @@ completes, then their mtimes are set: in ``days`` to the end of their periods, i
 their newest line's time (the start of the period for a file without lines). A crashed run leaves
 no file that looks complete. Pitfall: copying the files elsewhere must preserve mtimes
 (``cp -p``, ``rsync -t``), since DeBL splits hot from cold by mtime.
+
+Last, ``index.json`` is written beside the files: the HTTP listing's format, each file's entry
+with its manifest (docs/LOADING.md, "The manifest"), made as the file is written from the
+offsets and id1s of its good lines (an injected bad line is never a point and claims nothing).
+It matches each file by size and mtime: a file changed later loses its manifest, not its load.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections import defaultdict
@@ -26,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from debl.errors import ConfigError, SourceError
+from debl.manifest import Manifest
+from debl.manifest_build import ManifestBuilder
 from debl.workload import idspace
 from debl.workload.badlines import KINDS, BadLine, make_bad_line
 from debl.workload.lineformat import encode_links
@@ -34,6 +42,7 @@ from debl.workload.synth import CHUNK_IDS, Records, SynthContext, synthesize
 
 # Above this many files, files are opened per write instead of all at once (descriptor limits).
 _MAX_OPEN_FILES = 256
+INDEX = "index.json"  # the listing with every file's manifest, beside the files
 
 Progress = Callable[[int, int], None]  # (ids done, ids in total)
 
@@ -148,6 +157,29 @@ def _bad_line(ctx: SynthContext, rec: Records, k: int, first: int, last: int, ki
     return make_bad_line(kind, id1, int(ctx.types[0]), t, rng)
 
 
+def _good_lines(builder: ManifestBuilder, rec: Records, byte_at: np.ndarray, first: int,
+                last: int, pos: int) -> int:
+    """Feed good lines [first, last) of the chunk, the first at file offset *pos*, to the
+    file's manifest; the offset after them."""
+    if last > first:
+        builder.add(byte_at[first:last] - byte_at[first] + pos, rec.id1[first:last])
+    return pos + int(byte_at[last] - byte_at[first])
+
+
+def _write_index(out: Path, files: list[Path], manifests: list[Manifest], mtime_ms: int) -> None:
+    """``index.json``: each file's name, size, mtime (``stat``'s, as a local source lists it)
+    and manifest; written under a temporary name, then renamed, with the mtime *mtime_ms*."""
+    entries = []
+    for path, manifest in zip(files, manifests):
+        st = path.stat()
+        entries.append({"name": path.name, "size": st.st_size, "mtime": st.st_mtime,
+                        "manifest": manifest.to_json()})
+    tmp = out / f".{INDEX}.part"
+    tmp.write_text(json.dumps(entries, separators=(",", ":")) + "\n")
+    os.utime(tmp, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    os.replace(tmp, out / INDEX)
+
+
 def _prepare(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise SourceError(f"{out} exists and is not a directory")
@@ -158,6 +190,8 @@ def _prepare(out: Path, overwrite: bool) -> None:
                           f"(e.g. {existing[0].name}); pass --overwrite to replace them")
     for path in existing:
         path.unlink()
+    if existing:
+        (out / INDEX).unlink(missing_ok=True)  # it described the files just deleted
 
 
 def _mtimes_ms(spec: GenerateSpec, ctx: SynthContext, newest: np.ndarray) -> np.ndarray:
@@ -192,6 +226,7 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
     bad_per_file = np.zeros(spec.files, dtype=np.int64)
     newest = np.full(spec.files, -1, dtype=np.int64)  # each file's newest line's time (ms)
     bad_lines: list[BadLine] = []
+    builders = [ManifestBuilder() for _ in range(spec.files)]
 
     outputs = _Outputs(out, names)
     try:
@@ -210,16 +245,20 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                     newest[k] = max(newest[k], int(rec.time[first:last].max()))
                 # Good lines [first, last) of this chunk, with the planned bad lines in between.
                 parts, cursor, written = [], first, int(lines[k])
+                pos = int(nbytes[k])  # the file offset of line `cursor`
                 for rel, kind in bads:
                     at = min(first + int(rel * (last - first + 1)), last)
                     parts.append(memoryview(buf[byte_at[cursor]:byte_at[at]]))
+                    pos = _good_lines(builders[k], rec, byte_at, cursor, at, pos)
                     written += at - cursor + 1
                     line, reason = _bad_line(ctx, rec, k, first, last, kind, bad_rng)
                     parts.append(line)
                     bad_lines.append(BadLine(names[k], written, kind, reason))
                     nbytes[k] += len(line)
+                    pos += len(line)
                     cursor = at
                 parts.append(memoryview(buf[byte_at[cursor]:byte_at[last]]))
+                _good_lines(builders[k], rec, byte_at, cursor, last, pos)
                 outputs.write(k, parts)
                 lines[k] = written + (last - cursor)
                 nbytes[k] += int(byte_at[last] - byte_at[first])
@@ -238,6 +277,10 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
         os.replace(outputs.tmp[k], outputs.final[k])
         end_ns = int(mtimes[k]) * 1_000_000
         os.utime(outputs.final[k], ns=(end_ns, end_ns))
+    # index.json's mtime: the same on every run of one spec, like the files', and older than
+    # every file's, so that it never passes for the newest file in a directory sorted by mtime.
+    _write_index(out, outputs.final, [b.finish(int(nbytes[k]), int(lines[k]))
+                                      for k, b in enumerate(builders)], int(ctx.bounds[0]) - 1)
 
     links_per_file = lines - updates - bad_per_file
     files = tuple(

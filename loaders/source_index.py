@@ -1,0 +1,98 @@
+"""``index.json`` beside a local directory's files: where a local source finds their manifests
+(docs/LOADING.md, "The manifest").
+
+The file is the HTTP listing's format, ``[{"name", "size", "mtime", "manifest": {...}}, ...]``
+(``debl generate`` writes it). A file's manifest is used only when its entry matches the file as
+it is now: same name, same size, same mtime (to ``MTIME_SLACK``); otherwise the file has no
+manifest and a message saying why (it then claims every id1; the load goes on). A directory
+without ``index.json`` loads as before, without manifests and without messages.
+
+Pitfalls: the name ``index.json`` is reserved: it is never one of the directory's data files.
+The file is parsed again only when it changes (its inode, size, mtime or ctime), and each
+manifest validated once per version of it: a local source is listed several times per load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from debl.manifest import Manifest, json_int, manifest_of_entry
+
+INDEX = "index.json"
+MTIME_SLACK = 1e-6  # seconds: a float's rounding, never a rewrite of the file
+
+
+class DirectoryIndex:
+    """The manifests that ``<directory>/index.json`` gives the directory's files."""
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / INDEX
+        self._version: tuple[int, ...] | None = None  # the stat of the index.json read
+        self._entries: dict[str, dict] = {}
+        self._error: str | None = None  # why the whole index cannot be used
+        self._found: dict[tuple[str, int, float], tuple[Manifest | None, str | None]] = {}
+
+    def manifest(self, name: str, size: int, mtime: float) -> tuple[Manifest | None, str | None]:
+        """The manifest of the file *name* as it is now (*size*, *mtime*), and the message of
+        why it has none where it should: ``(None, None)`` without an index or an entry
+        without manifest."""
+        if not self._read():
+            return None, None
+        if self._error is not None:
+            return None, f"{name}: {self._error}"
+        key = (name, size, mtime)
+        if key not in self._found:
+            self._found[key] = self._match(name, size, mtime)
+        return self._found[key]
+
+    def _read(self) -> bool:
+        """Whether there is an index (read again if it changed)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._version = None
+            return False
+        except OSError as exc:
+            self._version, self._error = None, f"cannot read {self.path}: {exc.strerror}"
+            return True
+        # A rewritten index.json may keep its size and mtime (debl generate sets its mtime):
+        # its inode and ctime change whatever the writer does to the mtime.
+        version = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if version != self._version:
+            self._version, self._entries, self._found = version, {}, {}
+            self._error = None
+            try:
+                doc = json.loads(self.path.read_bytes(), parse_int=json_int)
+            except (OSError, ValueError) as exc:
+                doc, self._error = None, f"{self.path} cannot be read as JSON ({exc})"
+            if doc is not None and not isinstance(doc, list):
+                self._error = f"{self.path} is not a list of files"
+            for entry in doc if isinstance(doc, list) else ():
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    self._entries.setdefault(entry["name"], entry)
+            if self._error is not None:
+                self._error += ": no file has a manifest, each claims every id1"
+        return True
+
+    def _match(self, name: str, size: int, mtime: float) -> tuple[Manifest | None, str | None]:
+        entry = self._entries.get(name)
+        if entry is None:
+            return None, (f"{name}: not in {self.path}: it has no manifest and claims every "
+                          "id1")
+        listed_size, listed_mtime = entry.get("size"), entry.get("mtime")
+        if (type(listed_size) is not int or type(listed_mtime) not in (int, float)
+                or listed_size != size or abs(listed_mtime - mtime) > MTIME_SLACK):
+            return None, (f"{name}: {self.path} lists it with size {listed_size!r}, mtime "
+                          f"{_when(listed_mtime)}; it has {size} bytes, mtime {_when(mtime)} "
+                          "now: its manifest is not used (the file claims every id1); write "
+                          "index.json again with the files (debl generate does)")
+        return manifest_of_entry(entry, name, size)
+
+
+def _when(mtime: object) -> str:
+    if type(mtime) not in (int, float) or not 0 <= mtime < 1e11:
+        return repr(mtime)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.6f})"
