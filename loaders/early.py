@@ -22,6 +22,8 @@ import bisect
 import threading
 
 from debl.catalog import EarlyCatalog, FalseClaim
+from debl.config import Config
+from debl.faultpoints import reached
 from debl.keyspace import Answerability, KeySet
 from debl.manifest import ClaimViolation, Manifest, Piece, pieces
 from loaders.chunker import Chunk, Segment
@@ -49,9 +51,10 @@ def segment_claims(manifest: Manifest | None, seg: Segment) -> dict | None:
 class EarlyAnswers:
     """The answerable keys of one load as its chunks are bucketed (see the module)."""
 
-    def __init__(self, catalog: EarlyCatalog, load_id: str, files: list[tuple[int, SourceFile]],
-                 manifests: dict[int, Manifest | None], done: list[Chunk] = ()):
-        self.catalog, self.load_id = catalog, load_id
+    def __init__(self, config: Config, catalog: EarlyCatalog, load_id: str,
+                 files: list[tuple[int, SourceFile]], manifests: dict[int, Manifest | None],
+                 done: list[Chunk] = ()):
+        self.config, self.catalog, self.load_id = config, catalog, load_id
         self.manifests = manifests
         self.names = {seq: f.name for seq, f in files}
         self.sizes = {seq: f.size for seq, f in files}
@@ -79,6 +82,7 @@ class EarlyAnswers:
                 self.stopped = True
                 first = min(violations, key=lambda v: (v.file_seq, v.offset))
                 self.catalog.record_false_claim(self.load_id, self._false_claim(first))
+            reached(self.config, "answerable")
             if not self.stopped:
                 self._publish()
 

@@ -320,7 +320,8 @@ class LoadRun:
             names = {seq: f for seq, f in state.files}
             manifests = {seq: Manifest.from_json(m, names[seq].name, names[seq].size)
                          for seq, m in recorded.items()}
-            return EarlyAnswers(catalog.early, load_id, state.files, manifests, state.done)
+            return EarlyAnswers(self.config, catalog.early, load_id, state.files, manifests,
+                                state.done)
 
     def _to_uptime(self, source: Source, state: ResumeState, hot: list, cold: list,
                    rejects: RejectWriter, max_bad: int, wait_for_hot: bool,
