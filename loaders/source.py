@@ -51,10 +51,11 @@ import urllib.parse
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from debl.config import Config
 from debl.errors import SourceError
+from loaders.file_names import name_fault, path_in
 from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
@@ -114,6 +115,23 @@ class Source(ABC):
     def close(self) -> None:
         """Let go of what the source keeps open between reads (an HTTP source's kept-alive
         connections); it may still be used afterwards."""
+
+
+def check_listing_entry(entry: Any, where: str, *, plain_text: bool = True) -> SourceFile:
+    """One entry of a source's listing, ``{"name": ..., "size": ..., "mtime": ...}``, as a
+    SourceFile, its name a plain file name (``name_fault``); else SourceError naming *where*
+    (which entry of which listing) and what is wrong, with the name escaped.
+
+    Pitfall: a name goes into paths (fileCopy's copies); a listing that names
+    ``../../home/u/.ssh/authorized_keys`` once wrote the source's bytes there (issue 38.2): the
+    whole listing is refused before anything is read (docs/RELIABILITY.md, "Security")."""
+    name = entry["name"]
+    why = name_fault(name, plain_text)
+    if why is not None:
+        raise SourceError(f"{where} ({entry!r}): the name {name!r} is not a plain file name "
+                          f"({why}); nothing was read: the source must list its files by plain "
+                          "name (docs/LOADING.md, \"HTTP sources\")")
+    return SourceFile(name, int(entry["size"]), float(entry["mtime"]))
 
 
 def _ordered(files: list[SourceFile]) -> list[SourceFile]:
@@ -202,21 +220,25 @@ class LocalSource(Source):
         for entry in os.scandir(self.path):
             if entry.is_file() and not entry.name.startswith("."):
                 st = entry.stat()
-                files.append(SourceFile(entry.name, st.st_size, st.st_mtime))
+                files.append(check_listing_entry(
+                    {"name": entry.name, "size": st.st_size, "mtime": st.st_mtime},
+                    f"source {self.path}: file {entry.name!r}", plain_text=False))
         return _ordered(files)
 
     def stat(self, name: str) -> SourceFile:
+        path = path_in(self.path, name)
         try:
-            st = os.stat(self.path / name)
+            st = os.stat(path)
         except OSError as exc:
-            raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
+            raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         return SourceFile(name, st.st_size, st.st_mtime)
 
     def _open(self, name: str, offset: int) -> BinaryIO:
+        path = path_in(self.path, name)
         try:
-            f = open(self.path / name, "rb")
+            f = open(path, "rb")
         except OSError as exc:
-            raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
+            raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         f.seek(offset)
         return f
 
@@ -289,8 +311,8 @@ class HttpSource(Source):
         conn, resp = self._get("index.json")
         try:
             entries = json.loads(read_whole(resp, f"{self.url}/index.json"))
-            return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]))
-                             for e in entries])
+            return _ordered([check_listing_entry(e, f"source {self.url}: index.json entry {k}")
+                             for k, e in enumerate(entries, 1)])
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:

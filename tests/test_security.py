@@ -317,3 +317,40 @@ def _files_holding(root: Path, needle: bytes, but: Path | None = None) -> list[s
         except OSError:
             pass
     return found
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("approach", ["fileCopy", "debl", "debl-raw", "debl-cold",
+                                      "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-hbase"])
+def test_a_hostile_listing_writes_nothing_anywhere_with_any_approach(stack_config, tmp_path,
+                                                                     approach):
+    """Issue 38.2: with ``--approach fileCopy`` an ``index.json`` naming
+    ``../../../../home/u/.ssh/authorized_keys`` (or an absolute path) wrote the source's bytes
+    there. Every approach refuses the listing before anything is copied or recorded, naming
+    the entry."""
+    from debl.bench.baselines import run_approach
+    from debl.errors import SourceError
+    from loaders.load import LoadOptions
+    from tests.hostile_http import HostileSource
+
+    served, victim = tmp_path / "served", tmp_path / "home" / "u" / ".ssh"
+    served.mkdir()
+    victim.mkdir(parents=True)
+    (served / "payload.tsv").write_bytes(b"1\t1\t1\t1\tssh-ed25519 AAAA attacker\t1\t1\n")
+    climbing = "../" * 40 + str(victim / "authorized_keys").lstrip("/")
+    absolute = str(victim / "absolute_keys")
+    with Catalog(stack_config) as catalog:
+        before = catalog.load()
+    for name in (climbing, absolute):
+        with HostileSource(served) as server:
+            server.serve_listing([{"name": "good.tsv", "size": 38, "mtime": 1000.0},
+                                  {"name": name, "size": 38, "mtime": 2000.0}],
+                                 {"good.tsv": "payload.tsv", name: "payload.tsv"})
+            with pytest.raises(SourceError) as err:
+                run_approach(stack_config, server.url, LoadOptions(approach=approach))
+        assert "index.json entry 2" in str(err.value) and repr(name) in str(err.value)
+    assert sorted(p.name for p in victim.iterdir()) == []
+    with Catalog(stack_config) as catalog:
+        after = catalog.load()
+    assert (after and after.load_id) == (before and before.load_id)  # nothing recorded
+
