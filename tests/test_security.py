@@ -354,3 +354,30 @@ def test_a_hostile_listing_writes_nothing_anywhere_with_any_approach(stack_confi
         after = catalog.load()
     assert (after and after.load_id) == (before and before.load_id)  # nothing recorded
 
+
+@pytest.mark.stack
+def test_names_shown_on_a_terminal_are_escaped(stack_config, tmp_path):
+    """Issue 38.9: a local file name (or source directory) holding escape characters reached
+    the terminal as they were through `debl status` (and `debl verify`): ESC ] 0 ; sets a
+    terminal's title, ESC [ 2 J clears it. They are shown escaped; --json was already safe."""
+    from click.testing import CliRunner
+
+    from debl.cli import main
+
+    config = stack_config.replace(mysql_database="debl_escapetest")
+    source = tmp_path / "src\x1b[2J"
+    source.mkdir()
+    name = "evil\x1b]0;owned\x07.tsv"
+    (source / name).write_bytes(b"1\t1\t1\t1\tx\t1\t1\nnot a line\n")
+    runner = CliRunner()
+    loaded = runner.invoke(main, ["load", str(source), "--approach", "bulkLoad-mysql"],
+                           obj=config)
+    assert loaded.exit_code == 0, loaded.output
+    status = runner.invoke(main, ["status"], obj=config).output
+    assert "\x1b" not in status and "\x07" not in status, status
+    assert "evil\\x1b]0;owned\\x07.tsv: 1" in status and "src\\x1b[2J" in status, status
+    with open(source / name, "ab") as f:  # a line more than was loaded: verify names the file
+        f.write(b"2\t1\t1\t1\tx\t1\t1\n")
+    verified = runner.invoke(main, ["verify"], obj=config)
+    assert verified.exit_code == 1 and "MISMATCH file evil" in verified.output, verified.output
+    assert "\x1b" not in verified.output and "\x07" not in verified.output, verified.output

@@ -1,9 +1,13 @@
-"""A source's listing checked entry by entry before anything is read (issue 38.2,
-docs/RELIABILITY.md, "Security"): an HTTP source's ``index.json`` names only plain file names,
-or the listing is refused with a SourceError naming the entry; a path built from a name stays
-inside its directory. No stack: the HTTP source is tests/hostile_http.py."""
+"""A source's listing checked entry by entry before anything is read (issues 38.2 and 38.9,
+docs/RELIABILITY.md, "Security" and "Sources that misbehave"): an HTTP source's ``index.json``
+names only plain file names with whole sizes and finite mtimes, or the listing is refused with
+a SourceError naming the entry; a path built from a name stays inside its directory. Names
+shown on a terminal: tests/test_security.py. No stack: the HTTP source is
+tests/hostile_http.py."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -18,6 +22,20 @@ GOOD = {"name": "links-01.tsv", "size": 12, "mtime": 1700000000.5}
 BAD_NAMES = ["../../../../home/u/.ssh/authorized_keys", "/etc/cron.d/debl", "a/b.tsv", "sub/",
              "./a.tsv", "..", ".", "", "a\x00b.tsv", "x\x1b]0;owned\x07.tsv", "a\x1b[2J.tsv",
              "a\nb.tsv", "a\tb.tsv", "a\rb.tsv", "a\x7f.tsv", "a\x85.tsv", "\udcff.tsv"]
+
+# Entries whose fields are not what the protocol says (docs/LOADING.md, "HTTP sources").
+BAD_FIELDS = [
+    ({**GOOD, "name": 5}, "name"), ({**GOOD, "name": None}, "name"),
+    ({**GOOD, "name": ["a.tsv"]}, "name"), ({"size": 1, "mtime": 1.0}, "name"),
+    ({**GOOD, "size": -1}, "size"), ({**GOOD, "size": 1.5}, "size"),
+    ({**GOOD, "size": "12"}, "size"), ({**GOOD, "size": True}, "size"),
+    ({**GOOD, "size": 1 << 63}, "size"), ({"name": "a.tsv", "mtime": 1.0}, "size"),
+    ({**GOOD, "mtime": math.nan}, "mtime"), ({**GOOD, "mtime": math.inf}, "mtime"),
+    ({**GOOD, "mtime": -math.inf}, "mtime"), ({**GOOD, "mtime": "yesterday"}, "mtime"),
+    ({**GOOD, "mtime": False}, "mtime"), ({"name": "a.tsv", "size": 1}, "mtime"),
+    ("a.tsv", "not an object"), (["a.tsv", 1, 2.0], "not an object"), (None, "not an object"),
+]
+
 
 def _listed(tmp_path, entries: list) -> list[SourceFile]:
     (tmp_path / "payload.tsv").write_bytes(b"1\t1\t1\t1\tx\t1\t1\n")
@@ -39,6 +57,22 @@ def test_an_http_listing_naming_a_file_that_is_not_plain_is_refused(tmp_path, na
     message = str(err.value)
     assert "index.json entry 2" in message and repr(name) in message, message
     assert _printable(message)  # the name shown escaped, never as it came
+
+
+@pytest.mark.parametrize("entry, field", BAD_FIELDS)
+def test_an_http_listing_whose_fields_are_not_the_protocols_is_refused(tmp_path, entry, field):
+    """Issue 38.9: a name that was not a string was a TypeError traceback later, a NaN mtime
+    a MySQL error; each is a SourceError naming the entry and the field."""
+    with pytest.raises(SourceError) as err:
+        _listed(tmp_path, [GOOD, entry])
+    message = str(err.value)
+    assert "index.json entry 2" in message and field in message, message
+    assert _printable(message)
+
+
+def test_a_listing_that_is_not_a_list_is_refused(tmp_path):
+    with pytest.raises(SourceError, match="not a file listing"):
+        _listed(tmp_path, {"files": [GOOD]})  # type: ignore[arg-type]
 
 
 def test_a_good_listing_is_read_as_it_was_and_oldest_first(tmp_path):
