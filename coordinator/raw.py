@@ -337,6 +337,10 @@ class RawReader:
         return True
 
     def _open(self, bucket: RawBucket) -> _Bucket:
+        """The bucket opened, by one thread at a time: the others wait on its lock and find it
+        opened. The lock stays in ``_opening`` until an open succeeds: a thread coming after a
+        failed open waits on the same lock as those already waiting, never on one of its own
+        beside them (two opens at once were both counted: issue 38.6)."""
         key = (bucket.load_id, bucket.b_index, bucket.hot)
         with self._lock:
             opened = self._opened.get(key)
@@ -344,23 +348,25 @@ class RawReader:
                 self._opened.move_to_end(key)
                 return opened
             lock = self._opening.setdefault(key, threading.Lock())
-        try:
-            with lock:  # one thread opens it; the others find it opened
-                with self._lock:
-                    opened = self._opened.get(key)
-                if opened is None:
-                    opened = self._read_files(bucket)
-                    self._keep(key, opened)
-        finally:
+        with lock:  # one thread opens it; the others find it opened
             with self._lock:
-                self._opening.pop(key, None)
+                opened = self._opened.get(key)
+            if opened is None:
+                opened = self._keep(key, self._read_files(bucket))
+                with self._lock:
+                    if self._opening.get(key) is lock:
+                        del self._opening[key]
         return opened
 
-    def _keep(self, key: tuple, opened: _Bucket) -> None:
+    def _keep(self, key: tuple, opened: _Bucket) -> _Bucket:
         """Keep an opened bucket; forget other loads' buckets and blocks; the blocks get what
         the opened buckets leave of the budget (the least recently used buckets go when they
-        alone exceed it, never the one just opened)."""
+        alone exceed it, never the one just opened). Returns the bucket kept: one opened and
+        kept already is kept as it was, counted once."""
         with self._lock:
+            kept = self._opened.get(key)
+            if kept is not None:
+                return kept
             if any(k[0] != key[0] for k in self._opened):
                 self._opened.clear()
                 self._opened_bytes = 0
@@ -372,6 +378,7 @@ class RawReader:
                 _, evicted = self._opened.popitem(last=False)
                 self._opened_bytes -= evicted.cost
             self.cache.set_budget(self.config.coordinator.raw_cache_bytes - self._opened_bytes)
+            return opened
 
     def _read_files(self, bucket: RawBucket) -> _Bucket:
         """The bucket's files opened with their indexes, checked against the bucket index's
