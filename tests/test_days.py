@@ -34,7 +34,8 @@ from debl.webhdfs import WebHDFS
 from loaders import gen_hf as gen_hf_module
 from loaders.cleanup import cleanup, drop_every_load, rollback
 from loaders.gen_hf import GenHF
-from loaders.load import LoadOptions, run_load
+from loaders import hot_phase
+from loaders.load import LoadOptions, LoadRun, run_load
 from tests.dataset import make_dataset, reference_store
 
 pytestmark = pytest.mark.stack
@@ -202,6 +203,60 @@ def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
     assert cleanup(config, wait=True) == [previous]
     with pytest.raises(LoadStateError, match="no previous load|dropped by cleanup"):
         rollback(config)
+
+
+def _held_hot_path(monkeypatch) -> threading.Event:
+    """MySQL's hot path of the loads from now on waits until the returned event is set."""
+    gate = threading.Event()
+    real = hot_phase.load_hot
+
+    def held(*args, **kwargs):
+        assert gate.wait(300)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hot_phase, "load_hot", held)
+    return gate
+
+
+def _until(condition, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_the_raw_reader_forgets_buckets_nobody_reads_any_more(days, monkeypatch):
+    """Issue 38.4: a coordinator's raw reader kept the hot buckets after MySQL's take-over
+    (their directory deleted) and the buckets of a day it left, and polled the NameNode for
+    each of them every poll for the rest of the day. The raw route is off here, so no bucket is
+    opened ahead and only the hot rows of partial answers (gen_HF does not run) open the hot
+    buckets. Starts from: any current load. Leaves: day 1 current, day 2 dropped."""
+    config, refs = days
+    gate = _held_hot_path(monkeypatch)
+    # the loads' own cleanup keeps the days; after the rollback, day 2's hot files stay
+    kept = config.replace(keep_previous_load=3600.0, coordinator_ack_timeout=2.0)
+    with Coordinator(config.replace(raw_after=None)) as c:
+        def hot_opened(load_id: str) -> list:
+            return [b for b in c._raw.opened_buckets() if b.load_id == load_id and b.hot]
+
+        for day in (1, 2):
+            with LoadRun(kept, str(refs[day][0]), OPTIONS) as run:
+                up = run.wait_up()
+                assert _until(lambda: c.load_id == up.load_id)
+                for key in sorted(refs[day][1].keys())[::40]:  # every range: the hot ones too
+                    assert c.query(*key, timeout=0, partial=True).load_id == up.load_id
+                assert hot_opened(up.load_id), "no query read the hot buckets"
+                if day == 2:  # yesterday again: today's hot buckets are nobody's any more
+                    assert rollback(config)[1] == previous
+                    assert _until(lambda: c.load_id == previous)
+                    assert _until(lambda: not c._raw.opened_buckets()), c._raw.opened_buckets()
+                gate.set()
+                run.finish()  # MySQL takes the hot keys over
+            if day == 1:
+                assert _until(lambda: not hot_opened(up.load_id)), c._raw.opened_buckets()
+                previous = up.load_id
+                gate.clear()
+    assert cleanup(config, wait=True) == [up.load_id]
 
 
 def test_a_run_of_yesterday_never_writes_into_today(days, spark, monkeypatch):

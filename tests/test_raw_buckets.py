@@ -101,3 +101,54 @@ def test_a_bucket_opened_again_after_a_failed_open_is_counted_once(reader, monke
     memory = reader.memory()
     assert (memory.buckets, memory.bucket_bytes) == (1, COST)
     assert reader.cache.budget == reader.config.coordinator.raw_cache_bytes - COST
+
+
+def test_the_reader_forgets_hot_buckets_at_the_take_over_and_other_loads_at_a_switch(
+        monkeypatch):
+    """Issue 38.4: the reader kept the hot buckets after MySQL's take-over (their directory is
+    deleted) and an old day's buckets after a switch or rollback, and its listing thread polled
+    the NameNode for each of them every poll for the rest of the day. ``serve`` says which
+    buckets it keeps: the others go, and are never checked again; a bucket an old query opens
+    after that answers it but is not kept."""
+    reader = RawReader(Config(poll_interval=0.05), catalog=None)  # type: ignore[arg-type]
+    try:
+        monkeypatch.setattr(reader, "_read_files", _opened)
+        checked: list[tuple] = []
+        polled = threading.Condition()
+
+        def check_listing(bucket: RawBucket, opened, force=False, within=None) -> None:
+            with polled:
+                checked.append((bucket.load_id, bucket.b_index, bucket.hot))
+                polled.notify_all()
+
+        monkeypatch.setattr(reader, "_check_listing", check_listing)
+        cold, hot, hot2 = RawBucket("L1", 1, 10), RawBucket("L1", 2, 10, hot=True), \
+            RawBucket("L1", 3, 10, hot=True)
+        for bucket in (cold, hot, hot2):
+            reader._open(bucket)
+        reader.cache.put(("L1", "/loads/L1/buckets/chunk-00000.0", 0), b"block", 5)
+        assert reader.opened_buckets() == [cold, hot, hot2]
+
+        reader.serve("L1", hot=False)  # MySQL took L1's hot keys over
+        assert reader.opened_buckets() == [cold]
+        assert reader.memory().bucket_bytes == COST and len(reader.cache) == 1
+        key = ("L1", 1, False)
+        with polled:
+            checked.clear()
+            assert polled.wait_for(lambda: checked.count(key) >= 2, timeout=10)
+            # from its second check of the cold bucket on, every pass of the listing thread
+            # began after serve(): the hot ones are never polled again
+            again = checked[checked.index(key, checked.index(key) + 1):]
+        assert set(again) == {key}
+        assert reader._open(hot) is not None and reader.opened_buckets() == [cold]
+
+        reader.serve("L2", hot=True)  # the next day (or a rollback)
+        assert reader.opened_buckets() == [] and reader.memory().bucket_bytes == 0
+        assert len(reader.cache) == 0
+        assert reader._open(RawBucket("L1", 4, 10)) is not None  # an old day's query
+        new = RawBucket("L2", 1, 10, hot=True)
+        reader._open(new)
+        assert reader.opened_buckets() == [new]
+        assert reader.cache.budget == reader.config.coordinator.raw_cache_bytes - COST
+    finally:
+        reader.close()
