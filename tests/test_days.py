@@ -34,6 +34,7 @@ from debl.webhdfs import WebHDFS
 from loaders import gen_hf as gen_hf_module
 from loaders.cleanup import cleanup, drop_every_load, rollback
 from loaders.gen_hf import GenHF
+from loaders import cleanup as cleanup_module
 from loaders import hot_phase
 from loaders.load import LoadOptions, LoadRun, run_load
 from tests.dataset import make_dataset, reference_store
@@ -203,6 +204,53 @@ def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
     assert cleanup(config, wait=True) == [previous]
     with pytest.raises(LoadStateError, match="no previous load|dropped by cleanup"):
         rollback(config)
+
+
+def test_rollback_never_makes_current_a_day_cleanup_is_dropping(days, monkeypatch):
+    """Issue 38.1: cleanup picked the loads to drop, dropped their stores (slow), and only then
+    marked them dropped; a rollback in between made current the day whose tables were going
+    away (every coordinator moved to it and failed), and marking it dropped then raised
+    LoadStateError. Rollback and cleanup exclude each other: the rollback waits for the drop
+    and refuses, naming the cause; the current day stays. Starts from: any current load.
+    Leaves: day 2 current, day 1 dropped."""
+    config, refs = days
+    kept = config.replace(keep_previous_load=3600.0)
+    previous = run_load(kept, str(refs[1][0]), OPTIONS).load_id
+    current = run_load(kept, str(refs[2][0]), OPTIONS).load_id
+    held, go = threading.Event(), threading.Event()
+    real = cleanup_module.drop_stores
+
+    def slow_drop(config, load):
+        held.set()
+        assert go.wait(300)
+        return real(config, load)
+
+    monkeypatch.setattr(cleanup_module, "drop_stores", slow_drop)
+    outcome: dict = {}
+
+    def run(name, call):
+        try:
+            outcome[name] = call()
+        except Exception as exc:  # noqa: BLE001 -- the test looks at it
+            outcome[name] = exc
+
+    cleaning = threading.Thread(target=run, args=("cleanup", lambda: cleanup(config)))
+    cleaning.start()
+    assert held.wait(300), "cleanup never dropped the previous day"
+    rolling = threading.Thread(target=run, args=("rollback", lambda: rollback(config)))
+    rolling.start()
+    rolling.join(2)  # a rollback that does not wait for the drop is done by now
+    go.set()
+    cleaning.join(300)
+    rolling.join(300)
+    assert outcome["cleanup"] == [previous]
+    assert isinstance(outcome["rollback"], LoadStateError), outcome["rollback"]
+    assert "dropped by cleanup" in str(outcome["rollback"])
+    with Catalog(config) as catalog:
+        assert catalog.current().load_id == current
+        assert catalog.load(previous).dropped is not None
+    out = CliRunner().invoke(rollback_command, [], obj=config)
+    assert out.exit_code == 1 and "dropped by cleanup" in out.output and "Traceback" not in out.output
 
 
 def _held_hot_path(monkeypatch) -> threading.Event:
