@@ -38,8 +38,7 @@ Pitfalls:
   two intervals: a file gone or changed since is a BucketFileError naming it, within two
   intervals. A query answered from cached blocks alone reads nothing and checks nothing: those
   are the file's bytes as written.
-- Cache keys carry the load id, and opening a bucket of another load forgets the previous
-  load's buckets and blocks: the bucket directory is the dataset's and a new load rewrites it.
+- Cache keys carry the load id; opening a bucket of another load forgets the others' buckets.
 - The coordinator says which buckets are still read (``serve``): at a switch of day (or a
   rollback) the other days' buckets go, at MySQL's take-over the hot ones, so that the listing
   thread never polls the NameNode for files that are gone.
@@ -375,10 +374,9 @@ class RawReader:
     def serve(self, load_id: str, hot: bool) -> None:
         """Keep only *load_id*'s buckets from now on, its hot ones only while *hot* (until
         MySQL takes its hot keys over): the others opened are forgotten, with another load's
-        cached blocks. Their files go with their day (or with the take-over), and the listing
-        thread would poll the NameNode for them every poll for the rest of the day (issue
-        38.4). A query still reading one keeps it to its end; one opened for a query after now
-        answers it and is not kept."""
+        cached blocks: their files go with their day (or the take-over), and the listing thread
+        would poll the NameNode for them all day (issue 38.4). A query reading one keeps it to
+        its end; one opened for a query after now answers it and is not kept."""
         with self._lock:
             self._serving = (load_id, hot)
             gone = [key for key in self._opened if not self._wanted(key)]

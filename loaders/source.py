@@ -52,7 +52,6 @@ import http.client
 import json
 import os
 import re
-import math
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
@@ -63,14 +62,13 @@ from typing import Any, BinaryIO
 from debl.config import Config
 from debl.errors import SourceError
 from debl.manifest import Manifest, json_int, manifest_of_entry
-from loaders.file_names import name_fault, path_in
+from loaders.file_names import checked_entry, path_in
 from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
 from loaders.source_index import INDEX, DirectoryIndex
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
-MAX_SIZE = (1 << 63) - 1  # a size the catalog's BIGINT holds
 
 
 @dataclass(frozen=True)
@@ -132,38 +130,10 @@ class Source(ABC):
 
 
 def check_listing_entry(entry: Any, where: str, *, plain_text: bool = True) -> SourceFile:
-    """One entry of a source's listing, ``{"name": ..., "size": ..., "mtime": ...}``, as a
-    SourceFile: the name a plain file name (``name_fault``), the size a whole number of bytes
-    (0 to 2^63-1), the mtime a finite number of seconds. Else SourceError naming *where* (which
-    entry of which listing) and what is wrong, with the name escaped.
-
-    Pitfall: a name goes into paths (fileCopy's copies) and onto terminals; a listing that
-    names ``../../home/u/.ssh/authorized_keys`` once wrote the source's bytes there (issue
-    38.2), and a NaN mtime reached MySQL (38.9): the whole listing is refused before anything
-    is read (docs/RELIABILITY.md, "Sources that misbehave")."""
-    def refused(what: str) -> SourceError:
-        shown = repr(entry)
-        shown = shown if len(shown) <= 300 else shown[:300] + "..."
-        return SourceError(f"{where} ({shown}): {what}; nothing was read: the source must list "
-                           "its files by plain name, whole size and mtime (docs/LOADING.md, "
-                           "\"HTTP sources\")")
-
-    if not isinstance(entry, dict):
-        raise refused(f"not an object with name, size and mtime but a {type(entry).__name__}")
-    for field in ("name", "size", "mtime"):
-        if field not in entry:
-            raise refused(f"it has no {field}")
-    name, size, mtime = entry["name"], entry["size"], entry["mtime"]
-    why = name_fault(name, plain_text)
-    if why is not None:
-        raise refused(f"the name {name!r} is not a plain file name ({why})" if isinstance(
-            name, str) else f"the name {name!r} is not a file name ({why})")
-    if (isinstance(size, bool) or not isinstance(size, (int, float))
-            or (isinstance(size, float) and not size.is_integer()) or not 0 <= size <= MAX_SIZE):
-        raise refused(f"the size {size!r} is not a whole number of bytes (0 to {MAX_SIZE})")
-    if isinstance(mtime, bool) or not isinstance(mtime, (int, float)) or not math.isfinite(mtime):
-        raise refused(f"the mtime {mtime!r} is not a finite number of seconds")
-    return SourceFile(name, int(size), float(mtime))
+    """One entry of a source's listing as a SourceFile, checked (``loaders.file_names.
+    checked_entry``: a plain name, a whole size, a finite mtime), else SourceError naming
+    *where*."""
+    return SourceFile(*checked_entry(entry, where, plain_text))
 
 
 def _ordered(files: list[SourceFile]) -> list[SourceFile]:
