@@ -10,9 +10,9 @@ over), as HBase opens its regions before it serves them. Queries never wait for 
 comes first opens its bucket itself, as before, and the warm-up finds it opened.
 
 Pitfalls: the warm-up opens buckets only while the opened ones take under half of
-``raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read; a
-bucket it cannot open (a file gone) is left to the query, which raises the error naming it; and
-an HDFS that does not answer ends the warm-up at once (every bucket would wait out its timeout
+``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has
+read; a bucket it cannot open (a file gone) is left to the query, which raises the error naming it;
+and an HDFS that does not answer ends the warm-up at once (every bucket would wait out its timeout
 the same way), so that ``Coordinator.wait_warm`` does not hold a client for nothing.
 """
 

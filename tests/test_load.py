@@ -171,7 +171,7 @@ def test_max_bad_fails_the_load_with_a_clear_message(stack_config, dataset):
     with Catalog(stack_config) as catalog:
         current = catalog.current()
     with pytest.raises(BadInputError, match="bad lines"):
-        run_load(stack_config, str(directory), replace(OPTIONS, max_bad=2))
+        run_load(stack_config, str(directory), replace(OPTIONS, loading_max_bad=2))
     with Catalog(stack_config) as catalog:
         assert catalog.load().state == "failed"
         assert catalog.current() == current  # the current day serves on

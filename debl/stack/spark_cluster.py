@@ -1,4 +1,4 @@
-"""The stack's Spark standalone cluster, when ``spark_workers`` > 0 (docs/RUNTIME.md): a master
+"""The stack's Spark standalone cluster, when ``spark.workers`` > 0 (docs/RUNTIME.md): a master
 and its workers, run by the installed pyspark's own scripts and jars.
 """
 
@@ -21,14 +21,14 @@ from debl.stack.service import Service, require_free
 
 
 class SparkCluster(Service):
-    """A Spark standalone master and ``spark_workers`` workers, run by the installed pyspark's
+    """A Spark standalone master and ``spark.workers`` workers, run by the installed pyspark's
     ``bin/spark-class`` (its own jars, nothing downloaded), every port from config and on
     127.0.0.1 (SPARK_LOCAL_IP binds the web UIs there too).
 
     Executors are the workers' children, started per application and ended with it (or with
     their worker: a worker stopping kills its executors); they and their Python workers run in
     ``work-<i>/`` and ``local-<i>/``, so no process of the cluster lives outside its home.
-    Workers beyond ``spark_workers`` (left by an earlier, larger configuration) are stopped by
+    Workers beyond ``spark.workers`` (left by an earlier, larger configuration) are stopped by
     ``start`` and ``stop``.
     """
 
@@ -187,7 +187,7 @@ class SparkCluster(Service):
         alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         want = self.config.spark.workers
         if want == 0:
-            raise RuntimeError("left running by an earlier configuration (spark_workers is 0 "
+            raise RuntimeError("left running by an earlier configuration (spark.workers is 0 "
                                "now): `debl stack down` stops it")
         if len(alive) != want:
             raise RuntimeError(f"{len(alive)} of {want} workers registered")

@@ -27,7 +27,7 @@ reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` 
 Pitfalls:
 
 - One store object is shared by many query threads. Each call borrows a connection from a
-  bounded pool (``mysql_pool_size``, ``debl.mysql.ConnectionPool``; one pool per driver) and
+  bounded pool (``mysql.pool_size``, ``debl.mysql.ConnectionPool``; one pool per driver) and
   gives it back,
   so the server sees at most that many connections per store however many threads come and go
   (a connection per thread, kept for the store's life, ran a thread-per-request caller into
@@ -205,7 +205,7 @@ class MySQLStore(LinkStore):
             raise ServiceError(
                 f"MySQL at {self.config.mysql.host}:{self.config.mysql.port}: all "
                 f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
-                " s; raise mysql_pool_size, or give the callers fewer threads") from None
+                " s; raise mysql.pool_size, or give the callers fewer threads") from None
 
     def _read(self, sql: bytes) -> tuple[tuple, ...]:
         """Rows of one SELECT on a pooled reader (mysqlclient); reconnect and retry once if it
