@@ -65,9 +65,10 @@ from coordinator.raw_scan import FileFilters, key_lines
 
 log = logging.getLogger("debl.coordinator")
 
-MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
-# A key whose blocks over all files are at most this many (1 MiB, about 10,000 lines: the default
-# page) is read and merged at once; a heavier one lazily, newest first.
+MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (64 of 64 KiB): a heavy id1's page
+# A key whose blocks over all files are at most this many (16 of 64 KiB: the default page of
+# 10,000 lines, at LinkBench's line lengths) is read and merged at once; a heavier one lazily,
+# newest first.
 EAGER_BLOCKS = 16
 # HDFS calls in flight per reader: a query's first read of each file (and a bucket's index
 # reads) go out together, since a read is mostly waiting on the DataNode.

@@ -314,8 +314,8 @@ class CoordinatorConfig(_Section):
     poll_interval: float = 0.5
     # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this
     # many seconds for gen_HF, then is answered exactly from the bucket's files in HDFS; "off"
-    # (None) waits for the conversion, as the paper does. 0 (at once) measured best: waiting
-    # holds the client's thread and rarely sees the bucket land.
+    # (None) waits for the conversion, as the paper does. 0, at once: waiting holds the
+    # client's thread and rarely sees the bucket land (docs/COORDINATOR.md, "Measured").
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
@@ -338,8 +338,8 @@ class ClientConfig(_Section):
     SECTION: ClassVar[str] = "client"
 
     # Worker processes that share the client threads, each with its own connections. 0: one
-    # per core (at most one per thread); one Python process tops out at a few thousand
-    # requests/s (docs/BENCHMARKS.md).
+    # per core (at most one per thread): one Python process's interpreter lock caps its
+    # requests per second (docs/WORKLOAD.md, "Worker processes").
     processes: int = 0
 
     def __post_init__(self) -> None:

@@ -40,8 +40,8 @@ from debl.errors import ConfigError
 RULE = ("a setting is section.field: [section] field in debl.toml, DEBL_SECTION_FIELD in the "
         "environment, config.section.field in code and section_field= as a keyword (e.g. "
         "[coordinator] raw_after = 5, DEBL_COORDINATOR_RAW_AFTER=5, "
-        "config.coordinator.raw_after, Config(coordinator_raw_after=5)); README, "
-        "\"Configuration\"")
+        "config.coordinator.raw_after, Config(coordinator_raw_after=5)); "
+        "README, \"Configuration\"")
 
 # The old keys: "<section>_<field>", except in these sections, whose fields were keys alone,
 # and for these fields, keys of their own.

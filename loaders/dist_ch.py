@@ -29,13 +29,12 @@ Pitfalls:
 
 - Lines stay bytes end to end, so data round-trips byte-exact.
 - A re-run of a chunk rewrites exactly its own files (same names) and its own index rows.
-- A slice's output is held in the task's memory before it is written, and sorted there (about
-  1.3x the slice's size: the lines, and 28 bytes of key and offset per line; up to three times
-  that while its arrays grow, the old array beside the new one). ``slices_for`` cuts a chunk
-  into more than ``loading.dist_ch_tasks`` slices when a slice would pass its share of the task
-  heap: a load whose chunks grew (uncapped, the load doubles a chunk that dist_ch lags behind) ran
-  the driver out of heap with two 512 MiB slices, and later with four 256 MiB ones (docs/SCALING.md,
-  "Measured growth").
+- A slice's output is held in the task's memory before it is written, and sorted there (the
+  lines, and 28 bytes of key and offset per line; more while its arrays grow, the old array
+  beside the new one). ``slices_for`` cuts a chunk into more than ``loading.dist_ch_tasks``
+  slices when a slice would pass its share of the task heap: a load whose chunks grew (uncapped,
+  the load doubles a chunk that dist_ch lags behind) ran the driver out of heap with larger
+  slices (docs/SCALING.md, "Measured growth", has the slices that did and did not fit).
 """
 
 from __future__ import annotations

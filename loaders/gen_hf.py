@@ -55,9 +55,10 @@ LOCK = "debl_gen_hf"
 RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
 CLEANUP_EVERY_S = 30.0
 MAX_PAUSE_S = 60.0
-# A bucket is merged in a task's memory, about 3x its bytes (the file, one object per row, the
-# sort), and the tasks of one JVM share its heap (local[2]: two in the driver's; on a cluster
-# spark.executor_cores in an executor's): keep a bucket under a quarter of a task's share.
+# A bucket is merged in a task's memory, a few times its bytes (the file, one object per row,
+# the sort: docs/ONLINE.md, "Decisions", row "A bucket too large for that"), and the tasks of
+# one JVM share its heap (local[2]: two in the driver's; on a cluster spark.executor_cores in an
+# executor's): keep a bucket under a quarter of a task's share.
 HEAP_PER_BUCKET = 4
 
 

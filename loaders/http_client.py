@@ -1,5 +1,6 @@
 """HTTP/1.1 as the HTTP source speaks it: kept-alive connections, basic authentication from the
-config, and several byte ranges in one request (docs/LOADING.md, "HTTP sources").
+config, and several byte ranges in one request (docs/LOADING.md, "Decisions where DESIGN is
+silent", row "HTTP sources").
 
 - **Connections** (``Connections``): a request takes an idle connection of the pool (or opens
   one) and gives it back once its response was read to its end, so a run of small requests

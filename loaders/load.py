@@ -417,7 +417,8 @@ def _done(bucket_map: BucketMap) -> Future:
 
 def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) -> None:
     """Record the load as failed, and tell the user how to go on: a load stopped by a service
-    or its source continues where it stopped (docs/LOADING.md, "Resume"); the current day keeps
+    or its source continues where it stopped (docs/LOADING.md, "Decisions where DESIGN is
+    silent", row "Resume"); the current day keeps
     serving meanwhile. If MySQL itself is what failed, the state cannot be recorded; the load
     stays ``running``, which a resume takes as well."""
     try:

@@ -25,7 +25,8 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
   shorter or longer than its listing, or one that changed while it was read, is a SourceError
   and never a silent mix of two versions.
 
-Credentials (docs/LOADING.md, "HTTP sources"): an HTTP source's password comes from the config
+Credentials (docs/LOADING.md, "Decisions where DESIGN is silent", row "HTTP sources"): an HTTP
+source's password comes from the config
 (``source.password`` / ``DEBL_SOURCE_PASSWORD``, or ``source.password_file``, a file only its
 owner may read), never from the URL: a URL with a password is refused, since it would sit in
 ``debl load``'s argv (readable by any local user in /proc) and the shell's history. The user is

@@ -1,4 +1,4 @@
-"""The raw route on numbers written with leading zeros (valid input, docs/LOADING.md "Integers in
+"""The raw route on numbers written with leading zeros (valid input, docs/LOADING.md row "Integers in
 the input"), on the real stack: a cold input whose ids, link types, times and versions carry
 leading zeros, 19-digit ids among them, loaded ``--no-hot``, answers from the bucket files before
 any gen_HF run equal to the in-memory reference built from the raw files.

@@ -94,7 +94,9 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     """
     if sum(x is not None and x is not False for x in (hot_bytes, hot_since, no_hot or None)) > 1:
         raise click.UsageError("give at most one of --hot-bytes, --hot-since, --no-hot")
-    check_no_password(source)  # before anything starts (docs/LOADING.md, "HTTP sources")
+    # before anything starts (docs/LOADING.md, "Decisions where DESIGN is silent", row "HTTP
+    # sources")
+    check_no_password(source)
     options = LoadOptions(
         hot_bytes=parse_size(hot_bytes) if hot_bytes else None,
         hot_since=_time(hot_since) if hot_since else None,

@@ -74,8 +74,8 @@ class SparkCluster(Service):
         command line): no ``SPARK_*`` of the caller, this cluster's home and conf, *extra*."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         # The daemons only schedule and the launcher only prints a command line: the C1 JIT and
-        # the serial GC start them with about half the CPU (docs/RUNTIME.md, "Spark on a
-        # cluster": scripts/spark_master_cpu.py measures it).
+        # the serial GC start them on much less CPU (docs/RUNTIME.md, "Spark on a cluster", has
+        # the figures; scripts/spark_master_cpu.py measures it).
         quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         env.update(SPARK_HOME=str(self.spark_home()), SPARK_CONF_DIR=str(self.conf_dir),
                    SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=self.config.spark.daemon_memory,

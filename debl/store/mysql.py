@@ -14,8 +14,8 @@ primary key is itself ``get_link_list``'s order.
 
 Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
 other statement through pymysql: the read path is what a query client runs thousands of times a
-second, and there the pure-Python driver's CPU per query (several times mysqlclient's,
-measured in docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
+second, and there the pure-Python driver's CPU per query (a multiple of mysqlclient's:
+docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
 is one text-protocol round trip whose arguments are integers, formatted with ``%d`` after
 ``operator.index`` (so nothing but an integer reaches the SQL text, and no escaping is needed).
 
@@ -42,9 +42,9 @@ Pitfalls:
 - A dropped connection (server restart, idle timeout) is reopened once and the call retried;
   every call here is idempotent, writes included.
 - Raw drivers, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
-  fewer requests/s than raw pymysql on a held connection, and about half with a pooled
-  connection per call; mysqlclient reads cost less client CPU still (docs/STORES.md, section 3,
-  "Why raw drivers here").
+  fewer requests a second than raw pymysql on a held connection, and fewer still with a pooled
+  connection per call; mysqlclient reads cost less client CPU than either (docs/STORES.md,
+  section 3, "Why raw drivers here", has the figures).
 """
 
 from __future__ import annotations
