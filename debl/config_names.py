@@ -30,6 +30,7 @@ Pitfall: a keyword or an environment name cannot be split back at an underscore
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 import warnings
 from collections.abc import Iterable
@@ -111,8 +112,8 @@ def _caller_stacklevel() -> int:
     """The stack level of the first frame outside the config modules and dataclasses, so that
     a warning points at the line that used the old spelling."""
     level, frame = 1, sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.endswith(
-            ("config.py", "config_names.py", "config_values.py", "dataclasses.py")):
+    while frame is not None and os.path.basename(frame.f_code.co_filename) in (
+            "config.py", "config_names.py", "config_values.py", "dataclasses.py"):
         level, frame = level + 1, frame.f_back
     return level
 

@@ -144,6 +144,7 @@ def test_an_old_spelling_works_and_warns_once_naming_the_new(setting, tmp_path,
         assert [str(w.message).split(":")[0] for w in caught] == \
             [f"{old} is the old spelling of {setting.name}"]
         assert f"write {new} " in str(caught[0].message)
+        assert caught[0].filename == __file__  # it points at the line that used it
         assert config.setting(setting.name) in (value, expected)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
