@@ -275,7 +275,8 @@ class Coordinator:
                             f"get_link_list({id1}, {link_type}): gen_HF failed to load bucket "
                             f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
                             "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
-                            "the raw route on (raw_after) to answer from the bucket's files")
+                            "the raw route on (coordinator.raw_after) to answer from the "
+                            "bucket's files")
                     if registered is not bucket:  # first time here, or a new dataset
                         if registered is not None:
                             registered.waiting -= 1

@@ -134,7 +134,7 @@ def load_lock(config: Config) -> Iterator[None]:
     if lock is None:
         raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
                              f"{config.mysql.database!r}, lock {name}): wait for it to end (`debl "
-                             "status`), or give this load another mysql_database")
+                             "status`), or give this load another mysql.database")
     try:
         yield
     finally:
@@ -363,7 +363,7 @@ class LoadRun:
             catalog.loads.make_current(load_id, t_up, summary.as_dict())
         progress.up(summary)
         if hot_chunks and not state.hot_done and self._hot_path is None:
-            # hot_path_start "uptime": MySQL takes the hot files in once nothing else of the
+            # loading.hot_path_start "uptime": MySQL takes the hot files in once nothing else of the
             # load competes with it for the CPU (docs/LOADING.md, "Uptime without MySQL").
             self._hot_path = self._background.submit(self._run_hot, source, hot, rejects,
                                                      max_bad, hot_chunks)
@@ -436,7 +436,8 @@ def _done(bucket_map: BucketMap) -> Future:
 
 def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) -> None:
     """Record the load as failed, and tell the user how to go on: a load stopped by a service
-    or its source continues where it stopped (docs/LOADING.md, "Resume"); the current day keeps
+    or its source continues where it stopped (docs/LOADING.md, "Decisions where DESIGN is
+    silent", row "Resume"); the current day keeps
     serving meanwhile. If MySQL itself is what failed, the state cannot be recorded; the load
     stays ``running``, which a resume takes as well."""
     try:

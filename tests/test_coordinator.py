@@ -172,7 +172,8 @@ class _StartCoordinatorEarly(LoadProgress):
 @pytest.fixture(scope="module")
 def world(stack_config, tmp_path_factory):
     # The paper's coordinator: buffering only (the raw route: tests/test_raw.py).
-    config = stack_config.replace(mysql_database=DATABASE, poll_interval=POLL, raw_after=None)
+    config = stack_config.replace(mysql_database=DATABASE, coordinator_poll_interval=POLL,
+                                  coordinator_raw_after=None)
     Catalog(config, replace_older=True).close()
     drop_every_load(config)  # no load current: the early coordinator waits for uptime
     directory = tmp_path_factory.mktemp("coordinator") / "links"

@@ -9,7 +9,7 @@ from debl.commands.common import config_of, friendly_errors
 
 @click.command("ui")
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
-              help="Port on 127.0.0.1 (default: the ui_port setting, 8790; 0: any free one).")
+              help="Port on 127.0.0.1 (default: the ui.port setting, 8790; 0: any free one).")
 @click.pass_context
 @friendly_errors
 def ui(ctx: click.Context, port: int | None) -> None:
