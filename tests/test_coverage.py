@@ -90,3 +90,14 @@ def test_a_last_line_without_its_newline_counts():
     assert coverage.claim(0, 0, 2, lambda k: data.count(b"\n", 0, k)) == 2
     assert coverage.done() and coverage.first_line(0, 5) is None  # 2..8 is one range
     assert coverage.first_line(0, 2) == 2
+
+
+def test_a_fetch_that_takes_the_very_byte_the_bulk_copy_is_at_leaves_it_nothing():
+    """The bulk copy found byte 0 untaken and read from there; a fetch took it meanwhile: the
+    bulk copy keeps nothing of what it read and goes on after the fetch's range."""
+    data = b"a\nbb\nccc\n"
+    coverage = Coverage({0: len(data)})
+    assert coverage.next_gap(0, 0) == 0
+    assert coverage.take(0, 0, data[:5]) == [(0, 5, 2)]
+    assert coverage.claim(0, 0, len(data), lambda k: data.count(b"\n", 0, k)) == 0
+    assert coverage.next_gap(0, 0) == 5

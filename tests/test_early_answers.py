@@ -70,7 +70,16 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
         with LoadRun(config, url, options) as run, Coordinator(config,
                                                                 default_timeout=2.0) as c:
             up = threading.Event()
-            loading = threading.Thread(target=lambda: (run.wait_up(), up.set()), daemon=True)
+            failed: list[BaseException] = []
+
+            def load() -> None:
+                try:
+                    run.wait_up()
+                except BaseException as exc:  # noqa: BLE001 -- raised below
+                    failed.append(exc)
+                finally:
+                    up.set()
+            loading = threading.Thread(target=load, daemon=True)
             loading.start()
             rng = random.Random(7)
             # The keys the bulk copy reaches last: the end of the last cold file.
@@ -86,6 +95,8 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
                 if not up.is_set():
                     answers.append((id1, link_type, answer, time.time()))
             loading.join()
+            if failed:
+                raise failed[0]
             run.finish()
             load_id = run.summary.load_id
         with Catalog(config) as catalog:
