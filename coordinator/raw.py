@@ -24,13 +24,13 @@ Bloom filter of its keys as its footer (debl.bucket_file). For a query the reade
    it merges HBase's.
 
 Memory: the opened buckets (indexes and filters, about 1% of their files) and an LRU cache of
-blocks read (``BlockCache``) share ``coordinator.raw_cache_bytes``: the blocks get what the opened
-buckets leave. LinkBench's requests are skewed, so cached blocks answer many of them.
+blocks read (``BlockCache``) share ``coordinator.raw_cache_bytes``, the blocks what the buckets
+leave: LinkBench's requests are skewed, so cached blocks answer many of them.
 
 Pitfalls:
 
-- Thread-safe: the coordinator's client threads share one reader. A bucket is opened by one
-  thread while the others wait for it; HDFS reads run outside every lock.
+- Thread-safe: the client threads share one reader; one thread opens a bucket while the
+  others wait for it; HDFS reads run outside every lock.
 - A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
   bucket was opened, or fails. So the reader checks each opened bucket's directory (its
   modification time; a listing when it moved) every ``coordinator.poll_interval`` seconds in a

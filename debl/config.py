@@ -216,15 +216,13 @@ class LoadingConfig(_Section):
     # > 0: fixed-width buckets (b = id1 // bucket_width). 0: split points sampled from the cold
     # files before the copy, for buckets of about bucket_target_bytes (loaders.sampling).
     bucket_width: int = 0
-    # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
-    # order more finely, each run costing a Spark job and a bulk load more (docs/ONLINE.md,
-    # "Measured").
+    # What one gen_HF task merges in memory: smaller buckets let demand steer more finely, each
+    # run costing a Spark job and a bulk load more (docs/ONLINE.md, "Measured").
     bucket_target_bytes: int = 32 * MiB
     # One bucket holds an id whole. True: the target is raised to the heaviest id's bytes, so
-    # buckets stay even (largest / mean near 1) when one id outweighs bucket_target_bytes, as
-    # LinkBench's rank-0 id does (docs/LOADING.md, "Bucket boundaries"). False: cold bytes /
-    # bucket_target_bytes buckets all the same, that id alone in the largest (debl bench
-    # --buckets N wants N buckets).
+    # buckets stay even when one id outweighs bucket_target_bytes, as LinkBench's rank-0 id
+    # does (docs/LOADING.md, "Bucket boundaries"). False: cold bytes / bucket_target_bytes
+    # buckets all the same, that id alone in the largest (debl bench --buckets N wants N).
     bucket_target_covers_heaviest: bool = True
     # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket
     # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. The
@@ -245,14 +243,12 @@ class LoadingConfig(_Section):
     # How long a load, or cleanup, waits for running coordinators to leave a load's stores
     # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
-    # A load whose source has manifests, with no day current, answers each key once every byte
-    # that can hold it is here, and fetches first what waiting queries need (docs/LOADING.md,
-    # "Answers before the copy ends", "The copy follows demand").
+    # With manifests and no day current: answers before uptime, fetches on demand
+    # (docs/LOADING.md, "Answers before the copy ends", "The copy follows demand").
     early_answers: bool = True
     demand_fetch: bool = True
     # Seconds the previous day's stores are kept after the next day became current, for
-    # `debl rollback`; then cleanup drops them once no coordinator serves them (docs/LOADING.md,
-    # "Days"). 0: as soon as no coordinator serves them.
+    # `debl rollback`, then dropped once no coordinator serves them (docs/LOADING.md, "Days").
     keep_previous_load: float = 600.0
 
     def __post_init__(self) -> None:
