@@ -38,7 +38,6 @@ Pitfalls:
   for two intervals: a file gone or changed since is a BucketFileError naming it, within two
   intervals. A query answered from cached blocks alone reads nothing and checks nothing: those
   are the file's bytes as written.
-- Cache keys carry the load id; opening a bucket of another load forgets the others' buckets.
 - The coordinator says which buckets are still read (``serve``): at a switch of day (or a
   rollback) the other days' buckets go, at MySQL's take-over the hot ones, so that the listing
   thread never polls the NameNode for files that are gone.

@@ -231,10 +231,9 @@ class LoadingConfig(_Section):
     sample_bytes: int = 4096
     dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
     max_bad: int = -1  # -1: no limit
-    # When MySQL's hot path starts taking the hot files in (docs/LOADING.md, "Uptime without
-    # MySQL"): "uptime" (once every chunk is bucketed: nothing then competes with the copy and
-    # dist_ch, the load is up as soon as it could be) or "copied" (as soon as the hot chunks are
-    # in HDFS: MySQL takes them over sooner, competing with dist_ch for the CPUs).
+    # When MySQL's hot path starts (docs/LOADING.md, "Uptime without MySQL"): "uptime" (once
+    # every chunk is bucketed: nothing then competes with the copy and dist_ch) or "copied" (the
+    # hot chunks in HDFS: MySQL takes them over sooner, competing with dist_ch for the CPUs).
     hot_path_start: str = "uptime"
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
