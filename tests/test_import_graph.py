@@ -49,6 +49,7 @@ def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
     assert layers["loaders.dist_ch"] == "pipeline" and layers["coordinator.raw"] == "query"
     assert {layers[m] for m in graph.modules if m.startswith("debl.bench")} == {"application"}
     assert layers["debl.commands.bench"] == layers["debl.stack.service"] == "application"
+    assert layers["debl.status"] == "application"  # the status read: no coordinator in it
 
 
 def test_the_checker_finds_planted_arrows(tmp_path):
@@ -101,6 +102,17 @@ def test_the_cli_starts_without_the_heavy_clients():
     neither the HBase client, nor Spark, nor matplotlib, nor the coordinator."""
     code = ("import sys, debl.cli; print(' '.join(m for m in ('happybase', 'thriftpy2', 'pyspark',"
             " 'matplotlib', 'coordinator') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert loaded == []
+
+
+def test_status_and_ui_read_the_catalog_without_the_coordinator():
+    """`debl status` and `debl ui` read the catalog alone (``debl.status``): their modules are
+    plain imports that bring neither the coordinator, nor the HBase store and client."""
+    code = ("import sys, debl.commands.status, debl.commands.ui, debl.ui.server, debl.status; "
+            "print(' '.join(m for m in sys.modules if m.split('.')[0] in "
+            "('coordinator', 'happybase', 'thriftpy2') or m == 'debl.store.hbase'))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.split()
     assert loaded == []
