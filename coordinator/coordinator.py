@@ -51,40 +51,25 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from debl.catalog import Catalog, LoadRecord, ServingState
+from debl.catalog import Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.demand import new_coordinator_id
 from coordinator.merge import NewestFirst, answer
-from coordinator.poller import Poller
+from coordinator.poller import Poller, PollResult, Publication
 from coordinator.raw import RawBucket, RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
-from coordinator.routes import Answer, HotSide, Route
+from coordinator.routes import Answer, HotSide, PendingQuery, Route, RoutePlan
 from coordinator.sources import LoadStores, RawFiles
-from coordinator.state import BucketState, BucketView, Dataset, HotBucket
+from coordinator.state import BucketState, BucketView, Dataset
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 
 # Answer counts published besides the outcomes (coordinator.stats: ``raw``, ``partial`` are
 # routes already): those at once by store, and how many read the hot files raw.
 VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase"}
-
-
-@dataclass(frozen=True)
-class _Route:
-    """Where one query goes, decided under the lock: everything it reads is in here."""
-
-    route: Route
-    dataset: Dataset
-    bucket: BucketState | None
-    hot: HotSide
-    hot_bucket: HotBucket | None
-    outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
-    waited_s: float
 
 
 class Coordinator:
@@ -118,7 +103,7 @@ class Coordinator:
         catalog = Catalog(config)  # thread-safe: the poller's and the raw reader's
         self._raw = RawReader(config, catalog.index)
         self._warmup = RawWarmup(self._raw)
-        self._poller = Poller(self, catalog.serving)
+        self._poller = Poller(self, catalog.serving, config.coordinator.poll_interval)
         self._poller.poll()
         self._poller.start()
 
@@ -207,12 +192,11 @@ class Coordinator:
         return min(ends) if ends else None
 
     def _route(self, id1: int, link_type: int, started: float, end: float | None,
-               partial: bool) -> _Route:
-        """Decide where the query goes, waiting for uptime or for its bucket as needed."""
-        waited_uptime = waited_bucket = False
-        registered: BucketState | None = None
-        raw_after = self.config.coordinator.raw_after
-        raw_at: float | None = None  # when the raw route answers, once the query needs a bucket
+               partial: bool) -> RoutePlan:
+        """Decide where the query goes, waiting for uptime or for its bucket as needed: each
+        turn looks at the dataset as it is now, and routes the query or waits for a change (a
+        poll, close, the deadline, the raw route's moment)."""
+        query = PendingQuery(id1, link_type, partial, started, self.config.coordinator.raw_after)
         with self._cond:
             try:
                 while True:
@@ -222,66 +206,98 @@ class Coordinator:
                     remaining = None if end is None else max(end - now, 0.0)
                     dataset = self._dataset
                     if dataset is None:
-                        self._check_load_usable()
-                        if remaining == 0.0:
-                            self._recorder.record("timeouts", now - started, started)
-                            raise QueryTimeout(
-                                f"get_link_list({id1}, {link_type}): the system is not up yet "
-                                f"({self._describe_load()}); gave up after {now - started:.1f} s")
-                        waited_uptime = True
-                        self._cond.wait(remaining)
+                        self._wait_for_uptime(query, now, remaining)
                         continue
                     bucket = dataset.bucket_of(id1)
-                    if registered is None and bucket is not None:
+                    if query.registered is None and bucket is not None:
                         dataset.asked[bucket.b_index] += 1
-                    waited = now - started if (waited_uptime or waited_bucket) else 0.0
-                    plan = lambda kind, outcome, w: self._plan(  # noqa: E731
-                        kind, dataset, bucket, id1, link_type, outcome, w)
-                    if bucket is None or bucket.loaded:
-                        outcome = ("buffered" if waited_bucket else
-                                   "waited_uptime" if waited_uptime else "immediate")
-                        return plan(Route.MYSQL if bucket is None else Route.MERGED, outcome,
-                                    waited)
-                    if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
-                        if raw_after is not None:
-                            return plan(Route.RAW, "raw", waited)
-                        raise ServiceError(
-                            f"get_link_list({id1}, {link_type}): gen_HF failed to load bucket "
-                            f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
-                            "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
-                            "the raw route on (raw_after) to answer from the bucket's files")
-                    if registered is not bucket:  # first time here, or a new dataset
-                        if registered is not None:
-                            registered.waiting -= 1
-                        bucket.waiting += 1
-                        registered = bucket
-                        self._poller.wake()  # the poller publishes the new demand
-                        if raw_after is not None and raw_at is None:
-                            raw_at = now + raw_after  # from the moment it needs the bucket
-                    if raw_at is not None and now >= raw_at:
-                        return plan(Route.RAW, "raw", now - started)
-                    if remaining == 0.0:
-                        if partial:
-                            return plan(Route.PARTIAL, "partial", now - started)
-                        self._recorder.record("timeouts", now - started, started)
-                        raise QueryTimeout(
-                            f"get_link_list({id1}, {link_type}): bucket {bucket.b_index} "
-                            f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
-                            f"after waiting {now - started:.1f} s; gen_HF has not loaded it yet "
-                            "(pass a longer timeout, or partial=True for the hot rows alone)")
-                    waited_bucket = True
-                    self._cond.wait(remaining if raw_at is None else
-                                    raw_at - now if remaining is None else
-                                    min(remaining, raw_at - now))
+                    route = self._route_now(query, dataset, bucket, now)
+                    if route is None:
+                        self._register(query, bucket, now)
+                        route = self._route_waiting(query, dataset, bucket, now, remaining)
+                    if route is not None:
+                        return route
+                    query.waited_bucket = True
+                    self._cond.wait(query.wait_s(now, remaining))
             finally:
-                if registered is not None:
-                    registered.waiting -= 1
-                    if not registered.loaded:  # raw, deadline or closed: still its demand
-                        registered.stopped_waiting(time.monotonic())
-                    self._poller.wake()
+                self._stop_waiting(query)
+
+    def _wait_for_uptime(self, query: PendingQuery, now: float, remaining: float | None) -> None:
+        """No load is up (lock held): the newest load's failure, or past the deadline a
+        QueryTimeout; else wait for a change."""
+        self._check_load_usable()
+        if remaining == 0.0:
+            self._recorder.record("timeouts", now - query.started, query.started)
+            raise QueryTimeout(
+                f"get_link_list({query.id1}, {query.link_type}): the system is not up yet "
+                f"({self._describe_load()}); gave up after {now - query.started:.1f} s")
+        query.waited_uptime = True
+        self._cond.wait(remaining)
+
+    def _route_now(self, query: PendingQuery, dataset: Dataset, bucket: BucketState | None,
+                   now: float) -> RoutePlan | None:
+        """The route of a query whose cold rows are known now (lock held): none can exist or
+        its bucket is loaded (the stores), or gen_HF gave up on its bucket (released now: the
+        raw route, else ServiceError). None: the bucket is on its way."""
+        if bucket is None or bucket.loaded:
+            return self._plan(Route.MYSQL if bucket is None else Route.MERGED, dataset, bucket,
+                              query.id1, query.link_type, query.outcome(), query.waited(now))
+        if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
+            if query.raw_after is not None:
+                return self._plan(Route.RAW, dataset, bucket, query.id1, query.link_type, "raw",
+                                  query.waited(now))
+            raise ServiceError(
+                f"get_link_list({query.id1}, {query.link_type}): gen_HF failed to load bucket "
+                f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
+                "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
+                "the raw route on (raw_after) to answer from the bucket's files")
+        return None
+
+    def _register(self, query: PendingQuery, bucket: BucketState, now: float) -> None:
+        """Count the query among *bucket*'s waiters (lock held), once per bucket: the first
+        time, or on a new dataset's bucket; the poller publishes the new demand."""
+        if query.registered is bucket:
+            return
+        if query.registered is not None:
+            query.registered.waiting -= 1
+        bucket.waiting += 1
+        query.registered = bucket
+        self._poller.wake()  # the poller publishes the new demand
+        if query.raw_after is not None and query.raw_at is None:
+            query.raw_at = now + query.raw_after  # from the moment it needs the bucket
+
+    def _route_waiting(self, query: PendingQuery, dataset: Dataset, bucket: BucketState,
+                       now: float, remaining: float | None) -> RoutePlan | None:
+        """The route of a query waiting for *bucket* (lock held): the raw route once it has
+        waited ``raw_after``; past the deadline the hot rows alone (``partial``) or
+        QueryTimeout. None: wait on."""
+        if query.raw_at is not None and now >= query.raw_at:
+            return self._plan(Route.RAW, dataset, bucket, query.id1, query.link_type, "raw",
+                              now - query.started)
+        if remaining == 0.0:
+            if query.partial:
+                return self._plan(Route.PARTIAL, dataset, bucket, query.id1, query.link_type,
+                                  "partial", now - query.started)
+            self._recorder.record("timeouts", now - query.started, query.started)
+            raise QueryTimeout(
+                f"get_link_list({query.id1}, {query.link_type}): bucket {bucket.b_index} "
+                f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
+                f"after waiting {now - query.started:.1f} s; gen_HF has not loaded it yet "
+                "(pass a longer timeout, or partial=True for the hot rows alone)")
+        return None
+
+    def _stop_waiting(self, query: PendingQuery) -> None:
+        """The query leaves its bucket's waiters (lock held), however it ended: answered, raw,
+        past its deadline, or closed; its demand decays from now."""
+        registered = query.registered
+        if registered is not None:
+            registered.waiting -= 1
+            if not registered.loaded:  # raw, deadline or closed: still its demand
+                registered.stopped_waiting(time.monotonic())
+            self._poller.wake()
 
     def _plan(self, kind: Route, dataset: Dataset, bucket: BucketState | None, id1: int,
-              link_type: int, outcome: str, waited_s: float) -> _Route:
+              link_type: int, outcome: str, waited_s: float) -> RoutePlan:
         """The route of a query about to read the stores of *dataset*'s load (lock held): where
         its hot rows come from, counted in so that the heartbeat acknowledges a new load, or
         MySQL's take-over, only once no query reads the old ones."""
@@ -292,7 +308,7 @@ class Coordinator:
         self._fetching[load_id] += 1
         if hot is HotSide.RAW:
             self._hot_raw[load_id] += 1
-        return _Route(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s)
+        return RoutePlan(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s)
 
     def _check_load_usable(self) -> None:
         newest = self._newest
@@ -309,7 +325,7 @@ class Coordinator:
             return "no load has been run"
         return f"load {newest.load_id} is {newest.state}"
 
-    def _fetch(self, route: _Route, id1: int, link_type: int, min_time: int, max_time: int,
+    def _fetch(self, route: RoutePlan, id1: int, link_type: int, min_time: int, max_time: int,
                offset: int, limit: int) -> list[Link]:
         """Run the query on the sources the route names (no lock held)."""
         load = route.dataset.load
@@ -341,10 +357,11 @@ class Coordinator:
 
     # ------------------------------------------------------------------ the poller's side
 
-    def _take(self, current: LoadRecord | None, newest: LoadRecord | None,
-              states: dict[int, str], serving: Callable[[], ServingState | None]) -> None:
-        """What a poll read: swap the dataset for a new current load, switch the hot keys to
-        MySQL once it has them, or take new job states."""
+    def take_poll(self, result: PollResult) -> None:
+        """What a poll read (the poller's hand-over): swap the dataset for a new current load,
+        switch the hot keys to MySQL once it has them, or take new job states."""
+        current, newest, states = result.current, result.newest, result.states
+        serving = result.read_serving_state
         with self._cond:
             self._newest = newest
             dataset = self._dataset
@@ -384,29 +401,21 @@ class Coordinator:
         for stores in closing:
             stores.close()
 
-    def _acknowledged(self) -> tuple[str | None, bool]:
-        """What the heartbeat says: the load served with no query of another in flight (None
-        while one is), and whether no query reads that load's hot files any more while MySQL
-        has its hot keys."""
+    def publication(self, now: float) -> Publication:
+        """What the poller publishes at the ``time.monotonic()`` *now* (``Publication``): the
+        load served, its demand, answers per outcome, queries asked per bucket; and what the
+        heartbeat says: that load once no query of another is in flight, and whether no query
+        reads its hot files any more while MySQL has its hot keys."""
         with self._cond:
             dataset = self._dataset
             if dataset is None:
-                return None, False
+                return Publication.none()
             load_id = dataset.load.load_id
-            if any(n for other, n in self._fetching.items() if other != load_id):
-                return None, False
-            return load_id, dataset.load.hot_in_mysql and not self._hot_raw[load_id]
-
-    def _published_state(self, now: float) -> tuple[str | None, dict[int, int], dict[str, int],
-                                                     dict[int, int]]:
-        """(load served, its demand, answers per outcome, queries asked per bucket)."""
-        with self._cond:
-            dataset = self._dataset
-            if dataset is None:
-                return None, {}, {}, {}
-            return (dataset.load.load_id, dataset.demand(now),
-                    {**self._recorder.answered(), **self._via},
-                    dict(dataset.asked))
+            alone = not any(n for other, n in self._fetching.items() if other != load_id)
+            return Publication(load_id, dataset.demand(now),
+                               {**self._recorder.answered(), **self._via}, dict(dataset.asked),
+                               load_id if alone else None,
+                               alone and dataset.load.hot_in_mysql and not self._hot_raw[load_id])
 
     # ------------------------------------------------------------------ state, for callers
 

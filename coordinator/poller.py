@@ -1,9 +1,13 @@
 """A coordinator's poller thread: it reads the catalog every ``poll_interval`` seconds (the
-current load and its job states, in one transaction), hands what changed to the coordinator
-(a new current load, MySQL's take-over of the hot keys, buckets landed), and publishes what the
-coordinator knows: its demand (``coordinator.demand``'s policy), its answers per route, the
-queries asked per bucket, and its heartbeat, which says the load it serves and whether it reads
-that load's hot keys from MySQL only (docs/COORDINATOR.md, "Days", "Hot keys").
+current load and its job states, in one transaction), hands what it read to the coordinator
+(a ``PollResult``: a new current load, MySQL's take-over of the hot keys, buckets landed), and
+publishes what the coordinator knows (a ``Publication``): its demand (``coordinator.demand``'s
+policy), its answers per route, the queries asked per bucket, and its heartbeat, which says the
+load it serves and whether it reads that load's hot keys from MySQL only (docs/COORDINATOR.md,
+"Days", "Hot keys").
+
+The hand-over is this module's two dataclasses and the ``Served`` protocol, which the
+coordinator implements: the poller never imports the coordinator, nor reaches into it.
 
 A failing poll (MySQL restarting) is logged, kept in ``last_error`` and retried each interval on
 a fresh pooled connection; the coordinator keeps answering from the state it has.
@@ -14,13 +18,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
-from debl.catalog import ServingCatalog
+from debl.catalog import LoadRecord, ServingCatalog, ServingState
 from coordinator.demand import DemandPolicy
-
-if TYPE_CHECKING:  # the coordinator owns its poller
-    from coordinator.coordinator import Coordinator
 
 log = logging.getLogger("debl.coordinator")
 
@@ -28,13 +31,65 @@ _JOIN_TIMEOUT_S = 10.0
 ASKS_EVERY_S = 10.0  # the queries asked per bucket, published at most this often
 
 
-class Poller:
-    """The poller of *coordinator* (see the module); ``start``, ``wake``, ``stop``."""
+@dataclass(frozen=True)
+class PollResult:
+    """What one poll read, in one transaction: the current load (None before the first is
+    up), the newest load (a new day being loaded, or one that failed), the current load's job
+    states; and *read_serving_state*, which reads the whole serving state (the current load with
+    its buckets and key filter, in one transaction) when the coordinator needs it: a new current
+    load, or MySQL's take-over of the hot keys."""
 
-    def __init__(self, coordinator: "Coordinator", serving: ServingCatalog):
+    current: LoadRecord | None
+    newest: LoadRecord | None
+    states: dict[int, str]
+    read_serving_state: Callable[[], ServingState | None]
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What the coordinator publishes, read at one instant. ``load_id``: the load it serves
+    (None: none yet), whose ``demand`` (bucket -> queries, ``coordinator.demand``),
+    ``answered`` (route or outcome -> queries) and ``asked`` (bucket -> queries) these are.
+    ``acknowledged``: what the heartbeat says, the load served with no query of another in
+    flight (None while one is); ``hot_mysql``: no query reads that load's hot files any more
+    while MySQL has its hot keys."""
+
+    load_id: str | None
+    demand: dict[int, int]
+    answered: dict[str, int]
+    asked: dict[int, int]
+    acknowledged: str | None
+    hot_mysql: bool
+
+    @staticmethod
+    def none() -> "Publication":
+        """Nothing served yet: nothing to publish, a heartbeat of no load."""
+        return Publication(None, {}, {}, {}, None, False)
+
+
+class Served(Protocol):
+    """What the poller needs of the coordinator it polls for."""
+
+    coordinator_id: str
+
+    def demand(self) -> dict[int, int]:
+        """The demand per bucket now (what the publication policy watches)."""
+
+    def take_poll(self, result: PollResult) -> None:
+        """Take what a poll read."""
+
+    def publication(self, now: float) -> Publication:
+        """What to publish, at the ``time.monotonic()`` *now*."""
+
+
+class Poller:
+    """The poller of *coordinator* over the catalog's *serving* role, every *interval* seconds
+    (see the module); ``start``, ``wake``, ``stop``."""
+
+    def __init__(self, coordinator: Served, serving: ServingCatalog, interval: float):
         self.coordinator = coordinator
         self.serving = serving
-        self.interval = max(coordinator.config.coordinator.poll_interval, 0.01)  # 0 would spin
+        self.interval = max(interval, 0.01)  # 0 would spin
         self.policy = DemandPolicy(self.interval)
         self.polls = 0
         self.last_error: str | None = None
@@ -65,24 +120,26 @@ class Poller:
         heartbeat."""
         current, newest, states = self.serving.poll()
         coordinator = self.coordinator
-        coordinator._take(current, newest, states, self.serving.serving_state)
-        load_id, hot_mysql = coordinator._acknowledged()
-        self.serving.heartbeat(coordinator.coordinator_id, load_id, hot_mysql, self.interval)
+        coordinator.take_poll(PollResult(current, newest, states, self.serving.serving_state))
+        said = coordinator.publication(time.monotonic())
+        self.serving.heartbeat(coordinator.coordinator_id, said.acknowledged, said.hot_mysql,
+                               self.interval)
 
     def publish(self, now: float) -> None:
         """Publish the demand when the policy says so, the answer counts when they changed (at
         most once per poll interval), the asks at most every ASKS_EVERY_S."""
         coordinator = self.coordinator
-        load_id, demand, answered, asked = coordinator._published_state(now)
+        said = coordinator.publication(now)
+        load_id = said.load_id
         if load_id is None:
             return
-        if self.policy.due(demand, now):
-            self.serving.publish_demand(load_id, coordinator.coordinator_id, demand)
-            self.policy.done(demand, now)
-        if self._changed("answers", load_id, answered, now, self.policy.min_interval):
-            self.serving.publish_answers(load_id, coordinator.coordinator_id, answered)
-        if self._changed("asks", load_id, asked, now, ASKS_EVERY_S):
-            self.serving.publish_asks(load_id, coordinator.coordinator_id, asked)
+        if self.policy.due(said.demand, now):
+            self.serving.publish_demand(load_id, coordinator.coordinator_id, said.demand)
+            self.policy.done(said.demand, now)
+        if self._changed("answers", load_id, said.answered, now, self.policy.min_interval):
+            self.serving.publish_answers(load_id, coordinator.coordinator_id, said.answered)
+        if self._changed("asks", load_id, said.asked, now, ASKS_EVERY_S):
+            self.serving.publish_asks(load_id, coordinator.coordinator_id, said.asked)
 
     def _changed(self, what: str, load_id: str, counts: dict, now: float,
                  every: float) -> bool:
@@ -95,12 +152,12 @@ class Poller:
     def publish_last(self) -> None:
         """At close: no demand any more, the final counts."""
         coordinator = self.coordinator
-        load_id, _, answered, asked = coordinator._published_state(time.monotonic())
+        said = coordinator.publication(time.monotonic())
         self.serving.forget_coordinator(coordinator.coordinator_id)
-        if load_id is not None:
-            self.serving.publish_demand(load_id, coordinator.coordinator_id, {})
-            self.serving.publish_answers(load_id, coordinator.coordinator_id, answered)
-            self.serving.publish_asks(load_id, coordinator.coordinator_id, asked)
+        if said.load_id is not None:
+            self.serving.publish_demand(said.load_id, coordinator.coordinator_id, {})
+            self.serving.publish_answers(said.load_id, coordinator.coordinator_id, said.answered)
+            self.serving.publish_asks(said.load_id, coordinator.coordinator_id, said.asked)
 
     # -- the thread
 
