@@ -45,6 +45,18 @@ class EarlyView:
         self.gen, self.answerable = gen, KeySet.from_json(answerable)
         return True
 
+    def wait(self, id1: int, before: "EarlyView | None") -> None:
+        """A query waits for *id1* in this view (no longer in *before*, an older view's)."""
+        if before is not None:
+            before.unwait(id1)
+        self.waiting[id1] += 1
+
+    def unwait(self, id1: int) -> None:
+        """A query stops waiting for *id1*."""
+        self.waiting[id1] -= 1
+        if self.waiting[id1] <= 0:
+            del self.waiting[id1]
+
     def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
         """Early answers given for the id1s each false claim affects (by claim number)."""
         return {c.claim_no: sum(n for id1, n in self.answered.items()

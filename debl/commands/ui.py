@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from debl.commands.common import config_of, friendly_errors
+from debl.ui.server import serve_ui
 
 
 @click.command("ui")
@@ -15,8 +16,4 @@ from debl.commands.common import config_of, friendly_errors
 def ui(ctx: click.Context, port: int | None) -> None:
     """Serve a live status page of the load on 127.0.0.1: phases, bucket map, answers per
     second by route, failures. Read-only; Ctrl-C stops it."""
-    # lazy import: the page's server brings the coordinator's status and the HBase client,
-    # which would cost every `debl` command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
-    from debl.ui.server import serve_ui
-
     serve_ui(config_of(ctx), port, report=click.echo)
