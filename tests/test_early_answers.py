@@ -52,7 +52,11 @@ def _fresh(stack_config, database: str):
 def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
         stack_config, tmp_path, layout):
     directory = tmp_path / "in"
-    generate(directory, GenerateSpec(max_id=30001, files=5, days=5, seed=3, layout=layout,
+    # A key of the change log has a piece in every file: fewer files, so that its pieces come
+    # within the queries' timeout at the slow rate.
+    files_n = 5 if layout == "ranges" else 3
+    generate(directory, GenerateSpec(max_id=30001, files=files_n, days=files_n, seed=3,
+                                     layout=layout,
                                      max_degree=30, update_share=0.2, hidden_share=0.2,
                                      bad_lines=3))
     files = sorted(p for p in directory.iterdir() if p.name != "index.json")
@@ -68,7 +72,7 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
         options = (LoadOptions(approach="debl", hot_bytes=files[-1].stat().st_size) if hot
                    else LoadOptions(approach="debl-cold"))
         with LoadRun(config, url, options) as run, Coordinator(config,
-                                                                default_timeout=2.0) as c:
+                                                                default_timeout=5.0) as c:
             up = threading.Event()
             failed: list[BaseException] = []
 
