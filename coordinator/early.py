@@ -28,6 +28,7 @@ class EarlyView:
 
     gen: int
     answerable: KeySet
+    ids: tuple[int, int] | None = None  # the id1s the load's manifests claim (None: any)
     on: bool = True  # False once a claim was found false: no more early answers
     waiting: Counter = field(default_factory=Counter)  # id1 -> queries waiting for it now
     answered: Counter = field(default_factory=Counter)  # id1 -> early answers given

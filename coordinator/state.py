@@ -101,8 +101,8 @@ class Dataset:
     @staticmethod
     def of_early(state: EarlyState) -> "Dataset":
         """The routing state of a load before its uptime (coordinator.early)."""
-        dataset = Dataset(state.load, early=EarlyView(state.gen,
-                                                      KeySet.from_json(state.answerable or [])))
+        dataset = Dataset(state.load, early=EarlyView(
+            state.gen, KeySet.from_json(state.answerable or []), ids=state.ids))
         dataset.refresh(state)
         return dataset
 
@@ -199,6 +199,8 @@ class Dataset:
         The union of the hot range (or the hot buckets' spans) and the cold buckets' spans,
         all exact bounds of real ids."""
         load = self.load
+        if self.early is not None and self.early.ids is not None:  # what the manifests claim
+            return self.early.ids[0], self.early.ids[1] + 1
         spans = [(s.c_lo, s.c_hi) for s in self.buckets.values()]
         spans += [(h.c_lo, h.c_hi) for h in self.hot_buckets.values()]
         if load.hot_rows and load.hot_k_lo is not None and load.hot_k_hi is not None:
