@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from debl import keyspace
 from debl.keyspace import Answerability, KeySet, answerable
 from debl.manifest import ID1_MAX, Piece, pieces
 from debl.manifest_build import build_manifest
@@ -110,10 +111,18 @@ def claimed(p: Piece, ks: KeySet) -> bool:
     return ks.intersection(claim) == claim
 
 
+@pytest.mark.parametrize("loop", [32, 0], ids=["piece by piece", "in one pass"])
 @settings(max_examples=100, deadline=None)
-@given(loads())
-def test_answerability_is_the_brute_force_rule_at_every_step_of_any_copy(load):
-    files, copy = load
+@given(load=loads())
+def test_answerability_is_the_brute_force_rule_at_every_step_of_any_copy(loop, load):
+    saved, keyspace._LOOP = keyspace._LOOP, loop  # both ways of taking pieces out
+    try:
+        check_copy(*load)
+    finally:
+        keyspace._LOOP = saved
+
+
+def check_copy(files, copy) -> None:
     ps = [p for seq, data, m, _, _ in files for p in pieces(seq, len(data), m)]
     state = Answerability(ps)
     assert state.total_bytes() == sum(len(f[1]) for f in files)
