@@ -71,7 +71,8 @@ def test_keyset_edges():
 @st.composite
 def loads(draw):
     """Random files (sorted, unsorted, without valid lines, empty; with a manifest or
-    without), their pieces, and a random copy: line-aligned byte ranges in random order."""
+    without), their pieces, and a random copy: line-aligned byte ranges in random order, some
+    of them over bytes other ranges hold too."""
     rng = random.Random(draw(st.integers(0, 2 ** 32)))
     files = []
     for seq in range(draw(st.integers(1, 4))):
@@ -89,6 +90,9 @@ def loads(draw):
         # The copy: cut the file at random line starts, the parts in random order.
         cuts = sorted({0, len(data), *rng.sample(starts, rng.randint(0, len(starts)))})
         ranges = [(seq, a, b) for a, b in zip(cuts, cuts[1:])]
+        for _ in range(rng.randint(0, 2)):  # a part bucketed again, over others' bytes
+            a, b = sorted(rng.sample(starts, 2)) if len(starts) > 1 else (0, 0)
+            ranges += [(seq, a, b)] if a < b else []
         valid = [(starts[k], i) for k, (i, line) in enumerate(zip(ids, lines))
                  if line != b"bad\n"]
         files.append((seq, data, manifest, ranges, valid))
