@@ -148,9 +148,13 @@ def serve(ctx, directory, port, rate):
 
     index.json lists every file with its manifest: DIRECTORY/index.json's when it matches the
     file, else computed before serving and cached under the state directory (manifests/)."""
-    server = make_server(directory, port=port, rate_mb_s=rate,
-                         manifest_cache=manifest_cache_dir(config_of(ctx)),
-                         progress=lambda line: click.echo(line, err=True))
+    try:
+        server = make_server(directory, port=port, rate_mb_s=rate,
+                             manifest_cache=manifest_cache_dir(config_of(ctx)),
+                             progress=lambda line: click.echo(line, err=True))
+    except OSError as exc:  # the port is taken, or not ours to take
+        raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror}; give "
+                                   "another --port") from exc
     cap = f"capped at {rate} MB/s" if rate else "uncapped"
     click.echo(f"serving {directory} on http://127.0.0.1:{port} ({cap}); Ctrl-C stops")
     try:
