@@ -6,6 +6,7 @@ using the current spellings only. Pure unit tests: nothing is started."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import tomllib
 import warnings
@@ -149,6 +150,23 @@ def test_an_old_spelling_works_and_warns_once_naming_the_new(setting, tmp_path,
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             make()  # said once
+
+
+def test_the_command_line_says_an_old_spelling_in_one_line(tmp_path, monkeypatch, capsys,
+                                                            fresh_warnings):
+    import click
+
+    from debl.commands.common import config_of
+    (tmp_path / "debl.toml").write_text("chunk_size = 4096\n")
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("DEBL_")]:
+        monkeypatch.delenv(name)
+    config = config_of(click.Context(click.Command("any")))
+    assert config.loading.chunk_size == 4096
+    err = capsys.readouterr().err
+    assert err.startswith("warning: chunk_size (top-level in debl.toml) is the old spelling of "
+                          "loading.chunk_size: write [loading] chunk_size ")
+    assert err.count("\n") == 1
 
 
 def test_where_the_new_spelling_is_the_old_nothing_is_said(tmp_path):

@@ -19,15 +19,18 @@ def config_of(ctx: click.Context) -> Config:
     shown as one line on stderr, naming the new spelling."""
     root = ctx.find_root()
     if not isinstance(root.obj, Config):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", OldSpellingWarning)
-            root.obj = load_config()
-        for warning in caught:
-            if issubclass(warning.category, OldSpellingWarning):
-                click.echo(f"warning: {warning.message}", err=True)
-            else:
-                warnings.warn_explicit(warning.message, warning.category, warning.filename,
-                                       warning.lineno)
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", OldSpellingWarning)
+                root.obj = load_config()
+        finally:  # said also when the file has an error further down
+            for warning in caught:
+                if issubclass(warning.category, OldSpellingWarning):
+                    click.echo(f"warning: {warning.message}", err=True)
+                else:
+                    warnings.warn_explicit(warning.message, warning.category,
+                                           warning.filename, warning.lineno)
     return root.obj
 
 
