@@ -101,8 +101,7 @@ class HBaseConfig(_Section):
     thrift_host: str = "127.0.0.1"  # where DeBL reaches Thrift
     thrift_port: int = 9090
     # Where the local stack's Thrift server listens: loopback unless set. Not hbase_thrift_host:
-    # Thrift1 has no authentication, so naming a remote host to reach must never open the
-    # local server to the network.
+    # Thrift1 has no authentication, so a remote host to reach must never open the local one.
     thrift_bind: str = "127.0.0.1"
     zookeeper_quorum: str = "127.0.0.1"
     zookeeper_port: int = 2181
@@ -110,9 +109,7 @@ class HBaseConfig(_Section):
     regionserver_port: int = 16020
     table: str = "linktable"
     heap: str = "1g"
-    # HBase's root directory in HDFS (hbase.rootdir): the local stack's, and where the bench
-    # measures what the HBase tables hold on disk.
-    root_dir: str = "/hbase"
+    root_dir: str = "/hbase"  # hbase.rootdir in HDFS: where the bench measures the tables' disk
 
     def __post_init__(self) -> None:
         check_name("hbase_table", self.table)
@@ -126,8 +123,7 @@ class SparkConfig(_Section):
     PREFIX: ClassVar[str] = "spark_"
 
     # The master of DeBL's applications when spark_workers is 0: local[N] runs the tasks in the
-    # driver's JVM; spark://, yarn and k8s:// run them on a cluster (docs/RUNTIME.md, "Spark on
-    # a cluster").
+    # driver's JVM; spark://, yarn and k8s:// on a cluster (docs/RUNTIME.md, "Spark on a cluster").
     master: str = "local[2]"
     driver_memory: str = "2g"
     # Each executor's heap and cores on a cluster (spark.executor.memory, .cores; local[N] has
@@ -219,8 +215,7 @@ class LoadingConfig(_Section):
     # files before the copy, for buckets of about bucket_target_bytes (loaders.sampling).
     bucket_width: int = 0
     # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
-    # order more finely, each run costing a Spark job and a bulk load more (docs/ONLINE.md,
-    # "Measured").
+    # order more finely, each run a Spark job and a bulk load more (docs/ONLINE.md, "Measured").
     bucket_target_bytes: int = 32 * MiB
     # One bucket holds an id whole. True: the target is raised to the heaviest id's bytes, so
     # buckets stay even (largest / mean near 1) when one id outweighs bucket_target_bytes, as
@@ -291,18 +286,23 @@ class SourceConfig(_Section):
 
 @dataclass(frozen=True)
 class GenHFConfig(_Section):
-    """gen_HF, the online phase: how much one run converts, and in what order."""
+    """gen_HF, the online phase: how much one run converts, in what order, at what priority."""
 
+    PREFIX: ClassVar[str] = "gen_hf_"
+    UNPREFIXED: ClassVar[tuple[str, ...]] = ("run_buckets", "run_bytes", "carry_demand")
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
     # At a new day's uptime gen_HF first converts the buckets whose key ranges the previous
     # day's queries asked most (docs/ONLINE.md, "Demand carried over"); False: today's demand
     # alone, then bucket order.
     carry_demand: bool = True
+    nice: int = 10  # `debl gen-hf`'s and its Spark JVM's CPU niceness (docs/ONLINE.md, "Priority")
 
     def __post_init__(self) -> None:
         for name in ("run_buckets", "run_bytes"):
             check_positive(self, name)
+        if not 0 <= self.nice <= 19:
+            raise ConfigError(f"gen_hf_nice must be 0 (as is) to 19, not {self.nice}")
 
 
 @dataclass(frozen=True)

@@ -106,12 +106,14 @@ def test_password_never_in_repr():
 def test_every_key_is_in_one_section_and_the_tables_name_their_prefix(tmp_path):
     """A TOML table [t] k = v is the key t_k wherever that key lives: [mysql] port is
     config.mysql.port, [spark] workers config.spark.workers; link_table stays a key of its own."""
-    assert len(KEYS) == len(set(KEYS)) == 65
+    assert len(KEYS) == len(set(KEYS)) == 66
     assert KEYS["mysql_port"] == ("mysql", "port")
     assert KEYS["link_table"] == ("mysql", "link_table")
     assert KEYS["hbase_table"] == ("hbase", "table")
     assert KEYS["chunk_size"] == ("loading", "chunk_size")
     assert KEYS["state_dir"] == (None, "state_dir")
+    assert KEYS["gen_hf_nice"] == ("gen_hf", "nice") and KEYS["run_bytes"] == ("gen_hf",
+                                                                             "run_bytes")
     assert {section for section, _ in KEYS.values()} - {None} == set(SECTIONS)
     path = tmp_path / "debl.toml"
     path.write_text("link_table = \"t2\"\n[mysql]\nport = 4001\n[source]\nretries = 2\n"
@@ -207,3 +209,12 @@ def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
 def test_a_spark_cluster_that_cannot_work_is_a_config_error(settings, message):
     with pytest.raises(ConfigError, match=message):
         Config(**settings)
+
+
+def test_gen_hf_nice_is_a_niceness():
+    assert Config().gen_hf.nice == 10
+    assert Config(gen_hf_nice=0).gen_hf.nice == 0
+    with pytest.raises(ConfigError, match="gen_hf_nice must be 0"):
+        Config(gen_hf_nice=20)
+    with pytest.raises(ConfigError, match="gen_hf_nice must be 0"):
+        Config(gen_hf_nice=-1)
