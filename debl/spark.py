@@ -102,9 +102,9 @@ def task_heap(config: Config) -> TaskHeap:
 # An HDFS client closing a file asks the NameNode to complete it; until the DataNode has reported
 # the last block, the NameNode says no and the client sleeps, 400 ms at first by Hadoop's
 # default, then twice as long each time. dist_ch closes one file per bucket and slice, which in a
-# change log is every bucket of every chunk, and a third of those closes slept (docs/LOADING.md,
-# "Closing many small files"). Shorter first sleeps, more of them: the same patience in all
-# (about 25 s), a close 25-50 ms after the report instead of 400 ms.
+# change log is every bucket of every chunk, and many of those closes slept (docs/LOADING.md,
+# "Closing many small files"). Shorter first sleeps, more of them: at least Hadoop's patience in
+# all, and a close soon after the DataNode's report.
 HDFS_CLOSE_SETTINGS = {
     "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "25",
     "dfs.client.block.write.locateFollowingBlock.retries": "10",
