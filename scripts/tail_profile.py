@@ -132,11 +132,10 @@ def analyse(name: str, reports: list[dict], run: dict | None) -> dict:
         base = run["load_started"]
         spans: dict[str, list[tuple[float, float]]] = {}
         for p in run["phases"]:
-            if p["end_s"] is None:
-                continue
             group = p["phase"] if p["phase"] in BESIDE_PHASES else None
-            if group is not None:
-                spans.setdefault(group, []).append((base + p["start_s"], base + p["end_s"]))
+            if group is not None:  # a phase still open (gen_HF stopped in a run) lasts on
+                end = float("inf") if p["end_s"] is None else base + p["end_s"]
+                spans.setdefault(group, []).append((base + p["start_s"], end))
         for group, s in spans.items():
             context[group] = _overlap(start, end, s) > 0
     context["gc"] = gc > 0
