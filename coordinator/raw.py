@@ -206,12 +206,16 @@ class RawReader:
     def _rounds(self, bucket: RawBucket, opened: _Bucket, wanted: list[tuple[_File, range]],
                 id1: int, link_type: int, min_time: int, eager: bool) -> Iterator[Link]:
         """Read the files' blocks of the key newest first, in rounds: the first reads the
-        newest block of every file (all of them when *eager*), each next one a batch twice as
-        long (1, 2, 4 ... blocks back) of the files the merge waits for, all at once; each
-        round gives the winners no older row can change."""
+        newest ``EAGER_BLOCKS`` blocks shared out over the files, at least one each (all of
+        them when *eager*), each next one a batch twice as long of the files the merge waits
+        for, all at once; each round gives the winners no older row can change. Shared out, a
+        heavy id1's first page costs about one round however few files hold it: in a range
+        dump a bucket spans one or two chunks, and one block a file took a round trip per
+        doubling (docs/COORDINATOR.md, "The raw route")."""
         merge = NewestFirstMerge(len(wanted))
         stops = [blocks.stop for _, blocks in wanted]
-        batches = [EAGER_BLOCKS if eager else 1] * len(wanted)
+        first = EAGER_BLOCKS if eager else max(1, EAGER_BLOCKS // len(wanted))
+        batches = [first] * len(wanted)
         while files := merge.wanted():
             spans = [(i, max(wanted[i][1].start, stops[i] - batches[i]), stops[i]) for i in files]
             datas = self._read_blocks(bucket, opened,
