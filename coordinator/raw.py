@@ -71,9 +71,7 @@ MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (64 of 64 KiB): 
 # 10,000 lines, at LinkBench's line lengths) is read and merged at once; a heavier one lazily,
 # newest first.
 EAGER_BLOCKS = 16
-# HDFS calls in flight per reader: a query's first read of each file (and a bucket's index
-# reads) go out together, since a read is mostly waiting on the DataNode.
-READ_THREADS = 16
+READ_THREADS = 16  # HDFS calls in flight per reader: a read mostly waits on the DataNode
 READ_TIMEOUT_S = 30.0
 # Memory of an opened bucket beside its filters: per file (the open file's block locations,
 # the objects) and per index entry (its key tuple and offset as Python objects).
@@ -207,11 +205,9 @@ class RawReader:
                 id1: int, link_type: int, min_time: int, eager: bool) -> Iterator[Link]:
         """Read the files' blocks of the key newest first, in rounds: the first reads the
         newest ``EAGER_BLOCKS`` blocks shared out over the files, at least one each (all of
-        them when *eager*), each next one a batch twice as long of the files the merge waits
-        for, all at once; each round gives the winners no older row can change. Shared out, a
-        heavy id1's first page costs about one round however few files hold it: in a range
-        dump a bucket spans one or two chunks, and one block a file took a round trip per
-        doubling (docs/COORDINATOR.md, "The raw route")."""
+        them when *eager*: a heavy id1's first page then costs about one round however few
+        files hold it), each next one a batch twice as long of the files the merge waits for,
+        all at once; each round gives the winners no older row can change."""
         merge = NewestFirstMerge(len(wanted))
         stops = [blocks.stop for _, blocks in wanted]
         first = EAGER_BLOCKS if eager else max(1, EAGER_BLOCKS // len(wanted))
