@@ -132,7 +132,7 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
         early = _checked(config, url, load_id, answers, reference)
     finally:
         server.shutdown()
-    assert len(early) >= 20, f"only {len(early)} early answers ({waited} waited)"
+    assert len(early) >= 10, f"only {len(early)} early answers ({waited} waited)"
     assert [1 for i, _, _ in early if lo <= i < hi], "no late key was answered before uptime"
     assert demand_bytes > 0  # they came ahead of the bulk copy
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -113,7 +114,7 @@ def test_a_cleanup_that_fails_between_runs_is_reported_and_the_service_goes_on(m
 
     monkeypatch.setattr(gen_hf, "cleanup", failing)
     service = _Service([None, RUN])
-    service.catalog = type("NoLoad", (), {"current": lambda self: None})()
+    service.catalog = SimpleNamespace(loads=SimpleNamespace(current=lambda: None))
     service._cleaned = float("-inf")
     runs = service.serve(should_stop=lambda: not service.outcomes)
     assert runs == 1

@@ -299,6 +299,7 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
 def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_path):
     from debl.webhdfs import WebHDFS
     from loaders.chunker import ChunkCopier
+    from loaders.coverage import Coverage
 
     config = replace(stack_config, hdfs_root="/debl-hostiletest")
     lines = b"1\t2\t3\t1\tx\t5\t6\n" * 1000
@@ -306,7 +307,10 @@ def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_p
     (tmp_path / "long.tsv").write_bytes(body)
     source = LocalSource(tmp_path)
     hdfs = WebHDFS(config)
-    copier = ChunkCopier(source, [(0, source.list()[0])], hdfs, "/debl-hostiletest/memtest")
+    listed = source.list()[0]
+    numbers = iter(range(1 << 20))
+    copier = ChunkCopier(source, [(0, listed)], hdfs, "/debl-hostiletest/memtest",
+                         Coverage({0: listed.size}), lambda: next(numbers))
     tracemalloc.start()
     try:
         chunks = []

@@ -36,7 +36,7 @@ class _SeenOpening(dict):
             assert self.cond.wait_for(lambda: self.asked >= n, timeout=10)
 
 
-def _opened(bucket: RawBucket) -> _Bucket:
+def _opened(bucket: RawBucket, previous: _Bucket | None = None) -> _Bucket:
     """An opened bucket of COST bytes, never due for a listing check."""
     opened = _Bucket(bucket, {}, [])
     opened.cost = COST
@@ -70,7 +70,7 @@ def test_a_bucket_opened_again_after_a_failed_open_is_counted_once(reader, monke
     first_in, fail_now, second_in, go_on = (threading.Event() for _ in range(4))
     calls: list[str] = []
 
-    def read_files(b: RawBucket) -> _Bucket:
+    def read_files(b: RawBucket, previous: _Bucket | None = None) -> _Bucket:
         calls.append(threading.current_thread().name)
         if len(calls) == 1:  # A: fails once B waits for its lock
             first_in.set()

@@ -36,7 +36,7 @@ def _error(*chain: JavaError, stopped: bool = False) -> str:
 def test_a_task_out_of_heap_names_the_heap_settings(chain, stopped):
     message = _error(*chain, stopped=stopped)
     assert message.startswith(f"dist_ch failed: {chain[-1].text}")
-    assert "spark_driver_memory" in message and "spark_executor_memory" in message
+    assert "spark.driver_memory" in message and "spark.executor_memory" in message
 
 
 def test_another_java_error_is_its_innermost_cause_without_a_hint():
