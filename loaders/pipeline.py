@@ -147,7 +147,8 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
                     on_hot_copied: Callable[[list[Chunk]], None],
                     early: EarlyAnswers | None = None) -> Copied:
     """Copy the plan's files chunk by chunk, bucket each chunk as soon as it is in HDFS (with
-    the bucket map *decided* resolves to); returns when every chunk is bucketed. Raises what
+    the bucket map *decided* resolves to); returns when every chunk is bucketed, or early,
+    before the next chunk's dist_ch, once *stop* says so (the caller raises why). Raises what
     the copy, dist_ch or the catalog raised (the copy stops at its next chunk boundary).
     *early*: the load answers before its uptime (its answerable keys follow each chunk)."""
     copied: queue.Queue = queue.Queue(maxsize=2)
@@ -196,6 +197,9 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
             fetching = pool.submit(fetcher.run, stop_fetching)
         try:
             while (item := _next(copied, fetching)) is not None:
+                if stop():  # the caller says why (a lost lock, a failed hot path)
+                    abort.set()
+                    break
                 chunk, copy_seconds = item
                 t0 = time.time()
                 out = bucketer.bucket(chunk)
