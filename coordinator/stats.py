@@ -7,6 +7,10 @@ Every answered query is counted once, by how it was answered:
   includes any wait for uptime before it);
 - ``waited_uptime``: blocked only because the system was not up yet;
 - ``raw``: its bucket was not loaded; answered by the raw route after ``raw_after`` seconds;
+- ``early``: answered before the load's uptime, once every byte that can hold its key was
+  here (docs/COORDINATOR.md, "Answers before uptime"), at once or after waiting for those
+  bytes: the waits of those that waited are kept apart (``early_*``), the wait of a query
+  whose key was not here yet;
 - ``partial``: passed its deadline and got the MySQL-only answer (it asked for it);
 - ``timeouts``: passed its deadline and got QueryTimeout.
 
@@ -51,6 +55,10 @@ class CoordinatorStats:
     first_minute_answered: int = 0
     first_minute_immediate: int = 0
     raw: int = 0
+    early: int = 0
+    early_waited: int = 0  # early answers whose key was not here when asked
+    early_p50_wait_s: float = 0.0
+    early_p99_wait_s: float = 0.0
 
     @property
     def raw_share(self) -> float:
@@ -75,7 +83,7 @@ class CoordinatorStats:
 
 
 
-OUTCOMES = ("immediate", "buffered", "waited_uptime", "raw", "partial", "timeouts")
+OUTCOMES = ("immediate", "buffered", "waited_uptime", "raw", "early", "partial", "timeouts")
 
 
 class WaitRecorder:
@@ -91,6 +99,9 @@ class WaitRecorder:
             self._waits: Counter[int] = Counter()  # buffered waits per histogram bucket
             self._waits_total_ns = 0
             self._waits_max_ns = 0
+            # Early answers that waited, as the buffered ones: counts per histogram bucket.
+            self._early: Counter[int] = Counter()
+            self._early_ns = [0, 0]  # their total and maximum
             self._first = {"answered": 0, "immediate": 0}
             self._epoch = time.monotonic()
 
@@ -106,6 +117,10 @@ class WaitRecorder:
                 self._waits[bucket_of(ns)] += 1
                 self._waits_total_ns += ns
                 self._waits_max_ns = max(self._waits_max_ns, ns)
+            elif outcome == "early" and waited_s > 0:
+                ns = round(waited_s * 1e9)
+                self._early[bucket_of(ns)] += 1
+                self._early_ns = [self._early_ns[0] + ns, max(self._early_ns[1], ns)]
             if outcome != "timeouts" and asked_at - self._epoch < FIRST_WINDOW_S:
                 self._first["answered"] += 1
                 self._first["immediate"] += outcome == "immediate"
@@ -121,7 +136,8 @@ class WaitRecorder:
         with self._lock:
             waits = Histogram.of_counts(self._waits, self._waits_total_ns, self._waits_max_ns)
             return WaitCounters(dict(self._counts), waits, self._first["answered"],
-                                self._first["immediate"])
+                                self._first["immediate"],
+                                Histogram.of_counts(self._early, *self._early_ns))
 
     def snapshot(self) -> CoordinatorStats:
         return self.counters().stats()
@@ -136,6 +152,7 @@ class WaitCounters:
     waits: Histogram = field(default_factory=lambda: Histogram.of([]))  # buffered queries' waits
     first_answered: int = 0
     first_immediate: int = 0
+    early_waits: Histogram = field(default_factory=lambda: Histogram.of([]))
 
     @classmethod
     def merge(cls, parts: "list[WaitCounters]") -> "WaitCounters":
@@ -144,7 +161,8 @@ class WaitCounters:
             for k, n in p.counts.items():
                 counts[k] = counts.get(k, 0) + n
         return cls(counts, Histogram.merge([p.waits for p in parts]),
-                   sum(p.first_answered for p in parts), sum(p.first_immediate for p in parts))
+                   sum(p.first_answered for p in parts), sum(p.first_immediate for p in parts),
+                   Histogram.merge([p.early_waits for p in parts]))
 
     def stats(self) -> CoordinatorStats:
         counts = {k: self.counts.get(k, 0) for k in OUTCOMES}
@@ -155,4 +173,8 @@ class WaitCounters:
         return CoordinatorStats(answered=answered, mean_wait_s=mean, p50_wait_s=p50,
                                 p95_wait_s=p95, max_wait_s=top,
                                 first_minute_answered=self.first_answered,
-                                first_minute_immediate=self.first_immediate, **counts)
+                                first_minute_immediate=self.first_immediate,
+                                early_waited=self.early_waits.count,
+                                early_p50_wait_s=self.early_waits.percentile_ns(50) / 1e9,
+                                early_p99_wait_s=self.early_waits.percentile_ns(99) / 1e9,
+                                **counts)

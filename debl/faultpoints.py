@@ -21,6 +21,10 @@ POINTS = {
     "hot-loaded": "the hot path's rows are in MySQL, ready to serve; its phase is not ended yet",
     "bulk-loaded": "a gen_HF run's HFiles are bulk-loaded into HBase; its buckets are not marked "
                    "loaded yet",
+    "demand-copied": "a fetch on demand's chunk is in HDFS, its bytes taken from the bulk copy; "
+                     "it is not recorded yet (docs/LOADING.md, \"The copy follows demand\")",
+    "answerable": "a chunk is recorded as bucketed; the keys it makes answerable are not "
+                  "published yet",
 }
 
 

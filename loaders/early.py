@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable
 
-from debl.catalog import EarlyCatalog, FalseClaim
+from debl.catalog import Catalog, EarlyCatalog, FalseClaim
+from debl.config import Config
+from debl.faultpoints import reached
 from debl.keyspace import Answerability, KeySet
 from debl.manifest import ClaimViolation, Manifest, Piece, pieces
 from loaders.chunker import Chunk, Segment
@@ -49,9 +52,10 @@ def segment_claims(manifest: Manifest | None, seg: Segment) -> dict | None:
 class EarlyAnswers:
     """The answerable keys of one load as its chunks are bucketed (see the module)."""
 
-    def __init__(self, catalog: EarlyCatalog, load_id: str, files: list[tuple[int, SourceFile]],
-                 manifests: dict[int, Manifest | None], done: list[Chunk] = ()):
-        self.catalog, self.load_id = catalog, load_id
+    def __init__(self, config: Config, catalog: EarlyCatalog, load_id: str,
+                 files: list[tuple[int, SourceFile]], manifests: dict[int, Manifest | None],
+                 done: list[Chunk] = ()):
+        self.config, self.catalog, self.load_id = config, catalog, load_id
         self.manifests = manifests
         self.names = {seq: f.name for seq, f in files}
         self.sizes = {seq: f.size for seq, f in files}
@@ -79,6 +83,7 @@ class EarlyAnswers:
                 self.stopped = True
                 first = min(violations, key=lambda v: (v.file_seq, v.offset))
                 self.catalog.record_false_claim(self.load_id, self._false_claim(first))
+            reached(self.config, "answerable")
             if not self.stopped:
                 self._publish()
 
@@ -111,3 +116,47 @@ class EarlyAnswers:
                           v.describe(self.names.get(v.file_seq, str(v.file_seq))),
                           max(min(los), 0), max(his))
 
+
+def note_manifests(config: Config, catalog: Catalog, load_id: str,
+                   files: list[tuple[int, SourceFile]], message: Callable[[str], None],
+                   eligible: bool) -> None:
+    """Record a new load's manifests, say which could not be used, and let the load answer
+    before its uptime when it can: it has manifests, no day is current (that day serves until
+    this one is up), the setting allows it and the load is *eligible* (DeBL's own, not waiting
+    for MySQL)."""
+    manifests = {seq: f.manifest.to_json() for seq, f in files if f.manifest is not None}
+    catalog.early.add_manifests(load_id, manifests)
+    for _, f in files:
+        if f.manifest_error:
+            message(f"{f.manifest_error}; that file claims every id1")
+    if (manifests and eligible and config.loading.early_answers
+            and catalog.loads.current() is None):
+        catalog.early.begin_early(load_id, sum(f.size for _, f in files))
+
+
+def open_early(config: Config, load_id: str, files: list[tuple[int, SourceFile]],
+               done: list[Chunk]) -> EarlyAnswers | None:
+    """The early answers of a load that gives them (None otherwise), from its recorded
+    manifests and its chunks bucketed so far (a resumed load)."""
+    catalog = Catalog(config)
+    if catalog.early.early_progress(load_id) is None:
+        return None
+    names = dict(files)
+    manifests = {seq: Manifest.from_json(m, names[seq].name, names[seq].size)
+                 for seq, m in catalog.early.manifests(load_id).items()}
+    return EarlyAnswers(config, catalog.early, load_id, files, manifests, done)
+
+
+def early_summary(catalog: Catalog, load_id: str, files: dict[int, SourceFile]) -> dict:
+    """What a load that answered before its uptime did, for its summary (empty for any
+    other load)."""
+    progress = catalog.early.early_progress(load_id)
+    if progress is None:
+        return {}
+    answers = catalog.early.claim_answers(load_id)
+    return {"state": progress.state, "demand_bytes": progress.demand_bytes,
+            "false_claims": [{"file": files[c.file_seq].name if c.file_seq in files else "",
+                              "offset": c.offset, "kind": c.kind, "detail": c.detail,
+                              "affected": [c.affected_lo, c.affected_hi],
+                              "early_answers": answers.get(c.claim_no, 0)}
+                             for c in catalog.early.false_claims(load_id)]}

@@ -45,7 +45,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.buckets import BucketMap
-from debl.manifest import Manifest
 from debl.catalog import Catalog, LoadFile, Phase, named_lock
 from debl.config import Config
 from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
@@ -55,7 +54,7 @@ from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
 from loaders.cleanup import cleanup
 from loaders.hot_phase import drop_hot_buckets, load_hot_files
-from loaders.early import EarlyAnswers
+from loaders.early import early_summary, note_manifests, open_early
 from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket, number_lines
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name
 from loaders.resume import ResumeState, drop_stale_files, resume_state
@@ -94,6 +93,10 @@ class LoadSummary:
     rejects: int = 0
     reject_file: str = ""
     phases: dict[str, float] = field(default_factory=dict)
+    # A load that answered before its uptime (docs/LOADING.md, "Answers before the copy
+    # ends"): its state at uptime, the bytes fetched on demand, and each claim found false with
+    # the early answers given in the id1s it affects; empty for any other load.
+    early: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -287,40 +290,13 @@ class LoadRun:
                                  Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
         catalog.files.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                                    seq in hot_seqs) for seq, f in files])
-        self._note_manifests(catalog, load_id, files)
+        note_manifests(self.config, catalog, load_id, files, self.progress.message,
+                       options.approach in DEBL_APPROACHES and not options.wait_for_hot)
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:
             catalog.loads.set_bucket_map(load_id, bucket_map)
         return ResumeState(catalog.loads.load(load_id), files, hot_seqs, bucket_map, [],
                            not hot_seqs)
-
-    def _note_manifests(self, catalog: Catalog, load_id: str,
-                        files: list[tuple[int, SourceFile]]) -> None:
-        """Record the files' manifests with the load, say which could not be used, and let the
-        load answer before its uptime when it can (docs/LOADING.md, "Answers before the copy
-        ends"): it has manifests, no day is current (that day serves until this one is up), and
-        the setting and the approach allow it."""
-        manifests = {seq: f.manifest.to_json() for seq, f in files if f.manifest is not None}
-        catalog.early.add_manifests(load_id, manifests)
-        for _, f in files:
-            if f.manifest_error:
-                self.progress.message(f"{f.manifest_error}; that file claims every id1")
-        if (manifests and self.config.loading.early_answers and not self.options.wait_for_hot
-                and self.options.approach in DEBL_APPROACHES and catalog.loads.current() is None):
-            catalog.early.begin_early(load_id, sum(f.size for _, f in files))
-
-    def _early(self, state: ResumeState) -> EarlyAnswers | None:
-        """The load's early answers, if it gives them, from its recorded manifests and the
-        chunks bucketed so far."""
-        load_id = state.load.load_id
-        with Catalog(self.config) as catalog:
-            if catalog.early.early_progress(load_id) is None:
-                return None
-            recorded = catalog.early.manifests(load_id)
-            names = {seq: f for seq, f in state.files}
-            manifests = {seq: Manifest.from_json(m, names[seq].name, names[seq].size)
-                         for seq, m in recorded.items()}
-            return EarlyAnswers(catalog.early, load_id, state.files, manifests, state.done)
 
     def _to_uptime(self, source: Source, state: ResumeState, hot: list, cold: list,
                    rejects: RejectWriter, max_bad: int, wait_for_hot: bool,
@@ -348,7 +324,7 @@ class LoadRun:
             decided = (self._background.submit(self._sample, source, [f for _, f in cold])
                        if state.bucket_map is None else _done(state.bucket_map))
 
-            early = self._early(state)
+            early = open_early(self.config, state.load.load_id, state.files, state.done)
 
             def hot_copied(chunks: list[Chunk]) -> None:
                 hot_chunks[:] = chunks
@@ -383,6 +359,7 @@ class LoadRun:
             summary.cold_rows = sum(b.rows for b in buckets)
             summary.hot_rows = catalog.loads.load(load_id).hot_rows
             summary.phases = phase_sums(catalog.phases.phases(load_id))
+            summary.early = early_summary(catalog, load_id, dict(state.files))
             catalog.loads.make_current(load_id, t_up, summary.as_dict())
         progress.up(summary)
         if hot_chunks and not state.hot_done and self._hot_path is None:

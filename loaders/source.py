@@ -55,13 +55,14 @@ import re
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from debl.config import Config
 from debl.errors import SourceError
 from debl.manifest import Manifest, json_int, manifest_of_entry
+from loaders.file_names import checked_entry, path_in
 from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
@@ -128,6 +129,13 @@ class Source(ABC):
         connections); it may still be used afterwards."""
 
 
+def check_listing_entry(entry: Any, where: str, *, plain_text: bool = True) -> SourceFile:
+    """One entry of a source's listing as a SourceFile, checked (``loaders.file_names.
+    checked_entry``: a plain name, a whole size, a finite mtime), else SourceError naming
+    *where*."""
+    return SourceFile(*checked_entry(entry, where, plain_text))
+
+
 def _ordered(files: list[SourceFile]) -> list[SourceFile]:
     return sorted(files, key=lambda f: (f.mtime, f.name))
 
@@ -148,7 +156,10 @@ def changed_files(source: Source, recorded: list[SourceFile]) -> list[str]:
 
 
 def _when(mtime: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.3f})"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.3f})"
+    except (OverflowError, OSError, ValueError):  # a year past what the C library shows
+        return f"{mtime:.3f}"
 
 
 class _CheckedStream:
@@ -215,23 +226,27 @@ class LocalSource(Source):
         for entry in os.scandir(self.path):
             if entry.is_file() and not entry.name.startswith(".") and entry.name != INDEX:
                 st = entry.stat()
-                files.append(SourceFile(entry.name, st.st_size, st.st_mtime,
-                                        *self._index.manifest(entry.name, st.st_size,
-                                                              st.st_mtime)))
+                checked = check_listing_entry(
+                    {"name": entry.name, "size": st.st_size, "mtime": st.st_mtime},
+                    f"source {self.path}: file {entry.name!r}", plain_text=False)
+                manifest, error = self._index.manifest(entry.name, st.st_size, st.st_mtime)
+                files.append(replace(checked, manifest=manifest, manifest_error=error))
         return _ordered(files)
 
     def stat(self, name: str) -> SourceFile:
+        path = path_in(self.path, name)
         try:
-            st = os.stat(self.path / name)
+            st = os.stat(path)
         except OSError as exc:
-            raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
+            raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         return SourceFile(name, st.st_size, st.st_mtime)
 
     def _open(self, name: str, offset: int) -> BinaryIO:
+        path = path_in(self.path, name)
         try:
-            f = open(self.path / name, "rb")
+            f = open(path, "rb")
         except OSError as exc:
-            raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
+            raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         f.seek(offset)
         return f
 
@@ -304,9 +319,13 @@ class HttpSource(Source):
         conn, resp = self._get("index.json")
         try:
             entries = json.loads(read_whole(resp, f"{self.url}/index.json"), parse_int=json_int)
-            return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]),
-                                        *manifest_of_entry(e, e["name"], int(e["size"])))
-                             for e in entries])
+            if not isinstance(entries, list):
+                raise ValueError("a JSON list of {name, size, mtime} objects was expected")
+            files = [check_listing_entry(e, f"source {self.url}: index.json entry {k}")
+                     for k, e in enumerate(entries, 1)]
+            return _ordered([replace(f, **dict(zip(("manifest", "manifest_error"),
+                                                   manifest_of_entry(e, f.name, f.size))))
+                             for f, e in zip(files, entries)])
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:

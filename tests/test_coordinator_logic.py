@@ -19,7 +19,7 @@ from coordinator import Coordinator
 from coordinator.raw import RawBucket
 from coordinator.raw_warmup import RawWarmup
 from debl.buckets import BucketMap
-from debl.catalog import Bucket, LoadRecord, ServingState
+from debl.catalog import Bucket, EarlyState, FalseClaim, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import BucketFileError, QueryTimeout, ServiceError
 from debl.key_filter import KeyFilterBuilder
@@ -38,7 +38,8 @@ class FakeCatalog:
 
     def __init__(self, world: dict) -> None:
         self.world = world
-        self.serving = self  # the one role the coordinator's poller reads
+        self.serving = self  # the roles the coordinator's poller reads
+        self.early = self
         self.index = None  # the raw reader's, a fake of its own (FakeRawReader)
 
     def __enter__(self):
@@ -83,6 +84,29 @@ class FakeCatalog:
 
     def publish_asks(self, load_id, coordinator, asked):
         self.world.setdefault("asks", {})[(load_id, coordinator)] = dict(asked)
+
+    # -- before uptime: world["early"] = {"load": ..., "state": "on", "gen": n, "keys": [...]}
+
+    def early_load(self):
+        early = self.world.get("early")
+        return None if early is None else (early["load"]["load_id"], early["state"])
+
+    def early_state(self, load_id, known_gen=-1):
+        early = self.world["early"]
+        load = LoadRecord(**early["load"])
+        buckets = [Bucket(b, *load.bucket_map.range_of(b), 1, 1, 0, "", "pending",
+                          *load.bucket_map.range_of(b)) for b in (0, 1)]
+        return EarlyState(load, early["state"], early["gen"],
+                          None if early["gen"] == known_gen else early["keys"], buckets, [])
+
+    def publish_key_demand(self, load_id, coordinator, waiting):
+        self.world.setdefault("key_demand", []).append(dict(waiting))
+
+    def false_claims(self, load_id):
+        return self.world.get("claims", [])
+
+    def publish_claim_answers(self, load_id, coordinator, answered):
+        self.world["claim_answers"] = dict(answered)
 
     def heartbeat(self, coordinator, load_id, hot_mysql, interval_s):
         self.world.setdefault("heartbeats", {})[coordinator] = load_id
@@ -461,3 +485,62 @@ def test_the_warmup_ends_at_a_service_that_does_not_answer_and_is_done_for_wait(
         assert warmup.wait(5) and reader.opened == [0, 2]
     finally:
         warmup.close()
+
+
+# ---------------------------------------------------------------- answers before uptime
+
+
+def _early_world(world: dict, keys: list[int]) -> None:
+    """No load up; load L2 answers before its uptime, the ids of *keys* answerable (a KeySet's
+    JSON: flat pairs)."""
+    world["load"] = None
+    load = _load("L2", state="running")
+    load["hot_state"] = "none"
+    world["early"] = {"load": load, "state": "on", "gen": 1, "keys": keys}
+
+
+def test_before_uptime_an_answerable_key_is_answered_early_and_another_waits_as_demand(world):
+    _early_world(world, [0, 99])  # ids 0..99: bucket 0 whole
+    with Coordinator(BUFFERING, "early-coordinator") as c:
+        assert c.wait_until_up(2)  # it serves the early load
+        answer = c.query(5, LT)
+        assert answer.route == "early" and answer.load_id == "L2"
+        assert [l.data for l in answer.links] == [b"cold"]  # the raw files, merged
+        t, box = _in_thread(lambda: c.query(150, LT, timeout=5))
+        # Its key is published as demand, for the copy to fetch first.
+        assert _eventually(lambda: any(150 in d for d in world.get("key_demand", [])))
+        assert t.is_alive()
+        world["early"]["keys"] = [0, 199]
+        world["early"]["gen"] = 2
+        t.join(5)
+        assert box["value"].route == "early" and box["value"].waited_s > 0
+        assert [l.data for l in box["value"].links] == [b"cold newer"]
+        assert _eventually(lambda: world["key_demand"][-1] == {})
+
+
+def test_the_uptime_takes_over_the_queries_that_wait_before_it(world):
+    _early_world(world, [])
+    with Coordinator(BUFFERING.replace(raw_after=0.0), "early-coordinator") as c:
+        assert c.wait_until_up(2)
+        t, box = _in_thread(lambda: c.query(150, LT, timeout=5))
+        assert _eventually(lambda: any(150 in d for d in world.get("key_demand", [])))
+        up = dict(world["early"]["load"], state="up", hot_state="mysql")
+        world["early"] = None
+        world["load"] = up
+        world["jobs"] = {0: "pending", 1: "loaded"}
+        t.join(5)
+        assert box["value"].route == "merged" and box["value"].load_id == "L2"
+
+
+def test_a_false_claim_stops_early_answers_and_counts_those_given(world):
+    _early_world(world, [0, 199])
+    with Coordinator(BUFFERING, "early-coordinator") as c:
+        assert c.wait_until_up(2)
+        assert c.query(5, LT).route == "early"
+        assert c.query(150, LT).route == "early"
+        world["claims"] = [FalseClaim(0, 3, "span", 1234, "links-003.tsv (file 3), byte 1234",
+                                      100, 199)]
+        world["early"]["state"] = "stopped"
+        assert _eventually(lambda: world.get("claim_answers") == {0: 1})
+        with pytest.raises(QueryTimeout, match="not up yet"):
+            c.query(5, LT, timeout=0.3)

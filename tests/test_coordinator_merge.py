@@ -150,7 +150,8 @@ def test_wait_recorder_counts_and_percentiles():
     s = rec.snapshot()
     assert (s.answered, s.immediate, s.buffered, s.raw, s.timeouts) == (8, 3, 4, 1, 1)
     assert rec.answered() == {"immediate": 3, "buffered": 4, "waited_uptime": 0, "raw": 1,
-                              "partial": 0, "timeouts": 1}
+                              "early": 0, "partial": 0, "timeouts": 1}
+
     assert s.raw_share == 1 / 8
     assert s.mean_wait_s == 2.5 and s.max_wait_s == 4.0
     assert 3.0 < s.p95_wait_s <= 4.0
@@ -192,3 +193,16 @@ def test_wait_recorder_keeps_bounded_memory_however_many_queries_it_counts():
     assert exact <= s.p95_wait_s <= exact * 1.001 + 1e-9
     merged = WaitCounters.merge([rec.counters(), rec.counters()]).stats()
     assert merged.buffered == 1_200_000 and merged.p95_wait_s == s.p95_wait_s
+
+
+def test_early_answers_keep_the_waits_of_those_whose_key_was_not_here():
+    rec = WaitRecorder()
+    rec.record("early", 0.0)
+    rec.record("early", 0.25)
+    rec.record("early", 1.5)
+    other = WaitRecorder()
+    other.record("early", 0.5)
+    s = WaitCounters.merge([rec.counters(), other.counters()]).stats()
+    assert (s.answered, s.early, s.early_waited) == (4, 4, 3)
+    assert s.early_p50_wait_s == pytest.approx(0.5, rel=0.01)
+    assert s.early_p99_wait_s == pytest.approx(1.5, rel=0.01)

@@ -117,6 +117,14 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     if s.bucket_map:
         click.echo(f"  bucket map: {BucketMap.from_dict(s.bucket_map).describe()}")
     click.echo(f"  bad lines: {s.rejects}" + (f" (see {s.reject_file})" if s.rejects else ""))
+    if s.early:
+        click.echo(f"  answered before uptime: {s.early['demand_bytes'] / 1e6:.1f} MB fetched on "
+                   "demand" + ("" if s.early["state"] == "on" else
+                               "; early answers stopped at a false claim"))
+        for claim in s.early["false_claims"]:
+            lo, hi = claim["affected"]
+            click.echo(f"  false claim: {claim['detail']}; {claim['early_answers']} early "
+                       f"answers were given for id1s {lo}..{hi}")
     for phase, seconds in s.phases.items():
         click.echo(f"  {phase:12} {seconds:8.1f} s")
 

@@ -1,0 +1,149 @@
+"""Answers before the copy ends (docs/LOADING.md, "Answers before the copy ends", "The copy
+follows demand"), on the real stack, against the in-memory reference of the raw files:
+
+- while a load copies from a slow HTTP source, every answer the coordinator gives before the
+  load's uptime is exact, on both layouts; a key answered before uptime was answered early
+  (route ``early``), and the keys that queries wait for are fetched ahead of the bulk copy;
+- a manifest that lies at a spot no sample reads is caught as its bytes are bucketed: early
+  answers stop, the false claim is recorded with the file and the offset, and the load reaches
+  its uptime with every line once (``debl verify``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import pytest
+
+from coordinator import Coordinator
+from coordinator.routes import Route
+from debl.bench.source_server import make_server
+from debl.catalog import Catalog
+from debl.errors import QueryTimeout
+from debl.workload.generator import generate
+from debl.workload.spec import GenerateSpec
+from loaders.cleanup import drop_every_load
+from loaders.load import LoadOptions, LoadRun
+from loaders.verify import verify_load
+from tests.dataset import reference_store
+
+pytestmark = pytest.mark.stack
+
+
+def _serve(directory, rate_mb_s: float):
+    server = make_server(directory, port=0, rate_mb_s=rate_mb_s)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _fresh(stack_config, database: str):
+    config = stack_config.replace(mysql_database=database, hbase_table=database,
+                                  hdfs_root=f"/{database}", bucket_target_bytes=64 << 10,
+                                  bucket_target_covers_heaviest=False)
+    Catalog(config, replace_older=True).close()
+    drop_every_load(config)
+    return config
+
+
+@pytest.mark.parametrize("layout", ["ranges", "days"])
+def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
+        stack_config, tmp_path, layout):
+    directory = tmp_path / "in"
+    generate(directory, GenerateSpec(max_id=30001, files=5, days=5, seed=3, layout=layout,
+                                     max_degree=30, update_share=0.2, hidden_share=0.2,
+                                     bad_lines=3))
+    files = sorted(p for p in directory.iterdir() if p.name != "index.json")
+    total = sum(p.stat().st_size for p in files)
+    hot = {files[-1].name} if layout == "ranges" else set()  # mtime order: the last is newest
+    reference = reference_store(directory, hot)
+    keys = sorted(reference.keys())
+    config = _fresh(stack_config, f"debl_early_{layout}")
+    # About 20 s of copy: the bulk copy is the slow part, as over a thin link.
+    server, url = _serve(directory, total / 20e6)
+    answers, waited = [], 0
+    try:
+        options = (LoadOptions(approach="debl", hot_bytes=files[-1].stat().st_size) if hot
+                   else LoadOptions(approach="debl-cold"))
+        with LoadRun(config, url, options) as run, Coordinator(config,
+                                                                default_timeout=2.0) as c:
+            up = threading.Event()
+            loading = threading.Thread(target=lambda: (run.wait_up(), up.set()), daemon=True)
+            loading.start()
+            rng = random.Random(7)
+            # The keys the bulk copy reaches last: the end of the last cold file.
+            lo, hi = (18000, 24000) if layout == "ranges" else (25000, 30001)
+            late = [k for k in keys if lo <= k[0] < hi]
+            while not up.is_set():
+                id1, link_type = rng.choice(late if rng.random() < 0.5 else keys)
+                try:
+                    answer = c.query(id1, link_type)
+                except QueryTimeout:
+                    waited += 1
+                    continue
+                if not up.is_set():
+                    answers.append((id1, link_type, answer, time.time()))
+            loading.join()
+            run.finish()
+            load_id = run.summary.load_id
+        with Catalog(config) as catalog:
+            demand_bytes = catalog.early.early_progress(load_id).demand_bytes
+            claims = catalog.early.false_claims(load_id)
+        report = verify_load(config, load_id, source_spec=url)
+    finally:
+        server.shutdown()
+    early = [(i, t, a) for i, t, a, _ in answers if a.route is Route.EARLY]
+    assert len(early) >= 20, f"only {len(early)} early answers ({waited} waited)"
+    for id1, link_type, a in early:
+        assert a.links == reference.get_link_list(id1, link_type), (id1, link_type)
+    late_early = [1 for i, _, a in early if lo <= i < hi]
+    assert late_early, "no key of the input's end was answered before uptime"
+    assert demand_bytes > 0  # they came ahead of the bulk copy
+    assert claims == []
+    assert report.ok, report.failures
+
+
+def _lie(directory, name: str, point: int) -> None:
+    """Make point *point* of file *name*'s manifest claim the next point's id1 (still a
+    well-formed, sorted manifest; a claim about the middle of the file, where no sample
+    reads): the piece before it then claims too much, which is harmless, and its own piece
+    too little, which is false."""
+    index_path = directory / "index.json"
+    entries = json.loads(index_path.read_text())
+    for entry in entries:
+        if entry["name"] == name:
+            deltas = entry["manifest"]["id1s"]  # delta-encoded: the point's own is its jump
+            gap = deltas[point + 1]
+            assert gap > 0
+            deltas[point] += gap
+            deltas[point + 1] = 0
+    index_path.write_text(json.dumps(entries))
+
+
+def test_a_manifest_that_lies_where_no_sample_reads_is_caught_and_loses_nothing(
+        stack_config, tmp_path):
+    directory = tmp_path / "in"
+    generate(directory, GenerateSpec(max_id=30001, files=3, days=3, seed=4, layout="ranges",
+                                     max_degree=30))
+    name = sorted(p.name for p in directory.iterdir() if p.name != "index.json")[1]
+    entries = json.loads((directory / "index.json").read_text())
+    points = len(next(e for e in entries if e["name"] == name)["manifest"]["offsets"])
+    assert points >= 4
+    _lie(directory, name, points // 2)
+    config = _fresh(stack_config, "debl_early_lie")
+    with LoadRun(config, str(directory), LoadOptions(approach="debl-cold")) as run:
+        run.wait_up()
+        run.finish()
+        load_id = run.summary.load_id
+    with Catalog(config) as catalog:
+        claims = catalog.early.false_claims(load_id)
+        progress = catalog.early.early_progress(load_id)
+    assert progress.state == "stopped"
+    assert len(claims) == 1
+    claim = claims[0]
+    assert name in claim.detail and claim.kind in ("point", "span")
+    assert claim.affected_lo <= claim.affected_hi
+    report = verify_load(config, load_id)
+    assert report.ok, report.failures
