@@ -213,7 +213,8 @@ def answered_table(runs: list[ApproachRun]) -> Table:
     return Table(headers, tuple(rows),
                  "The share of the query phase's requests answered by each second since the "
                  "approach's load started (every approach asks the same requests from its "
-                 "uptime on, a DeBL approach with --queries-from load from its load's start). 'MySQL took over': when MySQL took DeBL's hot keys over (before "
+                 "uptime on, a DeBL approach with --queries-from load from its load's "
+                 "start). 'MySQL took over': when MySQL took DeBL's hot keys over (before "
                  "that they were answered from the hot files' buckets). The last column checks "
                  "every second up to the last query.")
 
@@ -224,16 +225,17 @@ def answers_table(runs: list[ApproachRun], meta: dict) -> Table:
     spec, input_bytes = meta["spec"], meta["input"]["bytes"]
     requests, rate = spec["requests"], spec["source_rate"]
     end = copy_end(runs, input_bytes, rate)
-    headers = ("approach", "queries from", "uptime s", "first answer s", "answered by uptime",
-               "answered by copy end", "early answers")
+    headers = ("approach", "queries from", "asked from s", "uptime s", "first answer s",
+               "answered by uptime", "answered by copy end", "early answers")
     rows = []
     for r in runs:
         if r.query is None:
             continue
         by_end = None if end is None else answered_by(r, end.seconds, requests)
         early = (r.waits or {}).get("early")
-        rows.append((r.approach, r.queries_from or "uptime", _s(r.uptime_s),
-                     _s(r.first_answer_s, 2), f"{answered_by(r, r.uptime_s, requests):.1%}",
+        rows.append((r.approach, r.queries_from or "uptime", _s(r.query_start_s),
+                     _s(r.uptime_s), _s(r.first_answer_s, 2),
+                     f"{answered_by(r, r.uptime_s, requests):.1%}",
                      "-" if by_end is None else f"{by_end:.1%}",
                      "-" if early is None else f"{early:,}"))
     copy = (f"A plain copy of the files ends at {end.describe(input_bytes, rate)}"
@@ -246,9 +248,11 @@ def answers_table(runs: list[ApproachRun], meta: dict) -> Table:
                  "'load' (`--queries-from load`: a DeBL approach's requests wait in the "
                  "coordinator until their key is answerable or the load is up) or 'uptime' "
                  "(the baselines always: MySQL and HBase answer nothing before their uptime). "
-                 "'first answer': its first request answered (errors and timeouts are not "
-                 "answers). 'early answers': the coordinator's answers before the uptime. "
-                 f"{copy}.")
+                 "'asked from': when its client sent its first requests (with 'uptime', its "
+                 "start after the uptime is in its first answer). 'first answer': its first "
+                 "request answered (errors and timeouts are not answers). 'early answers': "
+                 "the coordinator's own count of its answers by the early route, given until "
+                 f"its poll sees the uptime (so a few may come after it). {copy}.")
 
 
 def ratio_table(runs: list[ApproachRun]) -> Table:

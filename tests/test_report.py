@@ -246,8 +246,8 @@ def test_report_shows_the_answers_before_the_copy_ends_and_their_plot(tmp_path):
     report = _write_bench(tmp_path, [file_copy(8.0), from_load(), baseline])
     md = report.markdown.read_text()
     section = md.split("## Answers before the copy ends")[1].split("##")[0]
-    assert "| debl-cold | load | 10.0 | 4.60 | 28.5% | 18.5% | 300 |" in section
-    assert "| bulkLoad-hbase | uptime | 10.0 | - | 0.0% | 0.0% | - |" in section
+    assert "| debl-cold | load | 0.3 | 10.0 | 4.60 | 28.5% | 18.5% | 300 |" in section
+    assert "| bulkLoad-hbase | uptime | 10.2 | 10.0 | - | 0.0% | 0.0% | - |" in section
     assert "fileCopy |" not in section  # no query phase
     assert "8.0 s, the fileCopy approach's uptime in this bench" in section
     assert "the baselines always" in section
@@ -268,5 +268,5 @@ def test_report_says_where_the_copys_end_comes_from(tmp_path, source_rate, says)
     report = _write_bench(tmp_path, [from_load()], source_rate=source_rate)
     section = report.markdown.read_text().split("## Answers before the copy ends")[1]
     assert says in section
-    row = "| debl-cold | load | 10.0 | 4.60 | 28.5% | "
+    row = "| debl-cold | load | 0.3 | 10.0 | 4.60 | 28.5% | "
     assert row + ("18.5%" if source_rate else "-") + " | 300 |" in section

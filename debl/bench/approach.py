@@ -8,11 +8,15 @@ baselines, none for fileCopy); "all served" is when the last request completed, 
 the client's own run time. Queries through the coordinator get ``query_timeout`` seconds each: a
 stuck gen_HF turns into counted errors, never a hang.
 
-With ``queries_from`` "load" the client of an approach served by the coordinator starts as soon
-as its load is recorded, in a thread of its own beside the load: its requests wait in the
-coordinator until their key is answerable (docs/COORDINATOR.md, "Answers before uptime") or
-the load is up, each within ``query_timeout`` of its sending, which then includes the load.
-The baselines' clients start at their uptime as always: MySQL and HBase answer nothing before.
+With ``queries_from`` "load" the client of an approach served by the coordinator runs beside the
+load, in a thread of its own, and the load starts once its first requests are sent: they wait in
+the coordinator (no load is current after the reset) until the load is recorded and their key
+is answerable (docs/COORDINATOR.md, "Answers before uptime") or the load is up, each within
+``query_timeout`` of its sending, which then includes the load. The client is ready first so
+that its own start (worker processes, each opening a coordinator: many seconds on a busy
+machine) is not measured as the load's; times still count from the load's start (the client's
+``query_start_s`` is then just below 0). The baselines' clients start at their uptime as
+always: MySQL and HBase answer nothing before.
 
 Pitfall: everything happens in the namespace of *config*: every load of its MySQL database is
 dropped before each approach (``reset_stores``), with its HBase table and HDFS directory. Never
@@ -79,13 +83,15 @@ class _QueryClient:
     raises what it raised, running it in the calling thread if it was not started (the query
     phase from uptime, as it always ran: Ctrl-C stops its workers there).
 
-    Pitfall: a started client cannot be stopped from outside; if the load fails meanwhile, its
-    requests get the coordinator's error for a failed load and it ends on its own, and a
-    daemon thread never holds the process's exit."""
+    Pitfall: a started client cannot be stopped from outside. If the load fails meanwhile, its
+    requests get the coordinator's error for a failed load and it ends on its own (a load that
+    failed before it was recorded: they wait out their ``query_timeout``); a daemon thread
+    never holds the process's exit."""
 
     def __init__(self, source, spec: ClientSpec, progress: BenchProgress) -> None:
         self.source, self.spec, self.progress = source, spec, progress
         self.started = False
+        self._running = threading.Event()  # its first requests are sent
         self._done = threading.Event()
         self._result = self._error = None
 
@@ -94,10 +100,21 @@ class _QueryClient:
             self.started = True
             threading.Thread(target=self._run, name="bench-query", daemon=True).start()
 
+    def wait_running(self) -> None:
+        """Block until the started client sends its requests (its workers ready, its targets
+        opened) or has ended."""
+        while not (self._running.wait(0.2) or self._done.is_set()):
+            pass
+
+    def _queried(self, done: int, elapsed: float) -> None:
+        # run_client reports progress from its start instant on, never while its workers get
+        # ready: the first report says its requests are sent.
+        self._running.set()
+        self.progress.queried(done, self.spec.total, elapsed)
+
     def _run(self) -> None:
         try:
-            self._result = run_client(self.source, self.spec, progress=lambda done, elapsed:
-                                      self.progress.queried(done, self.spec.total, elapsed))
+            self._result = run_client(self.source, self.spec, progress=self._queried)
         except BaseException as exc:  # noqa: BLE001 -- raised again by result()
             self._error = exc
         finally:
@@ -163,17 +180,14 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     client = _query_client(config, spec, approach, progress)
     from_load = client is not None and spec.queries_from == "load" and approach.target == "debl"
 
-    def on_start() -> None:
-        # With gen_hf_start "load", the service starts once the new load is recorded (it then
-        # waits for uptime), never before: it would see the previous load complete and exit.
-        # A client from the load starts at the same instant, the start of the load's clock.
-        if service is not None and spec.gen_hf_start == "load":
-            service.start()
-        if from_load:
-            progress.message(f"{name}: the query client starts with the load")
-            client.start()
-
-    loading = _Loading(config, url, options, progress, input_bytes, on_start)
+    # With gen_hf_start "load", the service starts once the new load is recorded (it then
+    # waits for uptime), never before: it would see the previous load complete and exit.
+    early = service.start if service is not None and spec.gen_hf_start == "load" else None
+    if from_load:  # its requests wait in the coordinator: no load is current after the reset
+        progress.message(f"{name}: starting the query client; the load starts once it asks")
+        client.start()
+        client.wait_running()
+    loading = _Loading(config, url, options, progress, input_bytes, early or (lambda: None))
     try:
         summary = loading.wait_up()
     except BaseException:

@@ -166,7 +166,8 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
           chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start,
           queries_from, days_in_a_row, settle, after, no_carry_demand, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
-    source; from its uptime the same LinkBench queries run against it.
+    source; from its uptime (with --queries-from load: a DeBL approach from its load's start)
+    the same LinkBench queries run against it.
 
     Results and the report go to <state_dir>/bench/<bench_id>/. Use a namespace of your own
     (DEBL_MYSQL_DATABASE, DEBL_HBASE_TABLE, DEBL_LINK_TABLE, DEBL_HDFS_ROOT): every approach

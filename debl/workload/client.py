@@ -110,7 +110,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
     ``spec.processes == 1``, else once in each worker process).
 
     ``progress(done, elapsed_s)`` is called from the calling thread about five times a second
-    (never from a worker, so a UI need not be thread-safe). Ctrl-C stops the workers (waiting
+    from the run's start instant on, never before it (while worker processes get ready), and
+    never from a worker, so a UI need not be thread-safe. Ctrl-C stops the workers (waiting
     at most a few seconds for requests in flight) and re-raises. A worker process that cannot
     open its target or dies stops the run with a ServiceError (or the worker's own DeblError).
     """
