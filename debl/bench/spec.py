@@ -35,8 +35,9 @@ class BenchSpec:
     bound each query phase (whichever first); ``request_rate`` makes it open loop (requests/s
     over all threads; None: closed loop); ``hot_share`` is debl's hot share of the bytes;
     ``recency_share`` the requests' share by recency; the layout is ``input.layout``.
-    ``queries_from`` "load" starts the query client of each approach served by the coordinator
-    when its load is recorded (the baselines' still at their uptime)."""
+    ``queries_from`` "load" runs the query client of each approach served by the coordinator
+    beside its load, asking from just before the load starts (the baselines' still from their
+    uptime)."""
 
     input: GenerateSpec
     data_dir: Path
