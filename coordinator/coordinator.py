@@ -1,49 +1,35 @@
 """The coordinator: routes each get_link_list over the current load's stores and buffers the
-queries whose data is still on its way (docs/DESIGN.md section 6, docs/COORDINATOR.md).
+queries whose data is still on its way (docs/DESIGN.md section 6; docs/COORDINATOR.md, "Routing",
+"Buffering and release", "The raw route", "Answers before uptime").
 
-Every query is answered wholly from one load, the current one (``catalog.loads.make_current``); the
-answer names it. With ``b`` the bucket of id1 in that load's bucket map:
+Every query is answered wholly from one load, which the answer names: the current one
+(``catalog.loads.make_current``), or before any is up the newest load if it answers early. With
+``b`` the bucket of id1 in that load's bucket map:
 
 - no load is up yet: wait for uptime (a failed newest load with nothing current: an error);
+  before the uptime of a load that answers early, an answerable key is answered from its files
+  (route ``early``), any other waits, counted in its key's and its bucket's demand;
 - hot rows: from the hot files' bucket of id1 in HDFS (coordinator.raw) until MySQL has taken
   the load's hot keys over, from MySQL after (for keys its key filter may hold);
-- cold rows: none when no cold row can have id1 (no bucket ``b``, or id1 outside the id1 span of
-  its cold rows, ``[c_lo, c_hi]``): the hot rows alone answer, at once (route ``mysql``);
-  bucket ``b`` ``loaded``: HBase (route ``merged``); otherwise (``pending``, ``queued``,
-  ``running``) the query is buffered on ``b`` (its ``q_list``), the bucket's demand rises, and
-  it is answered as soon as the poller sees ``b`` loaded, or, with the raw route on
-  (``config.coordinator.raw_after`` seconds, not "off"), once it has waited that long: from the
-  bucket's files in HDFS (route ``raw``), the answer it would get after the conversion. Either
-  way it counts towards the bucket's demand (coordinator.demand), which steers gen_HF;
-- ``failed`` (gen_HF gave up on the bucket): the queries on it are released at once, answered
-  by the raw route when it is on, else with ServiceError naming the bucket.
+- cold rows: none when no cold row can have id1 (route ``mysql``); bucket ``b`` ``loaded``:
+  HBase (route ``merged``); otherwise the query is buffered on ``b``, its demand rises, and it is
+  answered when the poller sees ``b`` loaded or, with the raw route on, once it has waited
+  ``coordinator.raw_after``: from the bucket's files (route ``raw``); ``failed``: released at
+  once, by the raw route when it is on, else with ServiceError naming the bucket.
 
 Hot and cold rows are merged key by key by the one merge rule (coordinator.merge), then
-filtered: any hot source with any cold source.
+filtered. Past its deadline (``timeout``/``deadline``, else ``default_timeout``, else
+``coordinator.query_timeout``) a query gets QueryTimeout, or with ``partial=True`` the hot rows
+alone marked incomplete. A new current load (the next day's, a rollback, the uptime of the load
+answered early) swaps the dataset between two queries; queries already routed finish on the
+stores they started on, and the heartbeat says when none of another load is in flight.
 
-A query may carry a deadline. Past it the caller gets QueryTimeout naming the bucket, its state
-and the time waited, or, if it asked for ``partial=True``, the hot rows alone marked incomplete.
-Without one: the constructor's ``default_timeout``, else ``config.coordinator.query_timeout``.
+Threads: one poller thread (coordinator.poller); client threads share the object; all routing
+state sits behind one lock and condition variable; store I/O happens outside the lock.
 
-A new current load (the next day's, or a rollback): the poller reads it in one transaction and
-swaps the dataset; queries already routed finish on the stores of the load they started on, new
-ones go to the new load. Once none of another load is in flight the heartbeat says so, and only
-then may cleanup drop the old stores. MySQL's take-over of the hot keys works the same way: the
-hot bucket files are removed only after every coordinator's heartbeat says none of its queries
-reads them.
-
-Threads: one poller thread (coordinator.poller); client threads share the object. All routing
-state sits behind one lock and one condition variable, notified when a bucket lands, when the
-dataset changes and on close; store I/O happens outside the lock. The MySQL and HBase stores and
-the raw reader are thread-safe.
-
-Pitfalls:
-
-- ``get_link_list`` returns a plain list, like a LinkStore, so that the query client can drive a
-  coordinator; a partial answer is then indistinguishable from a complete one. Callers that use
-  ``partial=True`` should call ``query``, which says whether the answer is complete.
-- Close the coordinator (``with``): close deletes its demand rows; queries still waiting get
-  ServiceError.
+Pitfalls: ``get_link_list`` returns a plain list, like a LinkStore (a partial answer then looks
+complete: use ``query``). Close the coordinator (``with``): close deletes its demand rows;
+queries still waiting get ServiceError.
 """
 
 from __future__ import annotations
@@ -51,41 +37,26 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from debl.catalog import Catalog, EarlyState, LoadRecord, ServingState
+from debl.catalog import Catalog, FalseClaim, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.demand import new_coordinator_id
-from coordinator.early import EarlyView
 from coordinator.merge import NewestFirst, answer
-from coordinator.poller import Poller
+from coordinator.poller import EarlyServing, Poller, PollResult, Publication
 from coordinator.raw import RawBucket, RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
-from coordinator.routes import Answer, HotSide, Route
+from coordinator.routes import Answer, HotSide, PendingQuery, Route, RoutePlan, end_of
 from coordinator.sources import LoadStores, RawFiles
-from coordinator.state import BucketState, BucketView, Dataset, HotBucket
+from coordinator.state import (BucketState, BucketView, Dataset, describe_newest,
+                               load_failure)
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
 
 # Answer counts published besides the outcomes (coordinator.stats: ``raw``, ``partial`` are
 # routes already): those at once by store, and how many read the hot files raw.
 VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase"}
-
-
-@dataclass(frozen=True)
-class _Route:
-    """Where one query goes, decided under the lock: everything it reads is in here."""
-
-    route: Route
-    dataset: Dataset
-    bucket: BucketState | None
-    hot: HotSide
-    hot_bucket: HotBucket | None
-    outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
-    waited_s: float
 
 
 class Coordinator:
@@ -105,8 +76,8 @@ class Coordinator:
         self.coordinator_id = coordinator_id or new_coordinator_id()
         if len(self.coordinator_id) > 64:
             raise ValueError("coordinator_id must be at most 64 characters")
-        timeout = config.coordinator.query_timeout
-        self.default_timeout = timeout if default_timeout is None else default_timeout
+        self.default_timeout = (config.coordinator.query_timeout if default_timeout is None
+                                else default_timeout)
         self._cond = threading.Condition()
         self._newest: LoadRecord | None = None
         self._dataset: Dataset | None = None
@@ -119,11 +90,10 @@ class Coordinator:
         catalog = Catalog(config)  # thread-safe: the poller's and the raw reader's
         self._raw = RawReader(config, catalog.index)
         self._warmup = RawWarmup(self._raw)
-        self._poller = Poller(self, catalog.serving, catalog.early)
+        self._poller = Poller(self, catalog.serving, catalog.early,
+                              config.coordinator.poll_interval)
         self._poller.poll()
         self._poller.start()
-
-    # ------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> "Coordinator":
         return self
@@ -176,7 +146,8 @@ class Coordinator:
         waited, which bucket, route and load answered."""
         check_query(id1, link_type, min_time, max_time, offset, limit)
         started = time.monotonic()
-        end = self._end(started, timeout, deadline)
+        end = end_of(started, self.default_timeout if timeout is None and deadline is None
+                     else timeout, deadline)
         route = self._route(id1, link_type, started, end, partial)
         try:
             links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
@@ -196,25 +167,12 @@ class Coordinator:
                       None if route.bucket is None else route.bucket.b_index, route.route,
                       load_id, route.hot)
 
-    def _end(self, started: float, timeout: float | None, deadline: float | None) -> float | None:
-        """The monotonic instant past which the query gives up (None: never)."""
-        if timeout is None and deadline is None:
-            timeout = self.default_timeout
-        ends = []
-        if timeout is not None:
-            ends.append(started + max(timeout, 0.0))
-        if deadline is not None:
-            ends.append(started + max(deadline - time.time(), 0.0))
-        return min(ends) if ends else None
-
     def _route(self, id1: int, link_type: int, started: float, end: float | None,
-               partial: bool) -> _Route:
-        """Decide where the query goes, waiting for uptime or for its bucket as needed."""
-        waited_uptime = waited_bucket = False
-        registered: BucketState | None = None
-        waiting_in: EarlyView | None = None  # the early view whose keys it waits among
-        raw_after = self.config.coordinator.raw_after
-        raw_at: float | None = None  # when the raw route answers, once the query needs a bucket
+               partial: bool) -> RoutePlan:
+        """Decide where the query goes, waiting for uptime or for its bucket as needed: each
+        turn looks at the dataset as it is now, and routes the query or waits for a change (a
+        poll, close, the deadline, the raw route's moment)."""
+        query = PendingQuery(id1, link_type, partial, started, self.config.coordinator.raw_after)
         with self._cond:
             try:
                 while True:
@@ -224,106 +182,128 @@ class Coordinator:
                     remaining = None if end is None else max(end - now, 0.0)
                     dataset = self._dataset
                     if dataset is None:
-                        self._check_load_usable()
-                        if remaining == 0.0:
-                            self._recorder.record("timeouts", now - started, started)
-                            raise QueryTimeout(
-                                f"get_link_list({id1}, {link_type}): the system is not up yet "
-                                f"({self._describe_load()}); gave up after {now - started:.1f} s")
-                        waited_uptime = True
-                        self._cond.wait(remaining)
+                        self._wait_for_uptime(query, now, remaining)
                         continue
                     if dataset.early is not None:  # before uptime: answerable, or it waits
-                        early = dataset.early
-                        if early.answers(id1):
-                            early.answered[id1] += 1
-                            return self._plan(Route.EARLY, dataset, dataset.bucket_of(id1), id1,
-                                              link_type, "early",
-                                              now - started if waited_uptime else 0.0)
-                        if waiting_in is not early:
-                            if waiting_in is not None:
-                                _unwait(waiting_in, id1)
-                            early.waiting[id1] += 1
-                            waiting_in = early
-                            registered = self._wait_on(dataset, id1, registered)
-                            self._poller.wake()  # the copy fetches what queries wait for
-                        if remaining == 0.0:
-                            self._recorder.record("timeouts", now - started, started)
-                            raise QueryTimeout(
-                                f"get_link_list({id1}, {link_type}): load "
-                                f"{dataset.load.load_id} is not up yet and not every byte that "
-                                f"can hold id1 {id1} is here; gave up after "
-                                f"{now - started:.1f} s")
-                        waited_uptime = True
-                        self._cond.wait(remaining)
+                        route = self._route_early(query, dataset, now, remaining)
+                        if route is not None:
+                            return route
                         continue
                     bucket = dataset.bucket_of(id1)
-                    if registered is None and bucket is not None:
+                    if query.registered is None and bucket is not None:
                         dataset.asked[bucket.b_index] += 1
-                    waited = now - started if (waited_uptime or waited_bucket) else 0.0
-                    plan = lambda kind, outcome, w: self._plan(  # noqa: E731
-                        kind, dataset, bucket, id1, link_type, outcome, w)
-                    if bucket is None or bucket.loaded:
-                        outcome = ("buffered" if waited_bucket else
-                                   "waited_uptime" if waited_uptime else "immediate")
-                        return plan(Route.MYSQL if bucket is None else Route.MERGED, outcome,
-                                    waited)
-                    if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
-                        if raw_after is not None:
-                            return plan(Route.RAW, "raw", waited)
-                        raise ServiceError(
-                            f"get_link_list({id1}, {link_type}): gen_HF failed to load bucket "
-                            f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
-                            "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
-                            "the raw route on (raw_after) to answer from the bucket's files")
-                    if registered is not bucket:  # first time here, or a new dataset
-                        if registered is not None:
-                            registered.waiting -= 1
-                        bucket.waiting += 1
-                        registered = bucket
-                        self._poller.wake()  # the poller publishes the new demand
-                        if raw_after is not None and raw_at is None:
-                            raw_at = now + raw_after  # from the moment it needs the bucket
-                    if raw_at is not None and now >= raw_at:
-                        return plan(Route.RAW, "raw", now - started)
-                    if remaining == 0.0:
-                        if partial:
-                            return plan(Route.PARTIAL, "partial", now - started)
-                        self._recorder.record("timeouts", now - started, started)
-                        raise QueryTimeout(
-                            f"get_link_list({id1}, {link_type}): bucket {bucket.b_index} "
-                            f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
-                            f"after waiting {now - started:.1f} s; gen_HF has not loaded it yet "
-                            "(pass a longer timeout, or partial=True for the hot rows alone)")
-                    waited_bucket = True
-                    self._cond.wait(remaining if raw_at is None else
-                                    raw_at - now if remaining is None else
-                                    min(remaining, raw_at - now))
+                    route = self._route_now(query, dataset, bucket, now)
+                    if route is None:
+                        self._register(query, bucket, now)
+                        route = self._route_waiting(query, dataset, bucket, now, remaining)
+                    if route is not None:
+                        return route
+                    query.waited_bucket = True
+                    self._cond.wait(query.wait_s(now, remaining))
             finally:
-                if waiting_in is not None:
-                    _unwait(waiting_in, id1)
-                if registered is not None:
-                    registered.waiting -= 1
-                    if not registered.loaded:  # raw, deadline or closed: still its demand
-                        registered.stopped_waiting(time.monotonic())
-                    self._poller.wake()
+                self._stop_waiting(query)
 
-    @staticmethod
-    def _wait_on(dataset: Dataset, id1: int, registered: BucketState | None,
-                 ) -> BucketState | None:
-        """Count a query waiting before uptime in its bucket's demand, which gen_HF follows
-        from the uptime on (lock held); the bucket it now waits on."""
-        bucket_map = dataset.load.bucket_map
-        bucket = None if bucket_map is None else dataset.buckets.get(bucket_map.bucket_of(id1))
-        if bucket is not registered:
-            if registered is not None:
-                registered.waiting -= 1
+    def _wait_for_uptime(self, query: PendingQuery, now: float, remaining: float | None) -> None:
+        """No load is up (lock held): the newest load's failure, or past the deadline a
+        QueryTimeout; else wait for a change."""
+        failure = load_failure(self._newest)
+        if failure is not None:
+            raise ServiceError(failure)
+        if remaining == 0.0:
+            self._recorder.record("timeouts", now - query.started, query.started)
+            raise QueryTimeout(
+                f"get_link_list({query.id1}, {query.link_type}): the system is not up yet "
+                f"({describe_newest(self._newest)}); gave up after {now - query.started:.1f} s")
+        query.waited_uptime = True
+        self._cond.wait(remaining)
+
+    def _route_early(self, query: PendingQuery, dataset: Dataset, now: float,
+                     remaining: float | None) -> RoutePlan | None:
+        """Before the load's uptime (lock held; coordinator.early): an answerable key goes to
+        the load's files now (route ``early``); another waits, counted in its key's demand and
+        its bucket's, until a poll brings more keys, the uptime or the deadline (QueryTimeout).
+        None: route again."""
+        early = dataset.early
+        if early.answers(query.id1):
+            early.answered[query.id1] += 1
+            return self._plan(Route.EARLY, dataset, dataset.bucket_of(query.id1), query.id1,
+                              query.link_type, "early", query.waited(now))
+        if query.waiting_in is not early:
+            early.wait(query.id1, query.waiting_in)
+            query.waiting_in = early
+            bucket = dataset.bucket_for_demand(query.id1)
             if bucket is not None:
-                bucket.waiting += 1
-        return bucket
+                self._register(query, bucket, now)
+            self._poller.wake()  # the copy fetches first what queries wait for
+        self._wait_for_uptime(query, now, remaining)
+        return None
+
+    def _route_now(self, query: PendingQuery, dataset: Dataset, bucket: BucketState | None,
+                   now: float) -> RoutePlan | None:
+        """The route of a query whose cold rows are known now (lock held): none can exist or
+        its bucket is loaded (the stores), or gen_HF gave up on its bucket (released now: the
+        raw route, else ServiceError). None: the bucket is on its way."""
+        if bucket is None or bucket.loaded:
+            return self._plan(Route.MYSQL if bucket is None else Route.MERGED, dataset, bucket,
+                              query.id1, query.link_type, query.outcome(), query.waited(now))
+        if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
+            if query.raw_after is not None:
+                return self._plan(Route.RAW, dataset, bucket, query.id1, query.link_type, "raw",
+                                  query.waited(now))
+            raise ServiceError(
+                f"get_link_list({query.id1}, {query.link_type}): gen_HF failed to load bucket "
+                f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
+                "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
+                "the raw route on (raw_after) to answer from the bucket's files")
+        return None
+
+    def _register(self, query: PendingQuery, bucket: BucketState, now: float) -> None:
+        """Count the query among *bucket*'s waiters (lock held), once per bucket: the first
+        time, or on a new dataset's bucket; the poller publishes the new demand."""
+        if query.registered is bucket:
+            return
+        if query.registered is not None:
+            query.registered.waiting -= 1
+        bucket.waiting += 1
+        query.registered = bucket
+        self._poller.wake()  # the poller publishes the new demand
+        if query.raw_after is not None and query.raw_at is None:
+            query.raw_at = now + query.raw_after  # from the moment it needs the bucket
+
+    def _route_waiting(self, query: PendingQuery, dataset: Dataset, bucket: BucketState,
+                       now: float, remaining: float | None) -> RoutePlan | None:
+        """The route of a query waiting for *bucket* (lock held): the raw route once it has
+        waited ``raw_after``; past the deadline the hot rows alone (``partial``) or
+        QueryTimeout. None: wait on."""
+        if query.raw_at is not None and now >= query.raw_at:
+            return self._plan(Route.RAW, dataset, bucket, query.id1, query.link_type, "raw",
+                              now - query.started)
+        if remaining == 0.0:
+            if query.partial:
+                return self._plan(Route.PARTIAL, dataset, bucket, query.id1, query.link_type,
+                                  "partial", now - query.started)
+            self._recorder.record("timeouts", now - query.started, query.started)
+            raise QueryTimeout(
+                f"get_link_list({query.id1}, {query.link_type}): bucket {bucket.b_index} "
+                f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
+                f"after waiting {now - query.started:.1f} s; gen_HF has not loaded it yet "
+                "(pass a longer timeout, or partial=True for the hot rows alone)")
+        return None
+
+    def _stop_waiting(self, query: PendingQuery) -> None:
+        """The query leaves its bucket's waiters (lock held), however it ended: answered, raw,
+        past its deadline, or closed; its demand decays from now."""
+        if query.waiting_in is not None:
+            query.waiting_in.unwait(query.id1)
+        registered = query.registered
+        if registered is not None:
+            registered.waiting -= 1
+            if not registered.loaded:  # raw, deadline or closed: still its demand
+                registered.stopped_waiting(time.monotonic())
+            self._poller.wake()
 
     def _plan(self, kind: Route, dataset: Dataset, bucket: BucketState | None, id1: int,
-              link_type: int, outcome: str, waited_s: float) -> _Route:
+              link_type: int, outcome: str, waited_s: float) -> RoutePlan:
         """The route of a query about to read the stores of *dataset*'s load (lock held): where
         its hot rows come from, counted in so that the heartbeat acknowledges a new load, or
         MySQL's take-over, only once no query reads the old ones."""
@@ -334,24 +314,9 @@ class Coordinator:
         self._fetching[load_id] += 1
         if hot is HotSide.RAW:
             self._hot_raw[load_id] += 1
-        return _Route(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s)
+        return RoutePlan(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s)
 
-    def _check_load_usable(self) -> None:
-        newest = self._newest
-        if newest is not None and newest.state == "failed":
-            reason = (newest.error or "no error recorded").strip().splitlines()[0][:200]
-            raise ServiceError(
-                f"the latest load {newest.load_id} failed ({reason}) and no load is up to "
-                f"answer from: resume it (`debl load SOURCE --resume {newest.load_id}`) or run "
-                "a new load")
-
-    def _describe_load(self) -> str:
-        newest = self._newest
-        if newest is None:
-            return "no load has been run"
-        return f"load {newest.load_id} is {newest.state}"
-
-    def _fetch(self, route: _Route, id1: int, link_type: int, min_time: int, max_time: int,
+    def _fetch(self, route: RoutePlan, id1: int, link_type: int, min_time: int, max_time: int,
                offset: int, limit: int) -> list[Link]:
         """Run the query on the sources the route names (no lock held)."""
         load = route.dataset.load
@@ -387,18 +352,16 @@ class Coordinator:
 
     # ------------------------------------------------------------------ the poller's side
 
-    def _take(self, current: LoadRecord | None, newest: LoadRecord | None,
-              states: dict[int, str], serving: Callable[[], ServingState | None]) -> None:
-        """What a poll read: swap the dataset for a new current load, switch the hot keys to
-        MySQL once it has them, or take new job states."""
+    def take_poll(self, result: PollResult) -> None:
+        """What a poll read (the poller's hand-over): swap the dataset for a new current load,
+        switch the hot keys to MySQL once it has them, or take new job states."""
+        current, newest, states = result.current, result.newest, result.states
+        serving = result.read_serving_state
         with self._cond:
             self._newest = newest
             dataset = self._dataset
         if current is None:
-            with self._cond:
-                if dataset is not None and dataset.early is None:  # cannot happen; be safe
-                    self._dataset = None
-                self._cond.notify_all()  # waiters for uptime may get the newest load's error
+            self._take_early(result)
             return
         if (dataset is None or dataset.load.load_id != current.load_id
                 or dataset.early is not None):  # a new current load, or this one is up now
@@ -425,41 +388,26 @@ class Coordinator:
             if self._dataset is dataset and dataset.apply_states(states):
                 self._cond.notify_all()
 
-    def _take_early(self, state: EarlyState | None) -> None:
-        """What a poll read while no load is current: the newest load, answering before its
-        uptime (None: there is none), which this coordinator serves until a load is current."""
+    def _take_early(self, result: PollResult) -> None:
+        """No load is current: serve the newest load before its uptime if it answers early
+        (``result.early``), else nothing (waiters may get the newest load's error)."""
+        state = result.early
         with self._cond:
             dataset = self._dataset
             if state is None:
-                if dataset is not None and dataset.early is not None:
-                    self._dataset = None
-                    self._cond.notify_all()
-                return
-            if dataset is None or dataset.load.load_id != state.load.load_id:
+                self._dataset = None
+            elif dataset is None or dataset.load.load_id != state.load.load_id:
                 self._dataset = Dataset.of_early(state)
                 self._raw.serve(state.load.load_id, hot=True)
-                self._cond.notify_all()
-            elif dataset.early is not None and dataset.refresh(state):
-                self._cond.notify_all()
+            elif dataset.early is None or not dataset.refresh(state):
+                return
+            self._cond.notify_all()
 
-    def _early_serving(self) -> tuple[str, int, dict[int, int], bool] | None:
-        """While serving a load before its uptime: (its id, the answerable keys' generation
-        this coordinator has, the keys its queries wait for, whether its early answers were
-        stopped)."""
+    def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
+        """Early answers given for the id1s each false claim of the load served affects."""
         with self._cond:
-            dataset = self._dataset
-            if dataset is None or dataset.early is None:
-                return None
-            early = dataset.early
-            return (dataset.load.load_id, early.gen, {k: n for k, n in early.waiting.items() if n},
-                    not early.on)
-
-    def _claim_answers(self, claims: list) -> dict[int, int]:
-        with self._cond:
-            dataset = self._dataset
-            if dataset is None or dataset.early is None:
-                return {}
-            return dataset.early.claim_answers(claims)
+            early = self._dataset.early if self._dataset is not None else None
+            return {} if early is None else early.claim_answers(claims)
 
     def _forget_stores(self, serving: str) -> None:
         """Close the stores of loads no query reads any more (a day the coordinator left)."""
@@ -470,34 +418,30 @@ class Coordinator:
         for stores in closing:
             stores.close()
 
-    def _acknowledged(self) -> tuple[str | None, bool]:
-        """What the heartbeat says: the load served with no query of another in flight (None
-        while one is), and whether no query reads that load's hot files any more while MySQL
-        has its hot keys."""
+    def publication(self, now: float) -> Publication:
+        """What the poller publishes at the ``time.monotonic()`` *now* (``Publication``): the
+        load served, its demand, answers per outcome, queries asked per bucket; and what the
+        heartbeat says: that load once no query of another is in flight, and whether no query
+        reads its hot files any more while MySQL has its hot keys."""
         with self._cond:
             dataset = self._dataset
             if dataset is None:
-                return None, False
+                return Publication.none()
             load_id = dataset.load.load_id
-            if any(n for other, n in self._fetching.items() if other != load_id):
-                return None, False
-            return load_id, dataset.load.hot_in_mysql and not self._hot_raw[load_id]
-
-    def _published_state(self, now: float) -> tuple[str | None, dict[int, int], dict[str, int],
-                                                     dict[int, int]]:
-        """(load served, its demand, answers per outcome, queries asked per bucket)."""
-        with self._cond:
-            dataset = self._dataset
-            if dataset is None:
-                return None, {}, {}, {}
-            return (dataset.load.load_id, dataset.demand(now),
-                    {**self._recorder.answered(), **self._via},
-                    dict(dataset.asked))
+            alone = not any(n for other, n in self._fetching.items() if other != load_id)
+            early = dataset.early
+            return Publication(load_id, dataset.demand(now),
+                               {**self._recorder.answered(), **self._via}, dict(dataset.asked),
+                               load_id if alone else None,
+                               alone and dataset.load.hot_in_mysql and not self._hot_raw[load_id],
+                               None if early is None else EarlyServing(
+                                   load_id, early.gen, dict(early.waiting), not early.on))
 
     # ------------------------------------------------------------------ state, for callers
 
     @property
     def is_up(self) -> bool:
+        """Whether a load is served: one that is up, or one answering before its uptime."""
         with self._cond:
             return self._dataset is not None
 
@@ -508,14 +452,14 @@ class Coordinator:
             return self._dataset.load.load_id if self._dataset else None
 
     def wait_warm(self, timeout: float | None = None) -> bool:
-        """Block until the buckets the raw route will read are opened
-        (``coordinator.raw_warmup``); False if *timeout* passed first. Queries need not wait
-        for it: a caller measuring steady service does, as HBase's regions are open before
-        they serve."""
+        """Block until the buckets the raw route will read are opened (``coordinator.
+        raw_warmup``); False if *timeout* passed first. Queries need not wait for it: a caller
+        measuring steady service does, as HBase's regions are open before they serve."""
         return self._warmup.wait(timeout)
 
     def wait_until_up(self, timeout: float | None = None) -> bool:
-        """Block until the system is up; False if *timeout* passed first."""
+        """Block until a load is served (up, or answering before its uptime: ``is_up``); False
+        if *timeout* passed first."""
         with self._cond:
             return self._cond.wait_for(lambda: self._dataset is not None or self._closed,
                                        timeout) and self._dataset is not None
@@ -523,10 +467,7 @@ class Coordinator:
     def buckets(self) -> list[BucketView]:
         """Every cold bucket's state as this coordinator last saw it (empty while not up)."""
         with self._cond:
-            if self._dataset is None:
-                return []
-            return [BucketView(s.b_index, s.k_lo, s.k_hi, s.j_stat, s.waiting, s.c_lo, s.c_hi)
-                    for _, s in sorted(self._dataset.buckets.items())]
+            return [] if self._dataset is None else self._dataset.views()
 
     def waiting(self) -> dict[int, int]:
         """Queries of this coordinator buffered per bucket now."""
@@ -546,21 +487,14 @@ class Coordinator:
             return self._dataset.id_range() if self._dataset else None
 
     def stats(self) -> CoordinatorStats:
-        """Counts of queries answered at once / after buffering, and buffered wait times."""
+        """Counts of queries per outcome, and the waits of buffered and early ones."""
         return self._recorder.snapshot()
 
     def wait_counters(self) -> WaitCounters:
-        """The raw counters behind ``stats()``, picklable and mergeable across coordinators
-        (``WaitCounters.merge``): what each process of a multi-process query client reports."""
+        """The raw counters behind ``stats()``, picklable and mergeable (``WaitCounters.merge``):
+        what each process of a multi-process query client reports."""
         return self._recorder.counters()
 
     def reset_stats(self) -> None:
         """Zero the counters and restart the clock of the first-minute counts."""
         self._recorder.reset()
-
-
-def _unwait(early: EarlyView, id1: int) -> None:
-    """A query stops waiting for *id1* (lock held)."""
-    early.waiting[id1] -= 1
-    if early.waiting[id1] <= 0:
-        del early.waiting[id1]

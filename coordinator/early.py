@@ -28,6 +28,7 @@ class EarlyView:
 
     gen: int
     answerable: KeySet
+    ids: tuple[int, int] | None = None  # the id1s the load's manifests claim (None: any)
     on: bool = True  # False once a claim was found false: no more early answers
     waiting: Counter = field(default_factory=Counter)  # id1 -> queries waiting for it now
     answered: Counter = field(default_factory=Counter)  # id1 -> early answers given
@@ -44,6 +45,18 @@ class EarlyView:
             return False
         self.gen, self.answerable = gen, KeySet.from_json(answerable)
         return True
+
+    def wait(self, id1: int, before: "EarlyView | None") -> None:
+        """A query waits for *id1* in this view (no longer in *before*, an older view's)."""
+        if before is not None:
+            before.unwait(id1)
+        self.waiting[id1] += 1
+
+    def unwait(self, id1: int) -> None:
+        """A query stops waiting for *id1*."""
+        self.waiting[id1] -= 1
+        if self.waiting[id1] <= 0:
+            del self.waiting[id1]
 
     def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
         """Early answers given for the id1s each false claim affects (by claim number)."""

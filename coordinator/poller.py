@@ -1,9 +1,13 @@
 """A coordinator's poller thread: it reads the catalog every ``poll_interval`` seconds (the
-current load and its job states, in one transaction), hands what changed to the coordinator
-(a new current load, MySQL's take-over of the hot keys, buckets landed), and publishes what the
-coordinator knows: its demand (``coordinator.demand``'s policy), its answers per route, the
-queries asked per bucket, and its heartbeat, which says the load it serves and whether it reads
-that load's hot keys from MySQL only (docs/COORDINATOR.md, "Days", "Hot keys").
+current load and its job states, in one transaction), hands what it read to the coordinator
+(a ``PollResult``: a new current load, MySQL's take-over of the hot keys, buckets landed), and
+publishes what the coordinator knows (a ``Publication``): its demand (``coordinator.demand``'s
+policy), its answers per route, the queries asked per bucket, and its heartbeat, which says the
+load it serves and whether it reads that load's hot keys from MySQL only (docs/COORDINATOR.md,
+"Days", "Hot keys").
+
+The hand-over is this module's two dataclasses and the ``Served`` protocol, which the
+coordinator implements: the poller never imports the coordinator, nor reaches into it.
 
 A failing poll (MySQL restarting) is logged, kept in ``last_error`` and retried each interval on
 a fresh pooled connection; the coordinator keeps answering from the state it has.
@@ -14,34 +18,103 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
-from debl.catalog import EarlyCatalog, ServingCatalog
+from debl.catalog import (EarlyCatalog, EarlyState, FalseClaim, LoadRecord, ServingCatalog,
+                          ServingState)
 from coordinator.demand import DemandPolicy
-
-if TYPE_CHECKING:  # the coordinator owns its poller
-    from coordinator.coordinator import Coordinator
 
 log = logging.getLogger("debl.coordinator")
 
 _JOIN_TIMEOUT_S = 10.0
+ASKS_EVERY_S = 10.0  # the queries asked per bucket, published at most this often
 # While no load is up, or the one served answers before its uptime, the poll comes this often at
 # least: its answerable keys grow with every chunk it buckets (docs/COORDINATOR.md, "Answers
 # before uptime"); so does the publication of the keys waited for, which the copy fetches first.
 EARLY_POLL_S = 0.1
-ASKS_EVERY_S = 10.0  # the queries asked per bucket, published at most this often
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one poll read, in one transaction: the current load (None before the first is
+    up), the newest load (a new day being loaded, or one that failed), the current load's job
+    states; and *read_serving_state*, which reads the whole serving state (the current load with
+    its buckets and key filter, in one transaction) when the coordinator needs it: a new current
+    load, or MySQL's take-over of the hot keys."""
+
+    current: LoadRecord | None
+    newest: LoadRecord | None
+    states: dict[int, str]
+    read_serving_state: Callable[[], ServingState | None]
+    # With no load current: the newest load's state before its uptime, if it answers early.
+    early: EarlyState | None = None
+
+
+@dataclass(frozen=True)
+class EarlyServing:
+    """A load served before its uptime, as the coordinator knows it: the generation of its
+    answerable keys it has, the keys its queries wait for, whether its early answers stopped."""
+
+    load_id: str
+    gen: int
+    waiting: dict[int, int]
+    stopped: bool
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What the coordinator publishes, read at one instant. ``load_id``: the load it serves
+    (None: none yet), whose ``demand`` (bucket -> queries, ``coordinator.demand``),
+    ``answered`` (route or outcome -> queries) and ``asked`` (bucket -> queries) these are.
+    ``acknowledged``: what the heartbeat says, the load served with no query of another in
+    flight (None while one is); ``hot_mysql``: no query reads that load's hot files any more
+    while MySQL has its hot keys."""
+
+    load_id: str | None
+    demand: dict[int, int]
+    answered: dict[str, int]
+    asked: dict[int, int]
+    acknowledged: str | None
+    hot_mysql: bool
+    early: EarlyServing | None = None  # the load served answers before its uptime
+
+    @staticmethod
+    def none() -> "Publication":
+        """Nothing served yet: nothing to publish, a heartbeat of no load."""
+        return Publication(None, {}, {}, {}, None, False)
+
+
+class Served(Protocol):
+    """What the poller needs of the coordinator it polls for."""
+
+    coordinator_id: str
+
+    def demand(self) -> dict[int, int]:
+        """The demand per bucket now (what the publication policy watches)."""
+
+    def take_poll(self, result: PollResult) -> None:
+        """Take what a poll read."""
+
+    def publication(self, now: float) -> Publication:
+        """What to publish, at the ``time.monotonic()`` *now*."""
+
+    def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
+        """Its early answers for the id1s each false claim affects (by claim number)."""
 
 
 class Poller:
-    """The poller of *coordinator* (see the module); ``start``, ``wake``, ``stop``."""
+    """The poller of *coordinator* over the catalog's *serving* and *early* roles, every
+    *interval* seconds (see the module); ``start``, ``wake``, ``stop``."""
 
-    def __init__(self, coordinator: "Coordinator", serving: ServingCatalog,
-                 early: EarlyCatalog):
+    def __init__(self, coordinator: Served, serving: ServingCatalog, early: EarlyCatalog,
+                 interval: float):
         self.coordinator = coordinator
         self.serving, self.early = serving, early
-        self.interval = max(coordinator.config.coordinator.poll_interval, 0.01)  # 0 would spin
+        self.interval = max(interval, 0.01)  # 0 would spin
         self.policy = DemandPolicy(self.interval)
-        self.key_policy = DemandPolicy(min(self.interval, EARLY_POLL_S) / 2)
+        self.key_policy = DemandPolicy(min(self.interval, EARLY_POLL_S) / 4)
         self.polls = 0
         self.last_error: str | None = None
         self._wake = threading.Event()
@@ -71,52 +144,51 @@ class Poller:
         heartbeat."""
         current, newest, states = self.serving.poll()
         coordinator = self.coordinator
-        coordinator._take(current, newest, states, self.serving.serving_state)
-        if current is None:
-            coordinator._take_early(self._early_state())
-        load_id, hot_mysql = coordinator._acknowledged()
-        self.serving.heartbeat(coordinator.coordinator_id, load_id, hot_mysql, self.interval)
+        coordinator.take_poll(PollResult(current, newest, states, self.serving.serving_state,
+                                         self._early_state() if current is None else None))
+        said = coordinator.publication(time.monotonic())
+        self.serving.heartbeat(coordinator.coordinator_id, said.acknowledged, said.hot_mysql,
+                               self.interval)
 
-    def _early_state(self):
-        """The newest load's state before its uptime, if it answers early (None otherwise);
-        its answerable keys only when they changed since this coordinator read them."""
+    def _early_state(self) -> EarlyState | None:
+        """The newest load's state before its uptime if it answers early, its answerable keys
+        only when they changed since the coordinator read them (None: it does not)."""
         found = self.early.early_load()
         if found is None:
             return None
-        serving = self.coordinator._early_serving()
-        gen = serving[1] if serving is not None and serving[0] == found[0] else -1
-        return self.early.early_state(found[0], gen)
-
-    def publish_early(self, now: float) -> None:
-        """Before uptime: the keys queries wait for (soon after they change), and, once a
-        claim was found false, the early answers given in the id1s it affects."""
-        serving = self.coordinator._early_serving()
-        if serving is None:
-            return
-        load_id, _, waiting, stopped = serving
-        if self.key_policy.due(waiting, now):
-            self.early.publish_key_demand(load_id, self.coordinator.coordinator_id, waiting)
-            self.key_policy.done(waiting, now)
-        if stopped:
-            claims = self.early.false_claims(load_id)
-            self.early.publish_claim_answers(load_id, self.coordinator.coordinator_id,
-                                             self.coordinator._claim_answers(claims))
+        early = self.coordinator.publication(time.monotonic()).early
+        return self.early.early_state(
+            found[0], early.gen if early is not None and early.load_id == found[0] else -1)
 
     def publish(self, now: float) -> None:
         """Publish the demand when the policy says so, the answer counts when they changed (at
-        most once per poll interval), the asks at most every ASKS_EVERY_S."""
+        most once per poll interval), the asks at most every ASKS_EVERY_S; before uptime, the
+        keys waited for soon after they change, and the early answers a false claim touched."""
         coordinator = self.coordinator
-        self.publish_early(now)
-        load_id, demand, answered, asked = coordinator._published_state(now)
+        said = coordinator.publication(now)
+        if said.early is not None:
+            self._publish_early(said.early, now)
+        load_id = said.load_id
         if load_id is None:
             return
-        if self.policy.due(demand, now):
-            self.serving.publish_demand(load_id, coordinator.coordinator_id, demand)
-            self.policy.done(demand, now)
-        if self._changed("answers", load_id, answered, now, self.policy.min_interval):
-            self.serving.publish_answers(load_id, coordinator.coordinator_id, answered)
-        if self._changed("asks", load_id, asked, now, ASKS_EVERY_S):
-            self.serving.publish_asks(load_id, coordinator.coordinator_id, asked)
+        if self.policy.due(said.demand, now):
+            self.serving.publish_demand(load_id, coordinator.coordinator_id, said.demand)
+            self.policy.done(said.demand, now)
+        if self._changed("answers", load_id, said.answered, now, self.policy.min_interval):
+            self.serving.publish_answers(load_id, coordinator.coordinator_id, said.answered)
+        if self._changed("asks", load_id, said.asked, now, ASKS_EVERY_S):
+            self.serving.publish_asks(load_id, coordinator.coordinator_id, said.asked)
+
+    def _publish_early(self, early: EarlyServing, now: float) -> None:
+        coordinator = self.coordinator
+        if self.key_policy.due(early.waiting, now):
+            self.early.publish_key_demand(early.load_id, coordinator.coordinator_id,
+                                          early.waiting)
+            self.key_policy.done(early.waiting, now)
+        if early.stopped:
+            claims = self.early.false_claims(early.load_id)
+            self.early.publish_claim_answers(early.load_id, coordinator.coordinator_id,
+                                             coordinator.claim_answers(claims))
 
     def _changed(self, what: str, load_id: str, counts: dict, now: float,
                  every: float) -> bool:
@@ -129,12 +201,12 @@ class Poller:
     def publish_last(self) -> None:
         """At close: no demand any more, the final counts."""
         coordinator = self.coordinator
-        load_id, _, answered, asked = coordinator._published_state(time.monotonic())
+        said = coordinator.publication(time.monotonic())
         self.serving.forget_coordinator(coordinator.coordinator_id)
-        if load_id is not None:
-            self.serving.publish_demand(load_id, coordinator.coordinator_id, {})
-            self.serving.publish_answers(load_id, coordinator.coordinator_id, answered)
-            self.serving.publish_asks(load_id, coordinator.coordinator_id, asked)
+        if said.load_id is not None:
+            self.serving.publish_demand(said.load_id, coordinator.coordinator_id, {})
+            self.serving.publish_answers(said.load_id, coordinator.coordinator_id, said.answered)
+            self.serving.publish_asks(said.load_id, coordinator.coordinator_id, said.asked)
 
     # -- the thread
 
@@ -145,12 +217,12 @@ class Poller:
         next_poll = time.monotonic() + self.interval
         while not self._stopped:
             now = time.monotonic()
-            early = coordinator._early_serving()
-            interval = self.interval if coordinator.is_up and early is None else \
-                min(self.interval, EARLY_POLL_S)
+            said = coordinator.publication(now)
+            fast = said.load_id is None or said.early is not None  # not up: poll often
+            interval = min(self.interval, EARLY_POLL_S) if fast else self.interval
             next_poll = min(next_poll, now + interval)
-            dues = [self.policy.next_due(coordinator.demand(), now),
-                    None if early is None else self.key_policy.next_due(early[2], now)]
+            dues = [self.policy.next_due(said.demand, now), None if said.early is None
+                    else self.key_policy.next_due(said.early.waiting, now)]
             wake_at = min([next_poll, *(d for d in dues if d is not None)])
             if wake_at > now:
                 self._wake.wait(wake_at - now)

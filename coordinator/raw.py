@@ -24,21 +24,20 @@ Bloom filter of its keys as its footer (debl.bucket_file). For a query the reade
    it merges HBase's.
 
 Memory: the opened buckets (indexes and filters, about 1% of their files) and an LRU cache of
-blocks read (``BlockCache``) share ``raw_cache_bytes``: the blocks get what the opened buckets
-leave. LinkBench's requests are skewed, so cached blocks answer many of them.
+blocks read (``BlockCache``) share ``coordinator.raw_cache_bytes``, the blocks what the buckets
+leave: LinkBench's requests are skewed, so cached blocks answer many of them.
 
 Pitfalls:
 
-- Thread-safe: the coordinator's client threads share one reader. A bucket is opened by one
-  thread while the others wait for it; HDFS reads run outside every lock.
+- Thread-safe: the client threads share one reader; one thread opens a bucket while the
+  others wait for it; HDFS reads run outside every lock.
 - A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
   bucket was opened, or fails. So the reader checks each opened bucket's directory (its
-  modification time; a listing when it moved) every ``poll_interval`` seconds in a thread of
-  its own, and a query about to read from HDFS checks it itself when that thread has not for
-  two intervals: a file gone or changed since is a BucketFileError naming it, within two
+  modification time; a listing when it moved) every ``coordinator.poll_interval`` seconds in a
+  thread of its own, and a query about to read from HDFS checks it itself when that thread has not
+  for two intervals: a file gone or changed since is a BucketFileError naming it, within two
   intervals. A query answered from cached blocks alone reads nothing and checks nothing: those
   are the file's bytes as written.
-- Cache keys carry the load id; opening a bucket of another load forgets the others' buckets.
 - The coordinator says which buckets are still read (``serve``): at a switch of day (or a
   rollback) the other days' buckets go, at MySQL's take-over the hot ones, so that the listing
   thread never polls the NameNode for files that are gone.
@@ -67,9 +66,10 @@ from coordinator.raw_scan import FileFilters, key_lines
 
 log = logging.getLogger("debl.coordinator")
 
-MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (4 MiB): a heavy id1's page
-# A key whose blocks over all files are at most this many (1 MiB, about 10,000 lines: the default
-# page) is read and merged at once; a heavier one lazily, newest first.
+MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (64 of 64 KiB): a heavy id1's page
+# A key whose blocks over all files are at most this many (16 of 64 KiB: the default page of
+# 10,000 lines, at LinkBench's line lengths) is read and merged at once; a heavier one lazily,
+# newest first.
 EAGER_BLOCKS = 16
 # HDFS calls in flight per reader: a query's first read of each file (and a bucket's index
 # reads) go out together, since a read is mostly waiting on the DataNode.
@@ -84,7 +84,7 @@ _ENTRY_COST = 256
 @dataclass(frozen=True)
 class ReaderMemory:
     """What the reader holds (``RawReader.memory``): opened buckets and cached blocks, whose
-    bytes together stay under ``raw_cache_bytes``."""
+    bytes together stay under ``coordinator.raw_cache_bytes``."""
 
     buckets: int
     bucket_bytes: int
@@ -280,9 +280,9 @@ class RawReader:
     # ------------------------------------------------------------------ the listing
 
     def _check_listings(self) -> None:
-        """The reader's listing thread: every ``poll_interval``, each opened bucket not checked
-        for that long is checked, so that queries seldom check on their own path (a check is a
-        NameNode call or more: it set the slowest answers). A bucket that fails its check is
+        """The reader's listing thread: every ``coordinator.poll_interval``, each opened bucket not
+        checked for that long is checked, so that queries seldom check on their own path (a check is
+        a NameNode call or more: it set the slowest answers). A bucket that fails its check is
         left unchecked: its queries check it themselves, and raise the error. Nothing ends the
         thread but ``close``."""
         while not self._closed.wait(self._recheck_s):
@@ -299,8 +299,8 @@ class RawReader:
                        within: float | None = None) -> None:
         """BucketFileError if a file of the bucket is gone or changed since the bucket was
         opened. Done when *force*d; else when the last check is older than *within* (by default
-        twice ``poll_interval``: the listing thread checks every interval, a query only when
-        that thread is behind; by one thread, the others go on), and then cheaply: a
+        twice ``coordinator.poll_interval``: the listing thread checks every interval, a query only
+        when that thread is behind; by one thread, the others go on), and then cheaply: a
         directory's modification time changes with every file created, deleted or renamed in
         it, so the directory is listed again only when its time moved."""
         within = 2 * self._recheck_s if within is None else within
@@ -341,8 +341,8 @@ class RawReader:
 
     def open_ahead(self, bucket: RawBucket) -> bool:
         """Open *bucket* before any query needs it (``coordinator.raw_warmup``), unless the
-        opened buckets already take half of ``raw_cache_bytes``: then False, nothing opened.
-        Raises what opening it raises (BucketFileError naming a file gone or changed)."""
+        opened buckets already take half of ``coordinator.raw_cache_bytes``: then False, nothing
+        opened. Raises what opening it raises (BucketFileError naming a file gone or changed)."""
         with self._lock:
             if self._opened_bytes >= self.config.coordinator.raw_cache_bytes // 2:
                 return False

@@ -5,7 +5,7 @@ blocks (a binary search); the files' rows are merged by ``coordinator.merge.Newe
 Pitfalls:
 
 - Keys are matched by value, never by text: a bucket line keeps the input's bytes, and numbers
-  may be written with leading zeros, any number of them (docs/LOADING.md, "Integers in the
+  may be written with leading zeros, any number of them (docs/LOADING.md, row "Integers in the
   input"), so ``05`` and ``5`` are one id1, sorted together.
 - ``key_lines`` needs whole lines, each ending in ``\\n``, sorted by ``(id1, link_type)``: whole
   blocks of a bucket file's data.

@@ -2,18 +2,20 @@
 route", "Opened ahead").
 
 Opening a bucket (its files' block locations from the NameNode, each file's index and filter
-read from its tail) takes 0.3-0.6 s under load; a query that finds its bucket unopened waits for
-it, and with every thread's first queries waiting at once this set the raw route's slowest
-answers. So when a coordinator learns of a load, a thread opens the buckets the raw route will
-read (the cold ones gen_HF has not loaded, and the hot ones until MySQL takes the hot keys
-over), as HBase opens its regions before it serves them. Queries never wait for it: one that
-comes first opens its bucket itself, as before, and the warm-up finds it opened.
+read from its tail) is slow under load (docs/COORDINATOR.md, "Opened ahead", has the figure); a
+query that finds its bucket unopened waits for it, and with every thread's first queries waiting
+at once this set the raw route's slowest answers. So when a coordinator learns of a load, a
+thread opens the buckets the raw route will read (the cold ones gen_HF has not loaded, and the
+hot ones until MySQL takes the hot keys over), as HBase opens its regions before it serves
+them. Queries never wait for it: one that comes first opens its bucket itself, as before, and
+the warm-up finds it opened.
 
 Pitfalls: the warm-up opens buckets only while the opened ones take under half of
-``raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read; a
-bucket it cannot open (a file gone) is left to the query, which raises the error naming it; and
-an HDFS that does not answer ends the warm-up at once (every bucket would wait out its timeout
-the same way), so that ``Coordinator.wait_warm`` does not hold a client for nothing.
+``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query
+has read; a bucket it cannot open (a file gone) is left to the query, which raises the error
+naming it; and an HDFS that does not answer ends the warm-up at once (every bucket would wait
+out its timeout the same way), so that ``Coordinator.wait_warm`` does not hold a client for
+nothing.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """How a query was answered: its route (by where its cold rows came from) and where its hot rows
 came from, as ``Answer`` reports them and the statistics count them (docs/COORDINATOR.md,
-"Routing")."""
+"Routing"); and, while the coordinator decides, the query on its way (``PendingQuery``) and the
+route decided (``RoutePlan``)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import Enum
 
 from debl.model import Link
+from coordinator.early import EarlyView
+from coordinator.state import BucketState, Dataset, HotBucket
 
 
 class Route(str, Enum):
@@ -56,3 +60,59 @@ class Answer:
     @property
     def waited(self) -> bool:
         return self.waited_s > 0.0
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    """Where one query goes, decided under the lock: everything it reads is in here."""
+
+    route: Route
+    dataset: Dataset
+    bucket: BucketState | None
+    hot: HotSide
+    hot_bucket: HotBucket | None
+    outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
+    waited_s: float
+
+
+@dataclass
+class PendingQuery:
+    """One query on its way to a route, across the turns of the coordinator's routing (lock
+    held): what it waited for so far, the bucket it counts on, when the raw route answers it."""
+
+    id1: int
+    link_type: int
+    partial: bool
+    started: float
+    raw_after: float | None
+    waited_uptime: bool = False
+    waited_bucket: bool = False
+    registered: BucketState | None = None  # the bucket whose waiters count it
+    raw_at: float | None = None  # when the raw route answers, once it needs a bucket
+    waiting_in: EarlyView | None = None  # before uptime: the view whose waiting keys count it
+
+    def waited(self, now: float) -> float:
+        return now - self.started if (self.waited_uptime or self.waited_bucket) else 0.0
+
+    def outcome(self) -> str:
+        """How a query that goes to the stores now was served, for the stats."""
+        return ("buffered" if self.waited_bucket else
+                "waited_uptime" if self.waited_uptime else "immediate")
+
+    def wait_s(self, now: float, remaining: float | None) -> float | None:
+        """How long to wait for the next change: to the deadline or the raw route's moment."""
+        raw_at = self.raw_at
+        return (remaining if raw_at is None else raw_at - now if remaining is None else
+                min(remaining, raw_at - now))
+
+
+def end_of(started: float, timeout: float | None, deadline: float | None) -> float | None:
+    """The monotonic instant past which a query asked at *started* gives up: *timeout*
+    (seconds) or *deadline* (epoch seconds, ``time.time()``), whichever comes first (None:
+    never)."""
+    ends = []
+    if timeout is not None:
+        ends.append(started + max(timeout, 0.0))
+    if deadline is not None:
+        ends.append(started + max(deadline - time.time(), 0.0))
+    return min(ends) if ends else None

@@ -101,8 +101,8 @@ class Dataset:
     @staticmethod
     def of_early(state: EarlyState) -> "Dataset":
         """The routing state of a load before its uptime (coordinator.early)."""
-        dataset = Dataset(state.load, early=EarlyView(state.gen,
-                                                      KeySet.from_json(state.answerable or [])))
+        dataset = Dataset(state.load, early=EarlyView(
+            state.gen, KeySet.from_json(state.answerable or []), ids=state.ids))
         dataset.refresh(state)
         return dataset
 
@@ -136,6 +136,12 @@ class Dataset:
             return None
         return bucket
 
+    def bucket_for_demand(self, id1: int) -> BucketState | None:
+        """The bucket of id1 in the map, whatever its rows so far: what a query waiting before
+        the load's uptime counts as demand on (gen_HF converts it first at the uptime)."""
+        bucket_map = self.load.bucket_map
+        return None if bucket_map is None else self.buckets.get(bucket_map.bucket_of(id1))
+
     def hot_bucket_of(self, id1: int) -> HotBucket | None:
         """The hot bucket that may hold hot rows of id1 while they are read raw (None: no hot
         row can have id1, or MySQL has them)."""
@@ -167,6 +173,11 @@ class Dataset:
                 bucket.j_stat = new
         return woken
 
+    def views(self) -> list["BucketView"]:
+        """Every cold bucket's state, copied (lock held)."""
+        return [BucketView(s.b_index, s.k_lo, s.k_hi, s.j_stat, s.waiting, s.c_lo, s.c_hi)
+                for _, s in sorted(self.buckets.items())]
+
     def waiting(self) -> dict[int, int]:
         """Buffered queries per bucket not yet loaded."""
         return {b: s.waiting for b, s in self.buckets.items() if s.waiting and not s.loaded}
@@ -188,6 +199,8 @@ class Dataset:
         The union of the hot range (or the hot buckets' spans) and the cold buckets' spans,
         all exact bounds of real ids."""
         load = self.load
+        if self.early is not None and self.early.ids is not None:  # what the manifests claim
+            return self.early.ids[0], self.early.ids[1] + 1
         spans = [(s.c_lo, s.c_hi) for s in self.buckets.values()]
         spans += [(h.c_lo, h.c_hi) for h in self.hot_buckets.values()]
         if load.hot_rows and load.hot_k_lo is not None and load.hot_k_hi is not None:
@@ -209,3 +222,17 @@ class BucketView:
     waiting: int
     c_lo: int
     c_hi: int
+
+
+def load_failure(newest: LoadRecord | None) -> str | None:
+    """The error of a query while no load is up and the newest one failed (None otherwise)."""
+    if newest is None or newest.state != "failed":
+        return None
+    reason = (newest.error or "no error recorded").strip().splitlines()[0][:200]
+    return (f"the latest load {newest.load_id} failed ({reason}) and no load is up to answer "
+            f"from: resume it (`debl load SOURCE --resume {newest.load_id}`) or run a new load")
+
+
+def describe_newest(newest: LoadRecord | None) -> str:
+    return "no load has been run" if newest is None else \
+        f"load {newest.load_id} is {newest.state}"

@@ -6,7 +6,8 @@ Every answered query is counted once, by how it was answered:
 - ``buffered``: blocked on a bucket that was not loaded yet, answered when it landed (its wait
   includes any wait for uptime before it);
 - ``waited_uptime``: blocked only because the system was not up yet;
-- ``raw``: its bucket was not loaded; answered by the raw route after ``raw_after`` seconds;
+- ``raw``: its bucket was not loaded; answered by the raw route after ``coordinator.raw_after``
+  seconds;
 - ``early``: answered before the load's uptime, once every byte that can hold its key was
   here (docs/COORDINATOR.md, "Answers before uptime"), at once or after waiting for those
   bytes: the waits of those that waited are kept apart (``early_*``), the wait of a query

@@ -48,7 +48,8 @@ from debl.errors import BucketFileError
 from debl.model import MAX_TIME, Link, Origin, parse_line
 
 BLOCK = 64 << 10  # the index's granularity: a lookup reads about one block per file
-# 10 bits and 7 hashes per key: 0.8% false positives. In a change log every bucket has a file
+# 10 bits and 7 hashes per key: 0.8% false positives, by the Bloom filter's formula
+# (1 - e^(-7/10))^7. In a change log every bucket has a file
 # per chunk slice, and most of them do not hold a given id1 (nor do any, for the many ids
 # without links of the type asked): the filter spares those reads.
 BLOOM_BITS_PER_KEY = 10
@@ -57,8 +58,9 @@ MAGIC = b"DEBLBKT1"
 ENTRY = struct.Struct(">QQQQ")  # id1, link_type, time, byte offset
 # data length, rows, index entries, filter bytes, CRC-32 of index and filter, hashes, MAGIC
 TRAILER = struct.Struct(">QQIIII8s")
-# A reader's first read from a file's end: enough for trailer, index and filter of a file of
-# about 5 MB (the filter takes about 1% of a file of light ids); larger files take a second.
+# A reader's first read from a file's end: the trailer, the index (32 bytes a block) and the
+# filter (10 bits a distinct key: about 1% of a file of LinkBench's short lines) of a file up to
+# about 5 MB fit in it; a larger file takes a second read.
 TAIL_READ = 64 << 10
 _M64 = (1 << 64) - 1
 

@@ -8,7 +8,7 @@ gen_HF's pre-split table, the coordinator's routing, the tests), and mirrored on
   so that buckets hold about equal bytes): sorted ids ``s_1 < ... < s_n``; bucket 0 is
   ``[0, s_1 - 1]``, bucket ``b`` is ``[s_b, s_(b+1) - 1]``, the last ``[s_n, 2^63 - 1]``. An id1's
   bucket is found by binary search.
-- **fixed width** ``w`` (``--bucket-width`` / ``bucket_width``): bucket ``id1 // w``, range
+- **fixed width** ``w`` (``--bucket-width`` / ``loading.bucket_width``): bucket ``id1 // w``, range
   ``[b*w, min((b+1)*w - 1, 2^63 - 1)]``.
 
 Either way every valid id1, 0 to 2^63-1, has exactly one bucket, and no bound overflows a signed

@@ -1,20 +1,17 @@
-"""DeBL's configuration: one frozen dataclass of typed sections, every key in one place.
+"""DeBL's configuration: one frozen dataclass of typed sections, every setting in one place.
 
 Values come, in increasing precedence, from the defaults below, a TOML file (``debl.toml`` in
 the working directory, or the path in ``DEBL_CONFIG``) and ``DEBL_*`` environment variables.
-A TOML table names the prefix of its keys: ``[mysql] port = 3316`` sets ``mysql_port``, and so
-does ``DEBL_MYSQL_PORT=3316``; the code reads it as ``config.mysql.port``. The sections are by
-role (``SECTIONS``); ``KEYS`` maps every key to its section and field. Reading and checking the
-values is ``debl.config_values``'s.
-
-The defaults point at the local stack that ``debl stack up`` starts on 127.0.0.1; pointing DeBL at
-remote services or a Spark cluster means changing only these values.
+A setting is ``section.field`` (``SECTIONS``, by role), spelt alike everywhere: ``[mysql] port``,
+``DEBL_MYSQL_PORT``, ``config.mysql.port``, ``Config(mysql_port=...)``; ``SPELLINGS`` is the
+one table they are derived from (``debl.config_names``). Reading and checking the values is
+``debl.config_values``'s. The defaults point at the local stack on 127.0.0.1.
 
 Pitfalls:
 
-- The MySQL password is never a command-line argument. It comes from ``mysql_password``
-  (config file or ``DEBL_MYSQL_PASSWORD``) or else from ``mysql_password_file``, which the local
-  stack writes with mode 0600.
+- The MySQL password is never a command-line argument. It comes from ``mysql.password``
+  (``DEBL_MYSQL_PASSWORD``) or else from ``Config.mysql_password_file``, which the local stack
+  writes with mode 0600.
 - SQL identifiers taken from config (database and table names, the MySQL user name) are
   validated once, when a Config is made, so the rest of the code may interpolate them into SQL.
 """
@@ -27,6 +24,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from debl.config_names import Setting, Spellings
 from debl.config_values import (ENGINES, USER_NAME, check_name, check_not_negative,
                                 check_positive, jvm_bytes, read_settings, settings_env)
 from debl.errors import ConfigError
@@ -35,25 +33,23 @@ MiB = 1 << 20
 
 
 class _Section:
-    """A typed section of Config: a frozen dataclass whose fields are settings. ``PREFIX`` is
-    what a field's name takes to become its setting's key (the TOML key, ``DEBL_*`` after the
-    ``DEBL_``): ``[mysql] port`` / ``DEBL_MYSQL_PORT`` is ``mysql_port``, ``config.mysql.port``.
-    The fields in ``UNPREFIXED`` are keys as they are (``link_table``)."""
+    """A typed section of Config: a frozen dataclass whose fields are settings. ``SECTION`` is
+    its attribute of Config and its TOML table: the field ``port`` of ``SECTION = "mysql"`` is
+    the setting ``mysql.port`` (``[mysql] port``, ``DEBL_MYSQL_PORT``)."""
 
-    PREFIX: ClassVar[str] = ""
-    UNPREFIXED: ClassVar[tuple[str, ...]] = ()
+    SECTION: ClassVar[str] = ""
 
     @classmethod
-    def key_of(cls, name: str) -> str:
-        return name if name in cls.UNPREFIXED else cls.PREFIX + name
+    def name_of(cls, field_name: str) -> str:
+        """The setting's name, as messages give it: ``mysql.port``."""
+        return f"{cls.SECTION}.{field_name}"
 
 
 @dataclass(frozen=True)
 class MysqlConfig(_Section):
     """MySQL (MariaDB): where it is, who DeBL is there, the dataset's database and table."""
 
-    PREFIX: ClassVar[str] = "mysql_"
-    UNPREFIXED: ClassVar[tuple[str, ...]] = ("link_table",)
+    SECTION: ClassVar[str] = "mysql"
 
     host: str = "127.0.0.1"
     port: int = 3316
@@ -69,12 +65,12 @@ class MysqlConfig(_Section):
 
     def __post_init__(self) -> None:
         for name in ("database", "link_table"):
-            check_name(self.key_of(name), getattr(self, name))
+            check_name(self.name_of(name), getattr(self, name))
         if not USER_NAME.match(self.user):
-            raise ConfigError(f"mysql_user={self.user!r} is not a plain MySQL user name "
+            raise ConfigError(f"mysql.user={self.user!r} is not a plain MySQL user name "
                               "(letters, digits, underscore, dot, hyphen; at most 80)")
         if self.engine not in ENGINES:
-            raise ConfigError(f"mysql_engine={self.engine!r}: choose one of {', '.join(ENGINES)}")
+            raise ConfigError(f"mysql.engine={self.engine!r}: choose one of {', '.join(ENGINES)}")
         check_positive(self, "pool_size")
 
 
@@ -82,7 +78,7 @@ class MysqlConfig(_Section):
 class HdfsConfig(_Section):
     """HDFS: the NameNode, DeBL's root directory, and the local stack's ports."""
 
-    PREFIX: ClassVar[str] = "hdfs_"
+    SECTION: ClassVar[str] = "hdfs"
 
     uri: str = "hdfs://127.0.0.1:9820"
     root: str = "/debl"
@@ -96,11 +92,11 @@ class HdfsConfig(_Section):
 class HBaseConfig(_Section):
     """HBase and its Thrift1 server."""
 
-    PREFIX: ClassVar[str] = "hbase_"
+    SECTION: ClassVar[str] = "hbase"
 
     thrift_host: str = "127.0.0.1"  # where DeBL reaches Thrift
     thrift_port: int = 9090
-    # Where the local stack's Thrift server listens: loopback unless set. Not hbase_thrift_host:
+    # Where the local stack's Thrift server listens: loopback unless set. Not hbase.thrift_host:
     # Thrift1 has no authentication, so naming a remote host to reach must never open the
     # local server to the network.
     thrift_bind: str = "127.0.0.1"
@@ -115,7 +111,7 @@ class HBaseConfig(_Section):
     root_dir: str = "/hbase"
 
     def __post_init__(self) -> None:
-        check_name("hbase_table", self.table)
+        check_name("hbase.table", self.table)
 
 
 @dataclass(frozen=True)
@@ -123,9 +119,9 @@ class SparkConfig(_Section):
     """Spark: the master of DeBL's applications, their memory and cores, and the stack's own
     standalone cluster."""
 
-    PREFIX: ClassVar[str] = "spark_"
+    SECTION: ClassVar[str] = "spark"
 
-    # The master of DeBL's applications when spark_workers is 0: local[N] runs the tasks in the
+    # The master of DeBL's applications when spark.workers is 0: local[N] runs the tasks in the
     # driver's JVM; spark://, yarn and k8s:// run them on a cluster (docs/RUNTIME.md, "Spark on
     # a cluster").
     master: str = "local[2]"
@@ -136,42 +132,42 @@ class SparkConfig(_Section):
     executor_memory: str = "1g"
     executor_cores: int = 1
     # Cores one application may hold on a cluster (spark.cores.max). 0: half the executors the
-    # stack's own cluster has room for when spark_workers > 0, no cap on another master. A bench
+    # stack's own cluster has room for when spark.workers > 0, no cap on another master. A bench
     # (or a load) and its gen_HF are two applications running at once, and an application
     # keeps its executors until it ends: one allowed everything would starve the other.
     cores_max: int = 0
     # > 0: `debl stack up` also starts a Spark standalone master and this many workers on
     # 127.0.0.1 from the installed pyspark, and DeBL's applications run there
-    # (spark://127.0.0.1:spark_master_port; spark_master must then stay local[...], unused).
-    # 0: no cluster; spark_master as set.
+    # (spark://127.0.0.1:<spark.master_port>; spark.master must then stay local[...], unused).
+    # 0: no cluster; spark.master as set.
     workers: int = 0
     worker_cores: int = 1  # cores each worker offers its executors
-    worker_memory: str = "1g"  # memory each worker offers (executors of spark_executor_memory)
+    worker_memory: str = "1g"  # memory each worker offers (executors of spark.executor_memory)
     daemon_memory: str = "256m"  # heap of the master and of each worker daemon itself
     master_port: int = 7077
     master_webui_port: int = 8080  # the stack's health probe reads /json here
-    worker_port: int = 7078  # worker i (1..N) listens on spark_worker_port + i - 1
-    worker_webui_port: int = 8081  # worker i's web UI: spark_worker_webui_port + i - 1
+    worker_port: int = 7078  # worker i (1..N) listens on spark.worker_port + i - 1
+    worker_webui_port: int = 8081  # worker i's web UI: spark.worker_webui_port + i - 1
 
     def __post_init__(self) -> None:
         for name in ("driver_memory", "executor_memory", "worker_memory", "daemon_memory"):
-            jvm_bytes(self.key_of(name), getattr(self, name))
+            jvm_bytes(self.name_of(name), getattr(self, name))
         if self.executor_cores <= 0:
-            raise ConfigError(f"spark_executor_cores must be positive, not "
+            raise ConfigError(f"spark.executor_cores must be positive, not "
                               f"{self.executor_cores}")
         if self.workers < 0 or self.cores_max < 0:
-            raise ConfigError("spark_workers and spark_cores_max must be 0 or positive, not "
+            raise ConfigError("spark.workers and spark.cores_max must be 0 or positive, not "
                               f"{self.workers} and {self.cores_max}")
         if self.workers == 0:
             return
         if self.worker_cores < self.executor_cores:
-            raise ConfigError(f"spark_worker_cores ({self.worker_cores}) must be at least "
-                              f"spark_executor_cores ({self.executor_cores})")
+            raise ConfigError(f"spark.worker_cores ({self.worker_cores}) must be at least "
+                              f"spark.executor_cores ({self.executor_cores})")
         if not self.master.startswith("local"):
             raise ConfigError(
-                f"spark_workers={self.workers} runs DeBL on the stack's own Spark cluster, "
-                f"but spark_master={self.master!r} names another: set spark_workers = 0 to "
-                "use that master, or leave spark_master at its default")
+                f"spark.workers={self.workers} runs DeBL on the stack's own Spark cluster, "
+                f"but spark.master={self.master!r} names another: set spark.workers = 0 to "
+                "use that master, or leave spark.master at its default")
         if self.executor_slots < 2:
             raise ConfigError(
                 f"the stack's Spark cluster ({self.workers} worker(s) of "
@@ -179,29 +175,29 @@ class SparkConfig(_Section):
                 f"{self.executor_slots} executor(s) of {self.executor_cores} core(s) and "
                 f"{self.executor_memory}: it needs "
                 "two, one for a load's (or bench's) application and one for gen_HF's. Add "
-                "workers, cores or spark_worker_memory, or lower spark_executor_memory")
+                "workers, cores or spark.worker_memory, or lower spark.executor_memory")
 
     @property
     def executor_slots(self) -> int:
-        """Executors (of spark_executor_cores and _memory) the stack's cluster has room for (0
-        when spark_workers is 0)."""
+        """Executors (of spark.executor_cores and _memory) the stack's cluster has room for (0
+        when spark.workers is 0)."""
         per_worker = min(self.worker_cores // self.executor_cores,
-                         jvm_bytes("spark_worker_memory", self.worker_memory)
-                         // jvm_bytes("spark_executor_memory", self.executor_memory))
+                         jvm_bytes("spark.worker_memory", self.worker_memory)
+                         // jvm_bytes("spark.executor_memory", self.executor_memory))
         return self.workers * per_worker
 
     @property
     def url(self) -> str:
-        """The master DeBL's applications use: the stack's own cluster when spark_workers > 0,
-        else spark_master."""
+        """The master DeBL's applications use: the stack's own cluster when spark.workers > 0,
+        else spark.master."""
         if self.workers > 0:
             return f"spark://127.0.0.1:{self.master_port}"
         return self.master
 
     @property
     def app_cores(self) -> int | None:
-        """spark.cores.max for each application, or None (no cap): spark_cores_max, or by
-        default half the executors of the stack's cluster (see spark_cores_max)."""
+        """spark.cores.max for each application, or None (no cap): spark.cores_max, or by
+        default half the executors of the stack's cluster (see spark.cores_max)."""
         if self.cores_max > 0:
             return self.cores_max
         if self.workers > 0:
@@ -214,19 +210,19 @@ class LoadingConfig(_Section):
     """The offline phase (``debl load``): chunks, buckets, the split-point sample, the hot path,
     bad lines, and when a load's stores may go."""
 
+    SECTION: ClassVar[str] = "loading"
+
     chunk_size: int = 256 * MiB
     # > 0: fixed-width buckets (b = id1 // bucket_width). 0: split points sampled from the cold
     # files before the copy, for buckets of about bucket_target_bytes (loaders.sampling).
     bucket_width: int = 0
-    # A bucket is what one gen_HF task merges in memory; smaller buckets let demand steer the
-    # order more finely, each run costing a Spark job and a bulk load more (docs/ONLINE.md,
-    # "Measured").
+    # What one gen_HF task merges in memory: smaller buckets let demand steer more finely, each
+    # run costing a Spark job and a bulk load more (docs/ONLINE.md, "Measured").
     bucket_target_bytes: int = 32 * MiB
     # One bucket holds an id whole. True: the target is raised to the heaviest id's bytes, so
-    # buckets stay even (largest / mean near 1) when one id outweighs bucket_target_bytes, as
-    # LinkBench's rank-0 id does (docs/LOADING.md, "Bucket boundaries"). False: cold bytes /
-    # bucket_target_bytes buckets all the same, that id alone in the largest (debl bench
-    # --buckets N wants N buckets).
+    # buckets stay even when one id outweighs bucket_target_bytes, as LinkBench's rank-0 id
+    # does (docs/LOADING.md, "Bucket boundaries"). False: cold bytes / bucket_target_bytes
+    # buckets all the same, that id alone in the largest (debl bench --buckets N wants N).
     bucket_target_covers_heaviest: bool = True
     # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket
     # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. The
@@ -235,10 +231,9 @@ class LoadingConfig(_Section):
     sample_bytes: int = 4096
     dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
     max_bad: int = -1  # -1: no limit
-    # When MySQL's hot path starts taking the hot files in (docs/LOADING.md, "Uptime without
-    # MySQL"): "uptime" (once every chunk is bucketed: nothing then competes with the copy and
-    # dist_ch, the load is up as soon as it could be) or "copied" (as soon as the hot chunks are
-    # in HDFS: MySQL takes them over sooner, competing with dist_ch for the CPUs).
+    # When MySQL's hot path starts (docs/LOADING.md, "Uptime without MySQL"): "uptime" (once
+    # every chunk is bucketed: nothing then competes with the copy and dist_ch) or "copied" (the
+    # hot chunks in HDFS: MySQL takes them over sooner, competing with dist_ch for the CPUs).
     hot_path_start: str = "uptime"
     # A line longer than this (its line end not counted) is rejected without ever being held
     # whole, by the hot path, the cold copy and dist_ch alike; the reject file keeps its first
@@ -247,14 +242,12 @@ class LoadingConfig(_Section):
     # How long a load, or cleanup, waits for running coordinators to leave a load's stores
     # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
-    # A load whose source has manifests, with no day current, answers each key once every byte
-    # that can hold it is here, and fetches first what waiting queries need (docs/LOADING.md,
-    # "Answers before the copy ends", "The copy follows demand").
+    # With manifests and no day current: answers before uptime, fetches on demand
+    # (docs/LOADING.md, "Answers before the copy ends", "The copy follows demand").
     early_answers: bool = True
     demand_fetch: bool = True
     # Seconds the previous day's stores are kept after the next day became current, for
-    # `debl rollback`; then cleanup drops them once no coordinator serves them (docs/LOADING.md,
-    # "Days"). 0: as soon as no coordinator serves them.
+    # `debl rollback`, then dropped once no coordinator serves them (docs/LOADING.md, "Days").
     keep_previous_load: float = 600.0
 
     def __post_init__(self) -> None:
@@ -264,10 +257,10 @@ class LoadingConfig(_Section):
         for name in ("coordinator_ack_timeout", "keep_previous_load"):
             check_not_negative(self, name)
         if self.hot_path_start not in ("uptime", "copied"):
-            raise ConfigError(f"hot_path_start must be \"uptime\" or \"copied\", not "
+            raise ConfigError(f"loading.hot_path_start must be \"uptime\" or \"copied\", not "
                               f"{self.hot_path_start!r}")
         if self.bucket_width < 0:
-            raise ConfigError(f"bucket_width must be 0 (sampled split points) or positive, "
+            raise ConfigError(f"loading.bucket_width must be 0 (sampled split points) or positive, "
                               f"not {self.bucket_width}")
 
 
@@ -276,16 +269,16 @@ class SourceConfig(_Section):
     """An HTTP source: resumed transfers and HTTP basic authentication (loaders.source, README
     "Configuration")."""
 
-    PREFIX: ClassVar[str] = "source_"
+    SECTION: ClassVar[str] = "source"
 
     # An HTTP transfer that ends early is resumed with Range from the first byte not received;
     # after this many resumes in a row that bring no byte, the load fails naming the file and
     # the offset (loaders.source).
     retries: int = 5
     # Never in the URL, which would put the password in `debl load`'s argv. The password comes
-    # from source_password (DEBL_SOURCE_PASSWORD) or else from the first line of
-    # source_password_file, which must be readable by its owner alone; the user from
-    # source_user, else the URL's user@.
+    # from source.password (DEBL_SOURCE_PASSWORD) or else from the first line of
+    # source.password_file, which must be readable by its owner alone; the user from
+    # source.user, else the URL's user@.
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     password_file: Path | None = None
@@ -297,6 +290,8 @@ class SourceConfig(_Section):
 @dataclass(frozen=True)
 class GenHFConfig(_Section):
     """gen_HF, the online phase: how much one run converts, and in what order."""
+
+    SECTION: ClassVar[str] = "gen_hf"
 
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
@@ -314,11 +309,13 @@ class GenHFConfig(_Section):
 class CoordinatorConfig(_Section):
     """The coordinator: its poll of the catalog, the raw route, and a query's deadline."""
 
+    SECTION: ClassVar[str] = "coordinator"
+
     poll_interval: float = 0.5
     # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this
     # many seconds for gen_HF, then is answered exactly from the bucket's files in HDFS; "off"
-    # (None) waits for the conversion, as the paper does. 0 (at once) measured best: waiting
-    # holds the client's thread and rarely sees the bucket land.
+    # (None) waits for the conversion, as the paper does. 0, at once: waiting holds the
+    # client's thread and rarely sees the bucket land (docs/COORDINATOR.md, "Measured").
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
@@ -330,23 +327,24 @@ class CoordinatorConfig(_Section):
         for name in ("raw_cache_bytes", "query_timeout"):
             check_positive(self, name)
         if self.raw_after is not None and not self.raw_after >= 0:
-            raise ConfigError(f"raw_after must be \"off\" or seconds >= 0, not {self.raw_after}")
+            raise ConfigError(f"coordinator.raw_after must be \"off\" or seconds >= 0, not "
+                              f"{self.raw_after}")
 
 
 @dataclass(frozen=True)
 class ClientConfig(_Section):
     """The query client (`debl query`, the bench's query phase)."""
 
-    PREFIX: ClassVar[str] = "client_"
+    SECTION: ClassVar[str] = "client"
 
     # Worker processes that share the client threads, each with its own connections. 0: one
-    # per core (at most one per thread); one Python process tops out at a few thousand
-    # requests/s (docs/BENCHMARKS.md).
+    # per core (at most one per thread): one Python process's interpreter lock caps its
+    # requests per second (docs/WORKLOAD.md, "Worker processes").
     processes: int = 0
 
     def __post_init__(self) -> None:
         if self.processes < 0:
-            raise ConfigError(f"client_processes must be 0 (one per core) or positive, "
+            raise ConfigError(f"client.processes must be 0 (one per core) or positive, "
                               f"not {self.processes}")
 
 
@@ -354,37 +352,33 @@ class ClientConfig(_Section):
 class UIConfig(_Section):
     """`debl ui`, the live status page (docs/UI.md)."""
 
-    PREFIX: ClassVar[str] = "ui_"
+    SECTION: ClassVar[str] = "ui"
 
     # Its port, always on 127.0.0.1; 0: a free port the system picks (the command prints it).
     port: int = 8790
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise ConfigError(f"ui_port must be a TCP port (0 for any free one), not "
-                              f"{self.port}")
+            raise ConfigError(f"ui.port must be a TCP port (0 for any free one), not {self.port}")
 
 
-# Config's sections: its attribute -> the section's class.
-SECTIONS: dict[str, type[_Section]] = {
-    "mysql": MysqlConfig, "hdfs": HdfsConfig, "hbase": HBaseConfig, "spark": SparkConfig,
-    "loading": LoadingConfig, "source": SourceConfig, "gen_hf": GenHFConfig,
-    "coordinator": CoordinatorConfig, "client": ClientConfig, "ui": UIConfig,
-}
+# Config's sections: its attribute (the section's SECTION, its TOML table) -> the class.
+SECTIONS: dict[str, type[_Section]] = {cls.SECTION: cls for cls in (
+    MysqlConfig, HdfsConfig, HBaseConfig, SparkConfig, LoadingConfig, SourceConfig, GenHFConfig,
+    CoordinatorConfig, ClientConfig, UIConfig)}
 # The settings Config holds itself, not in a section.
 _TOP_LEVEL = ("state_dir", "service_timeout", "fault_point")
 
 
 @dataclass(frozen=True, init=False, repr=False)
 class Config:
-    """Every setting of DeBL, in typed sections (``config.mysql.port``, ``config.loading.
-    chunk_size``); each setting's key (TOML, ``DEBL_*``) is in ``KEYS``. Picklable: Spark jobs
-    carry it to executors.
-
-    ``Config(**settings)`` and ``replace(**settings)`` take the settings by their keys
-    (``mysql_port=3317``) and sections whole (``mysql=MysqlConfig(...)``); ``setting(key)`` and
-    ``settings()`` read them by key. Pitfall: ``dataclasses.replace`` works too, but a section
-    given whole and one of its keys given at once apply the key last."""
+    """Every setting of DeBL, in typed sections (``config.loading.chunk_size``). Picklable:
+    Spark jobs carry it to executors. ``Config(**settings)`` and ``replace(**settings)`` take
+    settings by keyword, the name's dot an underscore (``coordinator_raw_after=None``; an old
+    keyword warns, an unknown one is a ConfigError naming the nearest), and sections whole
+    (``mysql=MysqlConfig(...)``); ``setting(name)`` and ``settings()`` read them by name
+    (``"coordinator.raw_after"``). Pitfall: ``dataclasses.replace`` works too, but a section
+    given whole and one of its settings given at once apply the setting last."""
 
     # Where DeBL keeps its local state: the stack's data and logs, the Maven-resolved JVM
     # runtime (lib/), load rejects, bench runs. Relative to the working directory.
@@ -414,10 +408,8 @@ class Config:
         sections = {name: settings.pop(name, None) or cls() for name, cls in SECTIONS.items()}
         changes: dict[str, dict[str, Any]] = {}
         for key, value in settings.items():
-            if key not in KEYS or KEYS[key][0] is None:
-                raise ConfigError(f"unknown setting {key!r}")
-            section, name = KEYS[key]
-            changes.setdefault(section, {})[name] = value
+            found = SPELLINGS.from_key(key)  # Config's own were taken above
+            changes.setdefault(found.section, {})[found.field] = value
         for section, values in changes.items():
             sections[section] = dataclasses.replace(sections[section], **values)
         for name, value in {**top, **sections}.items():
@@ -426,25 +418,30 @@ class Config:
             raise ConfigError(f"service_timeout must be positive seconds, not "
                               f"{self.service_timeout}")
 
-    def setting(self, key: str) -> Any:
-        """The value of the setting *key* (``mysql_port``); KeyError for an unknown key."""
-        section, name = KEYS[key]
-        return getattr(self if section is None else getattr(self, section), name)
+    def setting(self, name: str) -> Any:
+        """The value of the setting *name* (``"mysql.port"``); ConfigError naming the nearest
+        for an unknown name."""
+        return self._value(SPELLINGS.from_name(name))
+
+    def _value(self, setting: Setting) -> Any:
+        holder = self if setting.section is None else getattr(self, setting.section)
+        return getattr(holder, setting.field)
 
     def settings(self) -> dict[str, Any]:
-        """Every setting by its key, in ``KEYS`` order."""
-        return {key: self.setting(key) for key in KEYS}
+        """Every setting by its name (``"mysql.port"``), in ``SPELLINGS`` order."""
+        return {s.name: self._value(s) for s in SPELLINGS.settings}
 
     def child_env(self, **extra: str) -> dict[str, str]:
-        """The environment of a child ``debl`` that loads exactly this config (``settings_env``)."""
-        return settings_env(self.settings(), _KEY_TYPES, **extra)
+        """The environment of a child ``debl`` that loads exactly this config: a ``DEBL_*``
+        variable for every setting (``settings_env``), plus *extra* variables."""
+        return settings_env({s: self._value(s) for s in SPELLINGS.settings}, **extra)
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for a missing attribute: say where a setting read by its key now lives.
-        if name in KEYS:
-            section, field_name = KEYS[name]
+        # Only reached for a missing attribute: say where a setting read by a key lives.
+        found = SPELLINGS.by_key.get(name) or SPELLINGS.by_old.get(name)
+        if found is not None:
             raise AttributeError(f"Config has no attribute {name!r}: the setting is "
-                                 f"config.{section}.{field_name}")
+                                 f"config.{found.name}")
         raise AttributeError(f"'Config' object has no attribute {name!r}")
 
     @property
@@ -471,35 +468,33 @@ class Config:
 
     def __repr__(self) -> str:  # keeps the passwords out of logs and tracebacks
         shown = {k: v for k, v in self.settings().items()
-                 if k not in ("mysql_password", "source_password")}
+                 if k not in ("mysql.password", "source.password")}
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     def replace(self, **changes: Any) -> "Config":
-        """A copy with *changes*: settings by key (``raw_after=None``) or sections whole."""
+        """A copy with *changes*: settings by keyword (``coordinator_raw_after=None``) or
+        sections whole."""
         return dataclasses.replace(self, **changes)
 
 
 _TOP_DEFAULTS = {f.name: f.default for f in fields(Config) if f.name in _TOP_LEVEL}
-# Every setting's key (the TOML key, ``DEBL_<KEY>``) -> (its section, or None for Config's
-# own, and its field there); in the order of the sections above.
-KEYS: dict[str, tuple[str | None, str]] = {
-    **{name: (None, name) for name in _TOP_LEVEL},
-    **{cls.key_of(f.name): (section, f.name)
-       for section, cls in SECTIONS.items() for f in fields(cls)},
-}
-# Each setting's declared type (a string: annotations are postponed), for load_config.
-_KEY_TYPES: dict[str, str] = {
-    **{f.name: f.type for f in fields(Config) if f.name in _TOP_LEVEL},
-    **{cls.key_of(f.name): f.type for cls in SECTIONS.values() for f in fields(cls)},
-}
+# The one table of settings, in the order of the sections above: every spelling of every
+# setting (TOML, DEBL_*, keyword, name, old key) is derived from it, with its declared type.
+SPELLINGS = Spellings([
+    *(Setting(None, f.name, str(f.type)) for f in fields(Config) if f.name in _TOP_LEVEL),
+    *(Setting(section, f.name, str(f.type))
+      for section, cls in SECTIONS.items() for f in fields(cls)),
+])
 
 
 def load_config(path: Path | str | None = None, env: dict[str, str] | None = None) -> Config:
     """Read ``debl.toml`` (or *path*, or ``$DEBL_CONFIG``) and ``DEBL_*`` variables.
 
-    Unknown keys are an error, so a misspelt setting never silently does nothing. Relative paths
-    in the result are resolved against the working directory.
+    An unknown or misplaced setting is an error naming the nearest one, so a misspelt setting
+    never silently does nothing; an old spelling works, with an OldSpellingWarning naming the
+    new one. Relative paths in the result are resolved against the working directory.
     """
-    config = Config(**read_settings(path, os.environ if env is None else env, _KEY_TYPES))
-    return config.replace(**{key: value.absolute() for key, value in config.settings().items()
-                             if isinstance(value, Path)})
+    values = read_settings(path, os.environ if env is None else env, SPELLINGS)
+    config = Config(**{s.key: value for s, value in values.items()})
+    return config.replace(**{s.key: config._value(s).absolute() for s in SPELLINGS.settings
+                             if isinstance(config._value(s), Path)})

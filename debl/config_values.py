@@ -1,9 +1,9 @@
 """Setting values for debl.config: read from ``debl.toml`` and ``DEBL_*`` (``read_settings``),
 each turned into its setting's type, and checked: SQL identifiers, the MySQL user name, JVM
 memory sizes, positive and non-negative numbers; and written as ``DEBL_*`` for a child process
-(``settings_env``). Every error is a ConfigError naming the
-setting by its key (``mysql_pool_size``), the name a user sets it by. The settings themselves,
-their defaults and their sections are debl.config's.
+(``settings_env``). Every error is a ConfigError naming the setting by its name
+(``mysql.pool_size``). The settings themselves, their defaults and their sections are
+debl.config's; their spellings debl.config_names's.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from debl.config_names import Setting, Spellings
 from debl.errors import ConfigError
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -37,14 +38,15 @@ def check_identifier(value: str, what: str) -> str:
 # Each load's tables are named <name>_<load id> (debl.namespace: 22 characters), its staging
 # table <link_table>_<load id>_staging.
 MYSQL_NAME_MAX = 64  # MySQL's longest identifier
-_NAME_ROOM = {"mysql_database": MYSQL_NAME_MAX - len("debl_gen_hf."),
-              "link_table": MYSQL_NAME_MAX - len("_L20261125_172208_ab12") - len("_staging"),
-              "hbase_table": MYSQL_NAME_MAX - len("_L20261125_172208_ab12")}
+_NAME_ROOM = {"mysql.database": MYSQL_NAME_MAX - len("debl_gen_hf."),
+              "mysql.link_table": MYSQL_NAME_MAX - len("_L20261125_172208_ab12")
+              - len("_staging"),
+              "hbase.table": MYSQL_NAME_MAX - len("_L20261125_172208_ab12")}
 
 
 def check_name(key: str, value: str) -> None:
-    """ConfigError unless the setting *key*'s *value* is an identifier with room for the names
-    DeBL derives from it."""
+    """ConfigError unless the setting *key*'s (``mysql.database``) *value* is an identifier
+    with room for the names DeBL derives from it."""
     check_identifier(value, key)
     # Names built from these must stay within MySQL's 64 characters: the hot path's
     # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_load.<db>`.
@@ -57,13 +59,14 @@ def check_name(key: str, value: str) -> None:
 def check_positive(section: Any, name: str) -> None:
     """ConfigError unless the field *name* of the config section *section* is above 0."""
     if getattr(section, name) <= 0:
-        raise ConfigError(f"{section.key_of(name)} must be positive, not {getattr(section, name)}")
+        raise ConfigError(f"{section.name_of(name)} must be positive, not "
+                          f"{getattr(section, name)}")
 
 
 def check_not_negative(section: Any, name: str) -> None:
     """ConfigError unless the field *name* of the config section *section* is 0 or above."""
     if getattr(section, name) < 0:
-        raise ConfigError(f"{section.key_of(name)} must be 0 or more, not "
+        raise ConfigError(f"{section.name_of(name)} must be 0 or more, not "
                           f"{getattr(section, name)}")
 
 
@@ -82,8 +85,8 @@ def jvm_bytes(name: str, text: str) -> int:
 
 def coerce(name: str, raw: Any, target: type | str) -> Any:
     kind = target if isinstance(target, str) else target.__name__
-    if _off_means_none(kind) and str(raw).strip().lower() == "off":
-        return None  # an optional duration switched off (raw_after)
+    if "float" in kind and "None" in kind and str(raw).strip().lower() == "off":
+        return None  # an optional duration switched off (coordinator.raw_after)
     try:
         if "Path" in kind:
             return Path(raw)
@@ -103,12 +106,13 @@ def coerce(name: str, raw: Any, target: type | str) -> Any:
 
 
 def read_settings(path: Path | str | None, env: Mapping[str, str],
-                  known: dict[str, str]) -> dict[str, Any]:
+                  spellings: Spellings) -> dict[Setting, Any]:
     """The settings of ``debl.toml`` (or *path*, or ``$DEBL_CONFIG``) and of ``DEBL_*`` in
-    *env* (over the file's), each turned into its type in *known* (key -> type name). A TOML
-    table ``[t] k = v`` is the key ``t_k``. ConfigError for an unknown key, a file that does
-    not parse, an explicit file that does not exist, or a value of the wrong type."""
-    values: dict[str, Any] = {}
+    *env* (over the file's), each turned into its type. A TOML table is a section:
+    ``[mysql] port``. ConfigError for an unknown or misplaced setting (naming the nearest one),
+    a file that does not parse, an explicit file that does not exist, or a value of the wrong
+    type; an old spelling warns (``debl.config_names``)."""
+    values: dict[Setting, Any] = {}
 
     path = Path(path or env.get("DEBL_CONFIG") or "debl.toml")
     if path.exists():
@@ -117,46 +121,41 @@ def read_settings(path: Path | str | None, env: Mapping[str, str],
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: {exc}") from None
         for key, value in doc.items():
-            items = ({f"{key}_{k}": v for k, v in value.items()} if isinstance(value, dict)
-                     else {key: value})
-            for name, raw in items.items():
-                if name not in known:
-                    raise ConfigError(f"{path}: unknown setting {name!r}")
-                values[name] = raw
+            if isinstance(value, dict) and key in spellings.sections:
+                for name, raw in value.items():
+                    values[spellings.from_toml(key, name, str(path))] = raw
+            elif isinstance(value, dict):
+                # a table that is no section ([raw] cache_bytes): each key names its nearest
+                for name in value:
+                    spellings.from_toml(key, name, str(path))
+                raise ConfigError(f"{path}: [{key}] is not a section of settings (those are "
+                                  f"{', '.join(spellings.sections)})")  # an empty table
+            else:
+                values[spellings.from_toml(None, key, str(path))] = value
     elif "DEBL_CONFIG" in env or (path.name != "debl.toml"):
         raise ConfigError(f"config file {path} does not exist")
 
     for key, raw in env.items():
         if key.startswith("DEBL_") and key != "DEBL_CONFIG":
-            name = key[5:].lower()
-            if name not in known:
-                raise ConfigError(f"environment variable {key}: unknown setting {name!r}")
-            values[name] = raw
+            values[spellings.from_env(key)] = raw
 
-    return {name: coerce(name, raw, known[name]) for name, raw in values.items()}
+    return {s: coerce(s.name, raw, s.type) for s, raw in values.items()}
 
 
-def settings_env(settings: Mapping[str, Any], types: Mapping[str, str],
-                 **extra: str) -> dict[str, str]:
-    """This process's environment with a ``DEBL_<KEY>`` variable for each of *settings* (key ->
-    value), so that a child ``debl`` loads exactly them (the caller's own ``DEBL_*`` dropped),
-    plus *extra* ones. The password travels in the environment, never in argv.
+def settings_env(values: Mapping[Setting, Any], **extra: str) -> dict[str, str]:
+    """This process's environment with a ``DEBL_*`` variable for each setting in *values*, so
+    that a child ``debl`` loads exactly them (the caller's own ``DEBL_*`` dropped), plus
+    *extra* ones. The password travels in the environment, never in argv.
 
     Pitfall: a setting switched off is None, and leaving it out would give the child the
-    default or whatever its ``debl.toml`` says (``raw_after`` "off" became 0, the raw route on:
-    issue 38.8). An optional duration (*types*: its declared type) travels as ``off``, which
-    ``coerce`` reads back as None; any other None is its setting's default (a password or user
-    not given), left out."""
+    default or whatever its ``debl.toml`` says (``coordinator.raw_after`` "off" would become 0,
+    the raw route on): it travels as its ``off`` spelling, which ``coerce`` reads back as None.
+    Any other None is a setting not given (a password, a user), left out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-    for key, value in settings.items():
+    for setting, value in values.items():
         if value is not None:
-            env[f"DEBL_{key.upper()}"] = str(value)
-        elif _off_means_none(types[key]):
-            env[f"DEBL_{key.upper()}"] = "off"
+            env[setting.env] = str(value)
+        elif setting.off is not None:
+            env[setting.env] = setting.off
     env.update(extra)
     return env
-
-
-def _off_means_none(kind: str) -> bool:
-    """Whether ``coerce`` reads ``off`` as None for a setting of type *kind*."""
-    return "float" in kind and "None" in kind

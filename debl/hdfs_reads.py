@@ -5,7 +5,7 @@ WebHDFS (``debl.webhdfs``) costs every read an HTTP request to the DataNode, whi
 file through the NameNode for it. Here a file is opened once (the NameNode's block locations,
 ``open``) and each read is one request of HDFS's data-transfer protocol to the DataNode, on a
 pooled connection: a small fraction of the CPU over client, NameNode and DataNode per 64 KiB
-read (docs/COORDINATOR.md, "The raw route", "How it reaches HDFS", has the measurement). The
+read (docs/COORDINATOR.md, "The raw route", row "How it reaches HDFS", has the measurement). The
 rest of DeBL keeps WebHDFS (writes, listings, status); this module only reads.
 
 Pitfalls:

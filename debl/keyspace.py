@@ -24,7 +24,7 @@ import numpy as np
 from debl.manifest import ID1_MAX, Piece
 
 _END = ID1_MAX + 1  # one past the last id1 (fits uint64)
-_LOOP = 32  # newly bucketed pieces up to this many are taken out one by one, else in one pass
+_LOOP = 32  # a range over at most this many pieces is taken piece by piece, else in one pass
 
 
 class KeySet:
@@ -149,7 +149,8 @@ class Answerability:
 
     Claims are cut into elementary id1 segments (between every claim's ``lo`` and ``hi + 1``);
     each segment counts the pieces not yet bucketed that claim it, and the answerable keys are
-    the segments at zero. Per file, the bucketed bytes are kept as merged intervals, and a
+    the segments at zero, kept as merged intervals as segments reach it (so ``answerable()``
+    costs a copy of those intervals, once per change). Per file, the bucketed bytes are kept as merged intervals, and a
     piece is bucketed once one of them holds it whole. Not thread-safe: one thread updates and
     asks (or the caller locks)."""
 
@@ -157,8 +158,12 @@ class Answerability:
         ps = sorted(pieces, key=lambda p: (p.file_seq, p.start))
         self._pieces = ps
         n = len(ps)
-        self._start = np.array([p.start for p in ps], dtype=np.int64)
-        self._end = np.array([p.end for p in ps], dtype=np.int64)
+        # Each per-piece column twice: numpy for the passes over all pieces, lists for the
+        # few pieces one range makes bucketed (numpy's per-call cost would dominate there).
+        self._start_l = [p.start for p in ps]
+        self._end_l = [p.end for p in ps]
+        self._start = np.array(self._start_l, dtype=np.int64)
+        self._end = np.array(self._end_l, dtype=np.int64)
         self._size = self._end - self._start
         self._files: dict[int, tuple[int, int]] = {}  # file_seq -> its pieces [first, last)
         for i, p in enumerate(ps):
@@ -179,8 +184,13 @@ class Answerability:
         diff = (np.bincount(self._seg_a, minlength=nseg + 1)
                 - np.bincount(self._seg_b, minlength=nseg + 1))
         self._count = np.cumsum(diff)[:nseg]
+        self._seg_a_l, self._seg_b_l = self._seg_a.tolist(), self._seg_b.tolist()
         self._done = np.zeros(n, dtype=bool)
         self._covered: dict[int, tuple[list[int], list[int]]] = {}
+        # The answerable keys, merged intervals grown as segments reach zero (never shrink).
+        self._free_lo: list[int] = []
+        self._free_hi: list[int] = []
+        self._freed(np.flatnonzero(self._count == 0).tolist())
         self._cached: KeySet | None = None
 
     def add(self, file_seq: int, start: int, end: int) -> int:
@@ -191,28 +201,73 @@ class Answerability:
         if file_seq not in self._files:
             raise ValueError(f"file {file_seq} has no pieces, so no bytes {start}..{end}")
         first, last = self._files[file_seq]
-        if start < 0 or end > self._end[last - 1]:
+        if start < 0 or end > self._end_l[last - 1]:
             raise ValueError(f"bytes [{start}, {end}) are outside file {file_seq}'s "
-                             f"[0, {self._end[last - 1]})")
+                             f"[0, {self._end_l[last - 1]})")
         s, e = self._merge(file_seq, start, end)
         # The pieces this range overlaps: only their coverage changed.
-        a = first + int(np.searchsorted(self._end[first:last], start, side="right"))
-        b = first + int(np.searchsorted(self._start[first:last], end, side="left"))
-        idx = np.arange(a, b)
-        new = idx[~self._done[a:b] & (self._start[a:b] >= s) & (self._end[a:b] <= e)]
-        if len(new) == 0:
-            return 0
-        self._done[new] = True
-        if len(new) <= _LOOP:
+        a = bisect.bisect_right(self._end_l, start, first, last)
+        b = bisect.bisect_left(self._start_l, end, first, last)
+        if b - a <= _LOOP:
+            done, starts, ends = self._done, self._start_l, self._end_l
+            new = [i for i in range(a, b) if starts[i] >= s and ends[i] <= e and not done[i]]
+            if not new:
+                return 0
+            done[new] = True
+            zero: list[int] = []
             for i in new:
-                self._count[self._seg_a[i]:self._seg_b[i]] -= 1
+                sa, sb = self._seg_a_l[i], self._seg_b_l[i]
+                if sb > sa:
+                    seg = self._count[sa:sb]
+                    seg -= 1
+                    # A segment at zero now is claimed by no later piece of *new*.
+                    zero += [sa + j for j in np.flatnonzero(seg == 0).tolist()]
+            zero.sort()
         else:
+            idx = np.arange(a, b)
+            found = idx[~self._done[a:b] & (self._start[a:b] >= s) & (self._end[a:b] <= e)]
+            if len(found) == 0:
+                return 0
+            new = found
+            self._done[found] = True
             nseg = len(self._count)
-            diff = (np.bincount(self._seg_a[new], minlength=nseg + 1)
-                    - np.bincount(self._seg_b[new], minlength=nseg + 1))
-            self._count -= np.cumsum(diff)[:nseg]
-        self._cached = None
+            diff = (np.bincount(self._seg_a[found], minlength=nseg + 1)
+                    - np.bincount(self._seg_b[found], minlength=nseg + 1))
+            delta = np.cumsum(diff)[:nseg]
+            self._count -= delta
+            touched = np.flatnonzero(delta)
+            zero = touched[self._count[touched] == 0].tolist()
+        if zero:
+            self._freed(zero)
+            self._cached = None
         return len(new)
+
+    def _freed(self, segs: list[int]) -> None:
+        """Segments *segs* (increasing) reached zero: their ids join the answerable ones. No
+        id of theirs was answerable before, so they only meet an interval end to end."""
+        runs: list[list[int]] = []
+        for j in segs:
+            if runs and runs[-1][1] + 1 == j:
+                runs[-1][1] = j
+            else:
+                runs.append([j, j])
+        los, his = self._free_lo, self._free_hi
+        bounds = self._bounds
+        for first, last in runs:
+            lo, hi = int(bounds[first]), int(bounds[last + 1]) - 1
+            i = bisect.bisect_left(los, lo)
+            before = i > 0 and his[i - 1] + 1 == lo
+            after = i < len(los) and los[i] == hi + 1
+            if before and after:
+                his[i - 1] = his[i]
+                del los[i], his[i]
+            elif before:
+                his[i - 1] = hi
+            elif after:
+                los[i] = lo
+            else:
+                los.insert(i, lo)
+                his.insert(i, hi)
 
     def _merge(self, file_seq: int, start: int, end: int) -> tuple[int, int]:
         """Add ``[start, end)`` to the file's bucketed intervals; the merged one holding it."""
@@ -228,12 +283,7 @@ class Answerability:
     def answerable(self) -> KeySet:
         """The keys answerable now (cached until the next piece is bucketed)."""
         if self._cached is None:
-            zero = np.concatenate(([0], (self._count == 0).astype(np.int8), [0]))
-            edges = np.diff(zero)
-            first = np.flatnonzero(edges == 1)
-            past = np.flatnonzero(edges == -1)
-            self._cached = KeySet._of(self._bounds[first].tolist(),
-                                      (self._bounds[past] - np.uint64(1)).tolist())
+            self._cached = KeySet._of(self._free_lo, self._free_hi)
         return self._cached
 
     def answerable_bytes(self) -> int:

@@ -71,8 +71,8 @@ def too_long(length: int, limit: int) -> ParseError:
     """The error of a line of *length* bytes (its line end not counted) over *limit*: such a
     line is rejected without being held whole, and the reject file keeps only its first
     REJECT_PREFIX bytes (docs/DESIGN.md section 8)."""
-    return ParseError(f"line is {length} bytes, more than max_line_bytes={limit}; the reject "
-                      f"file keeps its first {min(length, REJECT_PREFIX)}")
+    return ParseError(f"line is {length} bytes, more than loading.max_line_bytes={limit}; the "
+                      f"reject file keeps its first {min(length, REJECT_PREFIX)}")
 
 
 _INT_MAX = (1 << 63) - 1

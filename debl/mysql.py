@@ -86,7 +86,7 @@ def connect(config: Config, *, local_infile: bool = False, autocommit: bool = Tr
     (a dead server fails it at once: its socket closes); with *bulk*, reads wait up to
     ``BULK_READ_TIMEOUT_S`` for statements that run long (a stalled ``LOAD DATA`` still fails
     after ``service_timeout``: its writes stop). A missing database is created (when the user
-    may), so that a new ``mysql_database`` setting is all it takes to keep a second dataset
+    may), so that a new ``mysql.database`` setting is all it takes to keep a second dataset
     apart."""
     timeout = config.service_timeout
 
@@ -141,7 +141,7 @@ def describe(exc: pymysql.err.MySQLError | MySQLdb.MySQLError, config: Config) -
         return f"{where} has no database {config.mysql.database!r}; `debl stack up` creates it"
     if code == 1044:
         return (f"{where} denies user {config.mysql.user!r} access to database "
-                f"{config.mysql.database!r} (grant it, or choose another mysql_database)")
+                f"{config.mysql.database!r} (grant it, or choose another mysql.database)")
     return f"{where}: {exc.args[-1] if exc.args else exc}"
 
 

@@ -6,7 +6,7 @@ after the load id, so that a new load never clears, drops or writes what the cur
 chunks, its cold buckets and its hot files' buckets under it). The names are recorded with the
 load (``debl_loads``), so a reader finds a load's stores whatever its own configuration says.
 
-Pitfall: the suffix takes 22 characters of MySQL's 64 for a table name: ``link_table`` is
+Pitfall: the suffix takes 22 characters of MySQL's 64 for a table name: ``mysql.link_table`` is
 limited accordingly (``debl.config``).
 """
 

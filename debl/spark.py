@@ -1,8 +1,8 @@
 """The Spark session factory: one place that knows how DeBL's Spark applications are configured.
 
 The master comes from config (``Config.spark.url``): ``local[2]`` by default, the stack's own
-standalone cluster (``spark://127.0.0.1:spark_master_port``) when ``spark_workers`` > 0, or any
-``spark://...``, ``yarn`` or ``k8s://...`` set as ``spark_master``. The jars that DeBL's jobs need
+standalone cluster (``spark://127.0.0.1:spark_master_port``) when ``spark.workers`` > 0, or any
+``spark://...``, ``yarn`` or ``k8s://...`` set as ``spark.master``. The jars that DeBL's jobs need
 on the JVM side — hbase-shaded-mapreduce and its few unrelocated dependencies (``lib/spark``),
 and DeBL's own JVM tasks (``lib/debl-jobs.jar``: dist_ch's and gen_HF's per-row work, table
 creation, bulk load) — go on the driver and executor classpaths; ``fs.defaultFS`` is the
@@ -68,17 +68,17 @@ def jvm_sources_digest(root: Path = JVM_SOURCES) -> str:
 
 
 def driver_memory_bytes(config: Config) -> int:
-    """``spark_driver_memory`` in bytes, read as Spark reads it: ``2g``, ``512m``, ``1t``, or a
+    """``spark.driver_memory`` in bytes, read as Spark reads it: ``2g``, ``512m``, ``1t``, or a
     plain number of MiB. ConfigError for anything else."""
-    return jvm_bytes("spark_driver_memory", config.spark.driver_memory)
+    return jvm_bytes("spark.driver_memory", config.spark.driver_memory)
 
 
 @dataclass(frozen=True)
 class TaskHeap:
     """Where DeBL's Spark tasks run and how many share that heap: the driver's under local[N]
-    (N tasks), an executor's on a cluster (spark_executor_cores tasks)."""
+    (N tasks), an executor's on a cluster (spark.executor_cores tasks)."""
 
-    setting: str  # the config key that sizes the heap
+    setting: str  # the name of the setting that sizes the heap (spark.driver_memory)
     heap_bytes: int
     tasks: int
 
@@ -93,9 +93,9 @@ def task_heap(config: Config) -> TaskHeap:
     if master == "local" or master.startswith("local["):
         threads = master[len("local["):-1].split(",")[0] if master != "local" else "1"
         tasks = (os.cpu_count() or 1) if threads == "*" else int(threads)
-        return TaskHeap("spark_driver_memory", driver_memory_bytes(config), max(1, tasks))
-    return TaskHeap("spark_executor_memory",
-                    jvm_bytes("spark_executor_memory", config.spark.executor_memory),
+        return TaskHeap("spark.driver_memory", driver_memory_bytes(config), max(1, tasks))
+    return TaskHeap("spark.executor_memory",
+                    jvm_bytes("spark.executor_memory", config.spark.executor_memory),
                     config.spark.executor_cores)
 
 

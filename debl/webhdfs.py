@@ -14,7 +14,7 @@ Pitfalls:
 - ``read_range`` asks the DataNode of its previous redirect directly (any DataNode serves any
   file, reading remote blocks itself): many small reads then cost one request each, not two,
   and the NameNode's redirect cost as much as the read itself (docs/COORDINATOR.md, "The raw
-  route", "How it reaches HDFS"). If that DataNode fails, the NameNode is asked again.
+  route", row "How it reaches HDFS"). If that DataNode fails, the NameNode is asked again.
 """
 
 from __future__ import annotations

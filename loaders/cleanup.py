@@ -6,7 +6,7 @@ directory, fileCopy's copies, and the load's dataset rows in the catalog):
 
 - never the current load (the one every coordinator serves);
 - never the newest load while it runs or waits to be resumed (a new day being loaded);
-- the previous load (the one the current replaced) once ``keep_previous_load`` seconds have
+- the previous load (the one the current replaced) once ``loading.keep_previous_load`` seconds have
   passed since the switch, for ``debl rollback``, and no live coordinator still serves it;
 - any other load (a failed load that a newer one superseded, an older day) once no live
   coordinator serves it.
@@ -14,7 +14,7 @@ directory, fileCopy's copies, and the load's dataset rows in the catalog):
 "No live coordinator serves it": every coordinator whose heartbeat is fresh says it serves
 another load with no query of this one in flight. A coordinator that says nothing for three of
 its poll intervals is dead and does not count. With *wait*, cleanup waits for the coordinators
-(at most ``coordinator_ack_timeout`` s) instead of leaving the load to a later cleanup.
+(at most ``loading.coordinator_ack_timeout`` s) instead of leaving the load to a later cleanup.
 
 Who cleans: ``debl load`` once its load is up and MySQL has its hot keys, the ``debl gen-hf``
 service between runs, and ``debl cleanup``.
@@ -78,9 +78,9 @@ def cleanup(config: Config, wait: bool = False,
             report: Callable[[str], None] = lambda text: None) -> list[str]:
     """Drop the stores of every load that may go (see the module); returns their ids. With
     *wait*, waits for running coordinators to leave a load (at most
-    ``coordinator_ack_timeout`` s); without, a load some coordinator serves is left for later.
-    Each load is dropped under the days lock, once it is checked again there (a rollback may
-    have made it current or previous since it was picked)."""
+    ``loading.coordinator_ack_timeout`` s); without, a load some coordinator serves is left for
+    later. Each load is dropped under the days lock, once it is checked again there (a rollback
+    may have made it current or previous since it was picked)."""
     with Catalog(config) as catalog:
         candidates = _droppable_now(catalog, config)
         if not candidates:

@@ -71,18 +71,15 @@ class Coverage:
             return at if at < self._sizes[file_seq] else None
 
     def claim(self, file_seq: int, start: int, length: int, lines_of) -> int:
-        """The bulk copy read *length* bytes from *start* (untaken when it found its gap): take
-        those up to the next taken range and return how many that is: 0 when a fetch on demand
-        took the bytes from *start* on since (the bulk copy then looks for its next gap).
-        ``lines_of(n)`` counts the lines of the first *n* bytes read (the lines of what the
-        bulk keeps)."""
+        """The bulk copy read *length* bytes from *start*: take those up to the next taken range
+        and return how many that is (0 when a fetch took *start* itself since the bulk copy
+        found it untaken). ``lines_of(n)`` counts the lines of the first *n* bytes read (the
+        lines of what the bulk keeps)."""
         with self._lock:
             ranges = self._taken[file_seq]
-            # the first range at or after *start*: one that starts there is a fetch's, taken
-            # since the bulk found its gap (docs/LOADING.md, "The copy follows demand")
-            i = bisect.bisect_left(ranges, start, key=lambda t: t.start)
+            i = bisect.bisect_right(ranges, start, key=lambda t: t.start)
             if i > 0 and ranges[i - 1].end > start:
-                raise ValueError(f"file {file_seq}: byte {start} is taken already")
+                return 0
             keep = length if i == len(ranges) else min(length, ranges[i].start - start)
             if keep:
                 self._merge_bulk(file_seq, i, Taken(start, min(start + keep,

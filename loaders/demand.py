@@ -63,7 +63,9 @@ class DemandFetcher:
         self.chunks = 0
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set() and not self.coverage.done():
+        # Once early answers stopped (a false claim), nothing is answered before the uptime:
+        # the bulk copy alone goes on.
+        while not stop.is_set() and not self.coverage.done() and not self.early.stopped:
             wanted = self.catalog.key_demand(self.load_id)
             chosen = self._choose(wanted) if wanted else []
             if not chosen:

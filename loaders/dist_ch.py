@@ -10,9 +10,9 @@ index of byte offsets and a Bloom filter of its keys as its footer, so that the 
 one id1's rows without the rest (docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows,
 bytes (of the lines, without the footer), a checksum and the lowest and highest id1 of its rows
 (the coordinator's cold coverage); the loader records them in the bucket index. Bad lines come
-back whole; the reason in the reject file is parse_line's own. A line over ``max_line_bytes`` is
-never held whole (the JVM reads past it): it comes back as its length and first bytes. A CRLF
-line is bucketed as its LF twin (its CR dropped).
+back whole; the reason in the reject file is parse_line's own. A line over
+``loading.max_line_bytes`` is never held whole (the JVM reads past it): it comes back as its length
+and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
 was the slowest stage before uptime on a fast link (docs/LOADING.md, "Decisions where DESIGN is
@@ -29,13 +29,12 @@ Pitfalls:
 
 - Lines stay bytes end to end, so data round-trips byte-exact.
 - A re-run of a chunk rewrites exactly its own files (same names) and its own index rows.
-- A slice's output is held in the task's memory before it is written, and sorted there (about
-  1.3x the slice's size: the lines, and 28 bytes of key and offset per line; up to three times
-  that while its arrays grow, the old array beside the new one). ``slices_for`` cuts a chunk
-  into more than ``dist_ch_tasks`` slices when a slice would pass its share of the task heap: a
-  load whose chunks grew (uncapped, the load doubles a chunk that dist_ch lags behind) ran the
-  driver out of heap with two 512 MiB slices, and later with four 256 MiB ones (docs/SCALING.md,
-  "Measured growth").
+- A slice's output is held in the task's memory before it is written, and sorted there (the
+  lines, and 28 bytes of key and offset per line; more while its arrays grow, the old array
+  beside the new one). ``slices_for`` cuts a chunk into more than ``loading.dist_ch_tasks``
+  slices when a slice would pass its share of the task heap: a load whose chunks grew (uncapped,
+  the load doubles a chunk that dist_ch lags behind) ran the driver out of heap with larger
+  slices (docs/SCALING.md, "Measured growth", has the slices that did and did not fit).
 """
 
 from __future__ import annotations
@@ -62,7 +61,8 @@ HEAP_PER_SLICE = 8
 
 def slices_for(config: Config, chunk_bytes: int) -> int:
     """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
-    ``dist_ch_tasks``, or more so that no slice passes an eighth of its task's heap share."""
+    ``loading.dist_ch_tasks``, or more so that no slice passes an eighth of its task's heap
+    share."""
     limit = max(1, task_heap(config).per_task // HEAP_PER_SLICE)
     return max(config.loading.dist_ch_tasks, -(-chunk_bytes // limit))
 

@@ -131,7 +131,11 @@ def note_manifests(config: Config, catalog: Catalog, load_id: str,
             message(f"{f.manifest_error}; that file claims every id1")
     if (manifests and eligible and config.loading.early_answers
             and catalog.loads.current() is None):
-        catalog.early.begin_early(load_id, sum(f.size for _, f in files))
+        claimed = [(f.manifest.id1_lo, f.manifest.id1_hi) for _, f in files
+                   if f.manifest is not None and f.manifest.id1_lo is not None]
+        every = len(manifests) < len([f for _, f in files if f.size])
+        catalog.early.begin_early(load_id, sum(f.size for _, f in files), None if every else (
+            min(lo for lo, _ in claimed), max(hi for _, hi in claimed)) if claimed else None)
 
 
 def open_early(config: Config, load_id: str, files: list[tuple[int, SourceFile]],

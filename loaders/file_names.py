@@ -70,8 +70,8 @@ def checked_entry(entry: Any, where: str, plain_text: bool = True) -> tuple[str,
         shown = repr(entry)
         shown = shown if len(shown) <= 300 else shown[:300] + "..."
         return SourceError(f"{where} ({shown}): {what}; nothing was read: the source must list "
-                           "its files by plain name, whole size and mtime (docs/LOADING.md, "
-                           "\"HTTP sources\")")
+                           "its files by plain name, whole size and mtime "
+                           "(docs/LOADING.md, row \"HTTP sources\")")
 
     if not isinstance(entry, dict):
         raise refused(f"not an object with name, size and mtime but a {type(entry).__name__}")

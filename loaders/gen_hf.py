@@ -40,7 +40,7 @@ from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
                       retry_if_not_exception_type, wait_exponential)
 
 from debl.catalog import Bucket, Catalog, LoadRecord
-from debl.config import Config
+from debl.config import SPELLINGS, Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
 from debl.spark import spark_session, task_heap
@@ -55,9 +55,10 @@ LOCK = "debl_gen_hf"
 RETRIES = 5  # failed runs in a row (ServiceError) before serve() gives up
 CLEANUP_EVERY_S = 30.0
 MAX_PAUSE_S = 60.0
-# A bucket is merged in a task's memory, about 3x its bytes (the file, one object per row, the
-# sort), and the tasks of one JVM share its heap (local[2]: two in the driver's; on a cluster
-# spark_executor_cores in an executor's): keep a bucket under a quarter of a task's share.
+# A bucket is merged in a task's memory, a few times its bytes (the file, one object per row,
+# the sort: docs/ONLINE.md, "Decisions", row "A bucket too large for that"), and the tasks of
+# one JVM share its heap (local[2]: two in the driver's; on a cluster spark.executor_cores in an
+# executor's): keep a bucket under a quarter of a task's share.
 HEAP_PER_BUCKET = 4
 
 
@@ -279,10 +280,11 @@ class GenHF:
         return {b.b_index: (
             f"bucket {b.b_index} holds {b.bytes / 1e6:.0f} MB: gen_HF merges a bucket in "
             f"memory, at most {limit / 1e6:.0f} MB with {heap.setting} {value} shared by "
-            f"{heap.tasks} task(s). Raise {heap.setting} (DEBL_{heap.setting.upper()}) to at "
-            f"least {-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g and restart "
-            "`debl gen-hf`, or load again with smaller buckets (bucket_target_bytes, or debl "
-            "load --bucket-width)") for b in buckets if b.state != "loaded" and b.bytes > limit}
+            f"{heap.tasks} task(s). Raise {heap.setting} ({SPELLINGS.from_name(heap.setting).env})"
+            f" to at least {-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g and "
+            "restart `debl gen-hf`, or load again with smaller buckets "
+            "(loading.bucket_target_bytes, or debl load --bucket-width)")
+            for b in buckets if b.state != "loaded" and b.bytes > limit}
 
     def _refuse_oversized(self, load_id: str, buckets: list[Bucket]) -> None:
         """Mark the buckets too large to convert ``failed`` with the reason, once, so that
@@ -336,9 +338,9 @@ class GenHF:
 
         A run failing with ServiceError (a service unreachable, a Spark job failing) leaves its
         buckets ``failed`` and is retried (through tenacity) after 2, 4, 8... times
-        ``poll_interval``, at most a minute; the error is raised when the run fails again after
-        RETRIES retries, or once runs have failed for ``service_timeout``. Any other error (a
-        bucket whose files disagree with the index, a dead Spark JVM: JvmGone) is raised at
+        ``coordinator.poll_interval``, at most a minute; the error is raised when the run fails
+        again after RETRIES retries, or once runs have failed for ``service_timeout``. Any other
+        error (a bucket whose files disagree with the index, a dead Spark JVM: JvmGone) is raised at
         once: retrying cannot fix it."""
         retrying = Retrying(
             # A dead Spark JVM stays dead: no retry in this process can run a job.

@@ -16,7 +16,8 @@ Pitfalls:
 
 - One task per bucket, and a bucket must lie within one region of the table (gen_HF pre-splits
   at bucket boundaries), so that no HFile spans two regions and the bulk load never splits one.
-- A bucket is merged in the task's memory: buckets are sized by ``bucket_target_bytes`` for this.
+- A bucket is merged in the task's memory: buckets are sized by ``loading.bucket_target_bytes`` for
+  this.
 - ``out_dir`` is replaced: a redo of a crashed run writes the same files again.
 - The JVM side needs ``.debl/lib/debl-jobs.jar`` (scripts/build_jobs_jar.sh) and the
   hbase-shaded-mapreduce jars on the classpath: debl.spark.spark_session puts them there.

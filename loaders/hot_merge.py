@@ -12,10 +12,10 @@ gives each winner's line once, in primary-key order, in blocks ready for ``LOAD 
 
 Memory: the bytes and the columns live in anonymous maps sized for the most a run can hold
 (*capacity* bytes, and as many lines as the shortest lines would make); a page costs memory only
-once written, so the resident memory is what the run holds: its bytes, 48 bytes a line for the
-columns, and while merging about 30 more a line. The columns are never copied into one array
-(per-block arrays, freed after a concatenation, stayed in the allocator's heap: 0.5 more bytes
-of resident memory per input byte). docs/LOADING.md has the peak per input byte.
+once written, so the resident memory is what the run holds: its bytes, the columns (six 8-byte
+numbers a line) and, while merging, the sort's arrays. The columns are never copied into one
+array: per-block arrays, freed after a concatenation, stayed in the allocator's heap and raised
+the resident memory. docs/LOADING.md, "The hot path's cost", has the figures.
 
 Pitfall: ``merge()``'s ``Winners`` read the run's bytes: ``reset()`` (the next run) must wait
 until they are written. The maps are freed with the last reference to them.
@@ -189,8 +189,9 @@ class Winners:
         of the interpreter lock while it works, so the thread that sends the blocks to MySQL
         (pymysql, 16 KiB a packet, each needing the lock) keeps sending; a join in Python held
         the lock, and the server waited for data. The index and the block are written into
-        the same two arrays each time: new arrays for every block cost a third of the
-        client's CPU time in the kernel, clearing the fresh pages."""
+        the same two arrays each time: new arrays for every block cost the client much CPU
+        time in the kernel, clearing the fresh pages (docs/LOADING.md, "The hot path's
+        cost")."""
         stop = len(self) if stop is None else stop
         if first >= stop:
             return

@@ -18,7 +18,7 @@ Pitfalls:
   hot keys from then on.
 - The hot bucket files are deleted only after every live coordinator has said (its heartbeat)
   that it reads the load's hot keys from MySQL with no query reading those files; a
-  coordinator that says nothing within ``coordinator_ack_timeout`` is taken for dead.
+  coordinator that says nothing within ``loading.coordinator_ack_timeout`` is taken for dead.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
 
 def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progress) -> bool:
     """Delete the load's hot bucket files once every live coordinator reads its hot keys from
-    MySQL alone (at most ``coordinator_ack_timeout`` s of waiting); False if some coordinator
-    did not say so in time (the files are kept: cleanup drops them with the load)."""
+    MySQL alone (at most ``loading.coordinator_ack_timeout`` s of waiting); False if some
+    coordinator did not say so in time (the files are kept: cleanup drops them with the load)."""
     deadline = time.monotonic() + config.loading.coordinator_ack_timeout
     with Catalog(config) as catalog:
         behind = catalog.serving.coordinators_behind(load_id, hot_mysql=True)
@@ -91,8 +91,8 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
         if behind:
             progress.message(f"coordinator(s) {', '.join(behind)} did not say within "
                              f"{config.loading.coordinator_ack_timeout:.0f} s "
-                             "(coordinator_ack_timeout) that they read the hot keys from MySQL: "
-                             "the hot bucket files are kept until the load is cleaned up")
+                             "(loading.coordinator_ack_timeout) that they read the hot keys from "
+                             "MySQL: the hot bucket files are kept until the load is cleaned up")
             return False
         t0 = time.time()
         WebHDFS(config).delete(namespace.hot_dir, recursive=True)

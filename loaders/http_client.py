@@ -1,5 +1,6 @@
 """HTTP/1.1 as the HTTP source speaks it: kept-alive connections, basic authentication from the
-config, and several byte ranges in one request (docs/LOADING.md, "HTTP sources").
+config, and several byte ranges in one request (docs/LOADING.md, "Decisions where DESIGN is
+silent", row "HTTP sources").
 
 - **Connections** (``Connections``): a request takes an idle connection of the pool (or opens
   one) and gives it back once its response was read to its end, so a run of small requests
@@ -9,9 +10,9 @@ config, and several byte ranges in one request (docs/LOADING.md, "HTTP sources")
 - **Streams** (``HttpStream``): one file's bytes from an offset, resumed with ``Range`` from
   the first byte not received when a transfer ends before its ``Content-Length``
   (docs/RELIABILITY.md, "Sources that misbehave").
-- **Credentials** (``source_credentials``): ``source_password`` (``DEBL_SOURCE_PASSWORD``),
-  else the first line of ``source_password_file``, which must be its owner's alone; the user
-  ``source_user``. Never from a URL (``loaders.source.check_no_password``).
+- **Credentials** (``source_credentials``): ``source.password`` (``DEBL_SOURCE_PASSWORD``),
+  else the first line of ``source.password_file``, which must be its owner's alone; the user
+  ``source.user``. Never from a URL (``loaders.source.check_no_password``).
 - **Several ranges** (``range_header``, ``parse_byteranges``): ``Range: bytes=A-B,C-D,...``
   answered 206 with a ``multipart/byteranges`` body (RFC 9110 section 14.6), each part with its
   ``Content-Range``. A part is cut by its length, never by searching for the boundary, which
@@ -54,8 +55,8 @@ class Credentials:
 
 
 def source_credentials(config: Config) -> Credentials | None:
-    """The configured credentials of HTTP sources: ``source_password``, else the first line of
-    ``source_password_file``, with ``source_user``; None when no password is configured.
+    """The configured credentials of HTTP sources: ``source.password``, else the first line of
+    ``source.password_file``, with ``source.user``; None when no password is configured.
     ConfigError for a password file that group or others may read or write (or that cannot be
     read): a password readable by other local users is what this avoids."""
     password = config.source.password
@@ -66,7 +67,7 @@ def source_credentials(config: Config) -> Credentials | None:
                 mode = os.fstat(f.fileno()).st_mode
                 if mode & 0o077:
                     raise ConfigError(
-                        f"source_password_file {path} has mode {stat.filemode(mode)}: group or "
+                        f"source.password_file {path} has mode {stat.filemode(mode)}: group or "
                         f"others may read or change it; make it yours alone (chmod 600 {path})")
                 password = f.readline().rstrip("\r\n")
         except OSError as exc:

@@ -261,7 +261,7 @@ _NO_DATANODE = re.compile(r"could only be written to 0 of the \d+ minReplication
 OUT_OF_HEAP = frozenset({"java.lang.OutOfMemoryError"})
 UNREACHABLE_HINT = " (a service does not answer: is the stack up? `debl stack status`)"
 HEAP_HINT = (" (if the log above shows java.lang.OutOfMemoryError, a task ran out of heap: "
-             "raise spark_driver_memory under local[N], spark_executor_memory on a cluster "
+             "raise spark.driver_memory under local[N], spark.executor_memory on a cluster "
              "(DEBL_SPARK_DRIVER_MEMORY, DEBL_SPARK_EXECUTOR_MEMORY), or make buckets or chunks "
              "smaller)")
 OLD_JAR_HINT = (" (is .debl/lib/debl-jobs.jar built from this checkout? "

@@ -134,7 +134,7 @@ def load_lock(config: Config) -> Iterator[None]:
     if lock is None:
         raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
                              f"{config.mysql.database!r}, lock {name}): wait for it to end (`debl "
-                             "status`), or give this load another mysql_database")
+                             "status`), or give this load another mysql.database")
     try:
         yield
     finally:
@@ -142,6 +142,9 @@ def load_lock(config: Config) -> Iterator[None]:
 
 
 DEBL_APPROACHES = ("debl", "debl-cold")  # DeBL's own loads; the others: debl.bench.baselines
+# The loads that may answer before their uptime: DeBL's own, and the bench's variants of them
+# (the baselines' loads do not: docs/LOADING.md, "Answers before the copy ends").
+EARLY_APPROACHES = (*DEBL_APPROACHES, "debl-fifo", "debl-raw")
 DEFAULT_HOT_SHARE = 0.2  # the paper's "2g mysql" of a 10 GB input
 
 
@@ -291,7 +294,7 @@ class LoadRun:
         catalog.files.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                                    seq in hot_seqs) for seq, f in files])
         note_manifests(self.config, catalog, load_id, files, self.progress.message,
-                       options.approach in DEBL_APPROACHES and not options.wait_for_hot)
+                       options.approach in EARLY_APPROACHES and not options.wait_for_hot)
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:
             catalog.loads.set_bucket_map(load_id, bucket_map)
@@ -363,7 +366,7 @@ class LoadRun:
             catalog.loads.make_current(load_id, t_up, summary.as_dict())
         progress.up(summary)
         if hot_chunks and not state.hot_done and self._hot_path is None:
-            # hot_path_start "uptime": MySQL takes the hot files in once nothing else of the
+            # loading.hot_path_start "uptime": MySQL takes the hot files in once nothing else of the
             # load competes with it for the CPU (docs/LOADING.md, "Uptime without MySQL").
             self._hot_path = self._background.submit(self._run_hot, source, hot, rejects,
                                                      max_bad, hot_chunks)
@@ -436,7 +439,8 @@ def _done(bucket_map: BucketMap) -> Future:
 
 def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) -> None:
     """Record the load as failed, and tell the user how to go on: a load stopped by a service
-    or its source continues where it stopped (docs/LOADING.md, "Resume"); the current day keeps
+    or its source continues where it stopped (docs/LOADING.md, "Decisions where DESIGN is
+    silent", row "Resume"); the current day keeps
     serving meanwhile. If MySQL itself is what failed, the state cannot be recorded; the load
     stays ``running``, which a resume takes as well."""
     try:

@@ -23,6 +23,7 @@ Pitfalls:
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +31,7 @@ from debl.buckets import BucketMap
 from debl.bucket_file import encode
 from debl.catalog import BucketChunk
 from debl.config import Config
+from debl.errors import ServiceError
 from debl.manifest import Manifest, claim_violations
 from debl.model import CHECKSUM_MOD, REJECT_PREFIX, ParseError, line_body, line_checksum, \
     parse_line, too_long
@@ -111,12 +113,25 @@ def bucket_locally(config: Config, hdfs: WebHDFS, chunk: Chunk, bucket_map: Buck
                 violations.append(found)
     name = chunk_name(chunk.chunk_no)
     with ThreadPoolExecutor(_WRITERS, thread_name_prefix="local-dist_ch") as pool:
-        list(pool.map(lambda b: hdfs.write_atomic(f"{bucket_dir}/{b}/{name}.0",
-                                                  encode(buckets[b].lines)), sorted(buckets)))
+        list(pool.map(lambda b: _write(hdfs, f"{bucket_dir}/{b}/{name}.0",
+                                       encode(buckets[b].lines)), sorted(buckets)))
     parts = [BucketChunk(b, chunk.chunk_no, o.rows, o.size, o.checksum % CHECKSUM_MOD,
                          f"{bucket_dir}/{b}/{name}", o.lo, o.hi)
              for b, o in sorted(buckets.items())]
     return DistResult(chunk.chunk_no, parts, rejects, per_file, violations)
+
+
+def _write(hdfs: WebHDFS, path: str, data: bytes, attempts: int = 3) -> None:
+    """Write one bucket file (a temporary name renamed over *path*: written again whole if a
+    DataNode dropped the connection, as a busy one does; the last failure is raised)."""
+    for attempt in range(attempts):
+        try:
+            hdfs.write_atomic(path, data)
+            return
+        except ServiceError:
+            if attempt + 1 == attempts:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def _lines(block: bytes) -> list[bytes]:

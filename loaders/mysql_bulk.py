@@ -58,7 +58,9 @@ from loaders.rejects import RejectPart
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
-RUN_BYTES = 1 << 30  # input bytes merged in memory at once: about 2.6 bytes of RSS each
+# Input bytes merged in memory at once: the merge's resident memory is a small multiple of them
+# (docs/LOADING.md, "The hot path's cost", has the figure), so a run stays within the host's.
+RUN_BYTES = 1 << 30
 STREAMS = 2  # LOAD DATA statements that load the winners side by side (two cores)
 PIPE_BYTES = 1 << 20
 

@@ -5,7 +5,7 @@ the load: ``hot.tsv`` for the hot path, ``chunk-NNNNN.tsv`` for each cold chunk 
 of ``debl_file_counts``). Each holds a header (its first line, the only one that starts with
 ``#`` on purpose), then one record per line:
 ``file <TAB> line_no <TAB> reason <TAB> the raw line`` (the raw line last, since it may hold tabs;
-of a line over ``max_line_bytes`` only its first bytes, as the reason says).
+of a line over ``loading.max_line_bytes`` only its first bytes, as the reason says).
 
 Why one file per part: a part that runs again (a resumed load redoes the hot path if it had not
 finished, and every chunk after the last bucketed one) replaces its own file, so nothing is ever

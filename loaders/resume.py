@@ -1,5 +1,6 @@
 """Resuming a load (``debl load SOURCE --resume LOAD_ID``): what it may continue, and the one
-consistent state it continues from (docs/LOADING.md, "Resume").
+consistent state it continues from (docs/LOADING.md, "Decisions where DESIGN is silent", row
+"Resume").
 
 - Only the newest load can be resumed: resuming an older one, superseded by a newer load, is
   refused naming the newer one (it once deleted the files of the load being served).

@@ -1,15 +1,15 @@
 """Split points by sampling: a load's bucket map, drawn from its cold files before the copy.
 
-The id space is cut so that buckets hold about ``bucket_target_bytes`` each, whatever the ids
-look like (dense, sparse, clustered) and however the input is laid out (a range dump: each file
+The id space is cut so that buckets hold about ``loading.bucket_target_bytes`` each, whatever the
+ids look like (dense, sparse, clustered) and however the input is laid out (a range dump: each file
 one contiguous id1 range; a change log: each file all ids), as TeraSort samples its input before
 it sorts (docs/LOADING.md, "Bucket boundaries"):
 
 1. **Reads.** Every cold file is cut into ``k`` equal strata, ``k`` from the file's share of
-   the cold bytes (``sample_reads_per_bucket`` per ``bucket_target_bytes``); one ranged read of
-   ``sample_bytes`` falls in each stratum, at a phase that differs from file to file (so that
-   files with the same id order, as in a change log, are not all read at the same ids). A file
-   smaller than one read is read whole. A file's reads are asked together
+   the cold bytes (``loading.sample_reads_per_bucket`` per ``loading.bucket_target_bytes``); one
+   ranged read of ``loading.sample_bytes`` falls in each stratum, at a phase that differs from file
+   to file (so that files with the same id order, as in a change log, are not all read at the same
+   ids). A file smaller than one read is read whole. A file's reads are asked together
    (``Source.read_ranges``: over HTTP up to 128 ranges a request, one ``multipart/byteranges``
    answer), a few files at once: a request each cost a round trip and, beside the hot path's
    busy threads, a wait for the interpreter lock per request (docs/LOADING.md, "Bucket
@@ -19,19 +19,19 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
    ``debl.model.parse_line``; bad lines do not count. The read stands for its stratum's bytes,
    shared among its lines by their length: each sampled id1 carries the bytes it stands for.
 3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
-   never cut, so one bucket holds the heaviest id whole; with ``bucket_target_covers_heaviest``
-   (the default) the target is at least that id's weight, so buckets stay about even
-   (LinkBench's heaviest id alone outweighs the default target: docs/LOADING.md, "Bucket
-   boundaries"). Over the id1s in order, buckets are filled greedily up to a limit, an id
-   heavier than the limit alone in its bucket; the limit is the smallest (found by bisection)
-   with which that many buckets hold everything: no such cut has a heavier bucket of several
-   ids, and a heavy id ends up in a bucket of its own instead of doubling its neighbour.
+   never cut, so one bucket holds the heaviest id whole; with
+   ``loading.bucket_target_covers_heaviest`` (the default) the target is at least that id's weight,
+   so buckets stay about even (LinkBench's heaviest id alone outweighs the default target:
+   docs/LOADING.md, "Bucket boundaries"). Over the id1s in order, buckets are filled greedily up to
+   a limit, an id heavier than the limit alone in its bucket; the limit is the smallest (found by
+   bisection) with which that many buckets hold everything: no such cut has a heavier bucket of
+   several ids, and a heavy id ends up in a bucket of its own instead of doubling its neighbour.
 
 Pitfalls:
 
 - Within a sorted file a read's lines are neighbours: the file is resolved to its strata only.
-  Buckets are therefore about ``sample_reads_per_bucket`` strata wide per file; a stratum's error
-  is at most its own bytes.
+  Buckets are therefore about ``loading.sample_reads_per_bucket`` strata wide per file; a stratum's
+  error is at most its own bytes.
 - The map is decided once, before the first chunk, and recorded with the load: a resumed load
   uses the recorded map, never a new sample (its bucketed chunks were cut by the old one).
 """
@@ -108,8 +108,8 @@ def _ids_and_lengths(block: bytes) -> tuple[list[int], list[int]]:
     """The id1 and length (line end included) of each valid line of *block* (whole lines; the
     last may lack its newline at the end of a file). A block whose lines all take
     ``parse_line``'s fast path (``debl.line_block.LINE``, checked at C speed) has its id1s
-    read straight off (a third of the time); any other is parsed line by line, bad lines left
-    out."""
+    read straight off, much faster (docs/LOADING.md, "What the sample costs"); any other is
+    parsed line by line, bad lines left out."""
     whole = block if block.endswith(b"\n") or not block else block + b"\n"
     if _WELL_FORMED.fullmatch(whole) is not None:
         lines = whole.split(b"\n")[:-1]

@@ -31,11 +31,12 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
   shorter or longer than its listing, or one that changed while it was read, is a SourceError
   and never a silent mix of two versions.
 
-Credentials (docs/LOADING.md, "HTTP sources"): an HTTP source's password comes from the config
-(``source_password`` / ``DEBL_SOURCE_PASSWORD``, or ``source_password_file``, a file only its
+Credentials (docs/LOADING.md, "Decisions where DESIGN is silent", row "HTTP sources"): an HTTP
+source's password comes from the config
+(``source.password`` / ``DEBL_SOURCE_PASSWORD``, or ``source.password_file``, a file only its
 owner may read), never from the URL: a URL with a password is refused, since it would sit in
 ``debl load``'s argv (readable by any local user in /proc) and the shell's history. The user is
-``source_user`` or the URL's ``user@``. ``describe()`` and every message show a URL without a
+``source.user`` or the URL's ``user@``. ``describe()`` and every message show a URL without a
 password (``redact_url``).
 
 Connections: an HTTP source keeps its connections open between requests (HTTP/1.1 keep-alive,
@@ -273,7 +274,7 @@ class HttpSource(Source):
                 else None)
         if credentials is not None and user is None:
             raise SourceError(f"source {self.url}: a source password is configured but no "
-                              "user: set source_user (DEBL_SOURCE_USER) or give user@ in the URL")
+                              "user: set source.user (DEBL_SOURCE_USER) or give user@ in the URL")
         password = credentials.password if credentials is not None else ""
         self._auth = basic_auth(user, password) if user is not None else {}
         self._parsed = parsed
@@ -297,7 +298,7 @@ class HttpSource(Source):
                     "--bucket-width W` to do without the sample)"
                     if 206 in accept and resp.status == 200 else
                     ": it wants credentials (or others): set DEBL_SOURCE_USER and "
-                    "DEBL_SOURCE_PASSWORD, or source_user and source_password_file, a file only "
+                    "DEBL_SOURCE_PASSWORD, or source.user and source.password_file, a file only "
                     "you can read (README, \"Configuration\")"
                     if resp.status in (401, 403) else "")
             raise SourceError(f"source {self.url}/{path} answered HTTP {resp.status}{hint}")
@@ -458,7 +459,7 @@ def check_no_password(spec: str | Path) -> None:
             f"source {redact_url(text)}: the URL holds a password, which would be in the "
             "command line (readable by every local user in /proc) and in the shell's history: "
             "give the URL without it, and the password in DEBL_SOURCE_PASSWORD or in a file "
-            "only you can read named by source_password_file (README, \"Configuration\")")
+            "only you can read named by source.password_file (README, \"Configuration\")")
 
 
 def redact_url(text: str) -> str:
@@ -471,7 +472,7 @@ def redact_url(text: str) -> str:
 def open_source(spec: str | Path, config: Config | None = None, *,
                 retries: int | None = None) -> Source:
     """A Source for a directory path or an http(s) URL; with *config*, an HTTP source takes
-    its retries (``source_retries``) and credentials (``source_credentials``) from it."""
+    its retries (``source.retries``) and credentials (``source_credentials``) from it."""
     text = str(spec)
     if retries is None:
         retries = config.source.retries if config is not None else RETRIES

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -26,10 +27,12 @@ MTIME_SLACK = 1e-6  # seconds: a float's rounding, never a rewrite of the file
 
 
 class DirectoryIndex:
-    """The manifests that ``<directory>/index.json`` gives the directory's files."""
+    """The manifests that ``<directory>/index.json`` gives the directory's files. Thread-safe
+    (a source server lists from many threads)."""
 
     def __init__(self, directory: Path):
         self.path = Path(directory) / INDEX
+        self._lock = threading.Lock()
         self._version: tuple[int, ...] | None = None  # the stat of the index.json read
         self._entries: dict[str, dict] = {}
         self._error: str | None = None  # why the whole index cannot be used
@@ -39,14 +42,15 @@ class DirectoryIndex:
         """The manifest of the file *name* as it is now (*size*, *mtime*), and the message of
         why it has none where it should: ``(None, None)`` without an index or an entry
         without manifest."""
-        if not self._read():
-            return None, None
-        if self._error is not None:
-            return None, f"{name}: {self._error}"
-        key = (name, size, mtime)
-        if key not in self._found:
-            self._found[key] = self._match(name, size, mtime)
-        return self._found[key]
+        with self._lock:
+            if not self._read():
+                return None, None
+            if self._error is not None:
+                return None, f"{name}: {self._error}"
+            key = (name, size, mtime)
+            if key not in self._found:
+                self._found[key] = self._match(name, size, mtime)
+            return self._found[key]
 
     def _read(self) -> bool:
         """Whether there is an index (read again if it changed)."""

@@ -23,7 +23,7 @@ debl stack up
 
 # A namespace of its own: every approach empties the stores of its namespace before it loads.
 export DEBL_MYSQL_DATABASE=${DEBL_MYSQL_DATABASE:-debl_demo}
-export DEBL_LINK_TABLE=${DEBL_LINK_TABLE:-demo_links}
+export DEBL_MYSQL_LINK_TABLE=${DEBL_MYSQL_LINK_TABLE:-demo_links}
 export DEBL_HBASE_TABLE=${DEBL_HBASE_TABLE:-demo_links}
 export DEBL_HDFS_ROOT=${DEBL_HDFS_ROOT:-/debl-demo}
 

@@ -18,12 +18,13 @@ import click
 
 from debl.config import load_config
 from debl.errors import DeblError
+from debl.faults.early_kills import EARLY_KILLS
 from debl.faults.kills import KILLS
 from debl.faults.outages import OUTAGES
 from debl.faults.runner import run_campaign
 from debl.faults.table import markdown
 
-TARGETS = {**KILLS, **OUTAGES}
+TARGETS = {**KILLS, **EARLY_KILLS, **OUTAGES}
 
 
 @click.command()
@@ -42,7 +43,7 @@ def main(trials: int, targets: str, seed: int, answers: int, out: Path | None) -
     """Kill DeBL's commands at random moments, recover them as the docs say, and check that
     nothing was lost, doubled, left running or left unexplained."""
     config = load_config()
-    groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(TARGETS)}
+    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES), "all": list(TARGETS)}
     names = [n for t in targets.split(",") if t.strip() for n in groups.get(t.strip(), [t.strip()])]
     unknown = [n for n in names if n not in TARGETS]
     if unknown:

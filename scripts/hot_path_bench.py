@@ -13,7 +13,7 @@ costs, its wall time how much the others left it. docs/LOADING.md, "The hot path
 quotes it.
 
 It runs against any checkout: old code without the ``table`` parameter gets the table through
-``link_table`` instead, so an A/B of two checkouts is ``PYTHONPATH=A python ...`` then
+``mysql.link_table`` instead, so an A/B of two checkouts is ``PYTHONPATH=A python ...`` then
 ``PYTHONPATH=B python ...``, alternated.
 """
 
@@ -107,7 +107,7 @@ def main() -> int:
     if "table" in inspect.signature(mysql_bulk.load_hot).parameters:
         kwargs["table"] = args.table
     else:
-        config = dataclasses.replace(config, link_table=args.table)
+        config = dataclasses.replace(config, mysql_link_table=args.table)
     with tempfile.TemporaryDirectory(prefix="hot-bench-") as tmp:
         with RejectWriter(Path(tmp)).open_part("hot") as part, CpuSampler(args.server_pid) as cpu:
             t0 = time.time()

@@ -9,11 +9,14 @@ DeBL's own modules), within a layer and between each pair of layers; the **upwar
 module importing one of a higher layer); the **sideways** arrows (between the pipeline and the
 query side, which stand side by side on the foundation and know nothing of each other); the
 **hidden** arrows (``importlib.import_module`` / ``__import__``, and imports inside a function
-without a ``# lazy import: <why>`` comment on the line or directly above it); the largest
-modules with their lines; and the modules over ``MAX_LINES`` lines (one module per role, under
-500 lines: docs/ARCHITECTURE.md). These are the figures docs/ARCHITECTURE.md refers to instead
-of quoting them. ``--arrows`` also lists every arrow between layers; ``--check`` exits 1 if any
-upward, sideways or hidden arrow exists (tests/test_import_graph.py runs the same check).
+without a ``# lazy import: <why>`` comment on the line or directly above it); the import
+**cycles** (modules that import each other, directly or around a circle, by any import: one
+inside a function or under ``if TYPE_CHECKING:`` counts too, as it ties the two modules' code
+together all the same); the largest modules with their lines; and the modules over
+``MAX_LINES`` lines (one module per role, under 500 lines: docs/ARCHITECTURE.md). These are the
+figures docs/ARCHITECTURE.md refers to instead of quoting them. ``--arrows`` also lists every
+arrow between layers; ``--check`` exits 1 if any upward, sideways or hidden arrow or any cycle
+exists (tests/test_import_graph.py runs the same check).
 
 Pitfalls: an import inside ``if``/``try`` at module level is a module-level import, not a hidden
 one. Only imports of DeBL's own modules are arrows; a hidden import of a third-party module
@@ -46,6 +49,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("debl.workload", "application"),  # LinkBench's generator and query client, and its targets
     ("debl.faults", "application"),  # the fault campaign (scripts/faults.py)
     ("debl.ui", "application"),  # the live status page (`debl ui`)
+    ("debl.status", "application"),  # what `debl status` and `debl ui` read of the catalog
     # pipeline and query side
     ("loaders", "pipeline"),
     ("coordinator", "query"),
@@ -85,6 +89,41 @@ class Graph:
     def sideways(self) -> list[Arrow]:
         return [a for a in self.arrows
                 if {layer_of(a.importer), layer_of(a.imported)} == {"pipeline", "query"}]
+
+    def cycles(self) -> list[tuple[str, ...]]:
+        """The import cycles: each set of modules that reach one another through arrows
+        (a strongly connected component of two or more), its modules sorted; sorted."""
+        edges: dict[str, set[str]] = {}
+        for a in self.arrows:
+            edges.setdefault(a.importer, set()).add(a.imported)
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        found: list[tuple[str, ...]] = []
+
+        def visit(module: str) -> None:  # Tarjan's algorithm
+            index[module] = low[module] = len(index)
+            stack.append(module)
+            for other in sorted(edges.get(module, ())):
+                if other not in index:
+                    visit(other)
+                    low[module] = min(low[module], low[other])
+                elif other in stack:
+                    low[module] = min(low[module], index[other])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    found.append(tuple(sorted(component)))
+
+        for module in sorted(set(edges) | set(self.modules)):
+            if module not in index:
+                visit(module)
+        return sorted(found)
 
     def largest(self) -> tuple[str, int]:
         name = max(self.lines, key=lambda m: (self.lines[m], m))
@@ -212,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arrows", action="store_true", help="list every arrow between layers")
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 on any upward, sideways or hidden arrow")
+                        help="exit 1 on any upward, sideways or hidden arrow, or any import cycle")
     args = parser.parse_args(argv)
     graph = build()
     counts = {}
@@ -231,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hidden arrows: {len(graph.hidden)}")
     for a in graph.hidden:
         print(f"  {a.path}:{a.line}  {a.importer} -> {a.imported}")
+    cycles = graph.cycles()
+    print(f"import cycles: {len(cycles)}")
+    for cycle in cycles:
+        print(f"  {' <-> '.join(cycle)}")
 
     def sized(modules: list[tuple[str, int]]) -> str:
         return ", ".join(f"{graph.modules[name].relative_to(ROOT)} {n}" for name, n in modules)
@@ -243,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         for importer, imported in sorted({(a.importer, a.imported) for a in graph.arrows}):
             if layer_of(importer) != layer_of(imported):
                 print(f"  {importer} ({layer_of(importer)}) -> {imported} ({layer_of(imported)})")
-    bad = upward or sideways or graph.hidden
+    bad = upward or sideways or graph.hidden or cycles
     return 1 if args.check and bad else 0
 
 

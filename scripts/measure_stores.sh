@@ -14,10 +14,10 @@ mkdir -p "$out"
 [ -d "$data" ] || debl generate "$data" --max-id $max_id --files 10 --days 10 --seed 1 --json \
   > "$out/generate.json"
 
-mysql_ns=(env DEBL_MYSQL_DATABASE=debl_m3 DEBL_LINK_TABLE=m3_links DEBL_HBASE_TABLE=m3_links
+mysql_ns=(env DEBL_MYSQL_DATABASE=debl_m3 DEBL_MYSQL_LINK_TABLE=m3_links DEBL_HBASE_TABLE=m3_links
           DEBL_HDFS_ROOT=/debl-m3)
-hbase_ns=(env DEBL_MYSQL_DATABASE=debl_h3 DEBL_LINK_TABLE=h3_links DEBL_HBASE_TABLE=h3_links
-          DEBL_HDFS_ROOT=/debl-h3 DEBL_RUN_BUCKETS=4)
+hbase_ns=(env DEBL_MYSQL_DATABASE=debl_h3 DEBL_MYSQL_LINK_TABLE=h3_links DEBL_HBASE_TABLE=h3_links
+          DEBL_HDFS_ROOT=/debl-h3 DEBL_GEN_HF_RUN_BUCKETS=4)
 "${mysql_ns[@]}" debl load "$data" --hot-bytes 100GB --json > "$out/load-mysql.json"
 "${hbase_ns[@]}" debl load "$data" --no-hot --chunk-size 128MiB --json > "$out/load-hbase.json"
 "${hbase_ns[@]}" debl gen-hf --until-complete > "$out/gen-hf.log" 2>&1

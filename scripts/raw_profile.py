@@ -16,7 +16,7 @@ of what each buys: ``native`` (reads through WebHDFS, by path, as before), ``fil
 file's filter tested alone, all 7 positions computed), ``search`` (the key's run found by a regular expression scanning the
 block), ``pool`` (a single read on the query's own thread, unbounded).
 
-    DEBL_RAW_AFTER=0 python scripts/raw_profile.py --threads 16 --requests 20000 \\
+    DEBL_COORDINATOR_RAW_AFTER=0 python scripts/raw_profile.py --threads 16 --requests 20000 \\
         --max-id 4002910 [--recency-share 0.9] [--watch NAMENODE_PID DATANODE_PID]
 
 Pitfall: the counters cost about 100 µs of the client's CPU per query; compare runs made with

@@ -10,7 +10,8 @@ fields dist_ch adds). Run it alone on the machine: the times are wall-clock.
     python scripts/sample_cost.py DIR [DIR ...] [--url URL ...] [--repeat N] [--busy]
 
 ``--url`` is given once per DIR, in the same order. The config is the usual one (debl.toml,
-``DEBL_*``): ``bucket_target_bytes``, ``sample_reads_per_bucket``, ``sample_bytes``.
+``DEBL_*``): ``loading.bucket_target_bytes``, ``loading.sample_reads_per_bucket``,
+``loading.sample_bytes``.
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ HOSTILE = [
     ("a field extra", b"5\t%d\t6\t1\tx\t100\t1\t1" % LT,
      "expected 7 tab-separated fields, found 8"),
     ("an empty line", b"", "expected 7 tab-separated fields, found 1"),
-    ("a line of 3 MiB, over max_line_bytes", LONG,
-     f"line is {len(LONG)} bytes, more than max_line_bytes={LIMIT}; the reject file keeps "
-     f"its first {REJECT_PREFIX}"),
+    ("a line of 3 MiB, over loading.max_line_bytes", LONG,
+     f"line is {len(LONG)} bytes, more than loading.max_line_bytes={LIMIT}; the reject file "
+     f"keeps its first {REJECT_PREFIX}"),
 ]
 # Valid lines that look hostile: they must load and round-trip exactly.
 ODD_BUT_VALID = [

@@ -37,7 +37,7 @@ INPUT = GenerateSpec(max_id=8001, files=10, days=10, seed=3, max_degree=40, upda
 
 def namespaced(config):
     return config.replace(mysql_database="debl_benchtest", hbase_table="benchtest_links",
-                          link_table="benchtest_links", hdfs_root="/debl-benchtest")
+                          mysql_link_table="benchtest_links", hdfs_root="/debl-benchtest")
 
 
 def hot_names(config, load_id: str) -> set[str]:
@@ -209,12 +209,12 @@ def test_hbase_baselines_hold_every_merged_row_at_uptime(config, spark, bench, d
 def test_only_debl_raw_has_the_raw_route():
     from debl.bench import coordinator_config
 
-    on = Config(raw_after=2.0)
+    on = Config(coordinator_raw_after=2.0)
     assert coordinator_config(on, APPROACHES["debl"].raw_route).coordinator.raw_after is None
     assert coordinator_config(on, APPROACHES["debl-fifo"].raw_route).coordinator.raw_after is None
     assert coordinator_config(on, APPROACHES["debl-cold"].raw_route).coordinator.raw_after is None
     assert coordinator_config(on, APPROACHES["debl-raw"].raw_route).coordinator.raw_after == 2.0
-    off = Config(raw_after=None)
+    off = Config(coordinator_raw_after=None)
     assert Config().coordinator.raw_after is not None  # debl-raw falls back on the default
     assert coordinator_config(off, APPROACHES["debl-raw"].raw_route).coordinator.raw_after == \
         Config().coordinator.raw_after

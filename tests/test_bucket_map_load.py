@@ -56,9 +56,10 @@ RANGES = GenerateSpec(max_id=9001, files=5, days=5, seed=31, max_degree=30, upda
 
 
 def namespace(config, name: str):
-    return replace(config, mysql_database=f"debl_{name}", link_table=f"{name}_links",
-                   hbase_table=f"{name}_links", hdfs_root=f"/debl-{name}", poll_interval=0.2,
-                   run_buckets=4, bucket_target_bytes=TARGET, sample_bytes=1024)
+    return replace(config, mysql_database=f"debl_{name}", mysql_link_table=f"{name}_links",
+                   hbase_table=f"{name}_links", hdfs_root=f"/debl-{name}",
+                   coordinator_poll_interval=0.2, gen_hf_run_buckets=4,
+                   loading_bucket_target_bytes=TARGET, loading_sample_bytes=1024)
 
 
 def append_keeping_mtime(path: Path, lines: list[Link]) -> None:
@@ -203,7 +204,7 @@ def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conver
         assert raw.links == reference.get_link_list(*cold_key)
         assert raw.bucket == bucket_map.bucket_of(cold_key[0])
     # ... and waits for its bucket with the paper's buffering.
-    with Coordinator(config.replace(raw_after=None)) as coordinator:
+    with Coordinator(config.replace(coordinator_raw_after=None)) as coordinator:
         waiting = coordinator.query(*cold_key, timeout=0.3, partial=True)
         assert (waiting.route, waiting.complete) == ("partial", False)
         assert waiting.bucket == bucket_map.bucket_of(cold_key[0])
@@ -212,7 +213,7 @@ def test_hot_ids_outside_every_cold_span_are_answered_by_mysql_before_any_conver
 def test_a_buffered_cold_query_steers_gen_hf_and_is_released_with_the_reference_answer(
         range_dump):
     config, _, _, _, reference = range_dump
-    config = config.replace(raw_after=None)  # the paper's buffering
+    config = config.replace(coordinator_raw_after=None)  # the paper's buffering
     with Catalog(config) as catalog:
         load = catalog.loads.current()
         buckets = catalog.index.buckets(load.load_id)
@@ -249,10 +250,7 @@ def test_a_buffered_cold_query_steers_gen_hf_and_is_released_with_the_reference_
 def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path):
     config = namespace(stack_config, "scaleresume")
     directory = clustered_dataset(tmp_path / "links")
-    env = {**os.environ, "DEBL_STATE_DIR": str(config.state_dir),
-           "DEBL_MYSQL_DATABASE": config.mysql.database, "DEBL_LINK_TABLE": config.mysql.link_table,
-           "DEBL_HBASE_TABLE": config.hbase.table, "DEBL_HDFS_ROOT": config.hdfs.root,
-           "DEBL_BUCKET_TARGET_BYTES": str(TARGET), "DEBL_SAMPLE_BYTES": "1024"}
+    env = config.child_env()  # its namespace, TARGET and a sample of 1024 bytes
     Catalog(config, replace_older=True).close()  # a catalog this DeBL reads, for the polling
     proc = subprocess.Popen(
         [sys.executable, "-m", "debl", "load", str(directory), "--no-hot", "--chunk-size", "64KiB"],
@@ -273,7 +271,7 @@ def test_a_resumed_load_keeps_the_map_it_recorded(stack_config, spark, tmp_path)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     # A new sample with another target would cut elsewhere: the resume must not take one.
-    other = replace(config, bucket_target_bytes=3 * TARGET)
+    other = replace(config, loading_bucket_target_bytes=3 * TARGET)
     source = LocalSource(directory)
     assert sample_bucket_map(other, source, source.list()) != recorded_map
 

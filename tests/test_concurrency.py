@@ -192,7 +192,7 @@ def test_a_new_load_under_a_running_coordinator_never_gets_empty_answers(stack_c
     stop = threading.Event()
     with HostileSource(tmp_path) as server:
         first = run_load(stack_config, server.url, options)
-        with Coordinator(stack_config.replace(poll_interval=3.0)) as c:
+        with Coordinator(stack_config.replace(coordinator_poll_interval=3.0)) as c:
             def ask() -> None:
                 i = 0
                 while not stop.is_set():

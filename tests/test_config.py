@@ -1,5 +1,6 @@
 """Config: defaults, TOML, environment, validation, the password kept out of repr, and its
-typed sections read and replaced by the settings' keys."""
+typed sections read and replaced by the settings' names. How each setting is spelt (one table,
+old spellings, the nearest setting of a misspelt one): tests/test_config_spellings.py."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 import dataclasses
 import operator
 import pickle
+import re
 
 import pytest
 
-from debl.config import KEYS, SECTIONS, Config, MysqlConfig, load_config
+from debl.config import SECTIONS, SPELLINGS, Config, MysqlConfig, load_config
 from debl.errors import ConfigError
 
 
@@ -26,9 +28,10 @@ def test_defaults_point_at_the_local_stack(tmp_path, monkeypatch):
 
 def test_toml_tables_and_env_override(tmp_path):
     path = tmp_path / "debl.toml"
-    path.write_text('chunk_size = 1024\n[mysql]\nport = 4000\nengine = "MyISAM"\n'
+    path.write_text('[loading]\nchunk_size = 1024\n[mysql]\nport = 4000\nengine = "MyISAM"\n'
                     '[spark]\nmaster = "spark://h:7077"\n')
-    config = load_config(path, env={"DEBL_MYSQL_PORT": "4001", "DEBL_POLL_INTERVAL": "0.25"})
+    config = load_config(path, env={"DEBL_MYSQL_PORT": "4001",
+                                    "DEBL_COORDINATOR_POLL_INTERVAL": "0.25"})
     assert config.mysql.port == 4001
     assert config.mysql.engine == "MyISAM"
     assert config.spark.master == "spark://h:7077"
@@ -38,16 +41,16 @@ def test_toml_tables_and_env_override(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("[mysql]\nprot = 1\n", "unknown setting 'mysql_prot'"),
-    ('link_table = "links; DROP TABLE x"\n', "not a plain SQL identifier"),
+    ("[mysql]\nprot = 1\n", "unknown setting [mysql] prot: did you mean [mysql] port"),
+    ('[mysql]\nlink_table = "links; DROP TABLE x"\n', "not a plain SQL identifier"),
     ('[mysql]\nengine = "Memory"\n', "choose one of"),
     ("[mysql]\nport = \"abc\"\n", "not a valid int"),
-    ("chunk_size = 0\n", "must be positive"),
-    ("raw_after = -1\n", "raw_after must be"),
-    ('raw_after = "soon"\n', "not a valid float"),
-    ("[raw]\ncache_bytes = 0\n", "raw_cache_bytes must be positive"),
+    ("[loading]\nchunk_size = 0\n", "loading.chunk_size must be positive"),
+    ("[coordinator]\nraw_after = -1\n", "coordinator.raw_after must be"),
+    ('[coordinator]\nraw_after = "soon"\n', "not a valid float"),
+    ("[coordinator]\nraw_cache_bytes = 0\n", "coordinator.raw_cache_bytes must be positive"),
     ("[mysql\n", "debl.toml"),
-    # mysql_user is quoted into the stack's CREATE USER / GRANT statements.
+    # mysql.user is quoted into the stack's CREATE USER / GRANT statements.
     ("[mysql]\nuser = \"x'@'%' IDENTIFIED BY 'y'; DROP DATABASE debl; -- \"\n",
      "not a plain MySQL user name"),
     ('[mysql]\nuser = "deb\\\\l"\n', "not a plain MySQL user name"),
@@ -55,23 +58,23 @@ def test_toml_tables_and_env_override(tmp_path):
     ('[mysql]\nuser = "%s"\n' % ("u" * 81), "not a plain MySQL user name"),
     # Names DeBL derives from these must fit MySQL's 64 characters (a lock, a staging table).
     ('[mysql]\ndatabase = "%s"\n' % ("d" * 53), "longer than 52 characters"),
-    ('link_table = "%s"\n' % ("t" * 35), "longer than 34 characters"),
-    ("query_timeout = 0\n", "query_timeout must be positive"),
-    ("[source]\nretries = -1\n", "source_retries must be 0 or more"),
+    ('[mysql]\nlink_table = "%s"\n' % ("t" * 35), "longer than 34 characters"),
+    ("[coordinator]\nquery_timeout = 0\n", "coordinator.query_timeout must be positive"),
+    ("[source]\nretries = -1\n", "source.retries must be 0 or more"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, text, message):
     path = tmp_path / "debl.toml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(path, env={})
 
 
 @pytest.mark.parametrize("text, env, expected", [
     ("", {}, Config().coordinator.raw_after),
-    ('raw_after = "off"\n', {}, None),
-    ("raw_after = 2\n", {}, 2.0),
-    ("raw_after = 2\n", {"DEBL_RAW_AFTER": "OFF"}, None),
-    ('raw_after = "off"\n', {"DEBL_RAW_AFTER": "0"}, 0.0),
+    ('[coordinator]\nraw_after = "off"\n', {}, None),
+    ("[coordinator]\nraw_after = 2\n", {}, 2.0),
+    ("[coordinator]\nraw_after = 2\n", {"DEBL_COORDINATOR_RAW_AFTER": "OFF"}, None),
+    ('[coordinator]\nraw_after = "off"\n', {"DEBL_COORDINATOR_RAW_AFTER": "0"}, 0.0),
 ])
 def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
     path = tmp_path / "debl.toml"
@@ -80,13 +83,13 @@ def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
 
 
 def test_mysql_user_from_the_environment_is_validated_too():
-    with pytest.raises(ConfigError, match="mysql_user"):
+    with pytest.raises(ConfigError, match="mysql.user"):
         load_config(env={"DEBL_MYSQL_USER": "debl'@'%"})
     assert load_config(env={"DEBL_MYSQL_USER": "app-reader.2"}).mysql.user == "app-reader.2"
 
 
 def test_unknown_environment_variable_is_an_error():
-    with pytest.raises(ConfigError, match="DEBL_MYSQL_PROT"):
+    with pytest.raises(ConfigError, match="DEBL_MYSQL_PROT: did you mean DEBL_MYSQL_PORT"):
         load_config(Path("/nonexistent/debl.toml"), env={"DEBL_MYSQL_PROT": "1"})
 
 
@@ -103,61 +106,79 @@ def test_password_never_in_repr():
     assert config.mysql_secret == "s3cret-value"
 
 
-def test_every_key_is_in_one_section_and_the_tables_name_their_prefix(tmp_path):
-    """A TOML table [t] k = v is the key t_k wherever that key lives: [mysql] port is
-    config.mysql.port, [spark] workers config.spark.workers; link_table stays a key of its own."""
-    assert len(KEYS) == len(set(KEYS)) == 65
-    assert KEYS["mysql_port"] == ("mysql", "port")
-    assert KEYS["link_table"] == ("mysql", "link_table")
-    assert KEYS["hbase_table"] == ("hbase", "table")
-    assert KEYS["chunk_size"] == ("loading", "chunk_size")
-    assert KEYS["state_dir"] == (None, "state_dir")
-    assert {section for section, _ in KEYS.values()} - {None} == set(SECTIONS)
+def test_every_setting_is_in_one_section_and_a_table_is_its_section(tmp_path):
+    """A TOML table [t] k = v is the setting t.k: [mysql] port is config.mysql.port, [mysql]
+    link_table config.mysql.link_table, [coordinator] raw_after config.coordinator.raw_after."""
+    assert {s.section for s in SPELLINGS.settings} - {None} == set(SECTIONS)
+    assert [s.name for s in SPELLINGS.settings if s.section is None] == \
+        ["state_dir", "service_timeout", "fault_point"]
+    assert len(SPELLINGS.settings) == sum(len(dataclasses.fields(c)) for c in SECTIONS.values()) + 3
     path = tmp_path / "debl.toml"
-    path.write_text("link_table = \"t2\"\n[mysql]\nport = 4001\n[source]\nretries = 2\n"
-                    "[client]\nprocesses = 3\n[ui]\nport = 0\n")
-    config = load_config(path, env={"DEBL_RUN_BUCKETS": "7", "DEBL_HBASE_TABLE": "h2"})
+    path.write_text("[mysql]\nport = 4001\nlink_table = \"t2\"\n[source]\nretries = 2\n"
+                    "[client]\nprocesses = 3\n[ui]\nport = 0\n[coordinator]\nraw_after = 5\n"
+                    "[loading]\nchunk_size = 4096\ncoordinator_ack_timeout = 7\n")
+    config = load_config(path, env={"DEBL_GEN_HF_RUN_BUCKETS": "7", "DEBL_HBASE_TABLE": "h2"})
     assert (config.mysql.port, config.source.retries, config.client.processes, config.ui.port,
             config.mysql.link_table, config.gen_hf.run_buckets, config.hbase.table) == \
         (4001, 2, 3, 0, "t2", 7, "h2")
+    assert (config.coordinator.raw_after, config.loading.chunk_size,
+            config.loading.coordinator_ack_timeout) == (5.0, 4096, 7.0)
 
 
-def test_settings_are_given_and_read_by_their_keys():
-    config = Config(mysql_port=4002, raw_after=None, hdfs_root="/x")
+def test_settings_are_given_by_keyword_and_read_by_name():
+    config = Config(mysql_port=4002, coordinator_raw_after=None, hdfs_root="/x")
     assert (config.mysql.port, config.coordinator.raw_after, config.hdfs.root) == \
         (4002, None, "/x")
-    assert config.setting("mysql_port") == 4002 and config.settings()["hdfs_root"] == "/x"
-    assert set(config.settings()) == set(KEYS)
+    assert config.setting("mysql.port") == 4002 and config.settings()["hdfs.root"] == "/x"
+    assert config.setting("coordinator.raw_after") is None
+    assert list(config.settings()) == [s.name for s in SPELLINGS.settings]
     # replace, Config's own and the dataclasses one, keep every other setting
-    changed = config.replace(mysql_database="other")
+    changed = config.replace(mysql_database="other", loading_chunk_size=4096)
     assert changed.mysql.port == 4002 and changed.mysql.database == "other"
+    assert changed.loading.chunk_size == 4096
     assert dataclasses.replace(config, spark_workers=0).hdfs.root == "/x"
-    # a section given whole, then a key of it on top
+    # a section given whole, then a setting of it on top
     assert Config(mysql=MysqlConfig(port=1, user="u"), mysql_port=2).mysql == \
         MysqlConfig(port=2, user="u")
-    with pytest.raises(ConfigError, match="unknown setting 'mysql_prot'"):
+    with pytest.raises(ConfigError, match=r"unknown setting mysql_prot=: did you mean "
+                                          r"mysql_port= \(mysql\.port\)"):
         Config(mysql_prot=1)
+    misspelt = "mysql.prot"
+    with pytest.raises(ConfigError, match="did you mean 'mysql.port'"):
+        config.setting(misspelt)
     with pytest.raises(AttributeError, match="config.mysql.port"):
-        operator.attrgetter("mysql_port")(config)  # a read by the key says where it went
+        operator.attrgetter("mysql_port")(config)  # a read by the keyword says where it is
+    with pytest.raises(AttributeError, match="config.loading.chunk_size"):
+        operator.attrgetter("chunk_size")(config)
 
 
-def test_a_section_validates_its_keys_by_their_names():
-    with pytest.raises(ConfigError, match="mysql_pool_size must be positive"):
+def test_a_section_validates_its_settings_by_their_names():
+    with pytest.raises(ConfigError, match="mysql.pool_size must be positive"):
         Config(mysql_pool_size=0)
-    with pytest.raises(ConfigError, match="hbase_table="):
+    with pytest.raises(ConfigError, match="hbase.table="):
         Config(hbase_table="no-dashes")
-    with pytest.raises(ConfigError, match="source_retries must be 0 or more"):
+    with pytest.raises(ConfigError, match="source.retries must be 0 or more"):
         Config(source_retries=-1)
+    with pytest.raises(ConfigError, match="loading.hot_path_start must be"):
+        Config(loading_hot_path_start="never")
 
 
-def test_a_config_survives_pickling_and_the_environment_of_a_child():
-    """Spark ships Config to executors; the bench's and campaigns' children get it as DEBL_*."""
-    config = Config(mysql_port=4003, raw_after=1.5, chunk_size=4096, carry_demand=False,
-                    state_dir=Path("/tmp/x"))
+def test_a_config_survives_pickling_and_the_environment_of_a_child(tmp_path, monkeypatch):
+    """Spark ships Config to executors; the bench's and campaigns' children get it as DEBL_*,
+    a setting switched off included, whatever debl.toml the child's working directory holds."""
+    config = Config(mysql_port=4003, coordinator_raw_after=1.5, loading_chunk_size=4096,
+                    gen_hf_carry_demand=False, state_dir=Path("/tmp/x"))
     assert pickle.loads(pickle.dumps(config)) == config
-    env = {f"DEBL_{key.upper()}": str(value)
-           for key, value in config.settings().items() if value is not None}
-    assert load_config(env=env) == config
+    assert load_config(env=config.child_env()) == config
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "debl.toml").write_text("[coordinator]\nraw_after = 7.5\n")
+    off = config.replace(coordinator_raw_after=None)
+    env = off.child_env(DEBL_EXTRA_FOR_TEST="1")
+    assert env["DEBL_COORDINATOR_RAW_AFTER"] == "off" and env["DEBL_EXTRA_FOR_TEST"] == "1"
+    del env["DEBL_EXTRA_FOR_TEST"]
+    assert load_config(env=env) == off
+    # a None that means "not given" (a password) is left out: the child's default is None too
+    assert "DEBL_MYSQL_PASSWORD" not in env and "DEBL_SOURCE_USER" not in env
 
 
 def test_missing_password_names_the_file(tmp_path):
@@ -168,13 +189,13 @@ def test_missing_password_names_the_file(tmp_path):
 
 def test_booleans_from_toml_and_environment(tmp_path):
     path = tmp_path / "debl.toml"
-    path.write_text("bucket_target_covers_heaviest = false\n")
+    path.write_text("[loading]\nbucket_target_covers_heaviest = false\n")
     assert load_config(path, env={}).loading.bucket_target_covers_heaviest is False
     for raw, value in (("true", True), ("0", False), ("No", False), ("1", True)):
-        config = load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": raw})
+        config = load_config(path, env={"DEBL_LOADING_BUCKET_TARGET_COVERS_HEAVIEST": raw})
         assert config.loading.bucket_target_covers_heaviest is value
-    with pytest.raises(ConfigError, match="bucket_target_covers_heaviest='maybe'"):
-        load_config(path, env={"DEBL_BUCKET_TARGET_COVERS_HEAVIEST": "maybe"})
+    with pytest.raises(ConfigError, match="loading.bucket_target_covers_heaviest='maybe'"):
+        load_config(path, env={"DEBL_LOADING_BUCKET_TARGET_COVERS_HEAVIEST": "maybe"})
 
 
 def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
@@ -188,7 +209,7 @@ def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
     four = load_config(path, env={"DEBL_SPARK_WORKER_CORES": "2",
                                   "DEBL_SPARK_WORKER_MEMORY": "2g"})
     assert (four.spark.executor_slots, four.spark.app_cores) == (4, 2)
-    # Without workers: spark_master as set, and no cap unless one is asked for.
+    # Without workers: spark.master as set, and no cap unless one is asked for.
     assert Config().spark.url == Config().spark.master == "local[2]"
     assert Config(spark_master="spark://h:7077").spark.app_cores is None
     assert Config(spark_master="spark://h:7077", spark_cores_max=3).spark.app_cores == 3
@@ -198,11 +219,12 @@ def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
     ({"spark_workers": 2, "spark_master": "spark://h:7077"}, "names another"),
     ({"spark_workers": 1}, "room for 1 executor"),
     ({"spark_workers": 2, "spark_executor_memory": "2g"}, "room for 0 executor"),
-    ({"spark_workers": 2, "spark_executor_cores": 2}, "spark_worker_cores \\(1\\) must be at least"),
+    ({"spark_workers": 2, "spark_executor_cores": 2},
+     "spark.worker_cores \\(1\\) must be at least"),
     ({"spark_workers": -1}, "must be 0 or positive"),
-    ({"spark_executor_memory": "lots"}, "spark_executor_memory 'lots' is not a JVM memory size"),
+    ({"spark_executor_memory": "lots"}, "spark.executor_memory 'lots' is not a JVM memory size"),
     ({"spark_worker_memory": "1.5g"}, "not a JVM memory size"),
-    ({"spark_executor_cores": 0}, "spark_executor_cores must be positive"),
+    ({"spark_executor_cores": 0}, "spark.executor_cores must be positive"),
 ])
 def test_a_spark_cluster_that_cannot_work_is_a_config_error(settings, message):
     with pytest.raises(ConfigError, match=message):
@@ -215,8 +237,8 @@ def test_a_child_keeps_a_setting_that_is_off(tmp_path, monkeypatch):
     config, a setting switched off included, whatever ``debl.toml`` its working directory
     holds; a real child process reads it too."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "debl.toml").write_text("raw_after = 7.5\n")
-    config = Config(raw_after=None, mysql_port=4003, state_dir=tmp_path)
+    (tmp_path / "debl.toml").write_text("[coordinator]\nraw_after = 7.5\n")
+    config = Config(coordinator_raw_after=None, mysql_port=4003, state_dir=tmp_path)
     env = config.child_env()
     assert load_config(env=env) == config
     import subprocess
@@ -226,11 +248,9 @@ def test_a_child_keeps_a_setting_that_is_off(tmp_path, monkeypatch):
                          env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "None"
     # every setting that may be None but is not by default travels as such
-    optional = [key for key, (section, name) in KEYS.items() if section is not None
-                and "None" in next(f.type for f in dataclasses.fields(SECTIONS[section])
-                                   if f.name == name)
-                and Config().setting(key) is not None]
-    assert "raw_after" in optional
-    for key in optional:
-        off = Config(**{key: None})
-        assert load_config(env=off.child_env()).setting(key) is None, key
+    optional = [s for s in SPELLINGS.settings
+                if "None" in s.type and Config().setting(s.name) is not None]
+    assert "coordinator.raw_after" in [s.name for s in optional]
+    for s in optional:
+        off = Config(**{s.key: None})
+        assert load_config(env=off.child_env()).setting(s.name) is None, s.name

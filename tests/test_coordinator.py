@@ -171,8 +171,10 @@ class _StartCoordinatorEarly(LoadProgress):
 
 @pytest.fixture(scope="module")
 def world(stack_config, tmp_path_factory):
-    # The paper's coordinator: buffering only (the raw route: tests/test_raw.py).
-    config = stack_config.replace(mysql_database=DATABASE, poll_interval=POLL, raw_after=None)
+    # The paper's coordinator: buffering only (the raw route: tests/test_raw.py), and no answer
+    # before uptime (tests/test_early_answers.py): a query asked early waits for the uptime.
+    config = stack_config.replace(mysql_database=DATABASE, coordinator_poll_interval=POLL,
+                                  coordinator_raw_after=None, loading_early_answers=False)
     Catalog(config, replace_older=True).close()
     drop_every_load(config)  # no load current: the early coordinator waits for uptime
     directory = tmp_path_factory.mktemp("coordinator") / "links"

@@ -28,7 +28,8 @@ from debl.store.memory import MemoryStore
 
 POLL = 0.05
 LT = 1
-BUFFERING = Config(poll_interval=POLL, raw_after=None)  # the paper's coordinator
+BUFFERING = Config(coordinator_poll_interval=POLL,
+                   coordinator_raw_after=None)  # the paper's coordinator
 
 
 class FakeCatalog:
@@ -127,6 +128,9 @@ class FakeRawReader:
         self.opened_ahead.append(bucket)
         return True
 
+    def serve(self, load_id, hot) -> None:
+        self.serving = (load_id, hot)
+
     def scan_newest_first(self, bucket, id1, link_type, min_time=0):
         self.asked.append(bucket)
         return self.cold.scan_newest_first(id1, link_type, min_time)
@@ -224,7 +228,8 @@ def test_mysql_is_read_only_for_keys_the_hot_key_filter_may_hold(world):
     world["hot"] = CountingStore()
     world["hot"].write_links([(Link(5, LT, 1, 1, b"hot", 10, 0), Origin(1, 0, 1)),
                               (Link(150, LT, 1, 1, b"hot", 10, 0), Origin(1, 0, 2))])
-    with Coordinator(Config(poll_interval=POLL, raw_after=0.0), "test-coordinator") as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=0.0),
+                     "test-coordinator") as c:
         assert c.wait_until_up(5)
         assert c.query(150, LT).links[0].data == b"cold newer"  # loaded: merged
         assert c.query(5, LT).route == "raw"  # pending bucket: raw merged with MySQL
@@ -323,7 +328,7 @@ def test_argument_errors_are_raised_before_any_wait(coord):
 # ---------------------------------------------------------------------------- the raw route
 
 def test_raw_route_answers_after_raw_after_and_still_counts_as_demand(world):
-    with Coordinator(Config(poll_interval=POLL, raw_after=0.2), "raw") as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=0.2), "raw") as c:
         started = time.monotonic()
         answer = c.query(5, LT, timeout=5)
         assert answer.route == "raw" and answer.complete and answer.bucket == 0
@@ -341,10 +346,10 @@ def test_raw_route_answers_after_raw_after_and_still_counts_as_demand(world):
 
 
 def test_raw_after_zero_answers_at_once_and_a_landing_bucket_comes_first(world):
-    with Coordinator(Config(poll_interval=POLL, raw_after=0.0)) as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=0.0)) as c:
         answer = c.query(5, LT, timeout=0)
         assert answer.route == "raw" and answer.waited_s < 0.5
-    with Coordinator(Config(poll_interval=POLL, raw_after=30.0)) as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=30.0)) as c:
         t, box = _in_thread(lambda: c.query(5, LT, timeout=10))
         assert _eventually(lambda: c.waiting() == {0: 1})
         world["jobs"][0] = "loaded"
@@ -353,7 +358,7 @@ def test_raw_after_zero_answers_at_once_and_a_landing_bucket_comes_first(world):
 
 
 def test_a_deadline_before_raw_after_still_times_out(world):
-    with Coordinator(Config(poll_interval=POLL, raw_after=30.0)) as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=30.0)) as c:
         with pytest.raises(QueryTimeout, match="bucket 0"):
             c.query(5, LT, timeout=0.1)
         assert c.query(5, LT, timeout=0.1, partial=True).route == "partial"
@@ -376,13 +381,14 @@ def test_a_failed_bucket_releases_its_waiters_with_a_clear_error(world, coord):
 
 def test_a_failed_bucket_is_answered_by_the_raw_route_when_it_is_on(world):
     world["jobs"][0] = "failed"
-    with Coordinator(Config(poll_interval=POLL, raw_after=30.0)) as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=30.0)) as c:
         answer = c.query(5, LT, timeout=30)
     assert answer.route == "raw" and [l.data for l in answer.links] == [b"cold", b"hot"]
 
 
 def test_a_query_without_a_timeout_gets_the_configured_one_not_forever(world):
-    with Coordinator(Config(poll_interval=POLL, raw_after=None, query_timeout=0.2)) as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=None,
+                            coordinator_query_timeout=0.2)) as c:
         t, box = _in_thread(lambda: c.query(5, LT))
         t.join(10)
         assert not t.is_alive(), "a query without a timeout waited on"
@@ -425,7 +431,8 @@ def test_the_heartbeat_acknowledges_a_new_load_only_when_no_old_query_reads(worl
 
 
 def test_queries_asked_per_bucket_are_published_for_the_next_day(world):
-    with Coordinator(Config(poll_interval=POLL, raw_after=0.0), "asking") as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=0.0),
+                     "asking") as c:
         for id1 in (5, 6, 150, 999):
             c.query(id1, LT)
     assert world["asks"][("L1", "asking")] == {0: 2, 1: 1}  # 999: no cold row can have it
@@ -434,7 +441,7 @@ def test_queries_asked_per_bucket_are_published_for_the_next_day(world):
 def test_the_raw_routes_buckets_are_opened_ahead_of_their_first_query(world):
     """Bucket 0 is pending, bucket 1 loaded: only bucket 0 may be read raw. The paper's
     coordinator (raw route off) opens nothing."""
-    with Coordinator(Config(poll_interval=POLL, raw_after=0.0)) as c:
+    with Coordinator(Config(coordinator_poll_interval=POLL, coordinator_raw_after=0.0)) as c:
         assert c.wait_warm(5)
         assert [(b.load_id, b.b_index, b.hot) for b in world["raw"].opened_ahead] == [
             ("L1", 0, False)]
@@ -520,7 +527,7 @@ def test_before_uptime_an_answerable_key_is_answered_early_and_another_waits_as_
 
 def test_the_uptime_takes_over_the_queries_that_wait_before_it(world):
     _early_world(world, [])
-    with Coordinator(BUFFERING.replace(raw_after=0.0), "early-coordinator") as c:
+    with Coordinator(BUFFERING.replace(coordinator_raw_after=0.0), "early-coordinator") as c:
         assert c.wait_until_up(2)
         t, box = _in_thread(lambda: c.query(150, LT, timeout=5))
         assert _eventually(lambda: any(150 in d for d in world.get("key_demand", [])))

@@ -48,8 +48,9 @@ OPTIONS = LoadOptions(hot_bytes=700_000, chunk_size=128 * 1024, bucket_width=250
 def days(stack_config, tmp_path_factory):
     """Two days' inputs and their references, in a database of the module's own; every load
     dropped before and after."""
-    config = stack_config.replace(mysql_database="debl_daystest", poll_interval=0.2,
-                                  keep_previous_load=0.0, coordinator_ack_timeout=20.0)
+    config = stack_config.replace(mysql_database="debl_daystest", coordinator_poll_interval=0.2,
+                                  loading_keep_previous_load=0.0,
+                                  loading_coordinator_ack_timeout=20.0)
     refs = {}
     for day, seed in ((1, 21), (2, 22)):
         directory = tmp_path_factory.mktemp(f"day{day}")
@@ -176,7 +177,7 @@ def test_resuming_a_superseded_load_is_refused_naming_the_newer_one(days):
 
 def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
     config, refs = days
-    kept = config.replace(keep_previous_load=3600.0)
+    kept = config.replace(loading_keep_previous_load=3600.0)
     previous = run_load(kept, str(refs[1][0]), OPTIONS).load_id
     day_a = run_load(kept, str(refs[2][0]), OPTIONS)
     with Catalog(config) as catalog:
@@ -214,7 +215,7 @@ def test_rollback_never_makes_current_a_day_cleanup_is_dropping(days, monkeypatc
     and refuses, naming the cause; the current day stays. Starts from: any current load.
     Leaves: day 2 current, day 1 dropped."""
     config, refs = days
-    kept = config.replace(keep_previous_load=3600.0)
+    kept = config.replace(loading_keep_previous_load=3600.0)
     previous = run_load(kept, str(refs[1][0]), OPTIONS).load_id
     current = run_load(kept, str(refs[2][0]), OPTIONS).load_id
     held, go = threading.Event(), threading.Event()
@@ -282,8 +283,8 @@ def test_the_raw_reader_forgets_buckets_nobody_reads_any_more(days, monkeypatch)
     config, refs = days
     gate = _held_hot_path(monkeypatch)
     # the loads' own cleanup keeps the days; after the rollback, day 2's hot files stay
-    kept = config.replace(keep_previous_load=3600.0, coordinator_ack_timeout=2.0)
-    with Coordinator(config.replace(raw_after=None)) as c:
+    kept = config.replace(loading_keep_previous_load=3600.0, loading_coordinator_ack_timeout=2.0)
+    with Coordinator(config.replace(coordinator_raw_after=None)) as c:
         def hot_opened(load_id: str) -> list:
             return [b for b in c._raw.opened_buckets() if b.load_id == load_id and b.hot]
 
@@ -324,7 +325,7 @@ def test_a_run_of_yesterday_never_writes_into_today(days, spark, monkeypatch):
 
     monkeypatch.setattr(gen_hf_module, "bulk_load", slow_bulk_load)
     result: dict = {}
-    with GenHF(config.replace(run_buckets=1)) as service:
+    with GenHF(config.replace(gen_hf_run_buckets=1)) as service:
         run = threading.Thread(target=lambda: result.update(run=service.run_once()))
         run.start()
         assert held.wait(300), "the run never reached its bulk load"
@@ -352,7 +353,7 @@ def test_the_new_days_first_runs_follow_yesterdays_queries(days, spark):
         buckets = catalog.index.buckets(yesterday.load_id)
     last = max(buckets, key=lambda b: b.b_index)
     keys = [k for k in sorted(refs[1][1].keys()) if last.c_lo <= k[0] <= last.c_hi][:30]
-    with Coordinator(config.replace(raw_after=0.0)) as c:
+    with Coordinator(config.replace(coordinator_raw_after=0.0)) as c:
         for key in keys:
             c.query(*key, timeout=60)
     deadline = time.monotonic() + 15
@@ -361,8 +362,8 @@ def test_the_new_days_first_runs_follow_yesterdays_queries(days, spark):
             if catalog.serving.asks(yesterday.load_id).get(last.b_index, 0) >= len(keys):
                 break
         time.sleep(0.1)
-    day2 = run_load(config.replace(keep_previous_load=3600.0), str(refs[2][0]), OPTIONS)
-    with GenHF(config.replace(run_buckets=1)) as service:
+    day2 = run_load(config.replace(loading_keep_previous_load=3600.0), str(refs[2][0]), OPTIONS)
+    with GenHF(config.replace(gen_hf_run_buckets=1)) as service:
         first = service.run_once()
     with Catalog(config) as catalog:
         new_buckets = catalog.index.buckets(day2.load_id)

@@ -185,7 +185,7 @@ def test_dist_ch_buckets_the_hostile_lines_where_the_bucket_map_says(spark, tmp_
     (Config(spark_driver_memory="2g"), 512, 4),
     (Config(spark_driver_memory="2g"), 1024, 8),  # a chunk grown 4x by an uncapped load
     (Config(spark_driver_memory="2g"), 1025, 9),
-    (Config(spark_driver_memory="2g", dist_ch_tasks=8), 256, 8),
+    (Config(spark_driver_memory="2g", loading_dist_ch_tasks=8), 256, 8),
     # On a cluster: one task per 1 GiB executor.
     (Config(spark_workers=2, spark_executor_memory="1g", spark_worker_memory="1g"), 1024, 8),
 ])

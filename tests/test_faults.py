@@ -96,8 +96,8 @@ def test_commands_get_the_config_through_the_environment_never_argv(tmp_path):
     from debl.config import Config
 
     config = Config(mysql_password="s3cret", mysql_database="debl_x", state_dir=tmp_path)
-    env = config.child_env(DEBL_RAW_AFTER="off")
-    assert env["DEBL_MYSQL_DATABASE"] == "debl_x" and env["DEBL_RAW_AFTER"] == "off"
+    env = config.child_env(DEBL_COORDINATOR_RAW_AFTER="off")
+    assert env["DEBL_MYSQL_DATABASE"] == "debl_x" and env["DEBL_COORDINATOR_RAW_AFTER"] == "off"
     assert env["DEBL_MYSQL_PASSWORD"] == "s3cret"
     running = procs.start(["stack", "--help"], env, tmp_path / "help.log")
     outcome = running.wait(120)
@@ -272,7 +272,8 @@ def test_a_killed_bench_leaves_no_gen_hf_running(stack_config, tmp_path):
     import pymysql
 
     root = str(Path(__file__).resolve().parents[1])
-    config = stack_config.replace(mysql_database="debl_faults_orphan", poll_interval=0.2)
+    config = stack_config.replace(mysql_database="debl_faults_orphan",
+                                  coordinator_poll_interval=0.2)
     conn = pymysql.connect(host=config.mysql.host, port=config.mysql.port,
                            user=config.mysql.user, password=config.mysql_secret)
     with conn, conn.cursor() as cur:  # no load: gen-hf waits for one, run after run

@@ -61,7 +61,7 @@ class _Service(GenHF):
     """GenHF's serve loop over scripted run outcomes (no Spark, no MySQL)."""
 
     def __init__(self, outcomes):
-        self.config = Config(poll_interval=0.001)
+        self.config = Config(coordinator_poll_interval=0.001)
         self.outcomes = list(outcomes)
         self.reports: list[str] = []
         self.report = self.reports.append
@@ -191,7 +191,8 @@ class _Runs(GenHF):
 def test_a_bucket_too_large_to_merge_is_refused_and_the_others_are_still_converted():
     """One oversized bucket once stopped gen_HF for good: it raised before converting
     anything, and a restarted gen_HF picked the same bucket first again."""
-    config = Config(spark_driver_memory="1g", poll_interval=0.001)  # at most 134 MB a bucket
+    config = Config(spark_driver_memory="1g",
+                    coordinator_poll_interval=0.001)  # at most 134 MB a bucket
     buckets = [bucket(0, size=200_000_000), bucket(1), bucket(2)]
     service = _Runs(config, buckets)
     assert service.run_once().buckets == (1, 2)
@@ -199,8 +200,9 @@ def test_a_bucket_too_large_to_merge_is_refused_and_the_others_are_still_convert
     # Marked failed with the reason, once: the coordinators release its waiters with it.
     ((marked, state, reason),) = [c for c in service.catalog.calls if c[1] == "failed"]
     assert (marked, state) == ([0], "failed")
-    assert re.search(r"bucket 0 holds 200 MB.* at most 134 MB with spark_driver_memory 1g.* "
-                     r"at least 2g", reason)
+    assert re.search(r"bucket 0 holds 200 MB.* at most 134 MB with spark\.driver_memory 1g.* "
+                     r"Raise spark\.driver_memory \(DEBL_SPARK_DRIVER_MEMORY\) to at least 2g",
+                     reason)
     assert service.run_once() is None
     assert len([c for c in service.catalog.calls if c[1] == "failed"]) == 1
     # Until complete: every other bucket is converted, then the refusal is what the user reads.
@@ -214,14 +216,14 @@ def test_a_bucket_too_large_to_merge_is_refused_and_the_others_are_still_convert
 
 @pytest.mark.parametrize("config, limit_mb, setting", [
     # local[2]: two tasks in the driver's heap.
-    (Config(spark_driver_memory="1g"), 134, "spark_driver_memory 1g shared by 2 task"),
+    (Config(spark_driver_memory="1g"), 134, "spark.driver_memory 1g shared by 2 task"),
     (Config(spark_master="local[4]", spark_driver_memory="2g"), 134,
-     "spark_driver_memory 2g shared by 4 task"),
+     "spark.driver_memory 2g shared by 4 task"),
     # On a cluster the tasks run in executors, whatever the driver has.
     (Config(spark_workers=2, spark_executor_memory="512m", spark_worker_memory="512m",
-            spark_driver_memory="8g"), 134, "spark_executor_memory 512m shared by 1 task"),
+            spark_driver_memory="8g"), 134, "spark.executor_memory 512m shared by 1 task"),
     (Config(spark_master="yarn", spark_executor_memory="4g", spark_executor_cores=2), 537,
-     "spark_executor_memory 4g shared by 2 task"),
+     "spark.executor_memory 4g shared by 2 task"),
 ])
 def test_the_bucket_limit_follows_the_heap_the_tasks_run_in(config, limit_mb, setting):
     service = _Runs(config, [])

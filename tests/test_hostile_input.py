@@ -99,9 +99,10 @@ def _write(directory: Path, files, twin: bool) -> None:
 @pytest.fixture(scope="module")
 def hostile(stack_config, spark, tmp_path_factory):
     """The hostile data set and its LF twin, loaded (hot and cold) in a namespace of its own."""
-    config = replace(stack_config, mysql_database="debl_hostiletest", link_table="hostile_links",
+    config = replace(stack_config, mysql_database="debl_hostiletest",
+                     mysql_link_table="hostile_links",
                      hbase_table="hostile_links", hdfs_root="/debl-hostiletest",
-                     max_line_bytes=LIMIT, poll_interval=0.2)
+                     loading_max_line_bytes=LIMIT, coordinator_poll_interval=0.2)
     files = _files(random.Random(15))
     root = tmp_path_factory.mktemp("hostile")
     _write(root / "crlf", files, twin=False)
@@ -271,8 +272,9 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
     from loaders.mysql_bulk import load_hot
     from loaders.rejects import RejectWriter
 
-    config = replace(stack_config, mysql_database="debl_hostiletest", link_table="hostile_mem",
-                     max_line_bytes=LIMIT)
+    config = replace(stack_config, mysql_database="debl_hostiletest",
+                     mysql_link_table="hostile_mem",
+                     loading_max_line_bytes=LIMIT)
     good = b"1\t%d\t2\t1\tx\t5\t6" % LT
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "long.tsv").write_bytes(
@@ -290,7 +292,7 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
     assert peak < 8 << 20, f"peak {peak} bytes for a 40 MiB line"
     assert (result.rows, result.lines, result.rejects) == (2, 2, 1)
     assert read_rejects(tmp_path / "rejects") == [
-        ("long.tsv", 2, f"line is {40 << 20} bytes, more than max_line_bytes={LIMIT}; the "
+        ("long.tsv", 2, f"line is {40 << 20} bytes, more than loading.max_line_bytes={LIMIT}; the "
                         f"reject file keeps its first {REJECT_PREFIX}", b"x" * REJECT_PREFIX)]
 
 

@@ -37,7 +37,7 @@ U63 = (1 << 63) - 1
 @pytest.fixture(scope="module")
 def config(stack_config):
     # max_line_bytes just over the longest line the fast path takes: runs can be 402 bytes
-    return replace(stack_config, mysql_database="debl_hotpathtest", max_line_bytes=400)
+    return replace(stack_config, mysql_database="debl_hotpathtest", loading_max_line_bytes=400)
 
 
 def table_rows(config, table: str = TABLE) -> set[Link]:

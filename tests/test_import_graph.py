@@ -42,6 +42,12 @@ def test_no_upward_sideways_or_hidden_arrow_in_the_tree(graph):
     assert list(graph.hidden) == []
 
 
+def test_no_import_cycle_in_the_tree(graph):
+    """No two modules import each other, even around a circle or for type hints only (the
+    coordinator and its poller once did: docs/COORDINATOR.md, "The poller's hand-over")."""
+    assert graph.cycles() == []
+
+
 def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
     layers = {name: import_graph.layer_of(name) for name in graph.modules}
     assert layers["debl.catalog"] == layers["debl.webhdfs"] == layers["debl.store.mysql"] \
@@ -49,6 +55,7 @@ def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
     assert layers["loaders.dist_ch"] == "pipeline" and layers["coordinator.raw"] == "query"
     assert {layers[m] for m in graph.modules if m.startswith("debl.bench")} == {"application"}
     assert layers["debl.commands.bench"] == layers["debl.stack.service"] == "application"
+    assert layers["debl.status"] == "application"  # the status read: no coordinator in it
 
 
 def test_the_checker_finds_planted_arrows(tmp_path):
@@ -86,12 +93,39 @@ def test_the_checker_finds_planted_arrows(tmp_path):
                                     ("query", "foundation"): 1}
 
 
+def test_the_checker_finds_planted_cycles(tmp_path):
+    """A circle of three, and a pair tied by a type-checking import and a lazy one, are each
+    found once; a module importing its neighbour one way is not a cycle."""
+    files = {
+        "coordinator/__init__.py": "",
+        "coordinator/a.py": "from coordinator.b import x\n",
+        "coordinator/b.py": "from coordinator.c import y\n",
+        "coordinator/c.py": "import coordinator.a\n",
+        "coordinator/owner.py": "from coordinator.helper import Helper\nimport coordinator.a\n",
+        "coordinator/helper.py": ("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n"
+                                  "    from coordinator.owner import Owner\n"),
+        "loaders/__init__.py": "",
+        "loaders/one.py": "def f():\n    # lazy import: a test\n    from loaders.two import g\n",
+        "loaders/two.py": "from loaders.one import f\n",
+        "debl/__init__.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph.build(tmp_path)
+    assert graph.cycles() == [("coordinator.a", "coordinator.b", "coordinator.c"),
+                              ("coordinator.helper", "coordinator.owner"),
+                              ("loaders.one", "loaders.two")]
+
+
 def test_the_script_prints_the_figures_the_docs_refer_to(graph, capsys):
     """docs/ARCHITECTURE.md quotes no counts: it names this command, whose lines must hold."""
     assert import_graph.main([]) == 0
     out = capsys.readouterr().out
     assert f"modules: {len(graph.modules)} (foundation " in out
     assert f"arrows: {sum(graph.layer_arrows().values())} (within a layer " in out
+    assert f"import cycles: {len(graph.cycles())}" in out
     assert "largest modules (lines): " in out
     assert f"modules over {import_graph.MAX_LINES} lines: {len(graph.over())}" in out
 
@@ -101,6 +135,17 @@ def test_the_cli_starts_without_the_heavy_clients():
     neither the HBase client, nor Spark, nor matplotlib, nor the coordinator."""
     code = ("import sys, debl.cli; print(' '.join(m for m in ('happybase', 'thriftpy2', 'pyspark',"
             " 'matplotlib', 'coordinator') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert loaded == []
+
+
+def test_status_and_ui_read_the_catalog_without_the_coordinator():
+    """`debl status` and `debl ui` read the catalog alone (``debl.status``): their modules are
+    plain imports that bring neither the coordinator, nor the HBase store and client."""
+    code = ("import sys, debl.commands.status, debl.commands.ui, debl.ui.server, debl.status; "
+            "print(' '.join(m for m in sys.modules if m.split('.')[0] in "
+            "('coordinator', 'happybase', 'thriftpy2') or m == 'debl.store.hbase'))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.split()
     assert loaded == []

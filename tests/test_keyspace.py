@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from debl import keyspace
 from debl.keyspace import Answerability, KeySet, answerable
 from debl.manifest import ID1_MAX, Piece, pieces
 from debl.manifest_build import build_manifest
@@ -70,7 +71,8 @@ def test_keyset_edges():
 @st.composite
 def loads(draw):
     """Random files (sorted, unsorted, without valid lines, empty; with a manifest or
-    without), their pieces, and a random copy: line-aligned byte ranges in random order."""
+    without), their pieces, and a random copy: line-aligned byte ranges in random order, some
+    of them over bytes other ranges hold too."""
     rng = random.Random(draw(st.integers(0, 2 ** 32)))
     files = []
     for seq in range(draw(st.integers(1, 4))):
@@ -88,6 +90,9 @@ def loads(draw):
         # The copy: cut the file at random line starts, the parts in random order.
         cuts = sorted({0, len(data), *rng.sample(starts, rng.randint(0, len(starts)))})
         ranges = [(seq, a, b) for a, b in zip(cuts, cuts[1:])]
+        for _ in range(rng.randint(0, 2)):  # a part bucketed again, over others' bytes
+            a, b = sorted(rng.sample(starts, 2)) if len(starts) > 1 else (0, 0)
+            ranges += [(seq, a, b)] if a < b else []
         valid = [(starts[k], i) for k, (i, line) in enumerate(zip(ids, lines))
                  if line != b"bad\n"]
         files.append((seq, data, manifest, ranges, valid))
@@ -110,10 +115,18 @@ def claimed(p: Piece, ks: KeySet) -> bool:
     return ks.intersection(claim) == claim
 
 
+@pytest.mark.parametrize("loop", [32, 0], ids=["piece by piece", "in one pass"])
 @settings(max_examples=100, deadline=None)
-@given(loads())
-def test_answerability_is_the_brute_force_rule_at_every_step_of_any_copy(load):
-    files, copy = load
+@given(load=loads())
+def test_answerability_is_the_brute_force_rule_at_every_step_of_any_copy(loop, load):
+    saved, keyspace._LOOP = keyspace._LOOP, loop  # both ways of taking pieces out
+    try:
+        check_copy(*load)
+    finally:
+        keyspace._LOOP = saved
+
+
+def check_copy(files, copy) -> None:
     ps = [p for seq, data, m, _, _ in files for p in pieces(seq, len(data), m)]
     state = Answerability(ps)
     assert state.total_bytes() == sum(len(f[1]) for f in files)

@@ -172,7 +172,7 @@ def test_max_bad_fails_the_load_with_a_clear_message(stack_config, dataset):
     with Catalog(stack_config) as catalog:
         current = catalog.loads.current()
     with pytest.raises(BadInputError, match="bad lines"):
-        run_load(stack_config, str(directory), replace(OPTIONS, max_bad=2))
+        run_load(stack_config, str(directory), replace(OPTIONS, loading_max_bad=2))
     with Catalog(stack_config) as catalog:
         assert catalog.loads.load().state == "failed"
         assert catalog.loads.current() == current  # the current day serves on

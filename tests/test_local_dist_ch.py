@@ -39,7 +39,7 @@ def _chunk(path: str) -> tuple[Chunk, bytes]:
                          ids=["width", "splits"])
 def test_a_chunk_bucketed_here_equals_the_same_chunk_bucketed_by_the_jvm(stack_config, spark,
                                                                          bucket_map):
-    config = stack_config.replace(max_line_bytes=LIMIT)
+    config = stack_config.replace(loading_max_line_bytes=LIMIT)
     fs = WebHDFS(config)
     root = f"{config.hdfs.root}/test-local-dist_ch-{os.getpid()}"
     chunk, data = _chunk(f"{root}/chunks/chunk-00012")

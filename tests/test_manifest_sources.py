@@ -19,8 +19,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from debl.bench.source_server import make_server
+from debl.cli import main
 from debl.manifest import Manifest, pieces
 from debl.manifest_build import manifest_of_file
 from debl.workload.generator import generate
@@ -110,6 +112,20 @@ def test_a_malformed_manifest_or_index_names_the_cause_and_the_file_claims_every
         (out / "index.json").write_text(text)
         for f in LocalSource(out).list():
             assert f.manifest is None and f.manifest_error.startswith(f"{f.name}: ")
+
+
+def test_a_rewritten_index_json_is_read_again_even_with_its_size_and_mtime(tmp_path):
+    out = gen(tmp_path)
+    source = LocalSource(out)  # one source, listed again and again as a load or server does
+    assert source.list()[0].manifest is not None
+    path, tmp = out / "index.json", out / "new.json.part"
+    st = path.stat()
+    tmp.write_text(path.read_text().replace('"version":1', '"version":2', 1))
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    first = source.list()[0]
+    assert first.manifest is None and "field 'version': 2 is not" in first.manifest_error
 
 
 def serve(directory: Path, **settings):
@@ -238,3 +254,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_debl_source_serve_on_a_taken_port_says_so(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = CliRunner().invoke(main, ["source", "serve", str(tmp_path), "--port",
+                                           str(taken.getsockname()[1])],
+                                    env={"DEBL_STATE_DIR": str(tmp_path / "state")})
+    assert result.exit_code == 1
+    assert "cannot serve on 127.0.0.1:" in result.output and "give another --port" in (
+        result.output)

@@ -35,9 +35,11 @@ POLL = 0.2
 @pytest.fixture(scope="module")
 def online(stack_config, spark, tmp_path_factory):
     """A loaded data set (up, nothing in HBase yet) in a namespace of its own."""
-    config = replace(stack_config, mysql_database="debl_onlinetest", link_table="online_links",
+    config = replace(stack_config, mysql_database="debl_onlinetest",
+                     mysql_link_table="online_links",
                      hbase_table="online_links", hdfs_root="/debl-onlinetest",
-                     poll_interval=POLL, run_buckets=2, raw_after=None)  # buffering only
+                     coordinator_poll_interval=POLL, gen_hf_run_buckets=2,
+                     coordinator_raw_after=None)  # buffering only
     directory = tmp_path_factory.mktemp("online")
     make_dataset(directory, max_id=12001, files=5, seed=9)
     hot = {f.name for f in split_files(LocalSource(directory).list(), hot_bytes=HOT_BYTES).hot}
@@ -147,10 +149,7 @@ def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
 def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online):
     config, _, reference = online
     load_id = _current(config)
-    env = {**os.environ, "DEBL_STATE_DIR": str(config.state_dir),
-           "DEBL_MYSQL_DATABASE": config.mysql.database, "DEBL_LINK_TABLE": config.mysql.link_table,
-           "DEBL_HBASE_TABLE": config.hbase.table, "DEBL_HDFS_ROOT": config.hdfs.root,
-           "DEBL_RUN_BUCKETS": "2"}
+    env = config.child_env()  # its namespace, two buckets a run
     proc = subprocess.Popen([sys.executable, "-m", "debl", "gen-hf", "--until-complete"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

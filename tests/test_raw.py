@@ -82,9 +82,10 @@ def _reference(directory: Path, files: list[tuple[int, str, bool]]) -> MemorySto
 @pytest.fixture(scope="module")
 def raw(stack_config, spark, tmp_path_factory):
     """A load that is up, nothing in HBase: (config, reference, bucket files by bucket)."""
-    config = replace(stack_config, mysql_database="debl_rawtest", link_table="raw_links",
-                     hbase_table="raw_links", hdfs_root="/debl-rawtest", poll_interval=0.2,
-                     raw_after=0.0, raw_cache_bytes=1 << 20)
+    config = replace(stack_config, mysql_database="debl_rawtest", mysql_link_table="raw_links",
+                     hbase_table="raw_links", hdfs_root="/debl-rawtest",
+                     coordinator_poll_interval=0.2, coordinator_raw_after=0.0,
+                     coordinator_raw_cache_bytes=1 << 20)
     directory = tmp_path_factory.mktemp("raw")
     make_dataset(directory, max_id=12001, files=5, seed=13)
     _heavy_files(directory)
@@ -252,7 +253,7 @@ def test_buckets_opened_ahead_answer_and_stop_at_half_the_budget(raw):
         finally:
             one.close()
         # half the budget is more than bucket 0 and at most buckets 0 and 1, which both fit
-        small = replace(config, raw_cache_bytes=max(2 * (first + 1), both + 1))
+        small = replace(config, coordinator_raw_cache_bytes=max(2 * (first + 1), both + 1))
         reader = RawReader(small, catalog.index)
         try:
             assert len(buckets) >= 3

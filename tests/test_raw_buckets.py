@@ -46,7 +46,7 @@ def _opened(bucket: RawBucket) -> _Bucket:
 
 @pytest.fixture()
 def reader():
-    reader = RawReader(Config(poll_interval=3600.0), catalog=None)  # type: ignore[arg-type]
+    reader = RawReader(Config(coordinator_poll_interval=3600.0), index=None)  # type: ignore[arg-type]
     yield reader
     reader.close()
 
@@ -110,7 +110,7 @@ def test_the_reader_forgets_hot_buckets_at_the_take_over_and_other_loads_at_a_sw
     the NameNode for each of them every poll for the rest of the day. ``serve`` says which
     buckets it keeps: the others go, and are never checked again; a bucket an old query opens
     after that answers it but is not kept."""
-    reader = RawReader(Config(poll_interval=0.05), catalog=None)  # type: ignore[arg-type]
+    reader = RawReader(Config(coordinator_poll_interval=0.05), index=None)  # type: ignore[arg-type]
     try:
         monkeypatch.setattr(reader, "_read_files", _opened)
         checked: list[tuple] = []

@@ -1,4 +1,4 @@
-"""The raw route on numbers written with leading zeros (valid input, docs/LOADING.md "Integers in
+"""The raw route on numbers written with leading zeros (valid input, docs/LOADING.md row "Integers in
 the input"), on the real stack: a cold input whose ids, link types, times and versions carry
 leading zeros, 19-digit ids among them, loaded ``--no-hot``, answers from the bucket files before
 any gen_HF run equal to the in-memory reference built from the raw files.
@@ -46,9 +46,10 @@ def _line(link: Link, rnd: random.Random) -> bytes:
 def zeros(stack_config, spark, tmp_path_factory):
     """A --no-hot load of four files with updates, hidden rows and ties across them, every
     number written with random leading zeros: (config, reference)."""
-    config = replace(stack_config, mysql_database="debl_rawzeros", link_table="rawzeros_links",
-                     hbase_table="rawzeros_links", hdfs_root="/debl-rawzeros", poll_interval=0.2,
-                     raw_after=0.0)
+    config = replace(stack_config, mysql_database="debl_rawzeros",
+                     mysql_link_table="rawzeros_links",
+                     hbase_table="rawzeros_links", hdfs_root="/debl-rawzeros",
+                     coordinator_poll_interval=0.2, coordinator_raw_after=0.0)
     directory: Path = tmp_path_factory.mktemp("zeros")
     rnd = random.Random(24)
     for n in range(4):

@@ -53,8 +53,9 @@ def loading(stack_config, tmp_path_factory):
     with the heavy id alone in its own), up, with MySQL's hot path held: (config, data,
     reference, the load, the event that lets the hot path go)."""
     data = write_awkward_input(tmp_path_factory.mktemp("awkward"))
-    config = stack_config.replace(bucket_target_bytes=32 << 10,
-                                  bucket_target_covers_heaviest=False, mysql_database="debl_routes")
+    config = stack_config.replace(loading_bucket_target_bytes=32 << 10,
+                                  loading_bucket_target_covers_heaviest=False,
+                                  mysql_database="debl_routes")
     Catalog(config, replace_older=True).close()
     drop_every_load(config)
     hot_bytes = sum((data.directory / n).stat().st_size for n in data.hot_names)
@@ -111,7 +112,7 @@ def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mys
         load = catalog.loads.current()
         assert load.load_id == run.summary.load_id and load.hot_state == "loading"
         assert catalog.index.buckets(load.load_id, hot=True)  # the hot files' buckets, read raw
-    with Coordinator(config.replace(raw_after=0.0, poll_interval=0.1)) as c:
+    with Coordinator(config.replace(coordinator_raw_after=0.0, coordinator_poll_interval=0.1)) as c:
         sides = Counter()
         for key in data.keys:
             answer = c.query(*key, timeout=300)
@@ -161,7 +162,7 @@ def test_before_any_conversion_mysql_alone_and_the_raw_route_are_exact(awkward):
     with Catalog(config) as catalog:
         current = catalog.loads.current().load_id
         assert {b.state for b in catalog.index.buckets(current)} == {"pending"}
-    with Coordinator(config.replace(raw_after=0.0)) as c:
+    with Coordinator(config.replace(coordinator_raw_after=0.0)) as c:
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "raw"}, routes
         assert {_check(c, reference, key) for key in data.hot_only} <= {"mysql", "raw"}
@@ -181,7 +182,7 @@ def test_buffered_queries_are_released_with_the_exact_answer(awkward):
     cold = [k for k in data.keys if k not in data.hot_only]
     released: list[str] = []
     failures: list[BaseException] = []
-    with Coordinator(config.replace(raw_after=None)) as c:
+    with Coordinator(config.replace(coordinator_raw_after=None)) as c:
         def ask(key):
             try:
                 answer = c.query(*key, timeout=300)

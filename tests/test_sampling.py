@@ -17,7 +17,8 @@ from loaders.sampling import Read, plan_reads, sample_bucket_map, split_points, 
 from loaders.source import LocalSource
 
 TARGET = 64 * 1024
-CONFIG = Config(bucket_target_bytes=TARGET, sample_reads_per_bucket=32, sample_bytes=512)
+CONFIG = Config(loading_bucket_target_bytes=TARGET, loading_sample_reads_per_bucket=32,
+                loading_sample_bytes=512)
 
 
 def line(id1: int, rng: random.Random, data: int | None = None) -> bytes:

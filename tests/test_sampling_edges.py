@@ -29,7 +29,8 @@ GOOD = b"%d\t123456789\t2\t1\tdata\t1700000000\t1\n"
 
 
 def sample(directory: Path, target: int, covers: bool = True) -> BucketMap:
-    config = Config(bucket_target_bytes=target, bucket_target_covers_heaviest=covers)
+    config = Config(loading_bucket_target_bytes=target,
+                    loading_bucket_target_covers_heaviest=covers)
     source = LocalSource(directory)
     return sample_bucket_map(config, source, source.list())
 
@@ -141,7 +142,8 @@ def test_the_sample_over_http_is_the_local_one_in_a_request_per_file(tmp_path):
         (tmp_path / f"f{k}.tsv").write_bytes(b"".join(GOOD % (k * 100_000 + i)
                                                       for i in range(10_000)))
         os.utime(tmp_path / f"f{k}.tsv", (k + 1, k + 1))
-    config = Config(bucket_target_bytes=64 << 10, sample_reads_per_bucket=32, sample_bytes=256)
+    config = Config(loading_bucket_target_bytes=64 << 10, loading_sample_reads_per_bucket=32,
+                    loading_sample_bytes=256)
     server = make_server(tmp_path, port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -49,7 +49,7 @@ def test_the_user_may_come_from_the_url(guarded):
     config = Config(source_password=SECRET)
     url = guarded.url.replace("http://", "http://alice@")
     assert len(open_source(url, config).list()) == 1
-    with pytest.raises(SourceError, match="no user: set source_user"):
+    with pytest.raises(SourceError, match="no user: set source.user"):
         open_source(guarded.url, config)
 
 
@@ -69,7 +69,7 @@ def test_a_url_with_a_password_is_refused_without_showing_it(guarded):
             attempt()
         message = str(err.value)
         assert "s3cr" not in message and guarded.url.replace("http://", "http://alice@") in message
-        assert "DEBL_SOURCE_PASSWORD" in message and "source_password_file" in message
+        assert "DEBL_SOURCE_PASSWORD" in message and "source.password_file" in message
 
 
 def test_debl_load_refuses_a_url_with_a_password_before_anything_starts(tmp_path):

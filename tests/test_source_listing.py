@@ -23,7 +23,7 @@ BAD_NAMES = ["../../../../home/u/.ssh/authorized_keys", "/etc/cron.d/debl", "a/b
              "./a.tsv", "..", ".", "", "a\x00b.tsv", "x\x1b]0;owned\x07.tsv", "a\x1b[2J.tsv",
              "a\nb.tsv", "a\tb.tsv", "a\rb.tsv", "a\x7f.tsv", "a\x85.tsv", "\udcff.tsv"]
 
-# Entries whose fields are not what the protocol says (docs/LOADING.md, "HTTP sources").
+# Entries whose fields are not what the protocol says (docs/LOADING.md, row "HTTP sources").
 BAD_FIELDS = [
     ({**GOOD, "name": 5}, "name"), ({**GOOD, "name": None}, "name"),
     ({**GOOD, "name": ["a.tsv"]}, "name"), ({"size": 1, "mtime": 1.0}, "name"),

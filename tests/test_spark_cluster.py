@@ -61,19 +61,20 @@ def cluster(stack_config):
 
 def namespace(config: Config) -> Config:
     """A dataset of this module's own, on *config*'s stack."""
-    return replace(config, mysql_database="debl_clustertest", link_table="cluster_links",
-                   hbase_table="cluster_links", hdfs_root="/debl-clustertest", poll_interval=0.2,
-                   run_buckets=4, bucket_target_bytes=512 * 1024)
+    return replace(config, mysql_database="debl_clustertest", mysql_link_table="cluster_links",
+                   hbase_table="cluster_links", hdfs_root="/debl-clustertest",
+                   coordinator_poll_interval=0.2, gen_hf_run_buckets=4,
+                   loading_bucket_target_bytes=512 * 1024)
 
 
 def env_of(config: Config, base: Config) -> dict[str, str]:
-    """This process's environment plus the ``DEBL_*`` settings in which *config* differs from
-    *base*: a child ``debl`` command then loads *config*."""
+    """This process's environment plus the ``DEBL_*`` variables of the settings in which
+    *config* differs from *base* (their names from the config's one table, through
+    ``child_env``): a child ``debl`` command then loads *config*."""
     env = dict(os.environ)
-    base_settings = base.settings()
-    for key, value in config.settings().items():
-        if value != base_settings[key]:
-            env[f"DEBL_{key.upper()}"] = str(value)
+    base_env = base.child_env()
+    env.update({k: v for k, v in config.child_env().items()
+                if k.startswith("DEBL_") and base_env.get(k) != v})
     return env
 
 
@@ -221,7 +222,7 @@ def test_load_and_gen_hf_run_on_the_workers_and_answer_as_the_reference(cluster,
         bucket_map = catalog.loads.load(load_id).bucket_map
         assert {bucket_map.bucket_of(id1) for id1, _ in sample} >= \
             {b.b_index for b in catalog.index.buckets(load_id)}
-    with Coordinator(config.replace(raw_after=None)) as coordinator:
+    with Coordinator(config.replace(coordinator_raw_after=None)) as coordinator:
         for key in sample:
             answer = coordinator.query(*key, timeout=10)
             assert answer.complete and answer.route in ("mysql", "merged"), (key, answer.route)

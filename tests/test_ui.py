@@ -117,7 +117,7 @@ def test_a_port_in_use_is_a_clear_error(tmp_path):
 
 
 def test_ui_port_is_a_tcp_port():
-    with pytest.raises(ConfigError, match="ui_port"):
+    with pytest.raises(ConfigError, match="ui.port"):
         Config(ui_port=70000)
 
 

@@ -307,7 +307,8 @@ def ui_stack(stack_config, tmp_path_factory):
     from tests.dataset import make_dataset
 
     config = stack_config.replace(mysql_database="debl_uitest", hdfs_root="/debl_uitest",
-                                  hbase_table="uitest", poll_interval=0.25, run_buckets=3)
+                                  hbase_table="uitest", coordinator_poll_interval=0.25,
+                                  gen_hf_run_buckets=3)
     Catalog(config, replace_older=True).close()
     drop_every_load(config)
     METADATA.drop_all(engine_for(config))  # no load at all: the page starts from nothing

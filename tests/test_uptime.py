@@ -31,8 +31,8 @@ pytestmark = pytest.mark.stack
 @pytest.fixture(scope="module")
 def data(stack_config, tmp_path_factory):
     """An input with two hot files of five, in a database of its own."""
-    config = stack_config.replace(mysql_database="debl_uptimetest", poll_interval=0.2,
-                                  keep_previous_load=0.0)
+    config = stack_config.replace(mysql_database="debl_uptimetest", coordinator_poll_interval=0.2,
+                                  loading_keep_previous_load=0.0)
     directory = tmp_path_factory.mktemp("uptime")
     make_dataset(directory, max_id=10001, files=5, seed=31, bad_lines=4)
     files = sorted(directory.iterdir(), key=lambda p: p.stat().st_mtime)

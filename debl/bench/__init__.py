@@ -26,6 +26,7 @@ The package, by role:
 | ``answers`` | the answers since each load started: the first one, the share by a plain copy's end, the curve and its plot |
 | ``baselines`` | the approaches of the comparison: how each one loads, up to its uptime (DeBL's own load is ``loaders.load.load_debl``) |
 | ``source_server`` | ``debl source serve``: the experiment's HTTP source, a directory on loopback with a bandwidth cap |
+| ``manifest_cache`` | the manifests the source server lists: the directory's ``index.json``'s, or computed and cached under the state directory |
 
 No SQL here: what the bench reads of a load comes from ``debl.catalog``, and emptying the stores
 goes through the stores' own methods. The names below are the package's public interface.

@@ -5,8 +5,8 @@ over), and for the DeBL approaches gen_HF to full availability.
 The query phase is the LinkBench client with the same threads, requests and seed for every
 approach, against the approach's target (the coordinator for DeBL, MySQL or HBase for the
 baselines, none for fileCopy); "all served" is when the last request completed, so it includes
-the client's own run time. Queries through the coordinator get ``query_timeout`` seconds each: a
-stuck gen_HF turns into counted errors, never a hang.
+the client's own run time. Queries through the coordinator get ``coordinator.query_timeout`` seconds
+each: a stuck gen_HF turns into counted errors, never a hang.
 
 With ``queries_from`` "load" the client of an approach served by the coordinator runs beside the
 load, in a thread of its own, and the load starts once its first requests are sent: they wait in
@@ -171,8 +171,8 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     options, target_bytes = plan
     options = dataclasses.replace(options, wait_for_hot=approach.wait_for_hot)
     if target_bytes is not None:  # spec.buckets buckets, a giant id alone in the largest
-        config = config.replace(bucket_target_bytes=target_bytes,
-                                bucket_target_covers_heaviest=False)
+        config = config.replace(loading_bucket_target_bytes=target_bytes,
+                                loading_bucket_target_covers_heaviest=False)
     service = None
     if approach.gen_hf_order:
         service = GenHFProcess(config, approach.gen_hf_order,
@@ -276,12 +276,12 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
 
 def coordinator_config(config: Config, raw_route: bool) -> Config:
     """The config of an approach's coordinator: the paper's (raw route off) for debl,
-    debl-cold and debl-fifo; for debl-raw the configured ``raw_after``, or the default one if
-    the configuration turned the route off."""
+    debl-cold and debl-fifo; for debl-raw the configured ``coordinator.raw_after``, or the default
+    one if the configuration turned the route off."""
     if not raw_route:
-        return config.replace(raw_after=None)
+        return config.replace(coordinator_raw_after=None)
     if config.coordinator.raw_after is None:
-        return config.replace(raw_after=Config().coordinator.raw_after)
+        return config.replace(coordinator_raw_after=Config().coordinator.raw_after)
     return config
 
 

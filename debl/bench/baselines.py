@@ -92,7 +92,7 @@ class Approach:
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
-    raw_route: bool = False  # the coordinator of the query phase answers raw after raw_after
+    raw_route: bool = False  # the coordinator of the query phase answers raw after coordinator.raw_after
     # The bench loads it up only once MySQL holds the hot rows (the paper's uptime); `debl load`
     # does so with --wait-for-hot, whatever the approach's name.
     wait_for_hot: bool = False
@@ -281,7 +281,7 @@ def open_gen_hf(config: Config, order: str, report: Callable[[str], None],
 
 def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> None:
     """Every bucket in one gen_HF run: HFiles of the whole input, then one bulk load."""
-    big = config.replace(run_buckets=10**9, run_bytes=2**62)
+    big = config.replace(gen_hf_run_buckets=10**9, gen_hf_run_bytes=2**62)
     runs = []
     with Catalog(config) as catalog:
         catalog.phases.phase_start(load_id, "gen_hf", "all")

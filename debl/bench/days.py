@@ -14,7 +14,7 @@ reports:
 - the disk the stores hold (MySQL tables, HBase tables, HDFS load directories) before the next
   day and after its cleanup;
 - the new day's first minute: the share of its answers that read a bucket raw, with the demand
-  carried over from the previous day or without (``carry_demand``).
+  carried over from the previous day or without (``gen_hf.carry_demand``).
 
 Pitfall: every load of the namespace is dropped first; never point it at a namespace in use.
 """
@@ -162,7 +162,7 @@ def run_days(config: Config, spec: DaysSpec, progress: BenchProgress = BenchProg
     bench_id = new_bench_id()
     directory = Path(directory) if directory else bench_root(config) / bench_id
     directory.mkdir(parents=True, exist_ok=False)
-    config = config.replace(keep_previous_load=0.0, carry_demand=spec.carry_demand)
+    config = config.replace(loading_keep_previous_load=0.0, gen_hf_carry_demand=spec.carry_demand)
     inputs = []
     for day in range(1, spec.days + 1):
         day_dir = spec.data_dir / f"day-{day}"

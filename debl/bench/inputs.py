@@ -9,9 +9,9 @@
 
 Scale: the configured chunk size and bucket target are sized for inputs of many GB. Unless the
 spec gives them, a bench cuts its input into about 16 chunks (``effective_chunk_size``) and each
-approach's cold bytes into ``buckets`` (16) buckets (``bucket_target_bytes`` = cold bytes /
-``buckets``, and ``bucket_target_covers_heaviest`` off, so that LinkBench's heaviest id does not
-merge them into fewer), so a small bench keeps the shape of a large load: copy and dist_ch
+approach's cold bytes into ``buckets`` (16) buckets (``loading.bucket_target_bytes`` = cold bytes /
+``buckets``, and ``loading.bucket_target_covers_heaviest`` off, so that LinkBench's heaviest id does
+not merge them into fewer), so a small bench keeps the shape of a large load: copy and dist_ch
 pipelined, and enough buckets for the order of gen_HF to matter.
 """
 
@@ -94,15 +94,15 @@ def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:
 
 
 def bucket_target_bytes(spec: BenchSpec, cold: int) -> int:
-    """``bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets of
-    about equal bytes (the loader sizes buckets by this target, docs/DESIGN.md section 4)."""
+    """``loading.bucket_target_bytes`` for a load with *cold* cold bytes: ``spec.buckets`` buckets
+    of about equal bytes (the loader sizes buckets by this target, docs/DESIGN.md section 4)."""
     return max(1, -(-cold // spec.buckets))
 
 
 def load_options(spec: BenchSpec, name: str, files: list[SourceFile],
                  chunk_size: int) -> tuple[LoadOptions, int | None]:
     """The load options of approach *name* in the bench, and the bucket target of its cold
-    bytes (None with a fixed ``bucket_width``)."""
+    bytes (None with a fixed ``loading.bucket_width``)."""
     hot = hot_bytes_for_share(files, spec.hot_share) if name in _HOT_APPROACHES else None
     options = LoadOptions(chunk_size=chunk_size, bucket_width=spec.bucket_width or 0,
                           approach=name, hot_bytes=hot)

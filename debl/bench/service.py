@@ -15,7 +15,7 @@ from debl.bench.results import ApproachRun
 
 SERVICE_WINDOW_S = 30.0  # "served in the first 30 s after uptime" (docs/BENCHMARKS.md)
 # A second with fewer completions than this share of the approach's best second is a stall
-# ("~0 req/s": a closed-loop client whose threads all wait on buffered queries).
+# (next to nothing answered: a closed-loop client whose threads all wait on buffered queries).
 STALL_SHARE = 0.01
 
 

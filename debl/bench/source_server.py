@@ -252,7 +252,8 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         # The headers and the body are two writes: with Nagle's algorithm the body of a
-        # kept-alive connection waited for the client's delayed ACK, 40 ms a request.
+        # kept-alive connection waited for the client's delayed ACK on every request
+        # (docs/LOADING.md, "What the sample costs").
         disable_nagle_algorithm = True
 
         def setup(self) -> None:

@@ -51,7 +51,7 @@ class BenchSpec:
     chunk_size: int | None = None
     bucket_width: int | None = None
     hot_share: float = 0.2
-    buckets: int = 16  # without bucket_width: bucket_target_bytes = cold bytes / buckets
+    buckets: int = 16  # without bucket_width: loading.bucket_target_bytes = cold bytes / buckets
     recency_share: float = DEFAULT_RECENCY_SHARE
     query_timeout: float = 600.0
     full_timeout: float = 3600.0

@@ -45,12 +45,15 @@ class EarlyCatalog:
             return {seq: m for seq, m in conn.execute(
                 sa.select(t.c.file_seq, t.c.manifest).where(t.c.load_id == load_id))}
 
-    def begin_early(self, load_id: str, total_bytes: int) -> None:
-        """The load answers before its uptime: nothing answerable yet."""
+    def begin_early(self, load_id: str, total_bytes: int,
+                    ids: tuple[int, int] | None) -> None:
+        """The load answers before its uptime: nothing answerable yet. *ids*: the lowest and
+        highest id1 its manifests claim (None: some file claims every id1)."""
+        id_lo, id_hi = ids if ids is not None else (None, None)
         with self._transaction() as conn:
             conn.execute(early_table.insert().values(
                 load_id=load_id, state="on", gen=0, answerable=[], total_bytes=total_bytes,
-                updated=time.time()))
+                id_lo=id_lo, id_hi=id_hi, updated=time.time()))
 
     def publish_answerable(self, load_id: str, answerable: list, key_share: float,
                            answerable_bytes: int) -> None:
@@ -111,15 +114,16 @@ class EarlyCatalog:
         answerable keys read first (see the module); None if the load does not answer early."""
         t, e = loads_table, early_table
         with self._transaction() as conn:
-            row = conn.execute(sa.select(e.c.state, e.c.gen).where(e.c.load_id == load_id)
-                               ).first()
+            row = conn.execute(sa.select(e.c.state, e.c.gen, e.c.id_lo, e.c.id_hi)
+                               .where(e.c.load_id == load_id)).first()
             if row is None:
                 return None
             answerable = None if row.gen == known_gen else conn.execute(
                 sa.select(e.c.answerable).where(e.c.load_id == load_id)).scalar()
             load = conn.execute(sa.select(t).where(t.c.load_id == load_id)).mappings().first()
             return EarlyState(load_record(load), row.state, row.gen, answerable,
-                              read_buckets(conn, load_id, False), read_buckets(conn, load_id, True))
+                              read_buckets(conn, load_id, False), read_buckets(conn, load_id, True),
+                              None if row.id_lo is None else (row.id_lo, row.id_hi))
 
     def publish_key_demand(self, load_id: str, coordinator: str, waiting: dict[int, int]) -> None:
         """Replace this coordinator's published key demand with *waiting* (id1 -> queries), in

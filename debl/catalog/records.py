@@ -184,6 +184,7 @@ class EarlyState:
     answerable: list | None
     buckets: list[Bucket]
     hot_buckets: list[Bucket]
+    ids: tuple[int, int] | None = None  # the id1s the manifests claim (None: any)
 
 
 @dataclass(frozen=True)

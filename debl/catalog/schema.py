@@ -24,7 +24,8 @@ from sqlalchemy.engine import Connection
 # 7: bucket files' origin is the line's byte offset in its file; the load's per-file manifests,
 # its answerable keys before uptime, the keys queries wait for, and claims found false
 # (docs/LOADING.md, "Answers before the copy ends").
-SCHEMA_VERSION = 7
+# 8: the ids a load's manifests claim (debl_early.id_lo, id_hi).
+SCHEMA_VERSION = 8
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -241,6 +242,8 @@ early_table = sa.Table(
     sa.Column("key_share", sa.Double, nullable=False, server_default="0"),
     sa.Column("answerable_bytes", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("total_bytes", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("id_lo", sa.BigInteger),  # the ids the manifests claim (None: any id1)
+    sa.Column("id_hi", sa.BigInteger),
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
 # The keys (id1) each coordinator's queries wait for before the load's uptime: what the copy

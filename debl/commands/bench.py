@@ -125,11 +125,11 @@ class Display(BenchProgress):
                    "from each request's intended send time); default closed loop.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the requests.")
 @click.option("--chunk-size", help="Cold chunk size (default: the input / 16, at least 4MiB, "
-              "at most the configured chunk_size).")
+              "at most loading.chunk_size).")
 @click.option("--bucket-width", type=int, help="id1 range per bucket (default: see --buckets).")
 @click.option("--buckets", type=int, default=16, show_default=True,
               help="Without --bucket-width: buckets of each approach's cold bytes / BUCKETS "
-                   "bytes (bucket_target_bytes).")
+                   "bytes (loading.bucket_target_bytes).")
 @click.option("--hot-share", type=float, default=0.2, show_default=True,
               help="Share of the bytes that debl loads hot into MySQL: the newest whole files "
                    "closest to it.")
@@ -170,7 +170,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
     the same LinkBench queries run against it.
 
     Results and the report go to <state_dir>/bench/<bench_id>/. Use a namespace of your own
-    (DEBL_MYSQL_DATABASE, DEBL_HBASE_TABLE, DEBL_LINK_TABLE, DEBL_HDFS_ROOT): every approach
+    (DEBL_MYSQL_DATABASE, DEBL_HBASE_TABLE, DEBL_MYSQL_LINK_TABLE, DEBL_HDFS_ROOT): every approach
     empties the stores of its namespace first.
     """
     if (size is None) == (max_id is None):

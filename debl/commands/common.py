@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from debl.config import Config, load_config
+from debl.config_names import OldSpellingWarning
 from debl.errors import DeblError
 
 
 def config_of(ctx: click.Context) -> Config:
-    """The config of this invocation, loaded on first use."""
+    """The config of this invocation, loaded on first use; an old spelling of a setting is
+    shown as one line on stderr, naming the new spelling."""
     root = ctx.find_root()
     if not isinstance(root.obj, Config):
-        root.obj = load_config()
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", OldSpellingWarning)
+                root.obj = load_config()
+        finally:  # said also when the file has an error further down
+            for warning in caught:
+                if issubclass(warning.category, OldSpellingWarning):
+                    click.echo(f"warning: {warning.message}", err=True)
+                else:
+                    warnings.warn_explicit(warning.message, warning.category,
+                                           warning.filename, warning.lineno)
     return root.obj
 
 

@@ -22,13 +22,13 @@ def rollback(ctx: click.Context) -> None:
 
 @click.command("cleanup")
 @click.option("--wait", is_flag=True,
-              help="Wait (at most coordinator_ack_timeout s) for running coordinators to leave "
-                   "a load instead of leaving it to a later cleanup.")
+              help="Wait (at most loading.coordinator_ack_timeout s) for running coordinators "
+                   "to leave a load instead of leaving it to a later cleanup.")
 @click.pass_context
 @friendly_errors
 def cleanup(ctx: click.Context, wait: bool) -> None:
     """Drop the stores of loads nobody serves any more: not the current day, not a new one
-    being loaded, the previous one only after keep_previous_load seconds."""
+    being loaded, the previous one only after loading.keep_previous_load seconds."""
     dropped = drop_unserved(config_of(ctx), wait=wait, report=click.echo)
     click.echo(f"dropped the stores of {len(dropped)} load(s)" + (
         f": {', '.join(dropped)}" if dropped else ""))

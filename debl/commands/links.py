@@ -58,7 +58,7 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     """Print the visible links of ID1 and LINK_TYPE, newest first, as DeBL answers them.
 
     Waits for the system to be up and for ID1's bucket to be loaded into HBase, as a query of
-    `debl query --target debl` would, or with the raw route on (raw_after, in seconds) at most
+    `debl query --target debl` would, or with the raw route on (coordinator.raw_after, in seconds) at most
     that long before reading the bucket's files in HDFS; --timeout bounds the wait.
     """
     # lazy import: the coordinator brings the HBase client, which would cost every `debl`

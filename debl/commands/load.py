@@ -68,7 +68,7 @@ def _time(value: str) -> float:
 @click.option("--chunk-size", help="Cold chunk size (default from config, 256MiB).")
 @click.option("--bucket-width", type=click.IntRange(min=1),
               help="Fixed-width buckets of this id1 range (default: split points sampled from "
-                   "the cold files, for buckets of about bucket_target_bytes).")
+                   "the cold files, for buckets of about loading.bucket_target_bytes).")
 @click.option("--max-bad", type=int, help="Fail once more than N lines are rejected.")
 @click.option("--approach", default="debl", show_default=True,
               help="debl, debl-cold, or a baseline: fileCopy, bulkLoad-mysql, bulkLoad-hbase, "
@@ -90,11 +90,13 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     Hot files also go into MySQL, which takes their keys over when it has them; the command
     returns then and prints the load's summary. `debl gen-hf` converts the buckets into HBase.
     An HTTP source's password is never in SOURCE: it comes from DEBL_SOURCE_PASSWORD or
-    source_password_file (README, "Configuration").
+    source.password_file (README, "Configuration").
     """
     if sum(x is not None and x is not False for x in (hot_bytes, hot_since, no_hot or None)) > 1:
         raise click.UsageError("give at most one of --hot-bytes, --hot-since, --no-hot")
-    check_no_password(source)  # before anything starts (docs/LOADING.md, "HTTP sources")
+    # before anything starts (docs/LOADING.md, "Decisions where DESIGN is silent", row "HTTP
+    # sources")
+    check_no_password(source)
     options = LoadOptions(
         hot_bytes=parse_size(hot_bytes) if hot_bytes else None,
         hot_since=_time(hot_since) if hot_since else None,
@@ -146,9 +148,13 @@ def serve(ctx, directory, port, rate):
 
     index.json lists every file with its manifest: DIRECTORY/index.json's when it matches the
     file, else computed before serving and cached under the state directory (manifests/)."""
-    server = make_server(directory, port=port, rate_mb_s=rate,
-                         manifest_cache=manifest_cache_dir(config_of(ctx)),
-                         progress=lambda line: click.echo(line, err=True))
+    try:
+        server = make_server(directory, port=port, rate_mb_s=rate,
+                             manifest_cache=manifest_cache_dir(config_of(ctx)),
+                             progress=lambda line: click.echo(line, err=True))
+    except OSError as exc:  # the port is taken, or not ours to take
+        raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror}; give "
+                                   "another --port") from exc
     cap = f"capped at {rate} MB/s" if rate else "uncapped"
     click.echo(f"serving {directory} on http://127.0.0.1:{port} ({cap}); Ctrl-C stops")
     try:

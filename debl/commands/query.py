@@ -48,7 +48,7 @@ def _human(result: ClientResult, target: str) -> str:
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds.")
 @click.option("--processes", type=int, default=None,
               help="Worker processes sharing the threads, each with its own connections "
-                   "(default: client_processes, else one per core, at most --threads).")
+                   "(default: client.processes, else one per core, at most --threads).")
 @click.option("--rate", type=float, default=None,
               help="Open loop: requests per second over all threads (Poisson arrivals); "
                    "latency counts from each request's intended send time.")

@@ -12,7 +12,7 @@ from debl.stack.stack import stack_down, stack_start, stack_status, stack_stop, 
 
 @click.group()
 def stack() -> None:
-    """Start, stop and inspect the local stack (MariaDB, HDFS, HBase + Thrift; with spark_workers
+    """Start, stop and inspect the local stack (MariaDB, HDFS, HBase + Thrift; with spark.workers
     > 0 also a Spark standalone master and workers) on 127.0.0.1."""
 
 

@@ -10,6 +10,7 @@ import click
 
 from debl.catalog import Catalog
 from debl.commands.common import config_of, friendly_errors, printable
+from debl.status import read_status
 from loaders.source import redact_url
 
 
@@ -37,7 +38,7 @@ def _hot(load: dict) -> str:
 
 
 def render(s: dict) -> str:
-    """The status dict of coordinator.status.read_status as text."""
+    """The status dict of debl.status.read_status as text."""
     load = s["load"]
     if load is None:
         return "no load yet: run `debl load SOURCE`"
@@ -135,10 +136,6 @@ def render(s: dict) -> str:
 def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> None:
     """Uptime, hot path, buckets loaded / total, demand and running gen_HF jobs of the current
     load, and a new load beside it."""
-    # lazy import: the coordinator package brings the HBase client, which would cost every
-    # `debl` command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
-    from coordinator.status import read_status
-
     with Catalog(config_of(ctx)) as catalog:
         report = read_status(catalog, top=top, every_bucket=every_bucket)
     for role in ("load", "loading", "previous"):  # recorded without a password; a catalog

@@ -15,7 +15,7 @@ from loaders.verify import verify_load
 @click.option("--no-source", is_flag=True, help="Do not re-read the source files.")
 @click.option("--source", "source_spec", metavar="SOURCE",
               help="Re-read the files from SOURCE, not the recorded one (an HTTP source's "
-                   "password comes from DEBL_SOURCE_PASSWORD or source_password_file).")
+                   "password comes from DEBL_SOURCE_PASSWORD or source.password_file).")
 @click.option("--json", "as_json", is_flag=True, help="Print every check as JSON.")
 @click.pass_context
 @friendly_errors

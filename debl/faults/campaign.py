@@ -38,7 +38,7 @@ INPUT = GenerateSpec(max_id=40001, files=6, days=6, seed=7, update_share=0.2, hi
                      bad_lines=5, max_degree=60)
 HOT_FILES = 2  # the newest files are hot
 CHUNK = "512KiB"  # several cold chunks
-BUCKETS = 6  # cold bytes / bucket_target_bytes
+BUCKETS = 6  # cold bytes / loading.bucket_target_bytes
 ANSWER_SAMPLE = 200  # keys asked through the coordinator per trial
 
 
@@ -49,9 +49,9 @@ class Campaign:
                  answers: int = ANSWER_SAMPLE):
         root = config.hdfs.root.rstrip("/") or "/debl"
         self.config = config.replace(
-            mysql_database=f"{config.mysql.database}_faults", link_table="faults_links",
-            hbase_table="faults_links", hdfs_root=f"{root}-faults", poll_interval=0.2,
-            run_buckets=2, service_timeout=min(config.service_timeout, 20.0))
+            mysql_database=f"{config.mysql.database}_faults", mysql_link_table="faults_links",
+            hbase_table="faults_links", hdfs_root=f"{root}-faults", coordinator_poll_interval=0.2,
+            gen_hf_run_buckets=2, service_timeout=min(config.service_timeout, 20.0))
         self.work_dir = Path(work_dir).absolute()
         self.report = report
         self.answer_sample = answers
@@ -70,8 +70,8 @@ class Campaign:
         files = LocalSource(self.input_dir).list()
         self.hot_bytes = sum(f.size for f in files[-HOT_FILES:])
         cold = sum(f.size for f in files[:-HOT_FILES])
-        self.config = self.config.replace(bucket_target_bytes=max(1, cold // BUCKETS),
-                                          bucket_target_covers_heaviest=False)
+        self.config = self.config.replace(loading_bucket_target_bytes=max(1, cold // BUCKETS),
+                                          loading_bucket_target_covers_heaviest=False)
 
     def env(self, **extra: str) -> dict[str, str]:
         return self.config.child_env(**extra)

@@ -242,7 +242,7 @@ def check_answers(config: Config, ref: Reference, sample: int, seed: int,
     if len(keys) > sample:
         keys = random.Random(seed).sample(keys, sample)
     check = AnswerCheck()
-    with Coordinator(config.replace(raw_after=0.0)) as coordinator:
+    with Coordinator(config.replace(coordinator_raw_after=0.0)) as coordinator:
         if not coordinator.wait_until_up(timeout):
             check.errors += 1
             check.examples.append("the system did not come up")

@@ -275,7 +275,7 @@ class CoordinatorTarget(Target):
                 "--requests", "32", "--seed", str(seed), "--json"]
 
     def command(self, camp: Campaign) -> str:
-        return "DEBL_RAW_AFTER=off debl " + " ".join(self.argv(1))
+        return "DEBL_COORDINATOR_RAW_AFTER=off debl " + " ".join(self.argv(1))
 
     def measure(self, camp: Campaign) -> Window:
         return Window(3.0)  # the kill comes within this after the first buffered query
@@ -283,7 +283,7 @@ class CoordinatorTarget(Target):
     def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
         camp.ensure_dataset()
         argv = self.argv(trial.seed)
-        running = camp.start(argv, f"{self.name}-{trial.number}", DEBL_RAW_AFTER="off")
+        running = camp.start(argv, f"{self.name}-{trial.number}", DEBL_COORDINATOR_RAW_AFTER="off")
         deadline = time.monotonic() + 120.0
         load_id = camp.current_load().load_id
         with Catalog(camp.config) as catalog:
@@ -317,7 +317,8 @@ class CoordinatorTarget(Target):
             _orphans(trial, tree, target.pid)
         # Restart: gen_HF converts, the client asks again; every query must be answered.
         gen_hf = camp.start(["gen-hf", "--until-complete"], f"{self.name}-{trial.number}-gen-hf")
-        again = camp.run(argv, f"{self.name}-{trial.number}-again", 600.0, DEBL_RAW_AFTER="off")
+        again = camp.run(argv, f"{self.name}-{trial.number}-again", 600.0,
+                         DEBL_COORDINATOR_RAW_AFTER="off")
         trial.steps.append(Step.of(again))
         if again.ok:
             result = _json_tail(again.output)

@@ -172,7 +172,7 @@ class OutageTarget(Target):
         keys = sorted(ref.all_store.keys())
         rng.shuffle(keys)
         client = _Client(keys, ref, camp.config.service_timeout)
-        with Coordinator(camp.config.replace(raw_after=0.0)) as coordinator:
+        with Coordinator(camp.config.replace(coordinator_raw_after=0.0)) as coordinator:
             thread = threading.Thread(target=client.run, args=(coordinator,), daemon=True)
             thread.start()
             started = time.monotonic()

@@ -5,15 +5,15 @@ drifts: errors, queries past their deadline, answers, memory, MySQL sessions.
 One run:
 
 1. generate the soak's input (kept across runs) and ``debl load`` it, its newest files hot;
-2. start ``debl gen-hf --until-complete`` (gen_HF run of ``run_buckets = 1``, so conversion
+2. start ``debl gen-hf --until-complete`` (gen_HF run of ``gen_hf.run_buckets = 1``, so conversion
    goes on for a good part of the run) and ``debl query --target debl`` for ``duration_s``,
-   with the raw route on and ``query_timeout`` short enough to be a real deadline;
+   with the raw route on and ``coordinator.query_timeout`` short enough to be a real deadline;
 3. every ``sample_every_s`` seconds, record the resident memory of the query's processes (each
    worker holds a coordinator) and the number of MySQL sessions on the database;
 4. once the query ends, ask a sample of keys through a fresh coordinator and compare the
    answers with the in-memory reference built from the raw files.
 
-Pitfalls: a query that outlives ``query_timeout`` must come back as an error naming the
+Pitfalls: a query that outlives ``coordinator.query_timeout`` must come back as an error naming the
 timeout, so "no query over the deadline without a clear answer" is: every successful request's
 latency is under the deadline, and every error is a timeout or names its cause. RSS and sessions
 are compared between the second minute and the last one: the first minute holds start-up (the
@@ -51,7 +51,7 @@ class SoakSpec:
     threads: int = 200
     processes: int = 4
     duration_s: float = 600.0
-    query_timeout_s: float = 30.0  # the deadline a query gets (the config's query_timeout)
+    query_timeout_s: float = 30.0  # the deadline a query gets (coordinator.query_timeout)
     buckets: int = 24
     hot_files: int = 2
     answers: int = 500  # keys compared with the reference after the run
@@ -158,7 +158,7 @@ def run_soak(config: Config, work_dir: Path, spec: SoakSpec = SoakSpec(),
     generated once under ``<state_dir>/soak/input``."""
     root = config.hdfs.root.rstrip("/") or "/debl"
     config = config.replace(mysql_database=f"{config.mysql.database}_soak",
-                            link_table="soak_links", hbase_table="soak_links",
+                            mysql_link_table="soak_links", hbase_table="soak_links",
                             hdfs_root=f"{root}-soak")
     input_dir = (config.state_dir / "soak" / "input").absolute()
     work_dir = Path(work_dir).absolute()
@@ -166,9 +166,10 @@ def run_soak(config: Config, work_dir: Path, spec: SoakSpec = SoakSpec(),
     files = LocalSource(input_dir).list()
     hot_bytes = sum(f.size for f in files[-spec.hot_files:])
     cold_bytes = sum(f.size for f in files[:-spec.hot_files])
-    config = config.replace(bucket_target_bytes=max(1, cold_bytes // spec.buckets),
-                            bucket_target_covers_heaviest=False, run_buckets=1,
-                            query_timeout=spec.query_timeout_s, raw_after=0.0)
+    config = config.replace(loading_bucket_target_bytes=max(1, cold_bytes // spec.buckets),
+                            loading_bucket_target_covers_heaviest=False, gen_hf_run_buckets=1,
+                            coordinator_query_timeout=spec.query_timeout_s,
+                            coordinator_raw_after=0.0)
     env = config.child_env()
     logs = work_dir / "logs"
 

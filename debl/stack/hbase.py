@@ -73,8 +73,8 @@ class HBase(JvmService):
             thrift.start(self.thrift_argv())
 
     def thrift_argv(self) -> list[str]:
-        """The Thrift server's command line. It listens on ``hbase_thrift_bind`` (loopback by
-        default), never on ``hbase_thrift_host``: that is where clients reach a Thrift server,
+        """The Thrift server's command line. It listens on ``hbase.thrift_bind`` (loopback by
+        default), never on ``hbase.thrift_host``: that is where clients reach a Thrift server,
         and Thrift1 has no authentication."""
         return self.java_argv("org.apache.hadoop.hbase.thrift.ThriftServer",
                               "-b", self.config.hbase.thrift_bind,

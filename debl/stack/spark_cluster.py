@@ -1,4 +1,4 @@
-"""The stack's Spark standalone cluster, when ``spark_workers`` > 0 (docs/RUNTIME.md): a master
+"""The stack's Spark standalone cluster, when ``spark.workers`` > 0 (docs/RUNTIME.md): a master
 and its workers, run by the installed pyspark's own scripts and jars.
 """
 
@@ -21,14 +21,14 @@ from debl.stack.service import Service, require_free
 
 
 class SparkCluster(Service):
-    """A Spark standalone master and ``spark_workers`` workers, run by the installed pyspark's
+    """A Spark standalone master and ``spark.workers`` workers, run by the installed pyspark's
     ``bin/spark-class`` (its own jars, nothing downloaded), every port from config and on
     127.0.0.1 (SPARK_LOCAL_IP binds the web UIs there too).
 
     Executors are the workers' children, started per application and ended with it (or with
     their worker: a worker stopping kills its executors); they and their Python workers run in
     ``work-<i>/`` and ``local-<i>/``, so no process of the cluster lives outside its home.
-    Workers beyond ``spark_workers`` (left by an earlier, larger configuration) are stopped by
+    Workers beyond ``spark.workers`` (left by an earlier, larger configuration) are stopped by
     ``start`` and ``stop``.
     """
 
@@ -74,8 +74,8 @@ class SparkCluster(Service):
         command line): no ``SPARK_*`` of the caller, this cluster's home and conf, *extra*."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         # The daemons only schedule and the launcher only prints a command line: the C1 JIT and
-        # the serial GC start them with about half the CPU (docs/RUNTIME.md, "Spark on a
-        # cluster": scripts/spark_master_cpu.py measures it).
+        # the serial GC start them on much less CPU (docs/RUNTIME.md, "Spark on a cluster", has
+        # the figures; scripts/spark_master_cpu.py measures it).
         quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         env.update(SPARK_HOME=str(self.spark_home()), SPARK_CONF_DIR=str(self.conf_dir),
                    SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY=self.config.spark.daemon_memory,
@@ -187,7 +187,7 @@ class SparkCluster(Service):
         alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         want = self.config.spark.workers
         if want == 0:
-            raise RuntimeError("left running by an earlier configuration (spark_workers is 0 "
+            raise RuntimeError("left running by an earlier configuration (spark.workers is 0 "
                                "now): `debl stack down` stops it")
         if len(alive) != want:
             raise RuntimeError(f"{len(alive)} of {want} workers registered")

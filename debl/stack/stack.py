@@ -1,5 +1,5 @@
 """Bring the whole local stack up, down, or report on it (with the Spark standalone cluster
-when ``spark_workers`` > 0; ``down`` and ``status`` also find one left by an earlier config).
+when ``spark.workers`` > 0; ``down`` and ``status`` also find one left by an earlier config).
 
 ``up`` is idempotent: a service already answering is left alone; one whose process runs but does
 not answer is waited for; one that is not running is started, and a service that lives on it
@@ -30,7 +30,7 @@ START_TIMEOUT = {"MariaDB": 60.0, "HDFS": 120.0, "HBase": 240.0, "Spark": 120.0}
 
 def all_services(config: Config, leftovers: bool = False) -> list[Service]:
     """The stack in start order (stop order is the reverse). The Spark cluster belongs to it
-    when ``spark_workers`` > 0; with *leftovers*, also when one still runs from an earlier
+    when ``spark.workers`` > 0; with *leftovers*, also when one still runs from an earlier
     configuration (``stack down`` and ``status`` must not miss it)."""
     services: list[Service] = [MariaDB(config), HDFS(config), HBase(config)]
     spark = SparkCluster(config)

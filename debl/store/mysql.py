@@ -14,8 +14,8 @@ primary key is itself ``get_link_list``'s order.
 
 Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
 other statement through pymysql: the read path is what a query client runs thousands of times a
-second, and there the pure-Python driver's CPU per query (several times mysqlclient's,
-measured in docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
+second, and there the pure-Python driver's CPU per query (a multiple of mysqlclient's:
+docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
 is one text-protocol round trip whose arguments are integers, formatted with ``%d`` after
 ``operator.index`` (so nothing but an integer reaches the SQL text, and no escaping is needed).
 
@@ -27,7 +27,7 @@ reuses ``link_table_ddl``, ``drop_secondary_index`` and ``add_secondary_index`` 
 Pitfalls:
 
 - One store object is shared by many query threads. Each call borrows a connection from a
-  bounded pool (``mysql_pool_size``, ``debl.mysql.ConnectionPool``; one pool per driver) and
+  bounded pool (``mysql.pool_size``, ``debl.mysql.ConnectionPool``; one pool per driver) and
   gives it back,
   so the server sees at most that many connections per store however many threads come and go
   (a connection per thread, kept for the store's life, ran a thread-per-request caller into
@@ -42,9 +42,9 @@ Pitfalls:
 - A dropped connection (server restart, idle timeout) is reopened once and the call retried;
   every call here is idempotent, writes included.
 - Raw drivers, unlike the catalog's SQLAlchemy Core: on the same get_link_list, Core served
-  fewer requests/s than raw pymysql on a held connection, and about half with a pooled
-  connection per call; mysqlclient reads cost less client CPU still (docs/STORES.md, section 3,
-  "Why raw drivers here").
+  fewer requests a second than raw pymysql on a held connection, and fewer still with a pooled
+  connection per call; mysqlclient reads cost less client CPU than either (docs/STORES.md,
+  section 3, "Why raw drivers here", has the figures).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ class MySQLStore(LinkStore):
             raise ServiceError(
                 f"MySQL at {self.config.mysql.host}:{self.config.mysql.port}: all "
                 f"{self.pool_size} connections of this store stayed busy for {POOL_WAIT_S:.0f}"
-                " s; raise mysql_pool_size, or give the callers fewer threads") from None
+                " s; raise mysql.pool_size, or give the callers fewer threads") from None
 
     def _read(self, sql: bytes) -> tuple[tuple, ...]:
         """Rows of one SELECT on a pooled reader (mysqlclient); reconnect and retry once if it

@@ -2,7 +2,7 @@
 
 One small HTTP server serves one page (``static/``: plain HTML, CSS and JavaScript, nothing
 fetched from elsewhere) and the JSON it polls every second: the status that ``debl status
---json`` prints (``coordinator.status.read_status``, the one source), sampled by the server
+--json`` prints (``debl.status.read_status``, the one source), sampled by the server
 itself once a second, with what the page draws over time (answers per second by route over the
 last minutes), whether each service answers, and the first rejected lines. Read-only: nothing
 on the page or in its JSON can change the load, and no credential is ever in either.

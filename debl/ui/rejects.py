@@ -3,7 +3,7 @@
 The catalog counts rejects per file (``read_status``: ``load["rejects"]``); the lines themselves
 are in the load's reject files on the machine that ran the load (``loaders.rejects``). They are
 read again only when the catalog's count changes, and not at all past ``MAX_READ_BYTES`` (a load
-with ``max_bad`` unlimited may reject gigabytes): the page then names the directory instead.
+with ``loading.max_bad`` unlimited may reject gigabytes): the page then names the directory instead.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from coordinator.status import read_status
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import DeblError
+from debl.status import read_status
 from debl.ui.history import AnswerHistory
 
 log = logging.getLogger(__name__)

@@ -137,7 +137,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class UIServer:
     """The sampler, the service watch and the HTTP server of one ``debl ui``. ``start`` runs
-    them in threads; ``close`` stops them. *port* None: ``ui_port``; 0: any free port (``url``
+    them in threads; ``close`` stops them. *port* None: ``ui.port``; 0: any free port (``url``
     says which)."""
 
     def __init__(self, config: Config, port: int | None = None, host: str = "127.0.0.1",
@@ -162,7 +162,7 @@ class UIServer:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise ConfigError(f"port {port} on {host} is in use: give another with "
-                                  "`debl ui --port N` (or ui_port in debl.toml)") from None
+                                  "`debl ui --port N` (or [ui] port in debl.toml)") from None
             raise DeblError(f"debl ui cannot listen on {host}:{port}: {exc}") from None
         self.httpd.ui = self
         self._thread: threading.Thread | None = None

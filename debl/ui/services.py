@@ -17,8 +17,6 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import happybase
-
 from debl.config import Config
 from debl.webhdfs import WebHDFS
 
@@ -45,6 +43,10 @@ def _hdfs(config: Config) -> str:
 
 
 def _hbase(config: Config) -> str:
+    # lazy import: happybase would cost every `debl` command's start-up (`debl ui`'s module
+    # is a plain import of the CLI; docs/ARCHITECTURE.md, "Lazy imports")
+    import happybase
+
     conn = happybase.Connection(config.hbase.thrift_host, config.hbase.thrift_port,
                                 timeout=int(PROBE_TIMEOUT_S * 1000), autoconnect=True)
     try:

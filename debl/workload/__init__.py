@@ -15,7 +15,7 @@ One module per role:
 - ``pacing``: the open-loop send schedule (Poisson instants per thread);
 - ``client``: the LinkBench-style client, threads over worker processes (``run_client``), and its
   result; ``client_spec`` what it is asked to do, ``requesters`` the request loop of one
-  process's threads, ``client_processes`` the worker processes;
+  process's threads, ``client.processes`` the worker processes;
 - ``targets``: ``open_target(config, name)``, the store or coordinator the client queries.
 
 The library never imports click; ``debl.commands.generate`` and ``debl.commands.query`` do.

@@ -26,10 +26,10 @@ from debl.workload.requests import RequestStream
 MAX_ERROR_SAMPLES = 5
 PROGRESS_INTERVAL_S = 0.2
 STOP_GRACE_S = 5.0
-# The interpreter's switch interval while requesters run (default 5 ms). A thread whose answer
-# came back (a socket, a read thread) waits for the interpreter lock up to one interval when
-# others are busy; many threads handing work between them each wait that long (docs/WORKLOAD.md,
-# "Worker processes").
+# The interpreter's switch interval while requesters run (Python's default: 0.005 s). A thread
+# whose answer came back (a socket, a read thread) waits for the interpreter lock up to one
+# interval when others are busy; many threads handing work between them each wait that long
+# (docs/WORKLOAD.md, "Worker processes").
 SWITCH_INTERVAL_S = 0.001
 
 

@@ -11,8 +11,8 @@ As in LinkBench's FBWorkload (``read_function`` / ``read_uncorr_blend = 99.5``):
 
 Not LinkBench: with ``recency_share`` S > 0, a share S of the requests draw id1 by the same
 Zipf(0.8) over *recency* rank instead: rank 0 is the newest id (``max_id - 1``), rank 1 the one
-before it, and so on, so the newest ids are the most requested (docs/DESIGN.md section 3, "hotness
-follows recency"; docs/WORKLOAD.md, "Recency share"). The other 1 - S are LinkBench's blend
+before it, and so on, so the newest ids are the most requested (docs/DESIGN.md section 3: hotness
+follows recency; docs/WORKLOAD.md, "Recency share"). The other 1 - S are LinkBench's blend
 above. A request's rank is drawn once and then mapped through the stream it was assigned, so the
 streams share the Zipf draws. With S = 0 no extra draw is made: the requests are exactly
 LinkBench's, and the same as those of earlier DeBL versions for one seed.

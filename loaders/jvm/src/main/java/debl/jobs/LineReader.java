@@ -12,8 +12,9 @@ import java.util.Arrays;
  * held whole. Once its unfinished part passes the limit it is read on to its newline and
  * dropped; {@link #next} then reports it with {@code tooLong} set, its length (without its
  * line end) in {@code longLength} and its first {@value #PREFIX} bytes in {@code prefix}, for
- * the reject file (docs/LOADING.md, "Bad input"). A line over the limit that happens to fit
- * the buffer is reported the same way, so the outcome never depends on where a line falls.
+ * the reject file (docs/RELIABILITY.md, "An over-long line, in bounded memory"). A line over
+ * the limit that happens to fit the buffer is reported the same way, so the outcome never
+ * depends on where a line falls.
  */
 final class LineReader implements AutoCloseable {
   static final int PREFIX = 1024; // debl.model.REJECT_PREFIX

@@ -7,9 +7,10 @@ beside it (the same, and its buckets) and the previous one while its stores exis
 with its demand), the demand summed over coordinators, the queries the coordinators answered per
 route, the gen_HF jobs running now, and full availability once every bucket is loaded.
 Everything comes from MySQL: the report is the same from any machine and does not need a
-coordinator. ``debl status --json`` prints it and ``debl ui`` serves it (docs/UI.md): both read it
-here, and neither holds a credential (a source URL's password is dropped before the catalog
-records it, ``loaders.source``).
+coordinator: it is the application's reading of the catalog (docs/ARCHITECTURE.md), and imports
+neither the coordinator nor a store. ``debl status --json`` prints it and ``debl ui`` serves it
+(docs/UI.md): both read it here, and neither holds a credential (a source URL's password is
+dropped before the catalog records it, ``loaders.source``).
 
 Pitfall: ``uptime_s`` and ``full_availability_s`` count from the load's start; docs/DESIGN.md's
 uptime is an instant, reported here both as the epoch time and as seconds since the start.

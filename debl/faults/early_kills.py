@@ -1,0 +1,148 @@
+"""The kill campaign's target for a load that answers before its uptime (docs/RELIABILITY.md,
+"Kill campaign"; docs/LOADING.md, "Answers before the copy ends", "The copy follows demand").
+
+Each trial starts from no load up (so the load answers early), serves the campaign's input over
+HTTP at a rate that makes the copy last several seconds, and asks keys through a coordinator all
+along, from before the load starts to its uptime: queries wait, their keys are fetched on
+demand, answered early. The load kills itself at an aimed point (a fetch on demand's chunk in
+HDFS but not recorded; a chunk's bucket files written, its rows not recorded; a chunk recorded,
+its answerable keys not published), and is resumed as the docs say, the client still asking.
+Then the usual checks (``Campaign.verify_and_compare``: ``debl verify``, rows lost or doubled in
+MySQL and HDFS, answers), and every answer the client got before the uptime is compared with the
+reference: a wrong early answer is a problem of the trial.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+from debl.bench.source_server import make_server
+from debl.errors import DeblError, QueryTimeout
+from debl.faults.campaign import CHUNK, Campaign
+from debl.faults.kill_points import load_point
+from debl.faults.kills import LoadTarget, Window, _Aimed, _watch
+from debl.faults.trial import Step, Trial
+from loaders.cleanup import drop_every_load
+
+EARLY_AIMS = [("hook", "demand-copied"), ("hook", "dist_ch-done"), ("hook", "answerable")]
+COPY_S = 12.0  # the copy's length at the source's rate: time for demand before uptime
+
+
+class _Served:
+    """The campaign's input over HTTP, capped so that its copy lasts about COPY_S."""
+
+    def __init__(self, directory: Path):
+        total = sum(p.stat().st_size for p in directory.iterdir() if not p.name.startswith("."))
+        self.server = make_server(directory, port=0, rate_mb_s=total / COPY_S / 1e6)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Asking:
+    """A coordinator asking the input's keys without pause until stopped, each answer given
+    before the uptime (route ``early``) checked against the reference."""
+
+    def __init__(self, camp: Campaign, seed: int):
+        # lazy import: the coordinator brings the HBase client (docs/ARCHITECTURE.md, "Lazy
+        # imports")
+        from coordinator import Coordinator
+
+        self.reference = camp.reference().all_store
+        self.keys = sorted(self.reference.keys())
+        self.rng = random.Random(seed)
+        self.early = self.wrong = 0
+        self.examples: list[str] = []
+        self._stop = threading.Event()
+        self._coordinator = Coordinator(camp.config, default_timeout=1.0)
+        self._thread = threading.Thread(target=self._run, daemon=True, name="early-asking")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            key = self.rng.choice(self.keys)
+            try:
+                answer = self._coordinator.query(*key)
+            except (QueryTimeout, DeblError):
+                continue
+            if answer.route != "early":
+                continue
+            self.early += 1
+            if answer.links != self.reference.get_link_list(*key):
+                self.wrong += 1
+                if len(self.examples) < 5:
+                    self.examples.append(f"{key}: answered early with {len(answer.links)} links, "
+                                         f"expected {len(self.reference.get_link_list(*key))}")
+
+    def close(self) -> None:
+        """Stop asking (idempotent)."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(30.0)
+            self._coordinator.close()
+
+
+class EarlyAimedTarget(_Aimed, LoadTarget):
+    """``debl load`` of a load that answers early, killed at an aimed point, then resumed."""
+
+    aims = EARLY_AIMS
+
+    def __init__(self, name: str = "early-aimed"):
+        super().__init__(name, hot=True, victim="main")
+        self.fault = "kill -9 debl load while it answers before its uptime, aimed at a point"
+
+    def command(self, camp: Campaign) -> str:
+        return f"debl load URL --chunk-size {CHUNK} --hot-bytes {camp.hot_bytes} (URL: the " \
+               f"input over HTTP, {COPY_S:g} s of copy), a client asking throughout"
+
+    def _argv(self, camp: Campaign, url: str) -> list[str]:
+        return ["load", url, "--chunk-size", CHUNK, "--hot-bytes", str(camp.hot_bytes)]
+
+    def measure(self, camp: Campaign) -> Window:
+        drop_every_load(camp.config)
+        served = _Served(camp.input_dir)
+        try:
+            running = camp.start(self._argv(camp, served.url), f"{self.name}-measure")
+            outcome, window = _watch(running, 1800.0)
+        finally:
+            served.close()
+        if not outcome.ok:
+            raise RuntimeError(f"{self.command(camp)} failed without a kill:\n"
+                               f"{outcome.output[-2000:]}")
+        return window
+
+    def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
+        drop_every_load(camp.config)
+        served = _Served(camp.input_dir)
+        asking = _Asking(camp, trial.seed)
+        try:
+            argv = self._argv(camp, served.url)
+            self.strike(camp, trial, rng, window, argv, lambda: load_point(camp.config, None))
+            load = camp.latest_load()
+            if load is None:
+                step = camp.run(argv, f"{self.name}-{trial.number}-again", 4 * window.seconds)
+            else:
+                step = camp.run(argv + ["--resume", load.load_id],
+                                f"{self.name}-{trial.number}-resume", 4 * window.seconds + 60)
+            trial.steps.append(Step.of(step))
+            if not step.ok:
+                trial.problems.append("the resumed load failed")
+            asking.close()
+            # `debl verify` reads the source again: still served.
+            camp.verify_and_compare(trial, hbase=False, hot_bytes=camp.hot_bytes)
+        finally:
+            asking.close()
+            served.close()
+        trial.answers += asking.early
+        trial.wrong_answers += asking.wrong
+        trial.examples += asking.examples
+        if asking.early == 0:
+            trial.problems.append("no answer was given before the uptime")
+
+
+EARLY_KILLS = {t.name: t for t in [EarlyAimedTarget()]}  # for scripts/faults.py
