@@ -71,9 +71,7 @@ MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (64 of 64 KiB): 
 # 10,000 lines, at LinkBench's line lengths) is read and merged at once; a heavier one lazily,
 # newest first.
 EAGER_BLOCKS = 16
-# HDFS calls in flight per reader: a query's first read of each file (and a bucket's index
-# reads) go out together, since a read is mostly waiting on the DataNode.
-READ_THREADS = 16
+READ_THREADS = 16  # HDFS calls in flight per reader: a read mostly waits on the DataNode
 READ_TIMEOUT_S = 30.0
 # Memory of an opened bucket beside its filters: per file (the open file's block locations,
 # the objects) and per index entry (its key tuple and offset as Python objects).
@@ -206,12 +204,14 @@ class RawReader:
     def _rounds(self, bucket: RawBucket, opened: _Bucket, wanted: list[tuple[_File, range]],
                 id1: int, link_type: int, min_time: int, eager: bool) -> Iterator[Link]:
         """Read the files' blocks of the key newest first, in rounds: the first reads the
-        newest block of every file (all of them when *eager*), each next one a batch twice as
-        long (1, 2, 4 ... blocks back) of the files the merge waits for, all at once; each
-        round gives the winners no older row can change."""
+        newest ``EAGER_BLOCKS`` blocks shared out over the files, at least one each (all of
+        them when *eager*: a heavy id1's first page then costs about one round however few
+        files hold it), each next one a batch twice as long of the files the merge waits for,
+        all at once; each round gives the winners no older row can change."""
         merge = NewestFirstMerge(len(wanted))
         stops = [blocks.stop for _, blocks in wanted]
-        batches = [EAGER_BLOCKS if eager else 1] * len(wanted)
+        first = EAGER_BLOCKS if eager else max(1, EAGER_BLOCKS // len(wanted))
+        batches = [first] * len(wanted)
         while files := merge.wanted():
             spans = [(i, max(wanted[i][1].start, stops[i] - batches[i]), stops[i]) for i in files]
             datas = self._read_blocks(bucket, opened,

@@ -10,12 +10,18 @@ hot ones until MySQL takes the hot keys over), as HBase opens its regions before
 them. Queries never wait for it: one that comes first opens its bucket itself, as before, and
 the warm-up finds it opened.
 
+Buckets are opened ``AT_ONCE`` at a time, in order: opening one is a few round trips one after
+another (the catalog, the directory's time and listing, then its files in parallel), so one at a
+time left the NameNode and the DataNode mostly waiting, and the clients waited for the warm-up
+(docs/BENCHMARKS.md, "Tail latency and the change log (issue 37)").
+
 Pitfalls: the warm-up opens buckets only while the opened ones take under half of
-``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query
-has read; a bucket it cannot open (a file gone) is left to the query, which raises the error
-naming it; and an HDFS that does not answer ends the warm-up at once (every bucket would wait
-out its timeout the same way), so that ``Coordinator.wait_warm`` does not hold a client for
-nothing.
+``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read (the
+buckets already being opened when the budget's share is reached still are: at most
+``AT_ONCE - 1`` more); a
+bucket it cannot open (a file gone) is left to the query, which raises the error naming it; and
+an HDFS that does not answer ends the warm-up at once (every bucket would wait out its timeout
+the same way), so that ``Coordinator.wait_warm`` does not hold a client for nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from debl.errors import BucketFileError
 from coordinator.raw import RawBucket, RawReader
@@ -30,13 +37,16 @@ from coordinator.state import Dataset
 
 log = logging.getLogger("debl.coordinator")
 
+AT_ONCE = 4  # buckets opened at the same time
+
 
 class RawWarmup:
     """A thread that opens the buckets offered to it, newest offer first; ``close()`` stops it
     after the bucket it is opening."""
 
-    def __init__(self, reader: RawReader) -> None:
+    def __init__(self, reader: RawReader, at_once: int = AT_ONCE) -> None:
         self.reader = reader
+        self._at_once = at_once
         self._offers: queue.SimpleQueue[list[RawBucket] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()  # guards _pending
         self._pending = 0  # offers not yet done
@@ -70,22 +80,35 @@ class RawWarmup:
                         self._idle.set()
 
     def _open(self, buckets: list[RawBucket]) -> None:
-        """Open *buckets* in order until a newer offer comes, the budget's share is used, or
-        HDFS fails: a bucket whose files are wrong is skipped, but a service that does not
+        """Open *buckets* in order, ``at_once`` at a time, until a newer offer comes, the
+        budget's share is used, or HDFS fails: no bucket is started after that (those being
+        opened finish). A bucket whose files are wrong is skipped, but a service that does not
         answer would fail every other bucket the same way, each after its timeout. Whatever
         goes wrong is left to the queries, which raise it with its message."""
-        for bucket in buckets:
+        stop = threading.Event()
+
+        def one(bucket: RawBucket) -> None:
+            if stop.is_set():
+                return
             if not self._offers.empty():
-                return  # a newer load's buckets (or close) come first
+                stop.set()  # a newer load's buckets (or close) come first
+                return
             try:
                 if not self.reader.open_ahead(bucket):
-                    return  # the budget's share for buckets opened ahead is used
+                    stop.set()  # the budget's share for buckets opened ahead is used
             except BucketFileError as exc:
                 log.info("raw route: bucket %d not opened ahead: %s", bucket.b_index, exc)
             except Exception as exc:  # noqa: BLE001 -- a thread of its own: never let it die
                 log.warning("raw route: buckets not opened ahead from bucket %d on: %s",
                             bucket.b_index, exc)
-                return
+                stop.set()
+
+        if self._at_once <= 1:
+            for bucket in buckets:
+                one(bucket)
+            return
+        with ThreadPoolExecutor(self._at_once, thread_name_prefix="debl-raw-warmup") as pool:
+            list(pool.map(one, buckets))
 
 
 def raw_buckets(dataset: Dataset) -> list[RawBucket]:

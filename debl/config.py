@@ -106,9 +106,7 @@ class HBaseConfig(_Section):
     regionserver_port: int = 16020
     table: str = "linktable"
     heap: str = "1g"
-    # HBase's root directory in HDFS (hbase.rootdir): the local stack's, and where the bench
-    # measures what the HBase tables hold on disk.
-    root_dir: str = "/hbase"
+    root_dir: str = "/hbase"  # hbase.rootdir in HDFS: where the bench measures the tables' disk
 
     def __post_init__(self) -> None:
         check_name("hbase.table", self.table)
@@ -289,20 +287,22 @@ class SourceConfig(_Section):
 
 @dataclass(frozen=True)
 class GenHFConfig(_Section):
-    """gen_HF, the online phase: how much one run converts, and in what order."""
+    """gen_HF, the online phase: how much one run converts, in what order, at what priority."""
 
     SECTION: ClassVar[str] = "gen_hf"
 
     run_buckets: int = 2
     run_bytes: int = 512 * MiB
-    # At a new day's uptime gen_HF first converts the buckets whose key ranges the previous
-    # day's queries asked most (docs/ONLINE.md, "Demand carried over"); False: today's demand
-    # alone, then bucket order.
+    # At a new day's uptime gen_HF first converts the buckets the previous day's queries asked
+    # most (docs/ONLINE.md, "Demand carried over"); False: today's demand, then bucket order.
     carry_demand: bool = True
+    nice: int = 10  # `debl gen-hf`'s and its Spark JVM's CPU niceness (docs/ONLINE.md, "Priority")
 
     def __post_init__(self) -> None:
         for name in ("run_buckets", "run_bytes"):
             check_positive(self, name)
+        if not 0 <= self.nice <= 19:
+            raise ConfigError(f"gen_hf.nice must be 0 (as is) to 19, not {self.nice}")
 
 
 @dataclass(frozen=True)

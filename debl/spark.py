@@ -99,6 +99,18 @@ def task_heap(config: Config) -> TaskHeap:
                     config.spark.executor_cores)
 
 
+# An HDFS client closing a file asks the NameNode to complete it; until the DataNode has reported
+# the last block, the NameNode says no and the client sleeps, 400 ms at first by Hadoop's
+# default, then twice as long each time. dist_ch closes one file per bucket and slice, which in a
+# change log is every bucket of every chunk, and many of those closes slept (docs/LOADING.md,
+# "Closing many small files"). Shorter first sleeps, more of them: at least Hadoop's patience in
+# all, and a close soon after the DataNode's report.
+HDFS_CLOSE_SETTINGS = {
+    "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "25",
+    "dfs.client.block.write.locateFollowingBlock.retries": "10",
+}
+
+
 def spark_session(config: Config, app_name: str = "debl"):
     """Start (or reuse) the SparkSession for DeBL's jobs."""
     # lazy import: pyspark would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
@@ -128,6 +140,7 @@ def spark_session(config: Config, app_name: str = "debl"):
         .config("spark.hadoop.fs.defaultFS", config.hdfs.uri)
         .config("spark.hadoop.dfs.client.use.datanode.hostname", "false")
         .config("spark.hadoop.dfs.replication", "1")
+        .config(map={f"spark.hadoop.{k}": v for k, v in HDFS_CLOSE_SETTINGS.items()})
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # DeBL draws its own progress
         .config("spark.sql.shuffle.partitions", "8")

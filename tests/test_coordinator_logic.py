@@ -469,7 +469,7 @@ class StepReader:
 def test_the_warmup_skips_a_bucket_it_cannot_open_and_stops_at_its_budget():
     reader = StepReader([True, BucketFileError("bucket 1: its file x is gone"), True, False,
                          True])
-    warmup = RawWarmup(reader)
+    warmup = RawWarmup(reader, at_once=1)
     try:
         warmup.offer([RawBucket("L1", b, 10) for b in range(5)])
         assert warmup.wait(5)
@@ -483,7 +483,7 @@ def test_the_warmup_ends_at_a_service_that_does_not_answer_and_is_done_for_wait(
     """HDFS down would fail every bucket after its timeout: the warm-up gives up at the first,
     so a client waiting for it is not held; the queries raise the error themselves."""
     reader = StepReader([True, ServiceError("HDFS at 127.0.0.1:9820 did not answer"), True])
-    warmup = RawWarmup(reader)
+    warmup = RawWarmup(reader, at_once=1)
     try:
         warmup.offer([RawBucket("L1", b, 10) for b in range(3)])
         assert warmup.wait(5)
@@ -551,3 +551,40 @@ def test_a_false_claim_stops_early_answers_and_counts_those_given(world):
         assert _eventually(lambda: world.get("claim_answers") == {0: 1})
         with pytest.raises(QueryTimeout, match="not up yet"):
             c.query(5, LT, timeout=0.3)
+class SlowReader:
+    """A reader whose ``open_ahead`` takes a while, counting the opens in flight at once."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.opened, self.in_flight, self.most, self.calls = budget, [], 0, 0, 0
+        self._lock = threading.Lock()
+
+    def open_ahead(self, bucket) -> bool:
+        with self._lock:
+            self.calls += 1
+            if len(self.opened) + self.in_flight >= self.budget:
+                return False
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        time.sleep(0.05)
+        with self._lock:
+            self.in_flight -= 1
+            self.opened.append(bucket.b_index)
+        return True
+
+
+def test_the_warmup_opens_several_buckets_at_once_and_stops_starting_at_its_budget():
+    reader = SlowReader(budget=1000)
+    warmup = RawWarmup(reader, at_once=4)
+    try:
+        warmup.offer([RawBucket("L1", b, 10) for b in range(12)])
+        assert warmup.wait(5)
+        assert sorted(reader.opened) == list(range(12)) and reader.most == 4
+        small = SlowReader(budget=5)
+        warmup.reader = small
+        warmup.offer([RawBucket("L1", b, 10) for b in range(40)])
+        assert warmup.wait(5)
+        # the five the budget allows; after the first refusal no bucket is started, so at most
+        # the calls already under way when it came follow it (fewer than at_once)
+        assert sorted(small.opened) == list(range(5)) and small.calls < 5 + 4
+    finally:
+        warmup.close()

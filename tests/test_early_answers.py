@@ -28,6 +28,7 @@ from debl.workload.spec import GenerateSpec
 from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadRun
 from loaders.verify import verify_load
+from tests.awkward import write_awkward_input
 from tests.dataset import reference_store
 
 pytestmark = pytest.mark.stack
@@ -48,6 +49,58 @@ def _fresh(stack_config, database: str):
     return config
 
 
+def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: list,
+                       late: list, timeout: float) -> tuple[list, str, int]:
+    """Load from *url* while a coordinator asks *keys* (half of the asks among *late*, the
+    keys the bulk copy reaches last) until the load is up: (the answers given before the
+    uptime as (id1, link_type, Answer), the load's id, the asks that timed out)."""
+    answers, waited = [], 0
+    with LoadRun(config, url, options) as run, Coordinator(config,
+                                                            default_timeout=timeout) as c:
+        up = threading.Event()
+        failed: list[BaseException] = []
+
+        def load() -> None:
+            try:
+                run.wait_up()
+            except BaseException as exc:  # noqa: BLE001 -- raised below
+                failed.append(exc)
+            finally:
+                up.set()
+        loading = threading.Thread(target=load, daemon=True)
+        loading.start()
+        rng = random.Random(7)
+        while not up.is_set():
+            id1, link_type = rng.choice(late if late and rng.random() < 0.5 else keys)
+            try:
+                answer = c.query(id1, link_type)
+            except QueryTimeout:
+                waited += 1
+                continue
+            except ServiceError:  # until the load is recorded, an earlier one failed
+                time.sleep(0.05)
+                continue
+            if not up.is_set():
+                answers.append((id1, link_type, answer))
+        loading.join()
+        if failed:
+            raise failed[0]
+        run.finish()
+    return answers, run.summary.load_id, waited
+
+
+def _checked(config, url: str, load_id: str, answers: list, reference) -> list:
+    """The early answers, each checked against the reference; the load verified whole."""
+    early = [(i, t, a) for i, t, a in answers if a.route is Route.EARLY]
+    for id1, link_type, a in early:
+        assert a.links == reference.get_link_list(id1, link_type), (id1, link_type)
+    with Catalog(config) as catalog:
+        assert catalog.early.false_claims(load_id) == []
+    report = verify_load(config, load_id, source_spec=url)
+    assert report.ok, report.failures
+    return early
+
+
 @pytest.mark.parametrize("layout", ["ranges", "days"])
 def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
         stack_config, tmp_path, layout):
@@ -56,71 +109,64 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
     # within the queries' timeout at the slow rate.
     files_n = 5 if layout == "ranges" else 3
     generate(directory, GenerateSpec(max_id=30001, files=files_n, days=files_n, seed=3,
-                                     layout=layout,
-                                     max_degree=30, update_share=0.2, hidden_share=0.2,
-                                     bad_lines=3))
+                                     layout=layout, max_degree=30, update_share=0.2,
+                                     hidden_share=0.2, bad_lines=3))
     files = sorted(p for p in directory.iterdir() if p.name != "index.json")
     total = sum(p.stat().st_size for p in files)
     hot = {files[-1].name} if layout == "ranges" else set()  # mtime order: the last is newest
     reference = reference_store(directory, hot)
     keys = sorted(reference.keys())
+    # The keys the bulk copy reaches last: the end of the last cold file.
+    lo, hi = (18000, 24000) if layout == "ranges" else (25000, 30001)
+    late = [k for k in keys if lo <= k[0] < hi]
     config = _fresh(stack_config, f"debl_early_{layout}")
     # About 20 s of copy: the bulk copy is the slow part, as over a thin link.
     server, url = _serve(directory, total / 20e6)
-    answers, waited = [], 0
     try:
         options = (LoadOptions(approach="debl", hot_bytes=files[-1].stat().st_size) if hot
                    else LoadOptions(approach="debl-cold"))
-        with LoadRun(config, url, options) as run, Coordinator(config,
-                                                                default_timeout=5.0) as c:
-            up = threading.Event()
-            failed: list[BaseException] = []
-
-            def load() -> None:
-                try:
-                    run.wait_up()
-                except BaseException as exc:  # noqa: BLE001 -- raised below
-                    failed.append(exc)
-                finally:
-                    up.set()
-            loading = threading.Thread(target=load, daemon=True)
-            loading.start()
-            rng = random.Random(7)
-            # The keys the bulk copy reaches last: the end of the last cold file.
-            lo, hi = (18000, 24000) if layout == "ranges" else (25000, 30001)
-            late = [k for k in keys if lo <= k[0] < hi]
-            while not up.is_set():
-                id1, link_type = rng.choice(late if rng.random() < 0.5 else keys)
-                try:
-                    answer = c.query(id1, link_type)
-                except QueryTimeout:
-                    waited += 1
-                    continue
-                except ServiceError:  # until the load is recorded, an earlier one failed
-                    time.sleep(0.05)
-                    continue
-                if not up.is_set():
-                    answers.append((id1, link_type, answer, time.time()))
-            loading.join()
-            if failed:
-                raise failed[0]
-            run.finish()
-            load_id = run.summary.load_id
+        answers, load_id, waited = _ask_while_loading(config, url, options, reference, keys,
+                                                      late, 5.0)
         with Catalog(config) as catalog:
             demand_bytes = catalog.early.early_progress(load_id).demand_bytes
-            claims = catalog.early.false_claims(load_id)
-        report = verify_load(config, load_id, source_spec=url)
+        early = _checked(config, url, load_id, answers, reference)
     finally:
         server.shutdown()
-    early = [(i, t, a) for i, t, a, _ in answers if a.route is Route.EARLY]
     assert len(early) >= 20, f"only {len(early)} early answers ({waited} waited)"
-    for id1, link_type, a in early:
-        assert a.links == reference.get_link_list(id1, link_type), (id1, link_type)
-    late_early = [1 for i, _, a in early if lo <= i < hi]
-    assert late_early, "no key of the input's end was answered before uptime"
+    assert [1 for i, _, _ in early if lo <= i < hi], "no late key was answered before uptime"
     assert demand_bytes > 0  # they came ahead of the bulk copy
-    assert claims == []
-    assert report.ok, report.failures
+
+
+@pytest.mark.parametrize("kind", ["awkward", "clusters"])
+def test_early_answers_on_awkward_input_and_sparse_ids_are_exact(stack_config, tmp_path, kind):
+    """The awkward input (tests/awkward.py: unsorted files, so each claims its whole id range,
+    fetched on demand whole) with manifests computed by the source server, and sparse ids in
+    clusters: every answer given before the uptime is exact."""
+    directory = tmp_path / "in"
+    if kind == "awkward":
+        data = write_awkward_input(directory)
+        hot, keys = data.hot_names, list(data.keys)
+    else:
+        generate(directory, GenerateSpec(max_id=20001, files=4, days=4, seed=5,
+                                         layout="ranges", ids="clusters", max_degree=30,
+                                         update_share=0.2, hidden_share=0.2))
+        newest = max((p for p in directory.iterdir() if p.name != "index.json"),
+                     key=lambda p: p.stat().st_mtime)
+        hot, keys = {newest.name}, None
+    reference = reference_store(directory, hot)
+    keys = keys or sorted(reference.keys())
+    total = sum(p.stat().st_size for p in directory.iterdir() if p.name != "index.json")
+    # Sampled split points (the default): a fixed width makes no sense over ids up to 2^63.
+    config = _fresh(stack_config, f"debl_early_{kind}").replace(loading_bucket_width=0)
+    server, url = _serve(directory, total / 15e6)
+    try:
+        hot_bytes = sum((directory / n).stat().st_size for n in hot)
+        answers, load_id, _ = _ask_while_loading(
+            config, url, LoadOptions(approach="debl", hot_bytes=hot_bytes), reference, keys,
+            [], 3.0)
+        _checked(config, url, load_id, answers, reference)
+    finally:
+        server.shutdown()
 
 
 def _lie(directory, name: str, point: int) -> None:

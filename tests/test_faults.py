@@ -134,13 +134,14 @@ def test_stack_stop_names_what_it_knows():
 
 @pytest.mark.stack
 def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
+    from debl.faults.early_kills import EARLY_KILLS
     from debl.faults.kills import KILLS
     from debl.faults.outages import OUTAGES
     from debl.faults.runner import run_campaign
     from debl.faults.table import markdown
 
-    registry = {**KILLS, **OUTAGES}
-    groups = {"kills": list(KILLS), "outages": list(OUTAGES), "all": list(registry)}
+    registry = {**KILLS, **EARLY_KILLS, **OUTAGES}
+    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES), "all": list(registry)}
     wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
     trials = int(os.environ.get("FAULTS_TRIALS", "3"))

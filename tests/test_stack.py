@@ -124,3 +124,20 @@ def test_spark_reads_and_writes_hdfs(stack_config, spark):
     names = {s.path.rsplit("/", 1)[1] for s in fs.list(f"{base}/out")}
     assert "_SUCCESS" in names
     fs.delete(base, recursive=True)
+
+
+def test_hdfs_clients_close_files_without_the_long_first_sleep(stack_config, spark, tmp_path):
+    """Every Spark application and the stack's DataNode (its WebHDFS writes) ask the NameNode
+    to complete a file again after 25 ms, not Hadoop's 400 ms, with at least Hadoop's patience
+    in all (docs/LOADING.md, "Closing many small files")."""
+    from debl.spark import HDFS_CLOSE_SETTINGS
+    from debl.stack.hdfs import hdfs_site
+
+    delay = "dfs.client.block.write.locateFollowingBlock.initial.delay.ms"
+    retries = "dfs.client.block.write.locateFollowingBlock.retries"
+    first, tries = int(HDFS_CLOSE_SETTINGS[delay]), int(HDFS_CLOSE_SETTINGS[retries])
+    assert first <= 50 and first * (2 ** tries - 1) >= 400 * (2 ** 5 - 1)
+    conf = spark.sparkContext.getConf()
+    assert {k: conf.get(f"spark.hadoop.{k}") for k in HDFS_CLOSE_SETTINGS} == HDFS_CLOSE_SETTINGS
+    site = hdfs_site(stack_config, tmp_path)
+    assert {k: str(site[k]) for k in HDFS_CLOSE_SETTINGS} == HDFS_CLOSE_SETTINGS

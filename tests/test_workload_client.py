@@ -249,3 +249,22 @@ def test_query_command_needs_an_id_range(monkeypatch):
     monkeypatch.setattr("debl.commands.query.config_of", lambda ctx: Config())
     result = CliRunner().invoke(main, ["query", "--requests", "5"])
     assert result.exit_code == 1 and "pass --max-id" in result.output
+
+
+def test_the_objects_built_before_the_run_are_out_of_the_collectors_way_during_it():
+    """A full collection would scan the target's objects (a coordinator's opened buckets) with
+    every thread stopped: they are frozen while the requesters run, and thawed after."""
+    import gc
+
+    frozen: list[int] = []
+
+    class Target:
+        def get_link_list(self, id1, link_type):
+            frozen.append(gc.get_freeze_count())
+            return []
+
+    kept = [(i, [i]) for i in range(1000)]  # objects the process holds before the run
+    assert gc.get_freeze_count() == 0
+    run_client(Target(), ClientSpec(REQ, threads=2, total=20))
+    assert len(frozen) == 20 and min(frozen) >= len(kept)
+    assert gc.get_freeze_count() == 0

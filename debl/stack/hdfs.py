@@ -10,6 +10,7 @@ from pathlib import Path
 
 from debl.config import Config
 from debl.errors import StackError
+from debl.spark import HDFS_CLOSE_SETTINGS
 from debl.stack.daemon import Daemon
 from debl.stack.jvm_service import JvmService, site_xml
 from debl.stack.service import require_free
@@ -41,6 +42,8 @@ def hdfs_site(config: Config, home: Path) -> dict[str, object]:
         "dfs.datanode.du.reserved": 0,
         # A laptop-size disk: do not refuse writes when it is 90% full.
         "dfs.namenode.resource.du.reserved": 1 << 30,
+        # WebHDFS writes (the chunks' copies) close through the DataNode's own HDFS client.
+        **HDFS_CLOSE_SETTINGS,
     }
 
 

@@ -9,6 +9,7 @@ a stopped part waits ``STOP_GRACE_S`` for them before it gives up.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -31,6 +32,10 @@ STOP_GRACE_S = 5.0
 # interval when others are busy; many threads handing work between them each wait that long
 # (docs/WORKLOAD.md, "Worker processes").
 SWITCH_INTERVAL_S = 0.001
+# While the requesters run, the objects the process built before (its target: a coordinator's
+# opened buckets, its connections; the request streams) are frozen out of the garbage
+# collector: a full collection scanned them all, every thread stopped meanwhile, and such pauses
+# overlapped most of the slowest answers (docs/WORKLOAD.md, "Worker processes").
 
 
 class _Shared:
@@ -141,6 +146,7 @@ class Part:
         cpu0 = time.process_time()
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        gc.freeze()
         for r in self.requesters:
             r.start()
         try:
@@ -159,6 +165,7 @@ class Part:
             raise
         finally:
             sys.setswitchinterval(switch)
+            gc.unfreeze()
         finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
         rs = self.requesters
         end_ns = np.concatenate([np.frombuffer(r.end_ns, dtype=np.int64) for r in rs])
