@@ -12,6 +12,10 @@ Written next to the bench's results (``<state_dir>/bench/<bench_id>/``):
 - the share of requests answered by each second since the load started, per approach, when
   MySQL took DeBL's hot keys over, and whether debl-raw was at or above every other approach at
   every second (``debl.bench.service``);
+- the answers since the load started, per approach (``debl.bench.answers``): when its query
+  client started (``--queries-from``), its first answer, and the shares of the bench's requests
+  answered by its uptime and by the end of a plain copy of the files, with ``answered.png``, the
+  share answered against the time since the load started, a vertical line at the copy's end;
 - ``throughput.png``: requests completed per second against the time since the load started,
   one line per approach, each approach's uptime marked by a dashed line of its colour (full
   availability, for DeBL, by a dotted one, MySQL's take-over by a dash-dot one); below it the
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from debl.bench import ApproachRun, read_bench
+from debl.bench.answers import answered_by, copy_end, plot_answered
 from debl.bench.baselines import APPROACHES
 from debl.bench.service import (SERVICE_WINDOW_S, STALL_SHARE, answered_share, least_margin,
                                 service_from_uptime)
@@ -83,6 +88,7 @@ class Report:
     markdown: Path
     html: Path
     plot: Path
+    answered: Path | None = None  # the answers since the load started (answered.png)
 
 
 def _s(x: float | None, digits: int = 1) -> str:
@@ -207,9 +213,46 @@ def answered_table(runs: list[ApproachRun]) -> Table:
     return Table(headers, tuple(rows),
                  "The share of the query phase's requests answered by each second since the "
                  "approach's load started (every approach asks the same requests from its "
-                 "uptime on). 'MySQL took over': when MySQL took DeBL's hot keys over (before "
+                 "uptime on, a DeBL approach with --queries-from load from its load's "
+                 "start). 'MySQL took over': when MySQL took DeBL's hot keys over (before "
                  "that they were answered from the hot files' buckets). The last column checks "
                  "every second up to the last query.")
+
+
+def answers_table(runs: list[ApproachRun], meta: dict) -> Table:
+    """Per approach with a query phase: when its client started, its first answer, and the
+    shares of the bench's requests answered by its uptime and by a plain copy's end."""
+    spec, input_bytes = meta["spec"], meta["input"]["bytes"]
+    requests, rate = spec["requests"], spec["source_rate"]
+    end = copy_end(runs, input_bytes, rate)
+    headers = ("approach", "queries from", "asked from s", "uptime s", "first answer s",
+               "answered by uptime", "answered by copy end", "early answers")
+    rows = []
+    for r in runs:
+        if r.query is None:
+            continue
+        by_end = None if end is None else answered_by(r, end.seconds, requests)
+        early = (r.waits or {}).get("early")
+        rows.append((r.approach, r.queries_from or "uptime", _s(r.query_start_s),
+                     _s(r.uptime_s), _s(r.first_answer_s, 2),
+                     f"{answered_by(r, r.uptime_s, requests):.1%}",
+                     "-" if by_end is None else f"{by_end:.1%}",
+                     "-" if early is None else f"{early:,}"))
+    copy = (f"A plain copy of the files ends at {end.describe(input_bytes, rate)}"
+            if end is not None else
+            "'answered by copy end' is not shown: no fileCopy in this bench and an uncapped "
+            "source, so when a plain copy ends is not known")
+    return Table(headers, tuple(rows),
+                 "Seconds since the approach's load started; shares of the bench's "
+                 f"{requests:,} requests. 'queries from': when its query client started: "
+                 "'load' (`--queries-from load`: a DeBL approach's requests wait in the "
+                 "coordinator until their key is answerable or the load is up) or 'uptime' "
+                 "(the baselines always: MySQL and HBase answer nothing before their uptime). "
+                 "'asked from': when its client sent its first requests (with 'uptime', its "
+                 "start after the uptime is in its first answer). 'first answer': its first "
+                 "request answered (errors and timeouts are not answers). 'early answers': "
+                 "the coordinator's own count of its answers by the early route, given until "
+                 f"its poll sees the uptime (so a few may come after it). {copy}.")
 
 
 def ratio_table(runs: list[ApproachRun]) -> Table:
@@ -304,7 +347,7 @@ def experiment_lines(meta: dict) -> list[str]:
         f"query phase: {spec['threads']} threads, {spec['requests']:,} requests"
         + (f" or {spec['duration']:g} s" if spec["duration"] else "")
         + f", seed {spec['seed']}, {spec.get('recency_share', 0.0):.0%} of the id1s by "
-        f"recency; DeBL hot share {spec['hot_share']:.0%}",
+        f"recency; DeBL hot share {spec['hot_share']:.0%}" + _queries_from(spec),
         _buckets_line(spec, effective),
         f"machine: {m['cpus']} CPUs ({m['cpu_model'] or 'unknown model'}), "
         f"{m['memory_gib']} GiB, {m['system']}, Python {m['python']}; "
@@ -312,6 +355,13 @@ def experiment_lines(meta: dict) -> list[str]:
         spark_line(meta.get("spark")),
         f"command: {meta['command'] or '(library call, no command line)'}",
     ]
+
+
+def _queries_from(spec: dict) -> str:
+    if spec.get("queries_from", "uptime") == "load":
+        return ("; queries from the load's start for the DeBL approaches (the baselines': "
+                "from their uptime)")
+    return "; queries from each approach's uptime"
 
 
 def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
@@ -369,17 +419,20 @@ def plot_throughput(runs: list[ApproachRun], path: Path, title: str) -> Path:
 
 
 def write_report(directory: Path) -> Report:
-    """Write report.md, report.html and throughput.png into the bench *directory*."""
+    """Write report.md, report.html, throughput.png and answered.png into the bench
+    *directory*."""
     directory = Path(directory)
     meta, runs = read_bench(directory)
     plot = plot_throughput(runs, directory / "throughput.png",
                            f"bench {meta['bench_id']}: throughput over time (dashed: each "
                            "approach's uptime; dotted: DeBL's full availability; dash-dot: "
                            "MySQL took DeBL's hot keys over)")
+    answered = _plot_answers(runs, meta, directory)
     sections = [("Phase latencies (Table 1 analog)", table1(runs)),
                 ("Query latency", latency_table(runs)),
                 ("Service from uptime (Figure 7.6 in numbers)", service_table(runs)),
                 ("Answered by each second since the load started", answered_table(runs)),
+                ("Answers before the copy ends", answers_table(runs, meta)),
                 ("Ratios of docs/DESIGN.md section 11", ratio_table(runs))]
     intro = experiment_lines(meta)
 
@@ -387,6 +440,7 @@ def write_report(directory: Path) -> Report:
     for title, table in sections:
         md += [f"## {title}", "", table.markdown(), ""]
     md += ["## Throughput over time", "", f"![throughput]({plot.name})", ""]
+    md += ["## Answers since the load started", "", f"![answered]({answered.name})", ""]
     md_path = directory / "report.md"
     md_path.write_text("\n".join(md))
 
@@ -395,6 +449,8 @@ def write_report(directory: Path) -> Report:
     for title, table in sections:
         body += [f"<h2>{html.escape(title)}</h2>", table.html()]
     body += ["<h2>Throughput over time</h2>", f'<img src="{plot.name}" alt="throughput">']
+    body += ["<h2>Answers since the load started</h2>",
+             f'<img src="{answered.name}" alt="answered">']
     html_path = directory / "report.html"
     html_path.write_text(
         "<!doctype html><html><head><meta charset='utf-8'>"
@@ -404,4 +460,13 @@ def write_report(directory: Path) -> Report:
         "padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
         "p{color:#555;font-size:90%}img{max-width:100%}</style></head><body>"
         + "\n".join(body) + "</body></html>\n")
-    return Report(md_path, html_path, plot)
+    return Report(md_path, html_path, plot, answered)
+
+
+def _plot_answers(runs: list[ApproachRun], meta: dict, directory: Path) -> Path:
+    spec = meta["spec"]
+    end = copy_end(runs, meta["input"]["bytes"], spec["source_rate"])
+    return plot_answered(runs, spec["requests"], end, directory / "answered.png",
+                         f"bench {meta['bench_id']}: share of the {spec['requests']:,} requests "
+                         "answered since the load started\n(dashed: each approach's uptime; "
+                         "dot: its first answer; black: a plain copy's end)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -177,8 +179,10 @@ def test_report_has_a_row_per_approach(bench, config):
     assert "raw answers" in md
     assert "| debl | " in md.split("## Service from uptime")[1]  # the service table's row
     assert "layout ranges" in md and f"{DEFAULT_RECENCY_SHARE:.0%} of the id1s by recency" in md
-    # phases, latency, service from uptime, answered by each second, ratios
-    assert (result.directory / "report.html").read_text().count("<table>") == 5
+    # phases, latency, service from uptime, answered by each second, answers before the copy
+    # ends, ratios
+    assert (result.directory / "report.html").read_text().count("<table>") == 6
+    assert "| debl | uptime |" in md.split("## Answers before the copy ends")[1]
     png = (result.directory / "throughput.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
@@ -241,9 +245,16 @@ def test_bench_spec_round_trips_and_repeats_as_a_command(tmp_path):
                      request_rate=800.0)
     assert BenchSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     older = {k: v for k, v in json.loads(json.dumps(spec.to_dict())).items()
-             if k != "gen_hf_start"}
+             if k not in ("gen_hf_start", "queries_from")}
     assert BenchSpec.from_dict(older).gen_hf_start == "uptime"  # as benches before 24 Nov ran
     assert spec.gen_hf_start == "load" and "--gen-hf-start" not in spec.command_line()
+    assert BenchSpec.from_dict(older).queries_from == "uptime"  # as every bench before
+    assert spec.queries_from == "uptime" and "--queries-from uptime" in spec.command_line()
+    from_load = dataclasses.replace(spec, queries_from="load")
+    assert "--queries-from load" in from_load.command_line()
+    assert BenchSpec.from_dict(json.loads(json.dumps(from_load.to_dict()))) == from_load
+    with pytest.raises(ConfigError, match="--queries-from"):
+        dataclasses.replace(spec, queries_from="copy")
     line = spec.command_line()
     assert "--source-rate 12.5" in line and "--approaches fileCopy,debl" in line
     assert "--layout ranges" in line and "--recency-share 0.5" in line and "--rate 800" in line
@@ -265,6 +276,7 @@ def test_bench_defaults_are_the_papers_setting(tmp_path):
     options = {o.name: o.default for o in bench_command.params}
     assert options["layout"] == DEFAULT_LAYOUT
     assert options["recency_share"] == DEFAULT_RECENCY_SHARE
+    assert options["queries_from"] == "uptime"  # today's query phase, unless asked
     with pytest.raises(ConfigError, match="--recency-share"):
         BenchSpec(GenerateSpec(max_id=101), tmp_path, recency_share=1.2)
 
@@ -319,3 +331,47 @@ def test_the_input_cache_keys_on_the_layout(tmp_path):
     ranged_ids = {int(line.split(b"\t")[0]) for line in open(tmp_path / "links-000.tsv", "rb")}
     assert [m.split()[0] for m in messages] == ["generating", "reusing", "generating"]
     assert max(ranged_ids) < 101 < max(first_ids)  # the ranges dump's first file: ids 1..100
+
+
+@pytest.mark.stack
+def test_queries_from_the_load_are_answered_before_uptime(config, spark,
+                                                          tmp_path_factory):
+    """`debl bench --queries-from load`: debl-cold's client asks before its load starts (a
+    source slow enough that the copy takes seconds), its first answers come before the uptime
+    (every byte of their keys bucketed: the early route), and the report says so; every
+    request answered."""
+    from debl.commands.bench import bench as bench_command
+
+    data = tmp_path_factory.mktemp("bench-from-load")
+    out = CliRunner().invoke(bench_command, [
+        "--approaches", "debl-cold", "--max-id", "8001", "--max-degree", "40", "--files", "10",
+        "--days", "10", "--input-seed", "3", "--data", str(data), "--source-rate", "0.1",
+        "--threads", "4", "--requests", "200", "--chunk-size", "131072",
+        "--bucket-width", "1500", "--query-timeout", "600", "--queries-from", "load", "--json"],
+        obj=config)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    directory = Path(doc["directory"])
+    try:
+        meta, (run,) = read_bench(directory)
+        assert meta["spec"]["queries_from"] == "load" and "--queries-from load" in meta["command"]
+        assert run.queries_from == "load"
+        assert run.query_start_s <= 0.0  # its requests were sent before the load started
+        assert run.query["completed"] == 200 and run.query["errors"] == 0, \
+            run.query["error_samples"]
+        assert run.query_start_s <= run.first_answer_s < run.uptime_s
+        assert run.waits["early"] > 0  # the coordinator's answers before the uptime
+        answers = meta["answers"]
+        assert answers["copy_end"]["basis"] == "source rate"  # no fileCopy: bytes / rate
+        ours = answers["approaches"]["debl-cold"]
+        assert ours["first_answer_s"] == run.first_answer_s and ours["answered_by_uptime"] > 0
+        with open(directory / "debl-cold.timeline.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert int(rows[-1]["answered"]) == 200
+        assert float(rows[0]["t_s"]) < run.uptime_s  # the curve starts with the load
+        md = (directory / "report.md").read_text()
+        assert "| debl-cold | load |" in md.split("## Answers before the copy ends")[1]
+        assert (directory / "answered.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        reset_stores(config)

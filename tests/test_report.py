@@ -1,13 +1,17 @@
-"""The report's service figures (docs/DESIGN.md section 11, the paper's Figure 7.6 in numbers), computed
-from synthetic per-second timelines: pure unit tests, no stack."""
+"""The report's service figures (docs/DESIGN.md section 11, the paper's Figure 7.6 in numbers) and
+its answers since the load started (the first answer, the share by a plain copy's end, the
+curve), computed from synthetic per-second timelines: pure unit tests, no stack."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
 
 from debl.bench import ApproachRun, BenchSpec, read_bench
+from debl.bench.answers import answered_by, answered_curve, answers_summary, copy_end
+from debl.bench.results import write_timeline
 from debl.bench.service import answered_share, least_margin
 from debl.report import spark_line, service_from_uptime, write_report
 from debl.workload.spec import GenerateSpec
@@ -113,7 +117,7 @@ def test_report_shows_service_and_reads_old_benches(tmp_path):
     assert "| debl | 10.0 | 2,201 | 100% | 20.2 | 200 | 5.0 | 13.2 | 27.7 |" in md
     assert "| served in 1st 30 s after uptime / bulkLoad-mysql's | debl | 0.55 | - |" in md
     assert "| last query / bulkLoad-hbase's last query | debl | 0.73 | < 1 |" in md
-    assert report.html.read_text().count("<table>") == 5
+    assert report.html.read_text().count("<table>") == 6
     assert "## Answered by each second since the load started" in md
     assert "spark: not recorded" in md  # a bench.json from before the Spark master was
 
@@ -138,3 +142,131 @@ def test_the_share_answered_by_each_second_since_the_load_started():
     faster = run("bulkLoad-hbase", per_second=[2000], last=11.2, uptime=10.0, start=10.2)
     worst, at = least_margin(early, faster)
     assert worst < 0 and 10.0 <= at <= 12.0  # the faster one is ahead right after its uptime
+
+
+# --- answers since the load started (docs/BENCHMARKS.md, "Answers before the copy ends") ---
+
+REQUESTS = 1000
+# A DeBL approach whose client started with its load, 0.3 s in: four seconds without an answer,
+# six of early answers (50/s, the first at 4.6 s), up at 10 s, then 200/s.
+EARLY = [0, 0, 0, 0] + [50] * 6 + [200] * 3
+
+
+def from_load(name: str = "debl-cold", per_second=EARLY, first: float | None = 4.6,
+              uptime: float = UPTIME) -> ApproachRun:
+    r = run(name, full=uptime + 2, per_second=per_second, last=0.3 + len(per_second) - 0.5,
+            uptime=uptime, start=0.3)
+    return ApproachRun(**{**r.__dict__, "queries_from": "load", "first_answer_s": first,
+                          "waits": {**r.waits, "early": 300}})
+
+
+def file_copy(uptime: float = 8.0) -> ApproachRun:
+    r = run("fileCopy", per_second=[], last=None, uptime=uptime, full=uptime)
+    return ApproachRun(**{**r.__dict__, "query": None, "query_start_s": None, "target": None,
+                          "waits": None})
+
+
+def test_the_first_answer_and_the_share_answered_by_the_copys_end():
+    r = from_load()
+    end = copy_end([file_copy(8.0), r], 100_000_000, 12.5)
+    assert (end.seconds, end.basis) == (8.0, "fileCopy")  # the copy measured in the bench wins
+    # [4.3, 7.3): 150 answers, and 0.7 of the second [7.3, 8.3): 35
+    assert answered_by(r, 8.0, REQUESTS) == pytest.approx(0.185)
+    # inside the first answer's second but before it: nothing, however its second is spread
+    assert answered_by(r, 4.5, REQUESTS) == 0.0 and answered_by(r, 4.3, REQUESTS) == 0.0
+    assert answered_by(r, 100.0, REQUESTS) == pytest.approx(0.9)  # 900 of the 1,000 asked
+    # without fileCopy: the input's bytes at the source's rate; uncapped: unknown
+    rated = copy_end([r], 100_000_000, 12.5)
+    assert (rated.seconds, rated.basis) == (8.0, "source rate")
+    assert copy_end([r], 100_000_000, None) is None
+    assert answered_by(file_copy(), 8.0, REQUESTS) is None  # no query phase
+
+
+def test_the_curve_of_answers_since_the_load_started():
+    r = from_load()
+    curve = answered_curve(r)
+    assert curve[0] == (0.3, 0)  # the client's start
+    assert curve[1:5] == ((1.3, 0), (2.3, 0), (3.3, 0), (4.3, 0))
+    assert curve[5] == (5.3, 50) and curve[10] == (10.3, 300)
+    assert curve[-1] == (r.all_served_s, 900)  # the last second ends at the last query
+    assert [n for _, n in curve] == sorted(n for _, n in curve)
+    assert answered_curve(file_copy()) == ()
+
+
+def test_the_timeline_csv_holds_the_curve(tmp_path):
+    r = from_load()
+    write_timeline(tmp_path / "t.csv", r.timeline)
+    with open(tmp_path / "t.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(row["answered"]) for row in rows] == [n for _, n in answered_curve(r)[1:]]
+    assert float(rows[4]["t_s"]) == 4.3 and rows[4]["answered"] == "50"  # by 5.3 s
+
+
+def test_waiting_before_uptime_is_no_stall_of_the_service_from_uptime():
+    sv = service_from_uptime(from_load(per_second=EARLY[:4] + [0] * 6 + [200] * 3, first=10.3))
+    # the client waited from 0.3 s: the stall after the uptime is from 10 s to the first
+    # answer's second at 10.3 s, not the 10 s of the load before it
+    assert sv.longest_stall_s == pytest.approx(0.3) and sv.stall_at_s == UPTIME
+    assert sv.first_window == 600
+    # answers before the uptime are not in its first window
+    assert service_from_uptime(from_load()).first_window == 600 + 15  # 0.3 of [9.3, 10.3)
+
+
+def test_answers_summary_for_bench_json():
+    summary = answers_summary([file_copy(8.0), from_load(), run("bulkLoad-hbase")], 10**8,
+                              None, REQUESTS)
+    assert summary["copy_end"] == {"s": 8.0, "basis": "fileCopy"}
+    early = summary["approaches"]["debl-cold"]
+    assert early["queries_from"] == "load" and early["first_answer_s"] == 4.6
+    assert early["answered_by_copy_end"] == pytest.approx(0.185)
+    assert early["answered_by_uptime"] == pytest.approx(0.285)  # 5.7 s of 50/s
+    baseline = summary["approaches"]["bulkLoad-hbase"]  # a bench from before: from uptime
+    assert baseline["queries_from"] == "uptime" and baseline["answered_by_copy_end"] == 0.0
+    assert "fileCopy" not in summary["approaches"]
+    assert answers_summary([from_load()], 10**8, None, REQUESTS)["copy_end"] is None
+
+
+def _write_bench(directory, runs, source_rate=None, queries_from="load"):
+    spec = BenchSpec(GenerateSpec(max_id=1001), directory / "in",
+                     tuple(r.approach for r in runs), source_rate=source_rate,
+                     requests=REQUESTS, queries_from=queries_from)
+    meta = {"bench_id": "B-answers", "state": "done", "spec": spec.to_dict(),
+            "command": spec.command_line(),
+            "machine": {"cpus": 2, "cpu_model": "", "memory_gib": 1, "system": "Linux",
+                        "python": "3"},
+            "code": None, "input": {"bytes": 100_000_000, "files": 10}}
+    (directory / "bench.json").write_text(json.dumps(meta))
+    for r in runs:
+        (directory / f"{r.approach}.json").write_text(json.dumps(r.to_dict()))
+    return write_report(directory)
+
+
+def test_report_shows_the_answers_before_the_copy_ends_and_their_plot(tmp_path):
+    baseline = run("bulkLoad-hbase", full=UPTIME, per_second=[400] * 3, last=START + 2.5)
+    report = _write_bench(tmp_path, [file_copy(8.0), from_load(), baseline])
+    md = report.markdown.read_text()
+    section = md.split("## Answers before the copy ends")[1].split("##")[0]
+    assert "| debl-cold | load | 0.3 | 10.0 | 4.60 | 28.5% | 18.5% | 300 |" in section
+    assert "| bulkLoad-hbase | uptime | 10.2 | 10.0 | - | 0.0% | 0.0% | - |" in section
+    assert "fileCopy |" not in section  # no query phase
+    assert "8.0 s, the fileCopy approach's uptime in this bench" in section
+    assert "the baselines always" in section
+    assert "--queries-from load" in md and "queries from the load's start" in md
+    assert "![answered](answered.png)" in md
+    page = report.html.read_text()
+    assert page.count("<table>") == 6 and '<img src="answered.png"' in page
+    png = report.answered.read_bytes()
+    assert report.answered.name == "answered.png"
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+@pytest.mark.parametrize("source_rate, says", [
+    (12.5, "8.0 s, the input's 100.0 MB at the source's 12.5 MB/s (no fileCopy in this bench)"),
+    (None, "'answered by copy end' is not shown: no fileCopy in this bench and an uncapped"),
+])
+def test_report_says_where_the_copys_end_comes_from(tmp_path, source_rate, says):
+    report = _write_bench(tmp_path, [from_load()], source_rate=source_rate)
+    section = report.markdown.read_text().split("## Answers before the copy ends")[1]
+    assert says in section
+    row = "| debl-cold | load | 0.3 | 10.0 | 4.60 | 28.5% | "
+    assert row + ("18.5%" if source_rate else "-") + " | 300 |" in section

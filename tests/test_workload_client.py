@@ -84,6 +84,32 @@ def test_errors_are_counted_not_fatal():
     assert sum(p.errors for p in result.timeline) == 25
 
 
+class AnswersFrom:
+    """Fails every request (a timeout, say) until epoch second *at*, then answers."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def get_link_list(self, id1, link_type):
+        if time.time() < self.at:
+            time.sleep(0.005)
+            raise TimeoutError("not answerable yet")
+        return [1]
+
+
+def test_first_answer_is_the_first_success_not_the_first_error():
+    at = time.time() + 0.3
+    result = run_client(AnswersFrom(at), ClientSpec(REQ, threads=2, total=None, duration=0.8))
+    assert result.errors > 0 and result.completed > 0
+    # the instant itself (its timeline second would say 0): never before the first success
+    assert result.started_at + result.first_answer_s >= at - 0.01
+    assert result.first_answer_s <= result.elapsed_s
+    assert result.to_dict()["first_answer_s"] == result.first_answer_s
+    never = run_client(AnswersFrom(float("inf")), ClientSpec(REQ, threads=1, total=5))
+    assert never.errors == 5 and never.first_answer_s is None
+    assert run_client(MemoryStore(), ClientSpec(REQ, threads=1, total=3)).first_answer_s > 0
+
+
 def test_duration_and_open_loop_rate(store):
     t0 = time.perf_counter()
     result = run_client(store, ClientSpec(REQ, threads=2, total=None, duration=1.2, rate=200))

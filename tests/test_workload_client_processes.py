@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+import time
 
 import pytest
 
@@ -95,6 +96,31 @@ def test_duration_bounds_every_process():
         lambda t: t < 1e9, PoissonSchedule(rate / threads, REQ.seed, thread)))
         for thread in range(threads))
     assert 0 < result.completed <= scheduled and result.errors == 0
+
+
+class AnswersFrom:
+    """Fails every request until epoch second *at*, then answers (picklable by its module)."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def get_link_list(self, id1: int, link_type: int) -> list:
+        if time.time() < self.at:
+            time.sleep(0.005)
+            raise TimeoutError("not answerable yet")
+        return [1]
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_first_answer_is_the_earliest_over_the_processes():
+    at = time.time() + 0.5  # after the workers' start-up, so the first requests fail
+    result = run_client(TargetSource(open=functools.partial(AnswersFrom, at)),
+                        ClientSpec(REQ, threads=2, total=None, duration=3.0, processes=2))
+    assert result.completed > 0
+    assert result.started_at + result.first_answer_s >= at - 0.01
+    assert result.first_answer_s <= result.elapsed_s
 
 
 def test_a_worker_that_cannot_open_its_target_fails_the_run():

@@ -7,7 +7,8 @@ For one ``BenchSpec`` (reproducible from it alone):
 2. the source: the input served over HTTP on loopback at ``source_rate`` MB/s for the whole
    experiment (``experiment``);
 3. for each approach in turn: empty the stores of the namespace; load up to the approach's
-   uptime; from its uptime the query phase, the same LinkBench requests for every approach;
+   uptime; from its uptime the query phase, the same LinkBench requests for every approach
+   (with ``queries_from`` "load", for the DeBL approaches, from their load's start);
    for the DeBL approaches gen_HF as a subprocess to full availability (``approach``,
    ``gen_hf_process``);
 4. results under ``<state_dir>/bench/<bench_id>/`` (``results``), which ``debl report`` reads.
@@ -22,6 +23,7 @@ The package, by role:
 | ``gen_hf_process`` | ``debl gen-hf --until-complete`` as a restarted subprocess |
 | ``results`` | ``ApproachRun`` and the bench's files; ``BenchProgress``, the progress callbacks |
 | ``experiment`` | ``run_bench``: the source server, Spark once, every approach in turn |
+| ``answers`` | the answers since each load started: the first one, the share by a plain copy's end, the curve and its plot |
 | ``baselines`` | the approaches of the comparison: how each one loads, up to its uptime (DeBL's own load is ``loaders.load.load_debl``) |
 | ``source_server`` | ``debl source serve``: the experiment's HTTP source, a directory on loopback with a bandwidth cap |
 | ``manifest_cache`` | the manifests the source server lists: the directory's ``index.json``'s, or computed and cached under the state directory |
@@ -37,9 +39,9 @@ from debl.bench.inputs import (bucket_target_bytes, ensure_input, hot_bytes_for_
 from debl.bench.results import (ApproachRun, BenchProgress, BenchResult, bench_root, find_bench,
                                 read_bench)
 from debl.bench.spec import (DEFAULT_APPROACHES, DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE,
-                             BenchSpec)
+                             QUERIES_FROM, BenchSpec)
 
 __all__ = ["ApproachRun", "BenchProgress", "BenchResult", "BenchSpec", "DEFAULT_APPROACHES",
-           "DEFAULT_LAYOUT", "DEFAULT_RECENCY_SHARE", "bench_root", "bucket_target_bytes",
+           "DEFAULT_LAYOUT", "DEFAULT_RECENCY_SHARE", "QUERIES_FROM", "bench_root", "bucket_target_bytes",
            "coordinator_config", "ensure_input", "find_bench", "hot_bytes_for_share",
            "load_options", "max_id_for_size", "query_client_spec", "read_bench", "reset_stores", "run_bench"]

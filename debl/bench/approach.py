@@ -8,6 +8,16 @@ baselines, none for fileCopy); "all served" is when the last request completed, 
 the client's own run time. Queries through the coordinator get ``coordinator.query_timeout`` seconds
 each: a stuck gen_HF turns into counted errors, never a hang.
 
+With ``queries_from`` "load" the client of an approach served by the coordinator runs beside the
+load, in a thread of its own, and the load starts once its first requests are sent: they wait in
+the coordinator (no load is current after the reset) until the load is recorded and their key
+is answerable (docs/COORDINATOR.md, "Answers before uptime") or the load is up, each within
+``query_timeout`` of its sending, which then includes the load. The client is ready first so
+that its own start (worker processes, each opening a coordinator: many seconds on a busy
+machine) is not measured as the load's; times still count from the load's start (the client's
+``query_start_s`` is then just below 0). The baselines' clients start at their uptime as
+always: MySQL and HBase answer nothing before.
+
 Pitfall: everything happens in the namespace of *config*: every load of its MySQL database is
 dropped before each approach (``reset_stores``), with its HBase table and HDFS directory. Never
 point a bench at a namespace others are using.
@@ -67,6 +77,59 @@ class _LoadBytes(LoadProgress):
         self.progress.message(text)
 
 
+class _QueryClient:
+    """An approach's query client: ``start`` runs it in a daemon thread of its own (its
+    requests sent at once, beside the load); ``result`` waits for its ``ClientResult`` and
+    raises what it raised, running it in the calling thread if it was not started (the query
+    phase from uptime, as it always ran: Ctrl-C stops its workers there).
+
+    Pitfall: a started client cannot be stopped from outside. If the load fails meanwhile, its
+    requests get the coordinator's error for a failed load and it ends on its own (a load that
+    failed before it was recorded: they wait out their ``query_timeout``); a daemon thread
+    never holds the process's exit."""
+
+    def __init__(self, source, spec: ClientSpec, progress: BenchProgress) -> None:
+        self.source, self.spec, self.progress = source, spec, progress
+        self.started = False
+        self._running = threading.Event()  # its first requests are sent
+        self._done = threading.Event()
+        self._result = self._error = None
+
+    def start(self) -> None:
+        if not self.started:
+            self.started = True
+            threading.Thread(target=self._run, name="bench-query", daemon=True).start()
+
+    def wait_running(self) -> None:
+        """Block until the started client sends its requests (its workers ready, its targets
+        opened) or has ended."""
+        while not (self._running.wait(0.2) or self._done.is_set()):
+            pass
+
+    def _queried(self, done: int, elapsed: float) -> None:
+        # run_client reports progress from its start instant on, never while its workers get
+        # ready: the first report says its requests are sent.
+        self._running.set()
+        self.progress.queried(done, self.spec.total, elapsed)
+
+    def _run(self) -> None:
+        try:
+            self._result = run_client(self.source, self.spec, progress=self._queried)
+        except BaseException as exc:  # noqa: BLE001 -- raised again by result()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self):
+        if not self.started:
+            self.started = True
+            self._run()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
 class _Loading:
     """An approach's load in a thread of its own: ``wait_up`` returns its summary at uptime (the
     query phase starts then), ``finish`` its final summary."""
@@ -114,9 +177,16 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     if approach.gen_hf_order:
         service = GenHFProcess(config, approach.gen_hf_order,
                                directory / f"{approach.name}.gen_hf.log", progress.message)
+    client = _query_client(config, spec, approach, progress)
+    from_load = client is not None and spec.queries_from == "load" and approach.target == "debl"
+
     # With gen_hf_start "load", the service starts once the new load is recorded (it then
     # waits for uptime), never before: it would see the previous load complete and exit.
     early = service.start if service is not None and spec.gen_hf_start == "load" else None
+    if from_load:  # its requests wait in the coordinator: no load is current after the reset
+        progress.message(f"{name}: starting the query client; the load starts once it asks")
+        client.start()
+        client.wait_running()
     loading = _Loading(config, url, options, progress, input_bytes, early or (lambda: None))
     try:
         summary = loading.wait_up()
@@ -127,10 +197,11 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     with Catalog(config) as catalog:
         started = catalog.loads.load(summary.load_id).started
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
-                      (), approach.target)
+                      (), approach.target,
+                      queries_from=None if client is None else "load" if from_load else "uptime")
     try:
-        if approach.target is not None:
-            run = _query_phase(config, spec, approach, run, service, progress)
+        if client is not None:
+            run = _query_phase(config, spec, approach, run, service, client, progress)
         else:
             run = dataclasses.replace(run, full_availability_s=run.uptime_s)
     finally:
@@ -157,9 +228,11 @@ def query_client_spec(spec: BenchSpec, config: Config) -> ClientSpec:
                       processes=default_processes(spec.threads, config.client.processes))
 
 
-def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
-                 service: "GenHFProcess | None", progress: BenchProgress) -> ApproachRun:
-    client_spec = query_client_spec(spec, config)
+def _query_client(config: Config, spec: BenchSpec, approach,
+                  progress: BenchProgress) -> _QueryClient | None:
+    """The query client of *approach* (None: it has no query phase), not started."""
+    if approach.target is None:
+        return None
     # Each client process opens its own target; a coordinator's counters are zeroed when the
     # run starts (its first minute is the query phase's) and merged over the processes after.
     if approach.target == "debl":
@@ -167,12 +240,19 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
                                default_timeout=spec.query_timeout)
     else:
         source = target_source(config, approach.target)
+    return _QueryClient(source, query_client_spec(spec, config), progress)
+
+
+def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
+                 service: "GenHFProcess | None", client: _QueryClient,
+                 progress: BenchProgress) -> ApproachRun:
+    """From the uptime: gen_HF started if it waited for it, the client's result (the client
+    started now unless it started with the load), full availability."""
     if service is not None and not service.started:
         service.start()
     try:
         progress.phase(approach.name, "query")
-        result = run_client(source, client_spec, progress=lambda done, elapsed:
-                            progress.queried(done, spec.requests, elapsed))
+        result = client.result()
         waits = merged_reports(result.target_reports)
         gen_hf = None
         if service is not None:
@@ -187,7 +267,8 @@ def _query_phase(config: Config, spec: BenchSpec, approach, run: ApproachRun,
     query = result.to_dict()
     query.pop("timeline")
     full = _full_availability(config, run) if service is not None else run.uptime_s
-    return dataclasses.replace(run, query_start_s=offset,
+    first = None if result.first_answer_s is None else offset + result.first_answer_s
+    return dataclasses.replace(run, query_start_s=offset, first_answer_s=first,
                                all_served_s=offset + result.elapsed_s,
                                full_availability_s=full, query=query, waits=waits,
                                gen_hf=gen_hf, timeline=timeline)

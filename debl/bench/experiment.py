@@ -4,7 +4,8 @@ For one ``BenchSpec``: the input (``debl.bench.inputs``); the source, that input
 HTTP on loopback (``debl.bench.source_server``) at ``source_rate`` MB/s for the whole experiment
 (12.5 = the paper's 100 Mbit/s; None: uncapped); each approach in turn (``debl.bench.approach``);
 the results under ``<state_dir>/bench/<bench_id>/`` (``debl.bench.results``), ``bench.json``
-first written when the experiment starts and rewritten with its end and state.
+first written when the experiment starts and rewritten with its end, state and the answers
+since each load started (``debl.bench.answers``).
 
 Pitfall: Spark is started once, before the first approach that needs it, so that no approach
 pays the JVM start inside its load (as with a running cluster).
@@ -16,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from debl.bench.answers import answers_summary
 from debl.bench.approach import reset_stores, run_one
 from debl.bench.baselines import APPROACHES
 from debl.bench.inputs import effective_chunk_size, ensure_input, load_options
@@ -87,6 +89,7 @@ def run_bench(config: Config, spec: BenchSpec, progress: BenchProgress = BenchPr
     finally:
         server.shutdown()
         server.server_close()
+        meta["answers"] = answers_summary(runs, input_bytes, spec.source_rate, spec.requests)
         meta["ended"] = time.time()
         write_json(directory / BENCH_FILE, meta)
     return BenchResult(bench_id, directory, spec, tuple(runs), input_bytes, input_files,

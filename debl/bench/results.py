@@ -42,7 +42,10 @@ class PhaseSpan:
 class ApproachRun:
     """What one approach did in a bench. Times are seconds since its load started; the
     ``query`` dict is ``ClientResult.to_dict()`` without its timeline (kept in ``timeline``:
-    ``(t_s, completed, errors, mean_ms, p95_ms)`` per second, ``t_s`` since the load start)."""
+    ``(t_s, completed, errors, mean_ms, p95_ms)`` per second, ``t_s`` since the load start).
+    ``queries_from``: when its query client started, "uptime" or "load" (None: no query
+    phase); ``first_answer_s``: its first successful request (None: none, or a bench recorded
+    before the client kept it)."""
 
     approach: str
     load_id: str
@@ -59,6 +62,8 @@ class ApproachRun:
     gen_hf: dict | None = None  # order, exit code, restarts, log
     timeline: tuple[tuple[float, int, int, float, float], ...] = ()
     taken_over_s: float | None = None  # when MySQL took the hot keys over (DeBL as it ships)
+    queries_from: str | None = None
+    first_answer_s: float | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -176,7 +181,13 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def write_timeline(path: Path, timeline) -> None:
+    """One row per second of the query phase (``ApproachRun.timeline``), and ``answered``: the
+    requests answered from the load's start to the end of the row's second (``t_s + 1``), the
+    curve of answers since the load started (docs/BENCHMARKS.md)."""
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["t_s", "completed", "errors", "mean_ms", "p95_ms"])
-        writer.writerows(timeline)
+        writer.writerow(["t_s", "completed", "errors", "mean_ms", "p95_ms", "answered"])
+        answered = 0
+        for point in timeline:
+            answered += int(point[1])
+            writer.writerow([*point, answered])

@@ -67,11 +67,27 @@ def _completed_between(bins: list[tuple[float, float, int]], lo: float, hi: floa
     return total
 
 
+def _after_uptime(run: ApproachRun,
+                  bins: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
+    """The bins from the uptime on: a query phase that started with the load
+    (``queries_from`` "load") waits before it, which is no stall of the service from uptime;
+    a bin across the uptime keeps its rate over the part after it."""
+    after = []
+    for start, end, completed in bins:
+        if end <= run.uptime_s:
+            continue
+        if start < run.uptime_s:
+            completed = completed * (end - run.uptime_s) / (end - start)
+            start = run.uptime_s
+        after.append((start, end, completed))
+    return after
+
+
 def service_from_uptime(run: ApproachRun, window_s: float = SERVICE_WINDOW_S) -> Service | None:
     """The service figures of *run* (None without a query phase); see ``Service``."""
     if run.query is None or run.all_served_s is None:
         return None
-    bins = _bins(run)
+    bins = _after_uptime(run, _bins(run))
     first = _completed_between(bins, run.uptime_s, run.uptime_s + window_s)
     loaded_from = run.full_availability_s
     rate = None
@@ -95,12 +111,20 @@ def service_from_uptime(run: ApproachRun, window_s: float = SERVICE_WINDOW_S) ->
                    run.all_served_s)
 
 
+def answered_count(run: ApproachRun, t: float) -> float:
+    """Requests answered by *t* seconds since the load started (each second of the timeline
+    spread evenly over it; 0 before the run's first answer, when it is known)."""
+    if run.query is None or (run.first_answer_s is not None and t < run.first_answer_s):
+        return 0.0
+    return _completed_between(_bins(run), 0.0, t)
+
+
 def answered_share(run: ApproachRun, t: float) -> float:
     """The share of the query phase's requests answered by *t* seconds since the load started
-    (0 before the approach's uptime: nothing is answered before)."""
+    (0 before its first answer: the uptime, unless the phase started with the load)."""
     if run.query is None or not run.query.get("completed"):
         return 0.0
-    return min(_completed_between(_bins(run), 0.0, t) / run.query["completed"], 1.0)
+    return min(answered_count(run, t) / run.query["completed"], 1.0)
 
 
 def least_margin(run: ApproachRun, other: ApproachRun,

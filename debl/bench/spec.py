@@ -20,6 +20,10 @@ from debl.workload.spec import GenerateSpec
 DEFAULT_APPROACHES = ("fileCopy", "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-hbase",
                       "debl-cold", "debl")
 GEN_HF_STARTS = ("uptime", "load")
+# When a query phase starts: at the approach's uptime, or, for the approaches whose target is
+# the coordinator, with the load (its requests wait there until answerable; docs/BENCHMARKS.md,
+# "Answers before the copy ends").
+QUERIES_FROM = ("uptime", "load")
 # The bench's share of requests by recency (docs/WORKLOAD.md, "Recency share": why 0.9).
 DEFAULT_RECENCY_SHARE = 0.9
 DEFAULT_LAYOUT = "ranges"  # the paper's setting (docs/DESIGN.md section 3)
@@ -30,7 +34,10 @@ class BenchSpec:
     """One experiment. ``source_rate`` in MB/s (None: uncapped); ``requests`` and ``duration``
     bound each query phase (whichever first); ``request_rate`` makes it open loop (requests/s
     over all threads; None: closed loop); ``hot_share`` is debl's hot share of the bytes;
-    ``recency_share`` the requests' share by recency; the layout is ``input.layout``."""
+    ``recency_share`` the requests' share by recency; the layout is ``input.layout``.
+    ``queries_from`` "load" runs the query client of each approach served by the coordinator
+    beside its load, asking from just before the load starts (the baselines' still from their
+    uptime)."""
 
     input: GenerateSpec
     data_dir: Path
@@ -49,10 +56,14 @@ class BenchSpec:
     query_timeout: float = 600.0
     full_timeout: float = 3600.0
     gen_hf_start: str = "load"  # or "uptime" (debl.bench.gen_hf_process)
+    queries_from: str = "uptime"  # or "load" (QUERIES_FROM)
 
     def __post_init__(self) -> None:
         if self.gen_hf_start not in GEN_HF_STARTS:
             raise ConfigError(f"gen_hf_start must be one of {', '.join(GEN_HF_STARTS)}")
+        if self.queries_from not in QUERIES_FROM:
+            raise ConfigError(f"--queries-from must be one of {', '.join(QUERIES_FROM)}, "
+                              f"not {self.queries_from!r}")
         if not self.approaches:
             raise ConfigError("a bench needs at least one approach")
         for name in self.approaches:
@@ -80,11 +91,13 @@ class BenchSpec:
 
     @staticmethod
     def from_dict(d: dict) -> "BenchSpec":
-        """Also reads the bench.json of benches made before layouts, recency and the gen_HF
-        start existed (days, LinkBench's requests alone, gen_HF started at uptime)."""
+        """Also reads the bench.json of benches made before layouts, recency, the gen_HF start
+        and the query start existed (days, LinkBench's requests alone, gen_HF started at
+        uptime, queries from uptime)."""
         d = dict(d)
         d.setdefault("recency_share", 0.0)
         d.setdefault("gen_hf_start", "uptime")
+        d.setdefault("queries_from", "uptime")
         d["input"] = GenerateSpec(**{"layout": "days", **d["input"]})
         d["data_dir"] = Path(d["data_dir"])
         d["approaches"] = tuple(d["approaches"])
@@ -115,6 +128,7 @@ class BenchSpec:
             args += ["--buckets", str(self.buckets)]
         if self.gen_hf_start != "load":
             args += ["--gen-hf-start", self.gen_hf_start]
+        args += ["--queries-from", self.queries_from]  # always: it decides what is measured
         defaults = {f.name: f.default for f in fields(GenerateSpec)}
         for name in ("start_id", "update_share", "hidden_share", "link_types", "bad_lines", "ids"):
             if getattr(g, name) != defaults[name]:

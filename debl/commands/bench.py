@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, ApproachRun, BenchProgress,
-                        BenchSpec, bench_root, find_bench, max_id_for_size, run_bench)
+from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, QUERIES_FROM, ApproachRun,
+                        BenchProgress, BenchSpec, bench_root, find_bench, max_id_for_size,
+                        run_bench)
 from debl.bench.days import DaysSpec, render as render_days, run_days
 from debl.commands.common import config_of, friendly_errors, parse_size
 from debl.config import Config
@@ -80,6 +81,8 @@ class Display(BenchProgress):
 
     def finished(self, run: ApproachRun, config: Config) -> None:
         text = f"{run.approach}: up after {run.uptime_s:.1f} s"
+        if run.first_answer_s is not None:
+            text += f"; first answer at {run.first_answer_s:.2f} s (from {run.queries_from})"
         if run.all_served_s is not None:
             q = run.query
             text += (f"; {q['completed']:,} requests served by {run.all_served_s:.1f} s "
@@ -137,6 +140,12 @@ class Display(BenchProgress):
               help="When DeBL's gen_HF service (its own Spark JVM) starts: with the load, as an "
                    "always-running service is, or at uptime (its JVM start then falls on the "
                    "first queries).")
+@click.option("--queries-from", type=click.Choice(QUERIES_FROM), default="uptime",
+              show_default=True,
+              help="When each approach's query phase starts: at its uptime, or with its load "
+                   "(the DeBL approaches only: their requests wait in the coordinator until "
+                   "answerable, so answers before uptime are measured; the baselines still "
+                   "start at their uptime). With load, --query-timeout counts the load too.")
 @click.option("--days-in-a-row", "days_in_a_row", type=click.IntRange(min=2),
               help="Instead of the approaches: load N days of the same graph (day k: input "
                    "seed + k - 1) one after another, DeBL as it ships, while --threads clients "
@@ -155,9 +164,10 @@ class Display(BenchProgress):
 def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_degree, data_dir,
           source_rate, recency_share, threads, requests, duration, request_rate, seed,
           chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start,
-          days_in_a_row, settle, after, no_carry_demand, no_report, as_json):
+          queries_from, days_in_a_row, settle, after, no_carry_demand, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
-    source; from its uptime the same LinkBench queries run against it.
+    source; from its uptime (with --queries-from load: a DeBL approach from its load's start)
+    the same LinkBench queries run against it.
 
     Results and the report go to <state_dir>/bench/<bench_id>/. Use a namespace of your own
     (DEBL_MYSQL_DATABASE, DEBL_HBASE_TABLE, DEBL_MYSQL_LINK_TABLE, DEBL_HDFS_ROOT): every approach
@@ -187,7 +197,8 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
                      chunk_size=parse_size(chunk_size) if chunk_size else None,
                      bucket_width=bucket_width, hot_share=hot_share, buckets=buckets,
                      recency_share=recency_share,
-                     query_timeout=query_timeout, gen_hf_start=gen_hf_start)
+                     query_timeout=query_timeout, gen_hf_start=gen_hf_start,
+                     queries_from=queries_from)
     click.echo(f"bench in namespace {config.mysql.database} / {config.hbase.table} / "
                f"{config.hdfs.root}: {', '.join(spec.approaches)}", err=True)
     display = Display()
@@ -210,9 +221,11 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
         if service is not None:
             served += (f", {service.first_window:,} in the first {service.window_s:g} s "
                        "after uptime")
+        if r.first_answer_s is not None:
+            served += f", first answer {r.first_answer_s:.2f} s"
         click.echo(f"  {r.approach:15} uptime {r.uptime_s:8.1f} s{served}")
     if report:
-        click.echo(f"report: {report.markdown}\n        {report.html}\n        {report.plot}")
+        click.echo(_written(report))
     else:
         click.echo(f"results: {result.directory}")
 
@@ -238,6 +251,10 @@ def _days(config, spec: DaysSpec, as_json: bool) -> None:
 @friendly_errors
 def report(ctx, bench_id):
     """Write the report of BENCH (an id or a directory; default: the latest bench):
-    report.md, report.html and throughput.png in the bench's directory."""
-    written = write_report(find_bench(config_of(ctx), bench_id))
-    click.echo(f"report: {written.markdown}\n        {written.html}\n        {written.plot}")
+    report.md, report.html, throughput.png and answered.png in the bench's directory."""
+    click.echo(_written(write_report(find_bench(config_of(ctx), bench_id))))
+
+
+def _written(report) -> str:
+    return "\n        ".join(["report: " + str(report.markdown), str(report.html),
+                               str(report.plot), str(report.answered)])

@@ -59,8 +59,11 @@ __all__ = ["ClientResult", "ClientSpec", "LinkListTarget", "Progress", "TargetSo
 @dataclass(frozen=True)
 class ClientResult:
     """One run. ``latency`` and ``timeline`` latencies cover successful requests only;
-    ``started_at`` is epoch seconds, timeline seconds count from it. ``counts`` holds the
-    merged histograms the figures come from; ``to_dict`` leaves it and ``target_reports`` out."""
+    ``started_at`` is epoch seconds, timeline seconds count from it. ``first_answer_s``: when
+    the first successful request completed, in seconds since ``started_at`` to the clock's
+    resolution (the timeline's seconds only bound it); None if none succeeded: errors and
+    timeouts are not answers. ``counts`` holds the merged histograms the figures come from;
+    ``to_dict`` leaves it and ``target_reports`` out."""
 
     spec: ClientSpec
     started_at: float
@@ -75,6 +78,7 @@ class ClientResult:
     latency: LatencySummary
     timeline: tuple[TimelinePoint, ...]
     error_samples: tuple[str, ...]
+    first_answer_s: float | None = None
     counts: RunCounts | None = field(default=None, repr=False, compare=False)
     target_reports: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
@@ -106,7 +110,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
     ``spec.processes == 1``, else once in each worker process).
 
     ``progress(done, elapsed_s)`` is called from the calling thread about five times a second
-    (never from a worker, so a UI need not be thread-safe). Ctrl-C stops the workers (waiting
+    from the run's start instant on, never before it (while worker processes get ready), and
+    never from a worker, so a UI need not be thread-safe. Ctrl-C stops the workers (waiting
     at most a few seconds for requests in flight) and re-raises. A worker process that cannot
     open its target or dies stops the run with a ServiceError (or the worker's own DeblError).
     """
@@ -147,13 +152,15 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
     for p in parts:
         samples += [e for e in p.errors if e not in samples]
     seconds = int(np.ceil(spec.duration)) if spec.duration is not None else None
+    firsts = [p.first_ok_ns for p in parts if p.first_ok_ns is not None]
     return ClientResult(
         spec=spec, started_at=started_at,
         elapsed_s=(max(p.finished_ns for p in parts) - t0) / 1e9,
         completed=completed, errors=errors,
         rows=sum(p.rows for p in parts), empty=sum(p.empty for p in parts),
         cpu_s=sum(p.cpu_s for p in parts), latency=counts.latency.summary(), timeline=counts.timeline(seconds),
-        error_samples=tuple(samples[:MAX_ERROR_SAMPLES]), counts=counts,
+        error_samples=tuple(samples[:MAX_ERROR_SAMPLES]),
+        first_answer_s=min(firsts) / 1e9 if firsts else None, counts=counts,
         target_reports=tuple(reports))
 
 

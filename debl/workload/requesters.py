@@ -121,6 +121,9 @@ class PartResult:
     errors: tuple[str, ...]
     finished_ns: int  # perf_counter_ns when its last thread ended
     cpu_s: float  # this process's CPU time (user + system) during the run
+    # ns since the run's start when its first successful request completed (None: none did);
+    # errors and timeouts are not answers
+    first_ok_ns: int | None = None
 
 
 class Part:
@@ -165,12 +168,13 @@ class Part:
             gc.unfreeze()
         finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
         rs = self.requesters
+        end_ns = np.concatenate([np.frombuffer(r.end_ns, dtype=np.int64) for r in rs])
+        ok = np.concatenate([np.frombuffer(r.ok, dtype=np.int8) for r in rs]).astype(bool)
         counts = RunCounts.of(
-            np.concatenate([np.frombuffer(r.end_ns, dtype=np.int64) for r in rs]),
-            np.concatenate([np.frombuffer(r.latency_ns, dtype=np.int64) for r in rs]),
-            np.concatenate([np.frombuffer(r.ok, dtype=np.int8) for r in rs]).astype(bool))
+            end_ns, np.concatenate([np.frombuffer(r.latency_ns, dtype=np.int64) for r in rs]), ok)
+        first_ok = int(end_ns[ok].min()) if ok.any() else None
         return PartResult(counts, sum(r.rows for r in rs), sum(r.empty for r in rs),
-                          tuple(sh.errors), finished, cpu)
+                          tuple(sh.errors), finished, cpu, first_ok)
 
 
 def threads_of(spec: ClientSpec, process: int) -> list[int]:
