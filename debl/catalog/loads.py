@@ -116,7 +116,7 @@ class LoadsCatalog:
         with self._transaction() as conn:
             loads = [load_record(row) for row in
                      conn.execute(sa.select(t).order_by(t.c.started.desc())).mappings()]
-            current = self._current(conn)
+            current = read_current(conn)
             previous = conn.execute(
                 sa.select(c.c.previous).select_from(c.join(t, t.c.load_id == c.c.previous))
                 .where(c.c.slot == _SLOT, t.c.dropped.is_(None))).scalar()
