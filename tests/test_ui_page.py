@@ -10,6 +10,10 @@ Debian's chromedriver (scripts/setup.sh installs both; docs/UI.md).
    buckets turning loaded run by run until full availability, the next day loading beside the
    current one; the password never on the page. Then MariaDB stopped and started again: the
    page says so, and recovers by itself.
+4. The real stack, a load that answers before its uptime (its source lists manifests, no day
+   is current): the card says so, its shares answerable grow as bars, the keys queries wait for
+   and the bytes fetched for them on demand are shown with their history, the early answers
+   are a line of their own on the chart; after the uptime the card still says what it did.
 
 Outside CI a missing browser skips these tests; under ``CI=true`` it fails them.
 """
@@ -56,7 +60,20 @@ const card = (id) => {
     phases: Object.fromEntries(q("tr[data-phase]", c).map((r) => [r.dataset.phase,
       {open: Number(r.dataset.open),
        done: r.dataset.done === "" ? null : Number(r.dataset.done)}])),
-    cells: q(".cell", c).length};
+    cells: q(".cell", c).length, early: early(c)};
+};
+const early = (c) => {
+  const e = c.querySelector(".early");
+  if (!e) return null;
+  return {state: e.dataset.earlyState, keyShare: Number(e.dataset.keyShare),
+    bytesShare: Number(e.dataset.bytesShare), demandBytes: Number(e.dataset.demandBytes),
+    keysWaiting: Number(e.dataset.keysWaiting), badge: e.querySelector(".badge").textContent,
+    text: e.textContent,
+    figures: Object.fromEntries(q("[data-early-figure]", e).map((f) => [f.dataset.earlyFigure,
+      f.textContent])),
+    bars: Object.fromEntries(q("[data-early] .progress > span", e).map((b) => [
+      b.closest("[data-early]").dataset.early, b.style.width])),
+    sparks: q("canvas.spark", e).map((s) => s.title)};
 };
 return {
   empty: shown("empty"), previous: shown("previous"),
@@ -70,6 +87,8 @@ return {
     {total: Number(r.dataset.total), rate: Number(r.dataset.rate)}])),
   running: q("#running-jobs li").map((li) => li.textContent),
   failed: q("#failed-table tr[data-b]").map((r) => r.textContent),
+  claims: q(".claims h3").map((h) => [h.dataset.claims, h.dataset.earlyAnswers, h.textContent]),
+  claimRows: q(".claims-table tr[data-claim]").map((r) => q("td", r).map((td) => td.textContent)),
   rejects: q("#reject-table tr").slice(1).map((r) => q("td", r).map((td) => td.textContent)),
   problems: shown("problems-section") === null ? null
     : document.getElementById("problems-section").textContent,
@@ -87,7 +106,7 @@ for (let i = 0; i < d.length; i += 4) {
 }
 return n;
 """
-RAW_BLUE, IMMEDIATE_GREEN = (0x3b, 0x82, 0xf6), (0x22, 0xa0, 0x6b)
+RAW_BLUE, IMMEDIATE_GREEN, EARLY_PINK = (0x3b, 0x82, 0xf6), (0x22, 0xa0, 0x6b), (0xdb, 0x27, 0x77)
 
 
 @pytest.fixture(scope="module")
@@ -134,14 +153,14 @@ def wait_for(driver, what: str, check, timeout: float = WAIT_S) -> dict:
         time.sleep(0.2)
 
 
-def screenshot(driver, path: Path) -> None:
-    """The whole page as a PNG at *path*, and where ``UI_SCREENSHOT`` names a file, there too
-    (docs/img/ui.png is made so: docs/UI.md)."""
+def screenshot(driver, path: Path, variable: str = "UI_SCREENSHOT") -> None:
+    """The whole page as a PNG at *path*, and where the environment's *variable* names a file,
+    there too (docs/img/ui.png and ui-early.png are made so: docs/UI.md)."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(1300, min(max(height + 20, 600), 4000))
     driver.save_screenshot(str(path))
-    if os.environ.get("UI_SCREENSHOT"):
-        shutil.copyfile(path, os.environ["UI_SCREENSHOT"])
+    if os.environ.get(variable):
+        shutil.copyfile(path, os.environ[variable])
     driver.set_window_size(1300, 1000)
 
 
@@ -163,6 +182,9 @@ class _Given:
 
 
 # ------------------------------------------------------------------- 1. a given status
+
+HOSTILE_NAME = '<img src=x onerror="document.title=\'named\'">.tsv'
+
 
 def _given_status(now: float) -> dict:
     """A status as read_status returns it: day 1 serving (buckets in every state, demand, a
@@ -190,7 +212,16 @@ def _given_status(now: float) -> dict:
     load = {**brief("L1", "up", day1, day1 + 60, "/data/day1"),
             "input": {"files": 4, "bytes": 60_000_000, "hot_files": 1, "hot_bytes": 9_000_000},
             "rejects": {"total": 2, "files": [{"file": "a.tsv", "rejects": 2}]},
-            "bucket_map": {"kind": "width", "width": 1000, "buckets": None}, "chunk_size": 1}
+            "bucket_map": {"kind": "width", "width": 1000, "buckets": None}, "chunk_size": 1,
+            # it answered before its uptime until a claim of its manifests was found false (the
+            # file's name is the source's: shown as text)
+            "early": {"state": "stopped", "key_share": 0.375, "answerable_bytes": 24_000_000,
+                      "total_bytes": 60_000_000, "bytes_share": 0.4, "demand_bytes": 3_500_000,
+                      "keys_waiting": 7, "false_claims_total": 1, "answers_in_false_claims": 31,
+                      "false_claims": [{"claim_no": 0, "file": HOSTILE_NAME, "file_seq": 2,
+                                        "offset": 262144, "kind": "span", "detail": "id1 4100 "
+                                        "found, the piece claims 4500..4700",
+                                        "affected": [4000, 5999], "early_answers": 31}]}}
     loading = {**brief("L2", "running", day2, None, "http://reader:s3cret@files.example/day2/"),
                "input": {"files": 4, "bytes": 80_000_000, "hot_files": 1,
                          "hot_bytes": 9_000_000},
@@ -213,8 +244,8 @@ def _given_status(now: float) -> dict:
             "largest_bytes": 6_000_000, "list": buckets},
         "demand": {"total": 16, "buckets": 3, "coordinators": 1,
                    "top": [{"b_index": 3, "waiting": 12}, {"b_index": 2, "waiting": 3}]},
-        "answers": {"by_route": {"immediate": 900, "raw": 4000, "buffered": 7},
-                    "coordinators": 2, "total": 4907},
+        "answers": {"by_route": {"immediate": 900, "raw": 4000, "buffered": 7, "early": 250},
+                    "coordinators": 2, "total": 5157},
         "running_jobs": [{"b_index": 2, "run_id": "R7", "started": now - 4, "attempts": 1,
                           "running_s": 4.0}],
         "failed_jobs": [{"b_index": 5, "attempts": 3,
@@ -226,15 +257,19 @@ def _given_status(now: float) -> dict:
 def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     config = Config(state_dir=tmp_path, mysql_password="pw-given-1234", mysql_port=1)
     now = time.time()
-    history = AnswerHistory()
+    history, early_history = AnswerHistory(), AnswerHistory()
     for i in range(60):
-        history.add(now - 60 + i, "L1", {"raw": 40 * i * i, "immediate": 10 * i})
+        history.add(now - 60 + i, "L1", {"raw": 40 * i * i, "immediate": 10 * i,
+                                         "early": 300 * i if i < 30 else 9000})
+        early_history.add(now - 60 + i, "L1", {"demand_bytes": 100_000 * i},
+                          {"keys_waiting": i % 9})
     hostile = b'<img src=x onerror="document.title=\'pwned\'"> 1\t2'
     RejectWriter(reject_path(config, "L1")).write_part(
         "chunk-00000", [("a.tsv", 7, "expected 7 tab-separated fields, found 2", hostile),
                         ("a.tsv", 9, "id1 is not an integer: b'x'", b"x\t1")])
     ui = UIServer(config, port=0)
-    ui.sampler = _Given(Snapshot(_given_status(now), now, None, None, history.series(), 1))
+    ui.sampler = _Given(Snapshot(_given_status(now), now, None, None, history.series(), 1,
+                                 early_history.series()))
     ui.services = _Given([ServiceMark("HDFS", "h:1", True, "answers", now),
                           ServiceMark("HBase", "h:2", False, "does not answer: refused", now)])
     with ui:
@@ -262,6 +297,25 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     assert state["routes"]["raw"]["total"] == 4000 and state["routes"]["raw"]["rate"] > 0
     assert state["routes"]["buffered"]["total"] == 7 and "timeouts" not in state["routes"]
     assert browser.execute_script(CHART_PIXELS, RAW_BLUE) > 100
+    # answers before uptime: the early route on the chart, the load's shares as bars, the
+    # bytes fetched on demand and the keys waiting with their history, the false claim
+    assert state["routes"]["early"]["total"] == 250
+    assert browser.execute_script(CHART_PIXELS, EARLY_PINK) > 50
+    early = state["current"]["early"]
+    assert (early["state"], early["badge"]) == ("stopped", "stopped")
+    assert early["bars"] == {"keys": "38%", "bytes": "40%"}
+    assert early["figures"] == {"keys": "37.5%", "bytes": "40.0%: 24 MB of 60 MB",
+                                "demand": "3.5 MB in all, 0.10 MB/s now", "waiting": "7 now"}
+    assert "stopped at a false claim before the uptime" in early["text"]
+    assert early["sparks"][0].startswith("MB/s fetched on demand over the last 58 s")
+    assert early["sparks"][1] == "keys waiting over the last 58 s; most 8"
+    assert state["loading"]["early"] is None
+    assert state["claims"] == [["1", "31", "1 claim(s) of the manifests of load L1 (serving) "
+                                "found false: early answers stopped; 31 early answer(s) had been "
+                                "given in the id1s they affect"]]
+    assert state["claimRows"] == [[HOSTILE_NAME, "262,144", "span",
+                                   "id1 4100 found, the piece claims 4500..4700", "4000..5999",
+                                   "31"]]
     # failures, rejects and a service down, their messages as text
     assert state["running"] == ["bucket 2, run R7: 4.0 s so far, attempt 1"]
     assert "bulk load of <b>bucket 5</b> failed" in state["failed"][0]
@@ -270,7 +324,7 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     assert "1 line(s) rejected by load L2 (next day): b.tsv 1" in state["problems"]
     tags = browser.execute_script("return document.querySelectorAll('main img, main b').length")
     assert tags == 0
-    assert browser.title == "DeBL status"
+    assert browser.title == "DeBL status"  # neither a rejected line nor a file name ran
     assert len(state["banners"]) == 1 and state["banners"][0][0] == "hbase"
     assert state["banners"][0][1].startswith("HBase at h:2 does not answer: refused (checked ")
     assert state["services"] == {"MySQL": "true", "HDFS": "true", "HBase": "false"}
@@ -361,8 +415,10 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
                        and s["current"]["phases"]["copy"]["done"] < 1]
             shares = [s["current"]["phases"]["copy"]["done"] for s in copying]
             assert len(set(shares)) >= 3 and shares == sorted(shares), shares
-            assert all(s["current"]["facts"]["uptime"] == "not yet: queries wait"
-                       and s["current"]["state"] == "running" for s in copying)
+            # its source lists manifests and no day is current: it answers early
+            assert all(s["current"]["facts"]["uptime"] == "not yet: the keys answerable so "
+                       "far are answered, the others wait" and s["current"]["state"] ==
+                       "running" and s["current"]["early"]["state"] == "on" for s in copying)
             final = wait_for(browser, "the load up", lambda s: s["current"] and s["current"]
                              ["state"] == "up" and s["current"]["facts"]["hot rows"]
                              .startswith("in MySQL"))
@@ -451,3 +507,122 @@ def test_a_stopped_mariadb_is_a_message_and_the_page_recovers(ui_stack, browser)
             before["current"]["load"]  # the last status stays on the page
         wait_for(browser, "MySQL back", lambda s: s["services"]["MySQL"] == "true"
                  and not s["banners"], timeout=120)
+
+
+# ------------------------------------------------------------------- 4. answers before uptime
+
+@pytest.fixture()
+def early_stack(stack_config, tmp_path):
+    """A database of its own, emptied (no day current: the load answers early), and a small
+    input by id1 range with manifests (docs/LOADING.md, "The manifest")."""
+    from debl.catalog import Catalog
+    from debl.workload.generator import generate
+    from debl.workload.spec import GenerateSpec
+    from loaders.cleanup import drop_every_load
+
+    config = stack_config.replace(mysql_database="debl_uitest_early",
+                                  hdfs_root="/debl_uitest_early", hbase_table="uitest_early",
+                                  loading_bucket_target_bytes=64 << 10,
+                                  loading_bucket_target_covers_heaviest=False)
+    Catalog(config, replace_older=True).close()
+    drop_every_load(config)
+    directory = tmp_path / "in"
+    generate(directory, GenerateSpec(max_id=20001, files=3, days=3, seed=5, layout="ranges",
+                                     max_degree=30))
+    yield config, directory
+    drop_every_load(config)
+
+
+@pytest.mark.stack
+def test_the_page_follows_a_load_that_answers_before_its_uptime(early_stack, browser, tmp_path):
+    import random
+
+    from coordinator import Coordinator
+    from coordinator.routes import Route
+    from debl.bench.source_server import make_server
+    from debl.catalog import Catalog
+    from debl.errors import QueryTimeout
+    from loaders.load import LoadOptions, LoadRun
+    from tests.dataset import reference_store
+
+    config, directory = early_stack
+    files = sorted(p for p in directory.iterdir() if p.name != "index.json")
+    total = sum(p.stat().st_size for p in files)
+    keys = sorted(reference_store(directory, set()).keys())
+    tail = files[-1].read_bytes()  # three id1s of the input's end: the bulk copy's last bytes
+    late = sorted({int(line.split(b"\t", 1)[0]) for line in
+                   tail[int(len(tail) * 0.8):].split(b"\n")[1:-1]})[:3]
+    server = make_server(directory, port=0, rate_mb_s=total / 25 / 1e6)  # a 25 s copy
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    up, failed, answered = threading.Event(), [], []
+    try:
+        with UIServer(config, port=0, interval=0.5) as ui, \
+                LoadRun(config, url, LoadOptions(approach="debl-cold",
+                                                 chunk_size=256 << 10)) as run:
+            def load() -> None:
+                try:
+                    run.wait_up()
+                except BaseException as exc:  # noqa: BLE001 -- failed below
+                    failed.append(exc)
+                finally:
+                    up.set()
+
+            threading.Thread(target=load, daemon=True).start()
+            browser.get(ui.url)
+            first = wait_for(browser, "the load answering early", lambda s: s["current"] and
+                             s["current"]["early"] and s["current"]["early"]["state"] == "on")
+            assert first["current"]["role"] == "first"
+            assert "loading, answering early" in first["current"]["text"]
+            # queries wait for three keys (as a coordinator publishes them): counted, and their
+            # bytes fetched ahead of the bulk copy
+            with Catalog(config) as catalog:
+                catalog.early.publish_key_demand(first["current"]["load"], "page-test",
+                                                 dict.fromkeys(late, 1))
+            waiting = wait_for(browser, "the keys waiting", lambda s: s["current"]["early"]
+                               ["keysWaiting"] == len(late))
+            assert waiting["current"]["early"]["figures"]["waiting"] == f"{len(late)} now"
+            fetched = wait_for(browser, "bytes fetched on demand", lambda s: s["current"]
+                               ["early"]["demandBytes"] > 0)
+            assert fetched["current"]["early"]["figures"]["demand"].endswith(" MB/s now")
+            with Catalog(config) as catalog:
+                catalog.early.publish_key_demand(first["current"]["load"], "page-test", {})
+            # a coordinator's answers before the uptime: a line of their own
+            rng, seen, shot = random.Random(5), [], False
+            with Coordinator(config, default_timeout=1.0) as c:
+                while not up.is_set():
+                    try:
+                        answer = c.query(*rng.choice(keys))
+                    except QueryTimeout:
+                        continue
+                    if answer.route is Route.EARLY:
+                        answered.append(answer)
+                    state = page(browser)
+                    seen.append(state)
+                    if (not shot and state["current"]["state"] == "running" and
+                            state["routes"].get("early", {}).get("total", 0) >= 10 and
+                            state["current"]["early"]["keyShare"] < 1):
+                        screenshot(browser, tmp_path / "ui-early.png", "UI_EARLY_SCREENSHOT")
+                        shot = True
+            assert not failed, failed
+            assert answered, "no early answer before the uptime"
+            copying = [s["current"]["early"] for s in seen if s["current"]["state"] == "running"]
+            shares = [e["keyShare"] for e in copying]
+            assert shares == sorted(shares) and len(set(shares)) >= 2, shares
+            assert all(abs(float(e["bars"]["keys"][:-1]) - 100 * e["keyShare"]) <= 0.5
+                       for e in copying)
+            assert any(e["sparks"][0].startswith("MB/s fetched on demand over the last ")
+                       for e in copying)
+            drawn = wait_for(browser, "every early answer", lambda s: s["routes"].get(
+                "early", {}).get("total") == len(answered))
+            assert browser.execute_script(CHART_PIXELS, EARLY_PINK) > 20
+            run.finish()
+            after = wait_for(browser, "the load up", lambda s: s["current"]["state"] == "up")
+            early = after["current"]["early"]
+            assert (early["state"], early["badge"], early["keyShare"]) == ("on", "done", 1.0)
+            assert "answered key by key before the uptime" in early["text"]
+            assert after["current"]["role"] == "serving" and after["claims"] == []
+            assert drawn["routes"]["early"]["total"] == len(answered)
+    finally:
+        server.shutdown()
+        server.server_close()
