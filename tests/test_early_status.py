@@ -166,7 +166,10 @@ def test_the_status_follows_a_load_that_answers_early(stack_config, tmp_path):
                     except QueryTimeout:
                         continue
                     early_answers += answer.route is Route.EARLY
-            loading.done()
+                loading.done()
+                # counted as the coordinator publishes them (while it is open: its polls)
+                _until(config, "every early answer", lambda s: s["answers"]["by_route"]
+                       .get("early") == early_answers)
             run.finish()
         after = _status(config)
         sampler.sample()

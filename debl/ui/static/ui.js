@@ -7,7 +7,7 @@
   const STATES = ["pending", "queued", "running", "loaded", "failed"];
   const ROUTES = {
     immediate: ["at once (MySQL / HBase)", "#22a06b"],
-    early: ["early (before uptime: every byte of its key here)", "#db2777"],
+    early: ["early (before uptime: every byte of its key here)", "#c026d3"],
     raw: ["raw (bucket files in HDFS)", "#3b82f6"],
     buffered: ["buffered until its bucket landed", "#f2b544"],
     waited_uptime: ["waited for uptime", "#7c3aed"],
@@ -22,6 +22,7 @@
     sample: "sample (split points)", copy: "copy", dist_ch: "dist_ch (bucketing)",
     hot: "hot path into MySQL", mysql_load: "\u2003LOAD DATA", mysql_merge: "\u2003merge",
     mysql_index: "\u2003index", hot_files_removed: "hot bucket files removed",
+    demand: "fetched and bucketed on demand",
     hfiles: "gen_HF: HFiles", bulkload: "gen_HF: bulk load",
   };
   const $ = (id) => document.getElementById(id);
@@ -223,6 +224,7 @@
     };
     const input = load.input || {bytes: 0, hot_bytes: 0};
     const cold = input.bytes - input.hot_bytes;
+    const onDemand = (phases.find((p) => p.phase === "demand") || {bytes: 0}).bytes;
     const totals = {copy: input.bytes, dist_ch: load.wait_for_hot ? cold : input.bytes,
       hot: input.hot_bytes, mysql_load: input.hot_bytes, mysql_merge: input.hot_bytes,
       mysql_index: input.hot_bytes};
@@ -233,7 +235,10 @@
     for (const p of sorted) {
       const total = totals[p.phase];
       let done = null;
-      if (total) done = Math.min(1, p.bytes / total);
+      // a load answering early buckets the pieces it fetches on demand in its own process
+      // (phase demand): bucketed are dist_ch's bytes and those
+      const bytes = p.phase === "dist_ch" ? p.bytes + onDemand : p.bytes;
+      if (total) done = Math.min(1, bytes / total);
       if (!p.open && done === null) done = 1;
       if (p.phase === "hfiles" || p.phase === "bulkload") {
         done = buckets && buckets.bytes ? buckets.loaded_bytes / buckets.bytes : null;
