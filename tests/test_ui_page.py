@@ -538,7 +538,7 @@ def early_stack(stack_config, tmp_path):
 
 
 @pytest.mark.stack
-def test_the_page_follows_a_load_that_answers_before_its_uptime(early_stack, browser, tmp_path):
+def test_the_page_shows_a_load_answering_before_its_uptime(early_stack, browser, tmp_path):
     import random
 
     from coordinator import Coordinator
