@@ -10,24 +10,18 @@ Debian's chromedriver (scripts/setup.sh installs both; docs/UI.md).
    buckets turning loaded run by run until full availability, the next day loading beside the
    current one; the password never on the page. Then MariaDB stopped and started again: the
    page says so, and recovers by itself.
-4. The real stack, a load that answers before its uptime (its source lists manifests, no day
-   is current): the card says so, its shares answerable grow as bars, the keys queries wait for
-   and the bytes fetched for them on demand are shown with their history, the early answers
-   are a line of their own on the chart; after the uptime the card still says what it did.
+A load that answers before its uptime on the real stack: tests/test_ui_page_early.py; the
+browser and what the tests read off the page: tests/ui_browser.py.
 
 Outside CI a missing browser skips these tests; under ``CI=true`` it fails them.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -38,152 +32,8 @@ from debl.ui.server import UIServer
 from debl.ui.services import ServiceMark
 from loaders.load import reject_path
 from loaders.rejects import RejectWriter
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--window-size=1300,1000")
-WAIT_S = 60.0
-
-# What the test reads off the page, in one call: the page's own data-* marks and texts.
-PAGE_STATE = """
-const q = (s, r = document) => [...r.querySelectorAll(s)];
-const shown = (id) => {
-  const e = document.getElementById(id);
-  return e.hidden ? null : e.textContent;
-};
-const card = (id) => {
-  const c = document.getElementById(id);
-  if (!c) return null;
-  return {load: c.dataset.load, state: c.dataset.state, role: c.dataset.role, text: c.textContent,
-    facts: Object.fromEntries(q("dd[data-fact]", c).map((d) => [d.dataset.fact, d.textContent])),
-    phases: Object.fromEntries(q("tr[data-phase]", c).map((r) => [r.dataset.phase,
-      {open: Number(r.dataset.open),
-       done: r.dataset.done === "" ? null : Number(r.dataset.done)}])),
-    cells: q(".cell", c).length, early: early(c)};
-};
-const early = (c) => {
-  const e = c.querySelector(".early");
-  if (!e) return null;
-  return {state: e.dataset.earlyState, keyShare: Number(e.dataset.keyShare),
-    bytesShare: Number(e.dataset.bytesShare), demandBytes: Number(e.dataset.demandBytes),
-    keysWaiting: Number(e.dataset.keysWaiting), badge: e.querySelector(".badge").textContent,
-    text: e.textContent,
-    figures: Object.fromEntries(q("[data-early-figure]", e).map((f) => [f.dataset.earlyFigure,
-      f.textContent])),
-    bars: Object.fromEntries(q("[data-early] .progress > span", e).map((b) => [
-      b.closest("[data-early]").dataset.early, b.style.width])),
-    sparks: q("canvas.spark", e).map((s) => s.title)};
-};
-return {
-  empty: shown("empty"), previous: shown("previous"),
-  banners: q("#banners .banner").map((b) => [b.dataset.kind, b.textContent]),
-  services: Object.fromEntries(q(".service").map((s) => [s.dataset.service, s.dataset.ok])),
-  current: card("day-current"), loading: card("day-loading"),
-  cells: q("#buckets .cell").map((c) => ({b: Number(c.dataset.b), state: c.dataset.state,
-    title: c.title, outlined: c.classList.contains("hot-demand"),
-    shade: Number(c.style.getPropertyValue("--shade"))})),
-  routes: Object.fromEntries(q("#answers-legend [data-route]").map((r) => [r.dataset.route,
-    {total: Number(r.dataset.total), rate: Number(r.dataset.rate)}])),
-  running: q("#running-jobs li").map((li) => li.textContent),
-  failed: q("#failed-table tr[data-b]").map((r) => r.textContent),
-  claims: q(".claims h3").map((h) => [h.dataset.claims, h.dataset.earlyAnswers, h.textContent]),
-  claimRows: q(".claims-table tr[data-claim]").map((r) => q("td", r).map((td) => td.textContent)),
-  rejects: q("#reject-table tr").slice(1).map((r) => q("td", r).map((td) => td.textContent)),
-  problems: shown("problems-section") === null ? null
-    : document.getElementById("problems-section").textContent,
-};
-"""
-
-# Pixels of the chart in a route's colour (ui.js's ROUTES), to see the line was drawn.
-CHART_PIXELS = """
-const c = document.getElementById("answers-chart");
-const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
-const [r, g, b] = arguments[0];
-let n = 0;
-for (let i = 0; i < d.length; i += 4) {
-  if (Math.abs(d[i] - r) < 8 && Math.abs(d[i + 1] - g) < 8 && Math.abs(d[i + 2] - b) < 8) n++;
-}
-return n;
-"""
-RAW_BLUE, IMMEDIATE_GREEN = (0x3b, 0x82, 0xf6), (0x22, 0xa0, 0x6b)
-EARLY_FUCHSIA = (0xc0, 0x26, 0xd3)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless Chromium for the module, on a fresh profile."""
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("selenium (pip, the dev extra)")
-    if missing:
-        message = f"no browser to test the page with: {', '.join(missing)} missing " \
-                  "(scripts/setup.sh installs them)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    profile = tempfile.mkdtemp(prefix="debl-ui-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def page(driver) -> dict:
-    return driver.execute_script(PAGE_STATE)
-
-
-def wait_for(driver, what: str, check, timeout: float = WAIT_S) -> dict:
-    """The page's state once *check(state)* holds; fails naming *what* and the last state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = page(driver)
-        if check(state):
-            return state
-        if time.monotonic() > deadline:
-            pytest.fail(f"the page never showed {what}; it showed {state}", pytrace=False)
-        time.sleep(0.2)
-
-
-def screenshot(driver, path: Path, variable: str = "UI_SCREENSHOT") -> None:
-    """The whole page as a PNG at *path*, and where the environment's *variable* names a file,
-    there too (docs/img/ui.png and ui-early.png are made so: docs/UI.md)."""
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    # the window's size counts the browser's own bars, headless too: without them the page's
-    # last part is cut off
-    bars = driver.execute_script("return window.outerHeight - window.innerHeight")
-    driver.set_window_size(1300, min(max(height + bars + 20, 600), 4000))
-    driver.save_screenshot(str(path))
-    if os.environ.get(variable):
-        shutil.copyfile(path, os.environ[variable])
-    driver.set_window_size(1300, 1000)
-
-
-class _Given:
-    """A sampler or service watch that hands the page what the test gives it."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def snapshot(self):
-        return self.value
-
-    def marks(self):
-        return self.value
-
+from tests.ui_browser import (CHART_PIXELS, EARLY_FUCHSIA, RAW_BLUE, Given, browser,  # noqa: F401
+                              page, screenshot, wait_for)
 
 # ------------------------------------------------------------------- 1. a given status
 
@@ -272,9 +122,9 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
         "chunk-00000", [("a.tsv", 7, "expected 7 tab-separated fields, found 2", hostile),
                         ("a.tsv", 9, "id1 is not an integer: b'x'", b"x\t1")])
     ui = UIServer(config, port=0)
-    ui.sampler = _Given(Snapshot(_given_status(now), now, None, None, history.series(), 1,
+    ui.sampler = Given(Snapshot(_given_status(now), now, None, None, history.series(), 1,
                                  early_history.series()))
-    ui.services = _Given([ServiceMark("HDFS", "h:1", True, "answers", now),
+    ui.services = Given([ServiceMark("HDFS", "h:1", True, "answers", now),
                           ServiceMark("HBase", "h:2", False, "does not answer: refused", now)])
     with ui:
         browser.get(ui.url)
@@ -511,130 +361,3 @@ def test_a_stopped_mariadb_is_a_message_and_the_page_recovers(ui_stack, browser)
             before["current"]["load"]  # the last status stays on the page
         wait_for(browser, "MySQL back", lambda s: s["services"]["MySQL"] == "true"
                  and not s["banners"], timeout=120)
-
-
-# ------------------------------------------------------------------- 4. answers before uptime
-
-@pytest.fixture()
-def early_stack(stack_config, tmp_path):
-    """A database of its own, emptied (no day current: the load answers early), and a small
-    input by id1 range with manifests (docs/LOADING.md, "The manifest")."""
-    from debl.catalog import Catalog
-    from debl.workload.generator import generate
-    from debl.workload.spec import GenerateSpec
-    from loaders.cleanup import drop_every_load
-
-    config = stack_config.replace(mysql_database="debl_uitest_early",
-                                  hdfs_root="/debl_uitest_early", hbase_table="uitest_early",
-                                  loading_bucket_target_bytes=64 << 10,
-                                  loading_bucket_target_covers_heaviest=False)
-    Catalog(config, replace_older=True).close()
-    drop_every_load(config)
-    directory = tmp_path / "in"
-    generate(directory, GenerateSpec(max_id=20001, files=3, days=3, seed=5, layout="ranges",
-                                     max_degree=30))
-    yield config, directory
-    drop_every_load(config)
-
-
-@pytest.mark.stack
-def test_the_page_shows_a_load_answering_before_its_uptime(early_stack, browser, tmp_path):
-    import random
-
-    from coordinator import Coordinator
-    from coordinator.routes import Route
-    from debl.bench.source_server import make_server
-    from debl.catalog import Catalog
-    from debl.errors import QueryTimeout
-    from loaders.load import LoadOptions, LoadRun
-    from tests.dataset import reference_store
-
-    config, directory = early_stack
-    files = sorted(p for p in directory.iterdir() if p.name != "index.json")
-    total = sum(p.stat().st_size for p in files)
-    keys = sorted(reference_store(directory, set()).keys())
-    tail = files[-1].read_bytes()  # three id1s of the input's end: the bulk copy's last bytes
-    late = sorted({int(line.split(b"\t", 1)[0]) for line in
-                   tail[int(len(tail) * 0.8):].split(b"\n")[1:-1]})[:3]
-    server = make_server(directory, port=0, rate_mb_s=total / 25 / 1e6)  # a 25 s copy
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    up, failed, answered = threading.Event(), [], []
-    try:
-        with UIServer(config, port=0, interval=0.5) as ui, \
-                LoadRun(config, url, LoadOptions(approach="debl-cold",
-                                                 chunk_size=256 << 10)) as run:
-            def load() -> None:
-                try:
-                    run.wait_up()
-                except BaseException as exc:  # noqa: BLE001 -- failed below
-                    failed.append(exc)
-                finally:
-                    up.set()
-
-            threading.Thread(target=load, daemon=True).start()
-            browser.get(ui.url)
-            first = wait_for(browser, "the load answering early", lambda s: s["current"] and
-                             s["current"]["early"] and s["current"]["early"]["state"] == "on")
-            assert first["current"]["role"] == "first"
-            assert "loading, answering early" in first["current"]["text"]
-            # queries wait for three keys (as a coordinator publishes them): counted, and their
-            # bytes fetched ahead of the bulk copy
-            with Catalog(config) as catalog:
-                catalog.early.publish_key_demand(first["current"]["load"], "page-test",
-                                                 dict.fromkeys(late, 1))
-            waiting = wait_for(browser, "the keys waiting", lambda s: s["current"]["early"]
-                               ["keysWaiting"] == len(late))
-            assert waiting["current"]["early"]["figures"]["waiting"] == f"{len(late)} now"
-            fetched = wait_for(browser, "bytes fetched on demand", lambda s: s["current"]
-                               ["early"]["demandBytes"] > 0)
-            assert fetched["current"]["early"]["figures"]["demand"].endswith(" MB/s now")
-            with Catalog(config) as catalog:
-                catalog.early.publish_key_demand(first["current"]["load"], "page-test", {})
-            # a coordinator's answers before the uptime: a line of their own
-            # a screenshot once early answers are on the chart; for the docs one every 5 s, so
-            # that the last is taken as late in the copy as can be
-            rng, seen, shot = random.Random(5), [], None
-            every = 5.0 if os.environ.get("UI_EARLY_SCREENSHOT") else float("inf")
-            with Coordinator(config, default_timeout=1.0) as c:
-                while not up.is_set():
-                    try:
-                        answer = c.query(*rng.choice(keys))
-                    except QueryTimeout:
-                        continue
-                    if answer.route is Route.EARLY:
-                        answered.append(answer)
-                    state = page(browser)
-                    seen.append(state)
-                    if ((shot is None or time.monotonic() - shot > every) and
-                            state["current"]["state"] == "running" and
-                            state["routes"].get("early", {}).get("total", 0) >= 10 and
-                            state["current"]["early"]["keyShare"] < 1):
-                        screenshot(browser, tmp_path / "ui-early.png", "UI_EARLY_SCREENSHOT")
-                        shot = time.monotonic()
-                assert not failed, failed
-                # counted as the coordinator publishes them (while it is open: its polls)
-                drawn = wait_for(browser, "every early answer", lambda s: s["routes"].get(
-                    "early", {}).get("total") == len(answered))
-            assert answered, "no early answer before the uptime"
-            copying = [s["current"]["early"] for s in seen if s["current"]["state"] == "running"]
-            shares = [e["keyShare"] for e in copying]
-            assert shares == sorted(shares) and len(set(shares)) >= 2, shares
-            assert all(abs(float(e["bars"]["keys"][:-1]) - 100 * e["keyShare"]) <= 0.5
-                       for e in copying)
-            assert any(e["sparks"][0].startswith("MB/s fetched on demand over the last ")
-                       for e in copying)
-            assert browser.execute_script(CHART_PIXELS, EARLY_FUCHSIA) > 20
-            run.finish()
-            after = wait_for(browser, "the load up", lambda s: s["current"]["state"] == "up")
-            early = after["current"]["early"]
-            assert (early["state"], early["badge"], early["keyShare"]) == ("on", "done", 1.0)
-            assert "answered key by key before the uptime" in early["text"]
-            # every byte bucketed: by dist_ch, or in the load's process as it was fetched
-            assert after["current"]["phases"]["demand"]["done"] == 1.0
-            assert after["current"]["phases"]["dist_ch"]["done"] == 1.0
-            assert after["current"]["role"] == "serving" and after["claims"] == []
-            assert drawn["routes"]["early"]["total"] == len(answered)
-    finally:
-        server.shutdown()
-        server.server_close()
