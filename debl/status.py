@@ -5,7 +5,10 @@ take-over, bucket map, input, per-phase timings and rejected lines), a newer loa
 beside it (the same, and its buckets) and the previous one while its stores exist
 (docs/LOADING.md, "Days"), the current load's buckets per job state (and, asked for, every bucket
 with its demand), the demand summed over coordinators, the queries the coordinators answered per
-route, the gen_HF jobs running now, and full availability once every bucket is loaded.
+route, the gen_HF jobs running now, and full availability once every bucket is loaded. A load
+that answers before its uptime says how far (``early``: the shares answerable, the bytes fetched
+on demand, the keys waiting, the claims found false; docs/LOADING.md, "Answers before the copy
+ends").
 Everything comes from MySQL: the report is the same from any machine and does not need a
 coordinator: it is the application's reading of the catalog (docs/ARCHITECTURE.md), and imports
 neither the coordinator nor a store. ``debl status --json`` prints it and ``debl ui`` serves it
@@ -25,6 +28,7 @@ from debl.buckets import BucketMap
 from debl.catalog import STATES, Bucket, Catalog, LoadRecord, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators
+CLAIMS_SHOWN = 20  # false claims listed per load (a load records its first; a resume may add)
 
 
 def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
@@ -37,7 +41,9 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     coordinator's, closed ones included); ``loading["buckets"]`` the same for the new load
     (demand 0: nobody serves it yet); and the load's ``bucket_map`` its split points. A load's
     ``input`` counts its source files and bytes (hot ones apart), ``rejects`` its rejected lines
-    per file (the lines themselves are in the load's reject files, ``loaders.rejects``)."""
+        per file (the lines themselves are in the load's reject files, ``loaders.rejects``). A load's
+    ``early`` is what it answers before its uptime (``_early``; None: it does not), kept after
+    its uptime while it is listed."""
     now = time.time()
     current, newest = catalog.loads.current(), catalog.loads.load()
     load = current or newest
@@ -87,12 +93,14 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     if current is not None and newest.load_id != current.load_id:
         new_buckets = catalog.index.buckets(newest.load_id)
         status["loading"] = {**_brief(newest, now), **_files(catalog, newest.load_id),
+                             "early": _early(catalog, newest.load_id),
                              "bucket_map": _map_summary(newest.bucket_map, False),
                              "phases": _phases(catalog.phases.phases(newest.load_id), now),
                              "buckets": _bucket_summary(new_buckets)}
         if every_bucket:
             status["loading"]["buckets"]["list"] = _bucket_list(new_buckets, {}, {})
     status["load"] = {**_brief(load, now), **_files(catalog, load.load_id),
+                      "early": _early(catalog, load.load_id),
                       "bucket_map": _map_summary(load.bucket_map, every_bucket),
                       "chunk_size": load.chunk_size}
     status["phases"] = _phases(catalog.phases.phases(load.load_id), now)
@@ -106,6 +114,51 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _early(catalog: Catalog, load_id: str) -> dict | None:
+    """What a load that answers before its uptime has got so far (None: it does not answer
+    early), as the load's ``early``: ``state`` (``on``, or ``stopped`` once a claim of its
+    manifests was found false), ``key_share`` (of the id1s its manifests claim, the share
+    answerable), ``answerable_bytes`` of ``total_bytes`` and their ``bytes_share``,
+    ``demand_bytes`` (fetched on demand, ahead of the bulk copy), ``keys_waiting`` (distinct
+    id1s queries wait for now), and ``false_claims`` (the first ``CLAIMS_SHOWN`` of
+    ``false_claims_total``, each with its file, offset, kind, what was claimed and found, the
+    id1s it may have made wrong, and the ``early_answers`` given in them, summed over every
+    coordinator; ``answers_in_false_claims`` sums them over every claim).
+
+    Pitfall: after the uptime the shares are those last published before it (the load stops
+    publishing), and ``keys_waiting`` falls to 0 as the coordinators' rows age (30 s). The
+    claims are read only once the load stopped: the catalog records a claim and stops the
+    load in one transaction, so a load that answers has none, and an open page costs the
+    catalog three small reads a second for it (docs/UI.md, "What it costs")."""
+    progress = catalog.early.early_progress(load_id)
+    if progress is None:
+        return None
+    claims: list = []
+    answered: dict[int, int] = {}
+    names: dict[int, str] = {}
+    if progress.state == "stopped":
+        claims = catalog.early.false_claims(load_id)
+        answered = catalog.early.claim_answers(load_id)
+        names = {f.file_seq: f.name for f in catalog.files.files(load_id)}
+    total = progress.total_bytes
+    return {
+        "state": progress.state,
+        "key_share": progress.key_share,
+        "answerable_bytes": progress.answerable_bytes,
+        "total_bytes": total,
+        "bytes_share": progress.answerable_bytes / total if total else 0.0,
+        "demand_bytes": progress.demand_bytes,
+        "keys_waiting": progress.keys_waiting,
+        "false_claims_total": len(claims),
+        "answers_in_false_claims": sum(answered.values()),
+        "false_claims": [{"claim_no": c.claim_no, "file": names.get(c.file_seq, f"#{c.file_seq}"),
+                          "file_seq": c.file_seq, "offset": c.offset, "kind": c.kind,
+                          "detail": c.detail, "affected": [c.affected_lo, c.affected_hi],
+                          "early_answers": answered.get(c.claim_no, 0)}
+                         for c in claims[:CLAIMS_SHOWN]],
+    }
 
 
 def _bucket_summary(buckets: list[Bucket]) -> dict:

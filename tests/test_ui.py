@@ -70,6 +70,23 @@ def test_a_gap_and_a_new_load_never_count_what_came_before():
     assert series["rates"]["raw"] == [10.0, 20.0, 2.0]
 
 
+def test_levels_are_given_as_read_beside_the_rates():
+    """The history of a load answering before its uptime: bytes fetched on demand as a rate,
+    keys waiting as read; a history without levels has none."""
+    h = AnswerHistory(span=2)
+    for t, fetched, waiting in ((0, 0, 0), (1, 1000, 3), (2, 5000, 5), (3, 5000, 0)):
+        h.add(100.0 + t, "L1", {"demand_bytes": fetched}, {"keys_waiting": waiting})
+    series = h.series()
+    assert series["t"] == [101.0, 102.0, 103.0]
+    assert series["rates"] == {"demand_bytes": [1000.0, 2500.0, 2000.0]}
+    assert series["levels"] == {"keys_waiting": [3, 5, 0]}
+    plain = AnswerHistory()
+    plain.add(1.0, "L1", {"early": 1})
+    plain.add(2.0, "L1", {"early": 4, "immediate": 1})
+    assert "levels" not in plain.series()
+    assert list(plain.series()["rates"]) == ["immediate", "early"]  # the page's order
+
+
 def test_the_history_keeps_the_window_only():
     h = AnswerHistory(window_s=10.0, span=1)
     for t in range(30):
@@ -124,9 +141,10 @@ def test_ui_port_is_a_tcp_port():
 def test_it_serves_the_page_and_the_json_only_read_only_and_for_the_loopback(tmp_path):
     with UIServer(_no_mysql(tmp_path), port=0, interval=0.2) as ui:
         status, headers, body = _get(ui.url, "/")
-        assert status == 200 and b'src="ui.js"' in body
+        assert status == 200 and b'src="ui.js"' in body and b'src="early.js"' in body
         assert "default-src 'self'" in headers["Content-Security-Policy"]
-        for path, kind in (("/ui.js", "javascript"), ("/ui.css", "css"),
+        for path, kind in (("/ui.js", "javascript"), ("/dom.js", "javascript"),
+                           ("/early.js", "javascript"), ("/ui.css", "css"),
                            ("/status.json", "json")):
             status, headers, _ = _get(ui.url, path)
             assert status == 200 and kind in headers["Content-Type"], path

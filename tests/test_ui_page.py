@@ -10,20 +10,18 @@ Debian's chromedriver (scripts/setup.sh installs both; docs/UI.md).
    buckets turning loaded run by run until full availability, the next day loading beside the
    current one; the password never on the page. Then MariaDB stopped and started again: the
    page says so, and recovers by itself.
+A load that answers before its uptime on the real stack: tests/test_ui_page_early.py; the
+browser and what the tests read off the page: tests/ui_browser.py.
 
 Outside CI a missing browser skips these tests; under ``CI=true`` it fails them.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -34,135 +32,13 @@ from debl.ui.server import UIServer
 from debl.ui.services import ServiceMark
 from loaders.load import reject_path
 from loaders.rejects import RejectWriter
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--window-size=1300,1000")
-WAIT_S = 60.0
-
-# What the test reads off the page, in one call: the page's own data-* marks and texts.
-PAGE_STATE = """
-const q = (s, r = document) => [...r.querySelectorAll(s)];
-const shown = (id) => {
-  const e = document.getElementById(id);
-  return e.hidden ? null : e.textContent;
-};
-const card = (id) => {
-  const c = document.getElementById(id);
-  if (!c) return null;
-  return {load: c.dataset.load, state: c.dataset.state, role: c.dataset.role, text: c.textContent,
-    facts: Object.fromEntries(q("dd[data-fact]", c).map((d) => [d.dataset.fact, d.textContent])),
-    phases: Object.fromEntries(q("tr[data-phase]", c).map((r) => [r.dataset.phase,
-      {open: Number(r.dataset.open),
-       done: r.dataset.done === "" ? null : Number(r.dataset.done)}])),
-    cells: q(".cell", c).length};
-};
-return {
-  empty: shown("empty"), previous: shown("previous"),
-  banners: q("#banners .banner").map((b) => [b.dataset.kind, b.textContent]),
-  services: Object.fromEntries(q(".service").map((s) => [s.dataset.service, s.dataset.ok])),
-  current: card("day-current"), loading: card("day-loading"),
-  cells: q("#buckets .cell").map((c) => ({b: Number(c.dataset.b), state: c.dataset.state,
-    title: c.title, outlined: c.classList.contains("hot-demand"),
-    shade: Number(c.style.getPropertyValue("--shade"))})),
-  routes: Object.fromEntries(q("#answers-legend [data-route]").map((r) => [r.dataset.route,
-    {total: Number(r.dataset.total), rate: Number(r.dataset.rate)}])),
-  running: q("#running-jobs li").map((li) => li.textContent),
-  failed: q("#failed-table tr[data-b]").map((r) => r.textContent),
-  rejects: q("#reject-table tr").slice(1).map((r) => q("td", r).map((td) => td.textContent)),
-  problems: shown("problems-section") === null ? null
-    : document.getElementById("problems-section").textContent,
-};
-"""
-
-# Pixels of the chart in a route's colour (ui.js's ROUTES), to see the line was drawn.
-CHART_PIXELS = """
-const c = document.getElementById("answers-chart");
-const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
-const [r, g, b] = arguments[0];
-let n = 0;
-for (let i = 0; i < d.length; i += 4) {
-  if (Math.abs(d[i] - r) < 8 && Math.abs(d[i + 1] - g) < 8 && Math.abs(d[i + 2] - b) < 8) n++;
-}
-return n;
-"""
-RAW_BLUE, IMMEDIATE_GREEN = (0x3b, 0x82, 0xf6), (0x22, 0xa0, 0x6b)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless Chromium for the module, on a fresh profile."""
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("selenium (pip, the dev extra)")
-    if missing:
-        message = f"no browser to test the page with: {', '.join(missing)} missing " \
-                  "(scripts/setup.sh installs them)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    profile = tempfile.mkdtemp(prefix="debl-ui-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def page(driver) -> dict:
-    return driver.execute_script(PAGE_STATE)
-
-
-def wait_for(driver, what: str, check, timeout: float = WAIT_S) -> dict:
-    """The page's state once *check(state)* holds; fails naming *what* and the last state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = page(driver)
-        if check(state):
-            return state
-        if time.monotonic() > deadline:
-            pytest.fail(f"the page never showed {what}; it showed {state}", pytrace=False)
-        time.sleep(0.2)
-
-
-def screenshot(driver, path: Path) -> None:
-    """The whole page as a PNG at *path*, and where ``UI_SCREENSHOT`` names a file, there too
-    (docs/img/ui.png is made so: docs/UI.md)."""
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1300, min(max(height + 20, 600), 4000))
-    driver.save_screenshot(str(path))
-    if os.environ.get("UI_SCREENSHOT"):
-        shutil.copyfile(path, os.environ["UI_SCREENSHOT"])
-    driver.set_window_size(1300, 1000)
-
-
-class _Given:
-    """A sampler or service watch that hands the page what the test gives it."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def snapshot(self):
-        return self.value
-
-    def marks(self):
-        return self.value
-
+from tests.ui_browser import (CHART_PIXELS, EARLY_FUCHSIA, RAW_BLUE, Given, browser,  # noqa: F401
+                              page, screenshot, wait_for)
 
 # ------------------------------------------------------------------- 1. a given status
+
+HOSTILE_NAME = '<img src=x onerror="document.title=\'named\'">.tsv'
+
 
 def _given_status(now: float) -> dict:
     """A status as read_status returns it: day 1 serving (buckets in every state, demand, a
@@ -190,7 +66,16 @@ def _given_status(now: float) -> dict:
     load = {**brief("L1", "up", day1, day1 + 60, "/data/day1"),
             "input": {"files": 4, "bytes": 60_000_000, "hot_files": 1, "hot_bytes": 9_000_000},
             "rejects": {"total": 2, "files": [{"file": "a.tsv", "rejects": 2}]},
-            "bucket_map": {"kind": "width", "width": 1000, "buckets": None}, "chunk_size": 1}
+            "bucket_map": {"kind": "width", "width": 1000, "buckets": None}, "chunk_size": 1,
+            # it answered before its uptime until a claim of its manifests was found false (the
+            # file's name is the source's: shown as text)
+            "early": {"state": "stopped", "key_share": 0.375, "answerable_bytes": 24_000_000,
+                      "total_bytes": 60_000_000, "bytes_share": 0.4, "demand_bytes": 3_500_000,
+                      "keys_waiting": 7, "false_claims_total": 1, "answers_in_false_claims": 31,
+                      "false_claims": [{"claim_no": 0, "file": HOSTILE_NAME, "file_seq": 2,
+                                        "offset": 262144, "kind": "span", "detail": "id1 4100 "
+                                        "found, the piece claims 4500..4700",
+                                        "affected": [4000, 5999], "early_answers": 31}]}}
     loading = {**brief("L2", "running", day2, None, "http://reader:s3cret@files.example/day2/"),
                "input": {"files": 4, "bytes": 80_000_000, "hot_files": 1,
                          "hot_bytes": 9_000_000},
@@ -213,8 +98,8 @@ def _given_status(now: float) -> dict:
             "largest_bytes": 6_000_000, "list": buckets},
         "demand": {"total": 16, "buckets": 3, "coordinators": 1,
                    "top": [{"b_index": 3, "waiting": 12}, {"b_index": 2, "waiting": 3}]},
-        "answers": {"by_route": {"immediate": 900, "raw": 4000, "buffered": 7},
-                    "coordinators": 2, "total": 4907},
+        "answers": {"by_route": {"immediate": 900, "raw": 4000, "buffered": 7, "early": 250},
+                    "coordinators": 2, "total": 5157},
         "running_jobs": [{"b_index": 2, "run_id": "R7", "started": now - 4, "attempts": 1,
                           "running_s": 4.0}],
         "failed_jobs": [{"b_index": 5, "attempts": 3,
@@ -226,16 +111,20 @@ def _given_status(now: float) -> dict:
 def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     config = Config(state_dir=tmp_path, mysql_password="pw-given-1234", mysql_port=1)
     now = time.time()
-    history = AnswerHistory()
+    history, early_history = AnswerHistory(), AnswerHistory()
     for i in range(60):
-        history.add(now - 60 + i, "L1", {"raw": 40 * i * i, "immediate": 10 * i})
+        history.add(now - 60 + i, "L1", {"raw": 40 * i * i, "immediate": 10 * i,
+                                         "early": 300 * i if i < 30 else 9000})
+        early_history.add(now - 60 + i, "L1", {"demand_bytes": 100_000 * i},
+                          {"keys_waiting": i % 9})
     hostile = b'<img src=x onerror="document.title=\'pwned\'"> 1\t2'
     RejectWriter(reject_path(config, "L1")).write_part(
         "chunk-00000", [("a.tsv", 7, "expected 7 tab-separated fields, found 2", hostile),
                         ("a.tsv", 9, "id1 is not an integer: b'x'", b"x\t1")])
     ui = UIServer(config, port=0)
-    ui.sampler = _Given(Snapshot(_given_status(now), now, None, None, history.series(), 1))
-    ui.services = _Given([ServiceMark("HDFS", "h:1", True, "answers", now),
+    ui.sampler = Given(Snapshot(_given_status(now), now, None, None, history.series(), 1,
+                                 early_history.series()))
+    ui.services = Given([ServiceMark("HDFS", "h:1", True, "answers", now),
                           ServiceMark("HBase", "h:2", False, "does not answer: refused", now)])
     with ui:
         browser.get(ui.url)
@@ -262,6 +151,25 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     assert state["routes"]["raw"]["total"] == 4000 and state["routes"]["raw"]["rate"] > 0
     assert state["routes"]["buffered"]["total"] == 7 and "timeouts" not in state["routes"]
     assert browser.execute_script(CHART_PIXELS, RAW_BLUE) > 100
+    # answers before uptime: the early route on the chart, the load's shares as bars, the
+    # bytes fetched on demand and the keys waiting with their history, the false claim
+    assert state["routes"]["early"]["total"] == 250
+    assert browser.execute_script(CHART_PIXELS, EARLY_FUCHSIA) > 50
+    early = state["current"]["early"]
+    assert (early["state"], early["badge"]) == ("stopped", "stopped")
+    assert early["bars"] == {"keys": "38%", "bytes": "40%"}
+    assert early["figures"] == {"keys": "37.5%", "bytes": "40.0%: 24 MB of 60 MB",
+                                "demand": "3.5 MB in all, 0.10 MB/s now", "waiting": "7 now"}
+    assert "stopped at a false claim before the uptime" in early["text"]
+    assert early["sparks"][0].startswith("MB/s fetched on demand over the last 58 s")
+    assert early["sparks"][1] == "keys waiting over the last 58 s; most 8"
+    assert state["loading"]["early"] is None
+    assert state["claims"] == [["1", "31", "1 claim(s) of the manifests of load L1 (serving) "
+                                "found false: early answers stopped; 31 early answer(s) had been "
+                                "given in the id1s they affect"]]
+    assert state["claimRows"] == [[HOSTILE_NAME, "262,144", "span",
+                                   "id1 4100 found, the piece claims 4500..4700", "4000..5999",
+                                   "31"]]
     # failures, rejects and a service down, their messages as text
     assert state["running"] == ["bucket 2, run R7: 4.0 s so far, attempt 1"]
     assert "bulk load of <b>bucket 5</b> failed" in state["failed"][0]
@@ -270,7 +178,7 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     assert "1 line(s) rejected by load L2 (next day): b.tsv 1" in state["problems"]
     tags = browser.execute_script("return document.querySelectorAll('main img, main b').length")
     assert tags == 0
-    assert browser.title == "DeBL status"
+    assert browser.title == "DeBL status"  # neither a rejected line nor a file name ran
     assert len(state["banners"]) == 1 and state["banners"][0][0] == "hbase"
     assert state["banners"][0][1].startswith("HBase at h:2 does not answer: refused (checked ")
     assert state["services"] == {"MySQL": "true", "HDFS": "true", "HBase": "false"}
@@ -361,8 +269,10 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
                        and s["current"]["phases"]["copy"]["done"] < 1]
             shares = [s["current"]["phases"]["copy"]["done"] for s in copying]
             assert len(set(shares)) >= 3 and shares == sorted(shares), shares
-            assert all(s["current"]["facts"]["uptime"] == "not yet: queries wait"
-                       and s["current"]["state"] == "running" for s in copying)
+            # its source lists manifests and no day is current: it answers early
+            assert all(s["current"]["facts"]["uptime"] == "not yet: the keys answerable so "
+                       "far are answered, the others wait" and s["current"]["state"] ==
+                       "running" and s["current"]["early"]["state"] == "on" for s in copying)
             final = wait_for(browser, "the load up", lambda s: s["current"] and s["current"]
                              ["state"] == "up" and s["current"]["facts"]["hot rows"]
                              .startswith("in MySQL"))

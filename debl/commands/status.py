@@ -1,5 +1,5 @@
-"""``debl status``: the current load (and a new one beside it), bucket states, demand, running
-gen_HF jobs."""
+"""``debl status``: the current load (and a new one beside it), its answers before uptime, bucket
+states, demand, running gen_HF jobs."""
 
 from __future__ import annotations
 
@@ -37,6 +37,39 @@ def _hot(load: dict) -> str:
             else "answered from the hot files' buckets while MySQL takes them in")
 
 
+def _share(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _early(early: dict, up: bool, failed: bool = False) -> list[str]:
+    """A load's answers before its uptime (read_status's ``early``): whether it answers early
+    or stopped at a false claim, the shares answerable, the bytes fetched on demand, the keys
+    waiting, then each claim found false with the early answers given in the id1s it
+    affects."""
+    stopped = early["state"] == "stopped"
+    head = ("stopped at a false claim: queries wait for the uptime" if stopped and not up else
+            "stopped at a false claim before the uptime" if stopped else
+            "answered before the uptime" if up else
+            "answering before the uptime from what the failed load copied" if failed else
+            "answering before the uptime")
+    were = "were" if up or stopped else "are"
+    lines = [f"  early      {head}; {_share(early['key_share'])} of the key space and "
+             f"{_share(early['bytes_share'])} of the bytes ({_mb(early['answerable_bytes'])} of "
+             f"{_mb(early['total_bytes'])}) {were} answerable",
+             f"             {_mb(early['demand_bytes'])} fetched on demand, "
+             f"{early['keys_waiting']:,} key(s) waiting now"]
+    for c in early["false_claims"]:
+        lo, hi = c["affected"]
+        lines += [f"  false claim #{c['claim_no']} in {c['file']} at byte {c['offset']:,} "
+                  f"({c['kind']}): {c['detail']}",
+                  f"             id1 {lo}..{hi} affected: {c['early_answers']:,} early "
+                  "answer(s) given in them"]
+    more = early["false_claims_total"] - len(early["false_claims"])
+    if more > 0:
+        lines.append(f"             and {more:,} more false claim(s)")
+    return lines
+
+
 def render(s: dict) -> str:
     """The status dict of debl.status.read_status as text."""
     load = s["load"]
@@ -52,6 +85,8 @@ def render(s: dict) -> str:
     else:
         out.append("  uptime     not yet: queries wait")
     out.append(f"  hot        {_hot(load)}")
+    if load.get("early"):
+        out.extend(_early(load["early"], load["uptime"] is not None, load["state"] == "failed"))
     bmap = load["bucket_map"]
     out.append("  buckets    " + ("not decided yet" if bmap is None else
                                   f"fixed width {bmap['width']}" if bmap["kind"] == "width" else
@@ -68,6 +103,9 @@ def render(s: dict) -> str:
                   f", up {other['uptime_s']:,.1f} s after its start")
             out.append(f"  {title:<10} load {other['load_id']} ({other['approach']}) from "
                        f"{other['source']}: {state}{up}; hot {_hot(other)}")
+            if other.get("early"):
+                out.extend("  " + line for line in _early(
+                    other["early"], other["uptime"] is not None, other["state"] == "failed"))
     if s["phases"]:
         out.append("  phases     items   sum s  wall s        bytes")
         for p in s["phases"]:
@@ -102,7 +140,9 @@ def render(s: dict) -> str:
     a = s["answers"]
     if a["total"] or a["by_route"].get("timeouts"):
         n = a["by_route"]
-        out.append(f"answers    {a['total']:,} by {a['coordinators']} coordinator(s): "
+        early = (f"{n.get('early', 0):,} early (before the uptime), " if n.get("early") or
+                 load.get("early") else "")
+        out.append(f"answers    {a['total']:,} by {a['coordinators']} coordinator(s): {early}"
                    f"{n.get('immediate', 0):,} at once, {n.get('raw', 0):,} raw (bucket not "
                    f"loaded), {n.get('buffered', 0):,} when their bucket landed, "
                    f"{n.get('waited_uptime', 0):,} at uptime, {n.get('partial', 0):,} partial; "

@@ -44,6 +44,7 @@ def page_data(config: Config, snapshot: Snapshot, services: list[ServiceMark],
         "error_since": snapshot.error_since,
         "services": [m.as_dict() for m in [mysql, *services]],
         "history": snapshot.history,
+        "early_history": snapshot.early_history,
         "rejects": (rejects.of(load["load_id"], load["rejects"]["total"])
                     if load and "rejects" in load else None),
     }

@@ -1,4 +1,4 @@
-"""The page's HTTP server: one page, its CSS and script, and the JSON it polls.
+"""The page's HTTP server: one page, its CSS and scripts, and the JSON it polls.
 
 It listens on the loopback only (``127.0.0.1`` by default, any other address refused), answers
 GET and HEAD alone (anything else: 501, nothing can change through it) and only requests whose
@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/index.html": ("index.html", "text/html; charset=utf-8"),
           "/ui.css": ("ui.css", "text/css; charset=utf-8"),
-          "/ui.js": ("ui.js", "text/javascript; charset=utf-8")}
+          "/ui.js": ("ui.js", "text/javascript; charset=utf-8"),
+          "/dom.js": ("dom.js", "text/javascript; charset=utf-8"),
+          "/early.js": ("early.js", "text/javascript; charset=utf-8")}
 JSON_PATH = "/status.json"
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "

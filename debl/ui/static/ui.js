@@ -7,6 +7,7 @@
   const STATES = ["pending", "queued", "running", "loaded", "failed"];
   const ROUTES = {
     immediate: ["at once (MySQL / HBase)", "#22a06b"],
+    early: ["early (before uptime: every byte of its key here)", "#c026d3"],
     raw: ["raw (bucket files in HDFS)", "#3b82f6"],
     buffered: ["buffered until its bucket landed", "#f2b544"],
     waited_uptime: ["waited for uptime", "#7c3aed"],
@@ -21,39 +22,15 @@
     sample: "sample (split points)", copy: "copy", dist_ch: "dist_ch (bucketing)",
     hot: "hot path into MySQL", mysql_load: "\u2003LOAD DATA", mysql_merge: "\u2003merge",
     mysql_index: "\u2003index", hot_files_removed: "hot bucket files removed",
+    demand: "fetched and bucketed on demand",
     hfiles: "gen_HF: HFiles", bulkload: "gen_HF: bulk load",
   };
   const $ = (id) => document.getElementById(id);
   let last = null;          // the last JSON received
   let serverDown = null;    // why the last poll failed, or null
 
-  // ------------------------------------------------------------------ helpers
-  function el(tag, props, ...kids) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(props || {})) {
-      if (v === null || v === undefined) continue;
-      if (k === "class") e.className = v;
-      else if (k === "text") e.textContent = v;
-      else if (k === "dataset") Object.assign(e.dataset, v);
-      else if (k === "style") Object.assign(e.style, v);
-      else e.setAttribute(k, v);
-    }
-    for (const kid of kids) if (kid !== null && kid !== undefined) e.append(kid);
-    return e;
-  }
-  const int = (n) => Number(n || 0).toLocaleString("en-US");
-  const mb = (n) =>
-    `${(Number(n || 0) / 1e6).toLocaleString("en-US", {maximumFractionDigits: 1})} MB`;
-  function secs(s) {
-    if (s === null || s === undefined) return "-";
-    if (s < 120) return `${s.toFixed(1)} s`;
-    if (s < 7200) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-    return `${(s / 3600).toFixed(1)} h`;
-  }
-  const rate = (v) => v.toFixed(v >= 10 ? 0 : v >= 1 ? 1 : 2);
-  const clock = (t) => (t ? new Date(t * 1000).toLocaleTimeString("en-GB") : "-");
-  const firstLine = (text) => String(text || "").split("\n")[0];
-  const clear = (node) => { node.replaceChildren(); return node; };
+  const {el, int, mb, secs, rate, clock, firstLine, clear, niceCeil} = window.DeblDom;
+  const early = window.DeblEarly;
 
   // ------------------------------------------------------------------ polling
   async function poll() {
@@ -95,7 +72,7 @@
     } else {
       empty.hidden = true;
     }
-    renderDays(status);
+    renderDays(status, data.early_history);
     renderBuckets(status);
     drawChart(data);
     renderJobs(status);
@@ -137,13 +114,13 @@
   }
 
   // ------------------------------------------------------------------ the days
-  function renderDays(status) {
+  function renderDays(status, earlyHistory) {
     const box = clear($("days"));
     const prev = $("previous");
     prev.hidden = true;
     if (!status || !status.load) return;
     box.append(dayCard(status.load.state === "up" ? "serving" : "first", status.load,
-      status.phases, status.buckets, status));
+      status.phases, status.buckets, status, earlyHistory));
     if (status.loading) {
       box.append(dayCard("loading", status.loading, status.loading.phases,
         status.loading.buckets, null));
@@ -170,9 +147,11 @@
     }
   }
 
-  function dayCard(role, load, phases, buckets, status) {
+  function dayCard(role, load, phases, buckets, status, earlyHistory) {
+    const answering = load.early && load.early.state === "on";
     const titles = {serving: "serving", first: load.state === "failed" ? "failed" :
-      "loading (not up yet)", loading: "next day, loading beside it"};
+      answering ? "loading, answering early" : "loading (not up yet)",
+      loading: "next day, loading beside it"};
     const card = el("article", {class: "day",
       id: role === "loading" ? "day-loading" : "day-current",
       dataset: {load: load.load_id, state: load.state, role}});
@@ -187,7 +166,9 @@
     fact("source", load.source);
     fact("started", `${clock(load.started)} (${secs(load.age_s)} ago)`);
     fact("uptime", load.uptime_s === null ?
-      (role === "loading" ? "not yet: the serving day answers meanwhile" : "not yet: queries wait") :
+      (role === "loading" ? "not yet: the serving day answers meanwhile" : answering ?
+        "not yet: the keys answerable so far are answered, the others wait" :
+        "not yet: queries wait") :
       `${secs(load.uptime_s)} after the start (${clock(load.uptime)})`);
     fact("hot rows", hotText(load, role === "serving"));
     const input = load.input;
@@ -207,7 +188,8 @@
       fact("answered", `${int(a.total)} queries by ${int(a.coordinators)} coordinator(s)`);
     }
     if (load.error) fact("error", firstLine(load.error), "error-text");
-    card.append(facts, phaseTable(load, phases || [], buckets, status));
+    card.append(facts, early.block(load, earlyHistory || null),
+      phaseTable(load, phases || [], buckets, status));
     if (role === "loading" && buckets && buckets.list && buckets.list.length) {
       card.append(el("div", {class: "muted", text: "its buckets so far"}),
         bucketStrip(buckets.list, true));
@@ -242,6 +224,7 @@
     };
     const input = load.input || {bytes: 0, hot_bytes: 0};
     const cold = input.bytes - input.hot_bytes;
+    const onDemand = (phases.find((p) => p.phase === "demand") || {bytes: 0}).bytes;
     const totals = {copy: input.bytes, dist_ch: load.wait_for_hot ? cold : input.bytes,
       hot: input.hot_bytes, mysql_load: input.hot_bytes, mysql_merge: input.hot_bytes,
       mysql_index: input.hot_bytes};
@@ -252,7 +235,10 @@
     for (const p of sorted) {
       const total = totals[p.phase];
       let done = null;
-      if (total) done = Math.min(1, p.bytes / total);
+      // a load answering early buckets the pieces it fetches on demand in its own process
+      // (phase demand): bucketed are dist_ch's bytes and those
+      const bytes = p.phase === "dist_ch" ? p.bytes + onDemand : p.bytes;
+      if (total) done = Math.min(1, bytes / total);
       if (!p.open && done === null) done = 1;
       if (p.phase === "hfiles" || p.phase === "bulkload") {
         done = buckets && buckets.bytes ? buckets.loaded_bytes / buckets.bytes : null;
@@ -427,12 +413,6 @@
     }
   }
 
-  function niceCeil(v) {
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
-  }
-
   // ------------------------------------------------------------------ jobs and failures
   function renderJobs(status) {
     const running = (status && status.running_jobs) || [];
@@ -461,6 +441,12 @@
     }
     let any = failed.length > 0;
     const days = [["serving", status && status.load], ["next day", status && status.loading]];
+    const claimBox = clear($("false-claims"));
+    for (const [who, load] of days) {
+      const claims = early.claims(who, load);
+      if (claims) claimBox.append(claims);
+      any = any || claims !== null;
+    }
     for (const [who, load] of days) {
       if (!load || !load.rejects || !load.rejects.total) continue;
       any = true;
