@@ -41,7 +41,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     coordinator's, closed ones included); ``loading["buckets"]`` the same for the new load
     (demand 0: nobody serves it yet); and the load's ``bucket_map`` its split points. A load's
     ``input`` counts its source files and bytes (hot ones apart), ``rejects`` its rejected lines
-        per file (the lines themselves are in the load's reject files, ``loaders.rejects``). A load's
+    per file (the lines themselves are in the load's reject files, ``loaders.rejects``). A load's
     ``early`` is what it answers before its uptime (``_early``; None: it does not), kept after
     its uptime while it is listed."""
     now = time.time()

@@ -173,10 +173,10 @@ def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
         i = j
 
 
-def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile],
-                      target_bytes: int | None = None) -> BucketMap:
-    """The bucket map of a load whose cold files are *cold*: split points from a sample."""
-    target = target_bytes or config.loading.bucket_target_bytes
+def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile]) -> BucketMap:
+    """The bucket map of a load whose cold files are *cold*: split points from a sample, for
+    buckets of about ``bucket_target_bytes``."""
+    target = config.loading.bucket_target_bytes
     reads = plan_reads(cold, target, config.loading.sample_reads_per_bucket,
                        config.loading.sample_bytes)
 

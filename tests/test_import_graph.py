@@ -151,6 +151,18 @@ def test_status_and_ui_read_the_catalog_without_the_coordinator():
     assert loaded == []
 
 
+def test_the_jvm_is_reached_through_its_one_door_only(graph):
+    """Every call into Spark's JVM goes through ``loaders.jobs`` (docs/ARCHITECTURE.md, "The
+    JVM tasks"): py4j's handles, and the job group set on the context, nowhere else."""
+    door = re.compile(r"_jvm|_jsc|setJobGroup")
+    found = {name: [n for n, line in enumerate(path.read_text().splitlines(), 1)
+                    if door.search(line)]
+             for name, path in graph.modules.items()}
+    assert {name: lines for name, lines in found.items() if lines} == {
+        "loaders.jobs": found["loaders.jobs"]}
+    assert found["loaders.jobs"]  # the door itself is found: the check can find something
+
+
 # SQL statements: the start of each statement kind DeBL writes.
 _SQL = re.compile(r"^\s*(SELECT\s.+\sFROM\s|INSERT\s+INTO\s|UPDATE\s+\S+\s+SET\s|DELETE\s+FROM\s|"
                   r"REPLACE\s+INTO\s|CREATE\s+(TABLE|DATABASE|USER)\s|DROP\s+(TABLE|DATABASE)\s|"

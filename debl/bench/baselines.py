@@ -68,6 +68,7 @@ from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, create_table
 from loaders.hfile import merge_links
+from loaders.jobs import job_group
 from loaders.load import (LoadOptions, LoadProgress, LoadSummary, check_resume_approach,
                           load_lock, new_load_id, phase_sums, run_load,
                           with_default_hot_share)
@@ -324,7 +325,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
         cells = 0
         if paths:
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
-            sc.setJobGroup(f"batchPut-{load_id}", "batchPut-hbase")
+            job_group(spark, f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
             # Whole files, not text lines: a bucket file ends with its index (debl.bucket_file),
             # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.

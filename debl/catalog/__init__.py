@@ -33,7 +33,8 @@ dataclasses (or a plain mapping such as bucket -> state), never driver rows. No 
 writes SQL against these tables.
 
 A ``Catalog`` owns one ``CatalogEngine`` (``base``: the connection, one transaction per call,
-the schema check) and one object per role over it, each a small class of its own module:
+the schema check) and one object per role over it, each a small class in the module of its
+tables:
 
 =====================  =============================================================
 ``catalog.loads``      loads, the current load and the previous one (``loads.LoadsCatalog``)
