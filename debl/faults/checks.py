@@ -129,7 +129,8 @@ def _current(config: Config):
         return catalog.current()
 
 
-def check_mysql(config: Config, ref: Reference, load: LoadRecord | None = None) -> StoreCheck:
+def check_mysql(config: Config, ref: Reference,
+                load: LoadRecord | None = None) -> StoreCheck:
     """The MySQL rows of *load* (default: the current load) against the hot lines. A load
     without hot files has no MySQL table (docs/LOADING.md, "Days"): no row, which is right
     only if no line was hot."""
