@@ -364,6 +364,7 @@ class Coordinator:
                 self._dataset = fresh
                 self._cond.notify_all()
             self._forget_stores(state.load.load_id)
+            self._raw.serve(state.load.load_id, hot=not state.load.hot_in_mysql)
             if self.config.coordinator.raw_after is not None:
                 self._warmup.offer(raw_buckets(fresh))
             return
@@ -372,6 +373,8 @@ class Coordinator:
             with self._cond:
                 if state is not None and state.load.load_id == dataset.load.load_id:
                     dataset.took_over(state)
+            if dataset.load.hot_in_mysql:  # its hot buckets are nobody's any more
+                self._raw.serve(dataset.load.load_id, hot=False)
         with self._cond:
             if self._dataset is dataset and dataset.apply_states(states):
                 self._cond.notify_all()

@@ -40,6 +40,9 @@ Pitfalls:
   are the file's bytes as written.
 - Cache keys carry the load id, and opening a bucket of another load forgets the previous
   load's buckets and blocks: the bucket directory is the dataset's and a new load rewrites it.
+- The coordinator says which buckets are still read (``serve``): at a switch of day (or a
+  rollback) the other days' buckets go, at MySQL's take-over the hot ones, so that the listing
+  thread never polls the NameNode for files that are gone.
 """
 
 from __future__ import annotations
@@ -161,6 +164,7 @@ class RawReader:
         self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
         self._opened_bytes = 0
         self._opening: dict[tuple, threading.Lock] = {}
+        self._serving: tuple[str, bool] | None = None  # (load, its hot buckets too): ``serve``
         self._closed = threading.Event()
         threading.Thread(target=self._check_listings, daemon=True,
                          name="debl-raw-listings").start()
@@ -174,6 +178,11 @@ class RawReader:
         with self._lock:
             buckets, bucket_bytes = len(self._opened), self._opened_bytes
         return ReaderMemory(buckets, bucket_bytes, len(self.cache), self.cache.size)
+
+    def opened_buckets(self) -> list[RawBucket]:
+        """The buckets kept opened, least recently used first."""
+        with self._lock:
+            return [opened.bucket for opened in self._opened.values()]
 
     # ------------------------------------------------------------------ queries
 
@@ -337,6 +346,10 @@ class RawReader:
         return True
 
     def _open(self, bucket: RawBucket) -> _Bucket:
+        """The bucket opened, by one thread at a time: the others wait on its lock and find it
+        opened. The lock stays in ``_opening`` until an open succeeds: a thread coming after a
+        failed open waits on the same lock as those already waiting, never on one of its own
+        beside them (two opens at once were both counted: issue 38.6)."""
         key = (bucket.load_id, bucket.b_index, bucket.hot)
         with self._lock:
             opened = self._opened.get(key)
@@ -344,23 +357,53 @@ class RawReader:
                 self._opened.move_to_end(key)
                 return opened
             lock = self._opening.setdefault(key, threading.Lock())
-        try:
-            with lock:  # one thread opens it; the others find it opened
-                with self._lock:
-                    opened = self._opened.get(key)
-                if opened is None:
-                    opened = self._read_files(bucket)
-                    self._keep(key, opened)
-        finally:
+        with lock:  # one thread opens it; the others find it opened
             with self._lock:
-                self._opening.pop(key, None)
+                opened = self._opened.get(key)
+            if opened is None:
+                opened = self._keep(key, self._read_files(bucket))
+                with self._lock:
+                    if self._opening.get(key) is lock:
+                        del self._opening[key]
         return opened
 
-    def _keep(self, key: tuple, opened: _Bucket) -> None:
-        """Keep an opened bucket; forget other loads' buckets and blocks; the blocks get what
-        the opened buckets leave of the budget (the least recently used buckets go when they
-        alone exceed it, never the one just opened)."""
+    def serve(self, load_id: str, hot: bool) -> None:
+        """Keep only *load_id*'s buckets from now on, its hot ones only while *hot* (until
+        MySQL takes its hot keys over): the others opened are forgotten, with another load's
+        cached blocks. Their files go with their day (or with the take-over), and the listing
+        thread would poll the NameNode for them every poll for the rest of the day (issue
+        38.4). A query still reading one keeps it to its end; one opened for a query after now
+        answers it and is not kept."""
         with self._lock:
+            self._serving = (load_id, hot)
+            gone = [key for key in self._opened if not self._wanted(key)]
+            for key in gone:
+                self._opened_bytes -= self._opened.pop(key).cost
+            for key in [key for key in self._opening if key[0] != load_id]:
+                del self._opening[key]  # a lock left by a failed open of another day's bucket
+            if any(key[0] != load_id for key in gone):
+                self.cache.clear()
+            self.cache.set_budget(self.config.coordinator.raw_cache_bytes - self._opened_bytes)
+
+    def _wanted(self, key: tuple) -> bool:
+        """Whether the bucket *key* is one to keep (``serve``; lock held)."""
+        if self._serving is None:
+            return True
+        load_id, hot = self._serving
+        return key[0] == load_id and (hot or not key[2])
+
+    def _keep(self, key: tuple, opened: _Bucket) -> _Bucket:
+        """Keep an opened bucket (unless ``serve`` says it is nobody's any more); forget other
+        loads' buckets and blocks; the blocks get what the opened buckets leave of the budget
+        (the least recently used buckets go when they alone exceed it, never the one just
+        opened). Returns the bucket kept: one opened and kept already is kept as it was,
+        counted once."""
+        with self._lock:
+            kept = self._opened.get(key)
+            if kept is not None:
+                return kept
+            if not self._wanted(key):
+                return opened  # for the query that asked, not kept (``serve``)
             if any(k[0] != key[0] for k in self._opened):
                 self._opened.clear()
                 self._opened_bytes = 0
@@ -372,6 +415,7 @@ class RawReader:
                 _, evicted = self._opened.popitem(last=False)
                 self._opened_bytes -= evicted.cost
             self.cache.set_budget(self.config.coordinator.raw_cache_bytes - self._opened_bytes)
+            return opened
 
     def _read_files(self, bucket: RawBucket) -> _Bucket:
         """The bucket's files opened with their indexes, checked against the bucket index's

@@ -432,7 +432,7 @@ class Config:
 
     def child_env(self, **extra: str) -> dict[str, str]:
         """The environment of a child ``debl`` that loads exactly this config (``settings_env``)."""
-        return settings_env(self.settings(), **extra)
+        return settings_env(self.settings(), _KEY_TYPES, **extra)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for a missing attribute: say where a setting read by its key now lives.

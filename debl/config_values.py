@@ -82,7 +82,7 @@ def jvm_bytes(name: str, text: str) -> int:
 
 def coerce(name: str, raw: Any, target: type | str) -> Any:
     kind = target if isinstance(target, str) else target.__name__
-    if "float" in kind and "None" in kind and str(raw).strip().lower() == "off":
+    if _off_means_none(kind) and str(raw).strip().lower() == "off":
         return None  # an optional duration switched off (raw_after)
     try:
         if "Path" in kind:
@@ -136,13 +136,27 @@ def read_settings(path: Path | str | None, env: Mapping[str, str],
     return {name: coerce(name, raw, known[name]) for name, raw in values.items()}
 
 
-def settings_env(settings: Mapping[str, Any], **extra: str) -> dict[str, str]:
+def settings_env(settings: Mapping[str, Any], types: Mapping[str, str],
+                 **extra: str) -> dict[str, str]:
     """This process's environment with a ``DEBL_<KEY>`` variable for each of *settings* (key ->
-    value; None left out), so that a child ``debl`` loads exactly them (the caller's own
-    ``DEBL_*`` dropped), plus *extra* ones. The password travels in the environment, never in
-    argv."""
+    value), so that a child ``debl`` loads exactly them (the caller's own ``DEBL_*`` dropped),
+    plus *extra* ones. The password travels in the environment, never in argv.
+
+    Pitfall: a setting switched off is None, and leaving it out would give the child the
+    default or whatever its ``debl.toml`` says (``raw_after`` "off" became 0, the raw route on:
+    issue 38.8). An optional duration (*types*: its declared type) travels as ``off``, which
+    ``coerce`` reads back as None; any other None is its setting's default (a password or user
+    not given), left out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBL_")}
-    env.update({f"DEBL_{key.upper()}": str(value) for key, value in settings.items()
-                if value is not None})
+    for key, value in settings.items():
+        if value is not None:
+            env[f"DEBL_{key.upper()}"] = str(value)
+        elif _off_means_none(types[key]):
+            env[f"DEBL_{key.upper()}"] = "off"
     env.update(extra)
     return env
+
+
+def _off_means_none(kind: str) -> bool:
+    """Whether ``coerce`` reads ``off`` as None for a setting of type *kind*."""
+    return "float" in kind and "None" in kind

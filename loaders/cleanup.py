@@ -18,6 +18,15 @@ its poll intervals is dead and does not count. With *wait*, cleanup waits for th
 
 Who cleans: ``debl load`` once its load is up and MySQL has its hot keys, the ``debl gen-hf``
 service between runs, and ``debl cleanup``.
+
+Cleanup and rollback exclude each other (issue 38.1): each holds the dataset's days lock
+(``debl_days.<database>``, a MySQL named lock) while it acts, cleanup from the moment it checks
+once more that a load may go (in one transaction with the current and previous loads) until
+the load is marked dropped, rollback around its transaction. A rollback that comes while a day
+it would restore is being dropped waits for the drop, then refuses it naming the cause; a day a
+rollback made current again is never dropped. Without the lock, a rollback during the slow
+drop (HBase's disable and delete, HDFS's delete) made current a day whose tables were going
+away, and marking it dropped then failed.
 """
 
 from __future__ import annotations
@@ -26,8 +35,9 @@ import shutil
 import time
 from collections.abc import Callable
 
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, LoadRecord, NamedLock, named_lock
 from debl.config import Config
+from debl.errors import LoadStateError
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
 
@@ -50,16 +60,29 @@ def droppable(loads: list[LoadRecord], current: LoadRecord | None, previous: str
     return found
 
 
+DAYS_LOCK = "debl_days"
+
+
+def days_lock(config: Config, wait: float) -> NamedLock | None:
+    """The dataset's days lock (see the module), waiting up to *wait* s for whoever holds it;
+    None if it is still held then. Named locks are server-wide: the database's name is in it."""
+    return named_lock(config, f"{DAYS_LOCK}.{config.mysql.database}", wait=wait)
+
+
+def _droppable_now(catalog: Catalog, config: Config) -> list[LoadRecord]:
+    loads, current, previous = catalog.days()
+    return droppable(loads, current, previous, config.loading.keep_previous_load, time.time())
+
+
 def cleanup(config: Config, wait: bool = False,
             report: Callable[[str], None] = lambda text: None) -> list[str]:
     """Drop the stores of every load that may go (see the module); returns their ids. With
     *wait*, waits for running coordinators to leave a load (at most
-    ``coordinator_ack_timeout`` s); without, a load some coordinator serves is left for later."""
+    ``coordinator_ack_timeout`` s); without, a load some coordinator serves is left for later.
+    Each load is dropped under the days lock, once it is checked again there (a rollback may
+    have made it current or previous since it was picked)."""
     with Catalog(config) as catalog:
-        loads = catalog.loads()
-        current = catalog.current()
-        candidates = droppable(loads, current, catalog.previous(),
-                               config.loading.keep_previous_load, time.time())
+        candidates = _droppable_now(catalog, config)
         if not candidates:
             return []
         deadline = time.monotonic() + (config.loading.coordinator_ack_timeout if wait else 0.0)
@@ -71,8 +94,18 @@ def cleanup(config: Config, wait: bool = False,
                 report(f"load {load.load_id}: a running coordinator still serves it; its stores "
                        "are kept until it moves on (a later cleanup drops them)")
                 continue
-            drop_stores(config, load)
-            catalog.forget_dataset(load.load_id)
+            lock = days_lock(config, wait=config.service_timeout)
+            if lock is None:
+                report(f"load {load.load_id}: another cleanup or a rollback held the days lock "
+                       f"for {config.service_timeout:g} s; a later cleanup drops its stores")
+                continue
+            try:
+                if load.load_id not in {d.load_id for d in _droppable_now(catalog, config)}:
+                    continue  # dropped by another cleanup meanwhile, or served again (rollback)
+                drop_stores(config, load)
+                catalog.forget_dataset(load.load_id)
+            finally:
+                lock.release()
             report(f"load {load.load_id}: stores dropped")
             dropped.append(load.load_id)
     return dropped
@@ -105,17 +138,38 @@ def drop_stores(config: Config, load: LoadRecord) -> None:
 def drop_every_load(config: Config) -> None:
     """Drop the stores of every load, the current one included, and leave no load current:
     an experiment's clean slate (``debl bench`` before each approach). Never while coordinators
-    serve the dataset."""
-    with Catalog(config) as catalog:
-        catalog.clear_current()
-        for load in catalog.loads():
-            if load.dropped is None:
-                drop_stores(config, load)
-                catalog.forget_dataset(load.load_id)
+    serve the dataset. LoadStateError if a cleanup or a rollback holds the days lock for
+    ``service_timeout``."""
+    lock = days_lock(config, wait=config.service_timeout)
+    if lock is None:
+        raise LoadStateError(_lock_held(config, "the stores could not be dropped"))
+    try:
+        with Catalog(config) as catalog:
+            catalog.clear_current()
+            for load in catalog.loads():
+                if load.dropped is None:
+                    drop_stores(config, load)
+                    catalog.forget_dataset(load.load_id)
+    finally:
+        lock.release()
 
 
 def rollback(config: Config) -> tuple[str, str]:
     """Make the previous load current again (coordinators move at their next poll); returns
-    (the load that was current, the one that is now). LoadStateError when its stores are gone."""
-    with Catalog(config) as catalog:
-        return catalog.rollback()
+    (the load that was current, the one that is now). LoadStateError when its stores are gone,
+    or being dropped: then it waits for the drop (the days lock, at most ``service_timeout``)
+    and refuses."""
+    lock = days_lock(config, wait=config.service_timeout)
+    if lock is None:
+        raise LoadStateError(_lock_held(config, "nothing was rolled back"))
+    try:
+        with Catalog(config) as catalog:
+            return catalog.rollback()
+    finally:
+        lock.release()
+
+
+def _lock_held(config: Config, what: str) -> str:
+    return (f"a cleanup has been dropping the stores of older loads for over "
+            f"{config.service_timeout:g} s (MySQL lock {DAYS_LOCK}.{config.mysql.database}); "
+            f"{what}: run the command again once it ends (`debl status`)")

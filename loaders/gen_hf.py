@@ -379,8 +379,8 @@ class GenHF:
         self._cleaned = time.monotonic()
         try:
             cleanup(self.config, report=self.report)
-        except ServiceError as exc:  # a service away now: the next cleanup tries again
-            self.report(f"cleanup failed: {exc}")
+        except DeblError as exc:  # a service away now, a load in another state: the next
+            self.report(f"cleanup failed: {exc}")  # cleanup tries again; gen_HF goes on
 
     def _gives_up(self, state: RetryCallState) -> bool:
         """Whether serve() stops retrying: after RETRIES retries, or once runs have failed for

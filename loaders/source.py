@@ -46,20 +46,23 @@ import http.client
 import json
 import os
 import re
+import math
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from debl.config import Config
 from debl.errors import SourceError
+from loaders.file_names import name_fault, path_in
 from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
+MAX_SIZE = (1 << 63) - 1  # a size the catalog's BIGINT holds
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,41 @@ class Source(ABC):
         connections); it may still be used afterwards."""
 
 
+def check_listing_entry(entry: Any, where: str, *, plain_text: bool = True) -> SourceFile:
+    """One entry of a source's listing, ``{"name": ..., "size": ..., "mtime": ...}``, as a
+    SourceFile: the name a plain file name (``name_fault``), the size a whole number of bytes
+    (0 to 2^63-1), the mtime a finite number of seconds. Else SourceError naming *where* (which
+    entry of which listing) and what is wrong, with the name escaped.
+
+    Pitfall: a name goes into paths (fileCopy's copies) and onto terminals; a listing that
+    names ``../../home/u/.ssh/authorized_keys`` once wrote the source's bytes there (issue
+    38.2), and a NaN mtime reached MySQL (38.9): the whole listing is refused before anything
+    is read (docs/RELIABILITY.md, "Sources that misbehave")."""
+    def refused(what: str) -> SourceError:
+        shown = repr(entry)
+        shown = shown if len(shown) <= 300 else shown[:300] + "..."
+        return SourceError(f"{where} ({shown}): {what}; nothing was read: the source must list "
+                           "its files by plain name, whole size and mtime (docs/LOADING.md, "
+                           "\"HTTP sources\")")
+
+    if not isinstance(entry, dict):
+        raise refused(f"not an object with name, size and mtime but a {type(entry).__name__}")
+    for field in ("name", "size", "mtime"):
+        if field not in entry:
+            raise refused(f"it has no {field}")
+    name, size, mtime = entry["name"], entry["size"], entry["mtime"]
+    why = name_fault(name, plain_text)
+    if why is not None:
+        raise refused(f"the name {name!r} is not a plain file name ({why})" if isinstance(
+            name, str) else f"the name {name!r} is not a file name ({why})")
+    if (isinstance(size, bool) or not isinstance(size, (int, float))
+            or (isinstance(size, float) and not size.is_integer()) or not 0 <= size <= MAX_SIZE):
+        raise refused(f"the size {size!r} is not a whole number of bytes (0 to {MAX_SIZE})")
+    if isinstance(mtime, bool) or not isinstance(mtime, (int, float)) or not math.isfinite(mtime):
+        raise refused(f"the mtime {mtime!r} is not a finite number of seconds")
+    return SourceFile(name, int(size), float(mtime))
+
+
 def _ordered(files: list[SourceFile]) -> list[SourceFile]:
     return sorted(files, key=lambda f: (f.mtime, f.name))
 
@@ -136,7 +174,10 @@ def changed_files(source: Source, recorded: list[SourceFile]) -> list[str]:
 
 
 def _when(mtime: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.3f})"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.3f})"
+    except (OverflowError, OSError, ValueError):  # a year past what the C library shows
+        return f"{mtime:.3f}"
 
 
 class _CheckedStream:
@@ -202,21 +243,25 @@ class LocalSource(Source):
         for entry in os.scandir(self.path):
             if entry.is_file() and not entry.name.startswith("."):
                 st = entry.stat()
-                files.append(SourceFile(entry.name, st.st_size, st.st_mtime))
+                files.append(check_listing_entry(
+                    {"name": entry.name, "size": st.st_size, "mtime": st.st_mtime},
+                    f"source {self.path}: file {entry.name!r}", plain_text=False))
         return _ordered(files)
 
     def stat(self, name: str) -> SourceFile:
+        path = path_in(self.path, name)
         try:
-            st = os.stat(self.path / name)
+            st = os.stat(path)
         except OSError as exc:
-            raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
+            raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         return SourceFile(name, st.st_size, st.st_mtime)
 
     def _open(self, name: str, offset: int) -> BinaryIO:
+        path = path_in(self.path, name)
         try:
-            f = open(self.path / name, "rb")
+            f = open(path, "rb")
         except OSError as exc:
-            raise SourceError(f"cannot read {self.path / name}: {exc.strerror}") from exc
+            raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         f.seek(offset)
         return f
 
@@ -289,8 +334,10 @@ class HttpSource(Source):
         conn, resp = self._get("index.json")
         try:
             entries = json.loads(read_whole(resp, f"{self.url}/index.json"))
-            return _ordered([SourceFile(e["name"], int(e["size"]), float(e["mtime"]))
-                             for e in entries])
+            if not isinstance(entries, list):
+                raise ValueError("a JSON list of {name, size, mtime} objects was expected")
+            return _ordered([check_listing_entry(e, f"source {self.url}: index.json entry {k}")
+                             for k, e in enumerate(entries, 1)])
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:

@@ -10,7 +10,10 @@ demand:
   ``change(path)`` runs (it rewrites the file), then the transfer goes on;
 - ``hold(name)``: whole-file transfers of *name* wait until the returned event is set;
 - ``require_auth(user, password)``: every request without that HTTP basic authentication is
-  answered 401.
+  answered 401;
+- ``serve_listing(entries, files)``: index.json is *entries* as given (any JSON: names that
+  climb out of a directory, numbers that are not, NaN), and ``files/NAME`` is answered with the
+  directory's file ``files[NAME]``.
 
 A ``Range`` of several ranges is ignored (the whole file, 200), as a simple server does.
 
@@ -26,6 +29,7 @@ import json
 import os
 import re
 import threading
+import urllib.parse
 from collections import defaultdict
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +44,8 @@ class HostileSource:
         self.mutations: dict[str, tuple[int, Callable[[Path], None]]] = {}
         self.gates: dict[str, threading.Event] = {}
         self.auth: str | None = None  # the Authorization header every request must carry
+        self.listing: list | None = None  # index.json as given (None: the directory's)
+        self.aliases: dict[str, str] = {}  # a listed name -> the file that answers it
         self.peers: set[tuple[str, int]] = set()
         self.ranges: dict[str, list[str | None]] = defaultdict(list)
         self.lock = threading.Lock()
@@ -61,6 +67,13 @@ class HostileSource:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
+                if self.path.endswith("/index.json") and source.listing is not None:
+                    body = json.dumps(source.listing).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if self.path.endswith("/index.json"):
                     entries = []
                     for p in sorted(source.directory.iterdir()):
@@ -75,7 +88,8 @@ class HostileSource:
                     self.wfile.write(body)
                     return
                 name = self.path.rsplit("/files/", 1)[1]
-                self.serve_file(name, source.directory / name)
+                real = source.aliases.get(urllib.parse.unquote(name))
+                self.serve_file(name, source.directory / (real or name))
 
             def serve_file(self, name: str, path: Path) -> None:
                 data, st = path.read_bytes(), path.stat()
@@ -146,6 +160,10 @@ class HostileSource:
 
     def require_auth(self, user: str, password: str) -> None:
         self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    def serve_listing(self, entries: list, files: dict[str, str] | None = None) -> None:
+        self.listing = entries
+        self.aliases = dict(files or {})
 
     def lie(self, name: str, size: int) -> None:
         self.lies[name] = size

@@ -207,3 +207,30 @@ def test_spark_workers_put_the_applications_on_the_stacks_cluster(tmp_path):
 def test_a_spark_cluster_that_cannot_work_is_a_config_error(settings, message):
     with pytest.raises(ConfigError, match=message):
         Config(**settings)
+
+
+def test_a_child_keeps_a_setting_that_is_off(tmp_path, monkeypatch):
+    """Issue 38.8: ``child_env`` left out every None, so a parent with ``raw_after = "off"``
+    started children with the default (0: the raw route on). A child loads exactly the parent's
+    config, a setting switched off included, whatever ``debl.toml`` its working directory
+    holds; a real child process reads it too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "debl.toml").write_text("raw_after = 7.5\n")
+    config = Config(raw_after=None, mysql_port=4003, state_dir=tmp_path)
+    env = config.child_env()
+    assert load_config(env=env) == config
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "from debl.config import load_config; "
+                          "print(load_config().coordinator.raw_after)"],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "None"
+    # every setting that may be None but is not by default travels as such
+    optional = [key for key, (section, name) in KEYS.items() if section is not None
+                and "None" in next(f.type for f in dataclasses.fields(SECTIONS[section])
+                                   if f.name == name)
+                and Config().setting(key) is not None]
+    assert "raw_after" in optional
+    for key in optional:
+        off = Config(**{key: None})
+        assert load_config(env=off.child_env()).setting(key) is None, key

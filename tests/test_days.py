@@ -34,7 +34,9 @@ from debl.webhdfs import WebHDFS
 from loaders import gen_hf as gen_hf_module
 from loaders.cleanup import cleanup, drop_every_load, rollback
 from loaders.gen_hf import GenHF
-from loaders.load import LoadOptions, run_load
+from loaders import cleanup as cleanup_module
+from loaders import hot_phase
+from loaders.load import LoadOptions, LoadRun, run_load
 from tests.dataset import make_dataset, reference_store
 
 pytestmark = pytest.mark.stack
@@ -202,6 +204,107 @@ def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
     assert cleanup(config, wait=True) == [previous]
     with pytest.raises(LoadStateError, match="no previous load|dropped by cleanup"):
         rollback(config)
+
+
+def test_rollback_never_makes_current_a_day_cleanup_is_dropping(days, monkeypatch):
+    """Issue 38.1: cleanup picked the loads to drop, dropped their stores (slow), and only then
+    marked them dropped; a rollback in between made current the day whose tables were going
+    away (every coordinator moved to it and failed), and marking it dropped then raised
+    LoadStateError. Rollback and cleanup exclude each other: the rollback waits for the drop
+    and refuses, naming the cause; the current day stays. Starts from: any current load.
+    Leaves: day 2 current, day 1 dropped."""
+    config, refs = days
+    kept = config.replace(keep_previous_load=3600.0)
+    previous = run_load(kept, str(refs[1][0]), OPTIONS).load_id
+    current = run_load(kept, str(refs[2][0]), OPTIONS).load_id
+    held, go = threading.Event(), threading.Event()
+    real = cleanup_module.drop_stores
+
+    def slow_drop(config, load):
+        held.set()
+        assert go.wait(300)
+        return real(config, load)
+
+    monkeypatch.setattr(cleanup_module, "drop_stores", slow_drop)
+    outcome: dict = {}
+
+    def run(name, call):
+        try:
+            outcome[name] = call()
+        except Exception as exc:  # noqa: BLE001 -- the test looks at it
+            outcome[name] = exc
+
+    cleaning = threading.Thread(target=run, args=("cleanup", lambda: cleanup(config)))
+    cleaning.start()
+    assert held.wait(300), "cleanup never dropped the previous day"
+    rolling = threading.Thread(target=run, args=("rollback", lambda: rollback(config)))
+    rolling.start()
+    rolling.join(2)  # a rollback that does not wait for the drop is done by now
+    go.set()
+    cleaning.join(300)
+    rolling.join(300)
+    assert outcome["cleanup"] == [previous]
+    assert isinstance(outcome["rollback"], LoadStateError), outcome["rollback"]
+    assert "dropped by cleanup" in str(outcome["rollback"])
+    with Catalog(config) as catalog:
+        assert catalog.current().load_id == current
+        assert catalog.load(previous).dropped is not None
+    out = CliRunner().invoke(rollback_command, [], obj=config)
+    assert out.exit_code == 1 and "dropped by cleanup" in out.output and "Traceback" not in out.output
+
+
+def _held_hot_path(monkeypatch) -> threading.Event:
+    """MySQL's hot path of the loads from now on waits until the returned event is set."""
+    gate = threading.Event()
+    real = hot_phase.load_hot
+
+    def held(*args, **kwargs):
+        assert gate.wait(300)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hot_phase, "load_hot", held)
+    return gate
+
+
+def _until(condition, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_the_raw_reader_forgets_buckets_nobody_reads_any_more(days, monkeypatch):
+    """Issue 38.4: a coordinator's raw reader kept the hot buckets after MySQL's take-over
+    (their directory deleted) and the buckets of a day it left, and polled the NameNode for
+    each of them every poll for the rest of the day. The raw route is off here, so no bucket is
+    opened ahead and only the hot rows of partial answers (gen_HF does not run) open the hot
+    buckets. Starts from: any current load. Leaves: day 1 current, day 2 dropped."""
+    config, refs = days
+    gate = _held_hot_path(monkeypatch)
+    # the loads' own cleanup keeps the days; after the rollback, day 2's hot files stay
+    kept = config.replace(keep_previous_load=3600.0, coordinator_ack_timeout=2.0)
+    with Coordinator(config.replace(raw_after=None)) as c:
+        def hot_opened(load_id: str) -> list:
+            return [b for b in c._raw.opened_buckets() if b.load_id == load_id and b.hot]
+
+        for day in (1, 2):
+            with LoadRun(kept, str(refs[day][0]), OPTIONS) as run:
+                up = run.wait_up()
+                assert _until(lambda: c.load_id == up.load_id)
+                for key in sorted(refs[day][1].keys())[::40]:  # every range: the hot ones too
+                    assert c.query(*key, timeout=0, partial=True).load_id == up.load_id
+                assert hot_opened(up.load_id), "no query read the hot buckets"
+                if day == 2:  # yesterday again: today's hot buckets are nobody's any more
+                    assert rollback(config)[1] == previous
+                    assert _until(lambda: c.load_id == previous)
+                    assert _until(lambda: not c._raw.opened_buckets()), c._raw.opened_buckets()
+                gate.set()
+                run.finish()  # MySQL takes the hot keys over
+            if day == 1:
+                assert _until(lambda: not hot_opened(up.load_id)), c._raw.opened_buckets()
+                previous = up.load_id
+                gate.clear()
+    assert cleanup(config, wait=True) == [up.load_id]
 
 
 def test_a_run_of_yesterday_never_writes_into_today(days, spark, monkeypatch):

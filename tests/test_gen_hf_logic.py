@@ -101,6 +101,25 @@ def test_serve_raises_a_data_error_at_once():
     assert service.reports == []
 
 
+def test_a_cleanup_that_fails_between_runs_is_reported_and_the_service_goes_on(monkeypatch):
+    """Issue 38.1: marking a load dropped once raised LoadStateError in the service's cleanup
+    (a rollback had made the load current meanwhile), which the service did not catch: gen_HF
+    died. A cleanup that fails for any of DeBL's reasons is reported; the next one tries
+    again."""
+    from debl.errors import LoadStateError
+
+    def failing(config, report):
+        raise LoadStateError("load L1 is the current load: it is never dropped")
+
+    monkeypatch.setattr(gen_hf, "cleanup", failing)
+    service = _Service([None, RUN])
+    service.catalog = type("NoLoad", (), {"current": lambda self: None})()
+    service._cleaned = float("-inf")
+    runs = service.serve(should_stop=lambda: not service.outcomes)
+    assert runs == 1
+    assert service.reports == ["cleanup failed: load L1 is the current load: it is never dropped"]
+
+
 @pytest.mark.parametrize("text, expected", [
     ("2g", 2 << 30), ("512m", 512 << 20), ("1024", 1024 << 20), ("2GB", 2 << 30), ("1t", 1 << 40)])
 def test_driver_memory_is_read_as_spark_reads_it(text, expected):

@@ -190,3 +190,20 @@ def test_rows_the_table_did_not_take_fail_the_load(config):
                 _load_winners(config, cur, TABLE, twice)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("without_newline", [1, 3])
+def test_hot_files_without_a_final_newline_still_load_in_one_run(config, tmp_path,
+                                                                 without_newline):
+    """Issue 38.7: a run's capacity was the listed size, and the LF added to a file's last
+    line is a byte more: one such file sent a hot set that fits in memory into LinkBench's
+    layout, a staging table and an index build. Every good byte of the input, with the LFs
+    added, fits the run: one run, the listing layout, no index."""
+    files = [b"".join(line(10 * seq + i, 0, 1, b"x" * 40, 7, 0) for i in range(50))
+             for seq in range(3)]
+    files = [data[:-1] if seq < without_newline else data for seq, data in enumerate(files)]
+    result, expected = load_files(config, tmp_path, files, run_bytes=1 << 30)
+    assert table_rows(config) == expected and result.rejects == 0
+    assert result.runs == 1
+    assert [name for name, _, _ in result.phases] == ["mysql_load", "mysql_merge"]
+    assert tables_and_keys(config)[1] == {"PRIMARY": ["id1", "link_type", "time", "id2"]}

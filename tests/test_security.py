@@ -317,3 +317,67 @@ def _files_holding(root: Path, needle: bytes, but: Path | None = None) -> list[s
         except OSError:
             pass
     return found
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("approach", ["fileCopy", "debl", "debl-raw", "debl-cold",
+                                      "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-hbase"])
+def test_a_hostile_listing_writes_nothing_anywhere_with_any_approach(stack_config, tmp_path,
+                                                                     approach):
+    """Issue 38.2: with ``--approach fileCopy`` an ``index.json`` naming
+    ``../../../../home/u/.ssh/authorized_keys`` (or an absolute path) wrote the source's bytes
+    there. Every approach refuses the listing before anything is copied or recorded, naming
+    the entry."""
+    from debl.bench.baselines import run_approach
+    from debl.errors import SourceError
+    from loaders.load import LoadOptions
+    from tests.hostile_http import HostileSource
+
+    served, victim = tmp_path / "served", tmp_path / "home" / "u" / ".ssh"
+    served.mkdir()
+    victim.mkdir(parents=True)
+    (served / "payload.tsv").write_bytes(b"1\t1\t1\t1\tssh-ed25519 AAAA attacker\t1\t1\n")
+    climbing = "../" * 40 + str(victim / "authorized_keys").lstrip("/")
+    absolute = str(victim / "absolute_keys")
+    with Catalog(stack_config) as catalog:
+        before = catalog.load()
+    for name in (climbing, absolute):
+        with HostileSource(served) as server:
+            server.serve_listing([{"name": "good.tsv", "size": 38, "mtime": 1000.0},
+                                  {"name": name, "size": 38, "mtime": 2000.0}],
+                                 {"good.tsv": "payload.tsv", name: "payload.tsv"})
+            with pytest.raises(SourceError) as err:
+                run_approach(stack_config, server.url, LoadOptions(approach=approach))
+        assert "index.json entry 2" in str(err.value) and repr(name) in str(err.value)
+    assert sorted(p.name for p in victim.iterdir()) == []
+    with Catalog(stack_config) as catalog:
+        after = catalog.load()
+    assert (after and after.load_id) == (before and before.load_id)  # nothing recorded
+
+
+@pytest.mark.stack
+def test_names_shown_on_a_terminal_are_escaped(stack_config, tmp_path):
+    """Issue 38.9: a local file name (or source directory) holding escape characters reached
+    the terminal as they were through `debl status` (and `debl verify`): ESC ] 0 ; sets a
+    terminal's title, ESC [ 2 J clears it. They are shown escaped; --json was already safe."""
+    from click.testing import CliRunner
+
+    from debl.cli import main
+
+    config = stack_config.replace(mysql_database="debl_escapetest")
+    source = tmp_path / "src\x1b[2J"
+    source.mkdir()
+    name = "evil\x1b]0;owned\x07.tsv"
+    (source / name).write_bytes(b"1\t1\t1\t1\tx\t1\t1\nnot a line\n")
+    runner = CliRunner()
+    loaded = runner.invoke(main, ["load", str(source), "--approach", "bulkLoad-mysql"],
+                           obj=config)
+    assert loaded.exit_code == 0, loaded.output
+    status = runner.invoke(main, ["status"], obj=config).output
+    assert "\x1b" not in status and "\x07" not in status, status
+    assert "evil\\x1b]0;owned\\x07.tsv: 1" in status and "src\\x1b[2J" in status, status
+    with open(source / name, "ab") as f:  # a line more than was loaded: verify names the file
+        f.write(b"2\t1\t1\t1\tx\t1\t1\n")
+    verified = runner.invoke(main, ["verify"], obj=config)
+    assert verified.exit_code == 1 and "MISMATCH file evil" in verified.output, verified.output
+    assert "\x1b" not in verified.output and "\x07" not in verified.output, verified.output

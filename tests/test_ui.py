@@ -139,6 +139,29 @@ def test_it_serves_the_page_and_the_json_only_read_only_and_for_the_loopback(tmp
         assert _get(ui.url, "/", host="localhost:9999")[0] == 200  # an ssh forward's port
 
 
+HOSTILE_HOSTS = ("127.attacker.example", "127.attacker.example:8790", "127.0.0.1.nip.io",
+                 "127.0.0.1.attacker.example:80", "localhost.attacker.example",
+                 "127.1.attacker", "127.", "127.0.0.1:notaport", "[::1]x:80", "[::1", "::1:80",
+                 "[fe80::1]:80", "10.0.0.1", "", " ", "localhost:", "[::1]:", "127.0.0.1:99999")
+LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.1:8790", "127.1.2.3:80", "localhost", "LOCALHOST:9999",
+                  "[::1]", "[::1]:8790", "[0:0:0:0:0:0:0:1]:80")
+
+
+@pytest.mark.parametrize("host", HOSTILE_HOSTS)
+def test_a_host_that_only_starts_like_the_loopback_is_refused(tmp_path, host):
+    """Issue 38.3: ``127.attacker.example`` passed the guard (a prefix test), so a page on a
+    name the attacker rebinds to 127.0.0.1 could read the status. Only a loopback address
+    (with an optional port, IPv6 in brackets) or ``localhost`` passes."""
+    with UIServer(_no_mysql(tmp_path), port=0, interval=0.2) as ui:
+        assert _get(ui.url, "/status.json", host=host or " ")[0] == 403
+
+
+@pytest.mark.parametrize("host", LOOPBACK_HOSTS)
+def test_the_loopback_by_address_or_localhost_is_served(tmp_path, host):
+    with UIServer(_no_mysql(tmp_path), port=0, interval=0.2) as ui:
+        assert _get(ui.url, "/", host=host)[0] == 200
+
+
 def test_a_mysql_that_does_not_answer_is_a_message_in_the_json_not_a_failure(tmp_path):
     config = _no_mysql(tmp_path)
     with UIServer(config, port=0, interval=0.2) as ui:

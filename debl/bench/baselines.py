@@ -71,7 +71,7 @@ from loaders.hfile import merge_links
 from loaders.load import (LoadOptions, LoadProgress, LoadSummary, check_resume_approach,
                           load_lock, new_load_id, phase_sums, run_load,
                           with_default_hot_share)
-from loaders.source import SourceFile, open_source
+from loaders.source import SourceFile, open_source, path_in
 
 COPY_BLOCK = 1 << 20
 PUT_BATCH = 1000
@@ -242,8 +242,9 @@ def _copy_files(config: Config, source_spec: str, options: LoadOptions,
             for seq, f in enumerate(files):
                 item = f"{seq:05d}"
                 catalog.phase_start(load_id, "copy", item)
-                copied = _copy_file(source, f, dest / f.name, progress)
-                os.utime(dest / f.name, (f.mtime, f.mtime))
+                path = path_in(dest, f.name)  # the listing's names are checked; so is this
+                copied = _copy_file(source, f, path, progress)
+                os.utime(path, (f.mtime, f.mtime))
                 catalog.phase_end(load_id, "copy", item, bytes=copied)
                 summary.chunks += 1
         except BaseException as exc:

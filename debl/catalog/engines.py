@@ -85,13 +85,14 @@ class NamedLock:
 
 
 
-def named_lock(config: Config, name: str) -> NamedLock | None:
+def named_lock(config: Config, name: str, wait: float = 0.0) -> NamedLock | None:
     """``Catalog.named_lock`` without a Catalog: it needs no table, so a load can take its lock
-    before it looks at (or replaces) the catalog's schema."""
+    before it looks at (or replaces) the catalog's schema. Waits up to *wait* seconds for
+    another session to release it; None if it did not."""
     try:
         conn = engine_for(config).connect()
         conn.detach()  # its session will hold the lock: it must never serve anyone else
-        got = conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar()
+        got = conn.execute(sa.select(sa.func.get_lock(name, wait))).scalar()
         conn.commit()
     except DBAPIError as exc:
         raise ServiceError(describe(exc.orig, config)) from exc

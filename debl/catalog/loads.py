@@ -110,6 +110,20 @@ class LoadsCatalog(CatalogBase):
                 sa.select(c.c.previous).select_from(c.join(t, t.c.load_id == c.c.previous))
                 .where(c.c.slot == _SLOT, t.c.dropped.is_(None))).scalar()
 
+    def days(self) -> tuple[list[LoadRecord], LoadRecord | None, str | None]:
+        """Every load (newest first), the current one and the previous one (while its stores
+        exist), read in one transaction: what cleanup decides on (a switch between separate
+        reads could pair one moment's current load with another's previous)."""
+        c, t = current_table, loads_table
+        with self._transaction() as conn:
+            loads = [load_record(row) for row in
+                     conn.execute(sa.select(t).order_by(t.c.started.desc())).mappings()]
+            current = self._current(conn)
+            previous = conn.execute(
+                sa.select(c.c.previous).select_from(c.join(t, t.c.load_id == c.c.previous))
+                .where(c.c.slot == _SLOT, t.c.dropped.is_(None))).scalar()
+        return loads, current, previous
+
     def make_current(self, load_id: str, uptime: float, summary: dict | None = None) -> None:
         """The load is up: record its uptime and make it the current load, in one transaction,
         so that every coordinator moves to it at its next poll and no reader ever sees it up

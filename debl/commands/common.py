@@ -37,8 +37,8 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except DeblError as exc:
             # Notes (``add_note``) say what to do next, e.g. how to resume a load.
-            raise click.ClickException("\n".join([str(exc), *getattr(exc, "__notes__", ())])
-                                       ) from exc
+            raise click.ClickException(printable(
+                "\n".join([str(exc), *getattr(exc, "__notes__", ())]), newlines=True)) from exc
         except Exception as exc:
             service = LIBRARY_SERVICES.get(type(exc).__module__.partition(".")[0])
             if service is None:
@@ -50,6 +50,17 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 "(`debl status` names it).") from exc
 
     return wrapper
+
+
+def printable(text: str, newlines: bool = False) -> str:
+    """*text* as a terminal may show it: every character that is not printable (ESC and the
+    other control characters, which would drive the terminal; a lone surrogate from a name
+    that is not UTF-8) as its Python escape, ``\\x1b``; with *newlines*, line breaks kept.
+    Names and errors come from files and sources DeBL does not control (issue 38.9)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or (newlines and c == "\n") else repr(c)[1:-1]
+                   for c in text)
 
 
 _UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 10**6, "MB": 10**6, "G": 10**9,

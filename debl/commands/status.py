@@ -9,7 +9,7 @@ import time
 import click
 
 from debl.catalog import Catalog
-from debl.commands.common import config_of, friendly_errors
+from debl.commands.common import config_of, friendly_errors, printable
 from loaders.source import redact_url
 
 
@@ -119,7 +119,9 @@ def render(s: dict) -> str:
     for j in s["failed_jobs"]:
         out.append(f"failed     bucket {j['b_index']} after {j['attempts']} attempt(s): "
                    f"{j['error'].splitlines()[0] if j['error'] else '-'}")
-    return "\n".join(out)
+    # Names, sources and errors come from outside (a file named with ESC ] 0 ; once set the
+    # terminal's title): each line is shown escaped (docs/RELIABILITY.md, "Security").
+    return "\n".join(printable(line) for line in out)
 
 
 @click.command("status")

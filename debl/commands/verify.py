@@ -6,7 +6,7 @@ import json
 
 import click
 
-from debl.commands.common import config_of, friendly_errors
+from debl.commands.common import config_of, friendly_errors, printable
 from loaders.verify import verify_load
 
 
@@ -33,7 +33,7 @@ def verify(ctx, load_id, no_source, source_spec, as_json):
             click.echo(f"note: load {report.load_id} is {report.state}, not up: lines it has not "
                        "taken yet show as mismatches")
         for c in report.failures:
-            click.echo(f"MISMATCH {c.what}: expected {c.expected}, found {c.found}")
+            click.echo(printable(f"MISMATCH {c.what}: expected {c.expected}, found {c.found}"))
         click.echo(f"load {report.load_id}: {len(report.checks) - len(report.failures)} of "
                    f"{len(report.checks)} checks agree" + ("" if report.ok else " — see above"))
     if not report.ok:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import re
 import sys
 import threading
 import time
@@ -43,7 +44,6 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 
 def check_loopback(host: str) -> str:
@@ -60,16 +60,30 @@ def check_loopback(host: str) -> str:
     return host
 
 
+# host [":" port], the host an IPv6 address in brackets or anything without a colon
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[^:\[\]]+))(?::(?P<port>\d{1,5}))?")
+
+
 def _host_is_loopback(header: str | None) -> bool:
-    """A ``Host`` header naming the loopback (any port: an ssh forward may change it)."""
+    """A ``Host`` header naming the loopback: an IP address that is a loopback one (IPv6 in
+    brackets) or ``localhost``, with an optional port (any: an ssh forward may change it).
+
+    Pitfall: a name is never judged by how it starts. ``127.attacker.example`` is a DNS name
+    its owner can point at 127.0.0.1 (the rebinding this guard exists for); only a value that
+    parses as an address is one (issue 38.3, docs/UI.md, "Decisions")."""
     if not header:
         return False
-    name = header.strip().lower()
-    if name.startswith("["):  # [::1]:port
-        name = name[1:].partition("]")[0]
-    else:
-        name = name.rpartition(":")[0] if name.count(":") == 1 else name
-    return name in LOOPBACK_NAMES or name.startswith("127.")
+    m = _HOST.fullmatch(header.strip())
+    if m is None or int(m.group("port") or 0) > 65535:
+        return False
+    name = m.group("v6") or m.group("name")
+    if m.group("name") is not None and name.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback and (m.group("v6") is not None) == (address.version == 6)
 
 
 class _Handler(BaseHTTPRequestHandler):

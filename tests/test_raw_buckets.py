@@ -1,0 +1,154 @@
+"""The raw reader's bucket bookkeeping without HDFS (docs/COORDINATOR.md, "The raw route"): what
+it counts against ``raw_cache_bytes`` for its opened buckets, and which buckets it keeps. Opening
+a bucket's files is replaced by a stand-in that returns a bucket of a known cost (or fails);
+everything else is the reader's own code. The reader on real HDFS files: tests/test_raw.py."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from coordinator.raw import RawBucket, RawReader, _Bucket
+from debl.config import Config
+from debl.errors import BucketFileError
+
+COST = 1000
+
+
+class _SeenOpening(dict):
+    """The reader's ``_opening`` map, telling the test how many threads asked it for a lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+        self.cond = threading.Condition()
+
+    def setdefault(self, key, default=None):
+        lock = super().setdefault(key, default)
+        with self.cond:
+            self.asked += 1
+            self.cond.notify_all()
+        return lock
+
+    def wait_asked(self, n: int) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.asked >= n, timeout=10)
+
+
+def _opened(bucket: RawBucket) -> _Bucket:
+    """An opened bucket of COST bytes, never due for a listing check."""
+    opened = _Bucket(bucket, {}, [])
+    opened.cost = COST
+    opened.checked_at = float("inf")
+    return opened
+
+
+@pytest.fixture()
+def reader():
+    reader = RawReader(Config(poll_interval=3600.0), catalog=None)  # type: ignore[arg-type]
+    yield reader
+    reader.close()
+
+
+def _run(target, errors: list) -> threading.Thread:
+    def run() -> None:
+        try:
+            target()
+        except Exception as exc:  # noqa: BLE001 -- the test looks at it
+            errors.append(exc)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_bucket_opened_again_after_a_failed_open_is_counted_once(reader, monkeypatch):
+    """Issue 38.6: thread A's open fails; B, waiting on A's lock, opens the bucket under it,
+    while C, coming after A gave its lock up, opened it under a new lock: both counted it, the
+    extra was never subtracted, and the block cache shrank for good."""
+    bucket = RawBucket("L1", 3, 10)
+    first_in, fail_now, second_in, go_on = (threading.Event() for _ in range(4))
+    calls: list[str] = []
+
+    def read_files(b: RawBucket) -> _Bucket:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:  # A: fails once B waits for its lock
+            first_in.set()
+            assert fail_now.wait(10)
+            raise BucketFileError("bucket 3: a file is gone (for now)")
+        if len(calls) == 2:  # B: opens it, slowly
+            second_in.set()
+            assert go_on.wait(10)
+        return _opened(b)
+
+    monkeypatch.setattr(reader, "_read_files", read_files)
+    seen = reader._opening = _SeenOpening()
+    errors: list = []
+    a = _run(lambda: reader._open(bucket), errors)
+    assert first_in.wait(10)
+    b = _run(lambda: reader._open(bucket), errors)
+    seen.wait_asked(2)  # B holds A's lock object and waits for it
+    fail_now.set()
+    a.join(10)
+    assert second_in.wait(10)
+    c = _run(lambda: reader._open(bucket), errors)
+    seen.wait_asked(3)
+    c.join(2)  # C opens it under a lock of its own, or waits for B's: either way, on
+    go_on.set()
+    for thread in (a, b, c):
+        thread.join(10)
+    assert [type(e) for e in errors] == [BucketFileError]  # A's, and only A's
+    memory = reader.memory()
+    assert (memory.buckets, memory.bucket_bytes) == (1, COST)
+    assert reader.cache.budget == reader.config.coordinator.raw_cache_bytes - COST
+
+
+def test_the_reader_forgets_hot_buckets_at_the_take_over_and_other_loads_at_a_switch(
+        monkeypatch):
+    """Issue 38.4: the reader kept the hot buckets after MySQL's take-over (their directory is
+    deleted) and an old day's buckets after a switch or rollback, and its listing thread polled
+    the NameNode for each of them every poll for the rest of the day. ``serve`` says which
+    buckets it keeps: the others go, and are never checked again; a bucket an old query opens
+    after that answers it but is not kept."""
+    reader = RawReader(Config(poll_interval=0.05), catalog=None)  # type: ignore[arg-type]
+    try:
+        monkeypatch.setattr(reader, "_read_files", _opened)
+        checked: list[tuple] = []
+        polled = threading.Condition()
+
+        def check_listing(bucket: RawBucket, opened, force=False, within=None) -> None:
+            with polled:
+                checked.append((bucket.load_id, bucket.b_index, bucket.hot))
+                polled.notify_all()
+
+        monkeypatch.setattr(reader, "_check_listing", check_listing)
+        cold, hot, hot2 = RawBucket("L1", 1, 10), RawBucket("L1", 2, 10, hot=True), \
+            RawBucket("L1", 3, 10, hot=True)
+        for bucket in (cold, hot, hot2):
+            reader._open(bucket)
+        reader.cache.put(("L1", "/loads/L1/buckets/chunk-00000.0", 0), b"block", 5)
+        assert reader.opened_buckets() == [cold, hot, hot2]
+
+        reader.serve("L1", hot=False)  # MySQL took L1's hot keys over
+        assert reader.opened_buckets() == [cold]
+        assert reader.memory().bucket_bytes == COST and len(reader.cache) == 1
+        key = ("L1", 1, False)
+        with polled:
+            checked.clear()
+            assert polled.wait_for(lambda: checked.count(key) >= 2, timeout=10)
+            # from its second check of the cold bucket on, every pass of the listing thread
+            # began after serve(): the hot ones are never polled again
+            again = checked[checked.index(key, checked.index(key) + 1):]
+        assert set(again) == {key}
+        assert reader._open(hot) is not None and reader.opened_buckets() == [cold]
+
+        reader.serve("L2", hot=True)  # the next day (or a rollback)
+        assert reader.opened_buckets() == [] and reader.memory().bucket_bytes == 0
+        assert len(reader.cache) == 0
+        assert reader._open(RawBucket("L1", 4, 10)) is not None  # an old day's query
+        new = RawBucket("L2", 1, 10, hot=True)
+        reader._open(new)
+        assert reader.opened_buckets() == [new]
+        assert reader.cache.budget == reader.config.coordinator.raw_cache_bytes - COST
+    finally:
+        reader.close()
