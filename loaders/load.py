@@ -29,6 +29,10 @@ Concurrency and resume (docs/RELIABILITY.md, "Concurrency"):
 
 - One load per dataset at a time: a load (new or resumed) holds the MySQL named lock
   ``debl_load.<database>`` until it finishes; a second one is refused with LoadStateError.
+  The lock lives on a session the server may close (a restart): the load checks that it still
+  holds it before each chunk's dist_ch, before it becomes current and before its end's
+  cleanup, and stops with LoadStateError (resumable) once it does not, since a second load may
+  be running then (issue 38.5); ``make_current`` refuses a superseded or dropped load anyway.
 - A killed or failed load leaves the current day serving; ``resume=LOAD_ID`` continues it
   (``loaders.resume``: only the newest load; chunks bucketed are skipped; a hot path that had
   not handed its keys to MySQL is redone, after uptime too).
@@ -37,6 +41,7 @@ Concurrency and resume (docs/RELIABILITY.md, "Concurrency"):
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,7 +50,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.buckets import BucketMap
-from debl.catalog import Catalog, LoadFile, Phase, named_lock
+from debl.catalog import Catalog, LoadFile, NamedLock, Phase, named_lock
 from debl.config import Config
 from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
                          SourceError)
@@ -121,7 +126,7 @@ LOAD_LOCK = "debl_load"
 
 
 @contextmanager
-def load_lock(config: Config) -> Iterator[None]:
+def load_lock(config: Config) -> Iterator[NamedLock]:
     """Hold the dataset's load lock (one ``debl load`` per MySQL database at a time), or raise
     LoadStateError if another load holds it."""
     name = f"{LOAD_LOCK}.{config.mysql.database}"  # named locks are server-wide
@@ -131,7 +136,7 @@ def load_lock(config: Config) -> Iterator[None]:
                              f"{config.mysql.database!r}, lock {name}): wait for it to end (`debl "
                              "status`), or give this load another mysql_database")
     try:
-        yield
+        yield lock
     finally:
         lock.release()
 
@@ -205,7 +210,9 @@ class LoadRun:
         self.config, self.source_spec, self.options = config, source_spec, options
         self.resume, self.progress = resume, progress
         self._lock = load_lock(config)
-        self._lock.__enter__()
+        self._held = self._lock.__enter__()
+        self._checking = threading.Lock()  # the lock's session serves one thread at a time
+        self._lost = False
         self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="debl-load")
         self._hot_path: Future | None = None
         self.summary: LoadSummary | None = None
@@ -221,6 +228,24 @@ class LoadRun:
         # Threads still writing would race a later load of this process: let them finish.
         self._background.shutdown(wait=True)
         self._lock.__exit__(None, None, None)
+
+    def _lock_lost(self) -> bool:
+        """Whether the server closed the load lock's session (and released the lock). Once
+        lost, lost for good: the copy stopped on it, and the load must not go on."""
+        with self._checking:
+            self._lost = self._lost or not self._held.held()
+            return self._lost
+
+    def _check_lock(self, before: str) -> None:
+        """LoadStateError, naming the lock and how to go on, if the load lock is lost."""
+        if self._lock_lost():
+            load_id = self.summary.load_id if self.summary else "?"
+            raise LoadStateError(
+                f"load {load_id} lost its MySQL lock {self._held.name}: the server closed the "
+                "lock's session (a restart?), so another `debl load` may have started on this "
+                f"dataset; this load stopped before {before}. If no other load started since "
+                f"(`debl status`), continue it: debl load {redact_url(self.source_spec)} "
+                f"--resume {load_id}")
 
     # -- to uptime
 
@@ -324,12 +349,13 @@ class LoadRun:
             copied = copy_and_bucket(
                 config, source, load_id, namespace,
                 PipelinePlan(to_bucket, cold, state.done, chunk_size), decided, rejects,
-                max_bad, progress, stop=self._hot_failed_before_up if wait_for_hot else
-                (lambda: False), on_hot_copied=hot_copied)
+                max_bad, progress, stop=lambda: self._lock_lost() or (
+                    wait_for_hot and self._hot_failed_before_up()), on_hot_copied=hot_copied)
             summary.chunks = copied.chunks
             summary.bucket_map = decided.result().to_dict()
         if wait_for_hot and self._hot_path is not None:
             self._hot_path.result()  # raises what the hot path raised
+        self._check_lock("it became current")  # the copy stopped early if it was lost
         summary.rejects = rejects.count
         if 0 <= max_bad < summary.rejects:
             raise BadInputError(f"{summary.rejects} bad lines, more than --max-bad {max_bad}; "
@@ -401,6 +427,7 @@ class LoadRun:
                 catalog.update_load(load_id, summary=summary.as_dict())
             if not load.wait_for_hot:
                 drop_hot_buckets(config, load_id, self._namespace, self.progress)
+        self._check_lock("it dropped the stores of older loads")
         try:
             cleanup(config, wait=True, report=self.progress.message)
         except DeblError as exc:  # the load is up and done: older stores wait for a later cleanup

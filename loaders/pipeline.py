@@ -88,8 +88,10 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
                     progress, stop: Callable[[], bool],
                     on_hot_copied: Callable[[list[Chunk]], None]) -> Copied:
     """Copy the plan's files chunk by chunk, bucket each chunk as soon as it is in HDFS (with
-    the bucket map *decided* resolves to); returns when every chunk is bucketed. Raises what
-    the copy, dist_ch or the catalog raised (the copy stops at its next chunk boundary)."""
+    the bucket map *decided* resolves to); returns when every chunk is bucketed, or early,
+    before the next chunk's copy or dist_ch, once *stop* says so (the caller raises why).
+    Raises what the copy, dist_ch or the catalog raised (the copy stops at its next chunk
+    boundary)."""
     copied: queue.Queue = queue.Queue(maxsize=2)
     abort = threading.Event()
     catalog = Catalog(config)  # thread-safe: the copy thread's and this one's
@@ -123,6 +125,9 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
             spark = spark_session(config, "debl-dist_ch")  # starts while chunk 0 is copied
             bucket_map = decided.result()  # raises what the sample raised
             while (item := copied.get()) is not None:
+                if stop():  # the caller says why (a lost lock, a failed hot path)
+                    abort.set()
+                    break
                 chunk, copy_seconds = item
                 t0 = time.time()
                 where = namespace.hot_dir if chunk.hot else namespace.bucket_dir

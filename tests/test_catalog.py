@@ -477,6 +477,27 @@ def test_rollback_serves_the_previous_day_again_while_its_stores_exist(config):
             catalog.rollback()
 
 
+def test_a_dropped_or_superseded_load_never_becomes_current(config):
+    """Issue 38.5: make_current checked neither: a load that lost its lock while a newer one
+    ran (and cleanup dropped its stores) became current at its uptime, its tables gone."""
+    with Catalog(config) as catalog:
+        _begin(catalog, "L1")
+        _begin(catalog, "L2")  # began after L1: L1 is superseded
+        with pytest.raises(LoadStateError, match="L1 cannot become current: load L2 started "
+                                                 "after it"):
+            catalog.make_current("L1", time.time())
+        assert catalog.current() is None and catalog.load("L1").state == "running"
+        catalog.make_current("L2", time.time())
+        _begin(catalog, "L3")
+        catalog.forget_dataset("L3")  # cleanup dropped it (a failed load, say)
+        with pytest.raises(LoadStateError, match="L3 cannot become current: its stores were "
+                                                 "dropped"):
+            catalog.make_current("L3", time.time())
+        assert catalog.current().load_id == "L2" and catalog.load("L3").state == "running"
+        with pytest.raises(LoadStateError, match="no load L9"):
+            catalog.make_current("L9", time.time())
+
+
 def test_the_hot_take_over_is_one_transaction_with_its_key_range(config):
     with Catalog(config) as catalog:
         _begin(catalog, "L1", hot=True)
@@ -537,6 +558,8 @@ def test_a_named_lock_knows_when_its_session_is_gone(config):
                               "(SELECT IS_USED_LOCK('debl_test_lock'))")[0]
     _sql(config, f"KILL {session}")  # what wait_timeout or a restart does to an idle session
     assert not lock.held()
+    lock.release()  # nothing to end, and no error (it raised PendingRollbackError: issue 38.5)
+    lock.release()
     again = catalog.named_lock("debl_test_lock")  # released with the session
     assert again is not None and again.held()
     again.release()

@@ -108,6 +108,49 @@ def test_a_second_load_into_the_same_dataset_is_refused_while_the_first_runs(sta
     assert _lock_holder(stack_config, LOAD_LOCK) is None  # released at the end
 
 
+def test_a_load_that_lost_its_lock_stops_and_never_becomes_current(stack_config, tmp_path):
+    """Issue 38.5: a load never checked its lock again. Its session gone (a MySQL restart; here
+    a KILL of that session alone), a second `debl load` started, its end's cleanup dropped the
+    first load's stores while it still ran, and the first then became current, tables gone.
+    Now the first stops with a clear error before it would become current. The first is held
+    after its chunk's dist_ch (tests/held_load.py) while the second runs."""
+    source = tmp_path / "src"
+    source.mkdir()
+    hot_file(source)
+    gate = tmp_path / "go"
+    before = (_latest(stack_config) or None) and _latest(stack_config).load_id
+    first = subprocess.Popen([sys.executable, "-m", "tests.held_load", "dist_ch-done", str(gate),
+                              "load", str(source), "--hot-bytes", "1GB", "--json"],
+                             env=_env(stack_config), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        load_id = _until(lambda: _new_running_load(stack_config, before), "the first load")
+        holder = _until(lambda: _lock_holder(stack_config, LOAD_LOCK), "the first's lock")
+        _until(lambda: _phase_ended(stack_config, load_id, "copy"), "the first's copy")
+        _sql(stack_config, f"KILL {int(holder)}")  # its session gone: the lock with it
+        second = subprocess.run(_debl("load", str(source), "--hot-bytes", "1GB"),
+                                env=_env(stack_config), capture_output=True, text=True)
+        assert second.returncode == 0, second.stderr[-2000:]
+        gate.touch()
+        out, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 1, (out[-2000:], err[-2000:])
+    assert f"load {load_id} lost its MySQL lock {LOAD_LOCK}." in err, err[-2000:]
+    assert "Traceback" not in err
+    with Catalog(stack_config) as catalog:
+        current, mine = catalog.current(), catalog.load(load_id)
+    assert current.load_id != load_id and current.started > mine.started  # the second's
+    assert mine.state == "failed" and mine.uptime is None
+
+
+def _phase_ended(config, load_id: str, phase: str) -> bool:
+    with Catalog(config) as catalog:
+        return catalog.phase_ended(load_id, phase)
+
+
 def test_two_gen_hf_at_once_never_convert_a_bucket_twice(stack_config, spark, tmp_path):
     make_dataset(tmp_path, max_id=2001, files=3, bad_lines=0)
     run_load(stack_config, str(tmp_path), LoadOptions(approach="debl-cold", bucket_width=250))

@@ -9,7 +9,7 @@ import threading
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from debl.config import Config
 from debl.errors import ServiceError
@@ -74,10 +74,15 @@ class NamedLock:
         Pitfall: SQLAlchemy must not reset the session (on a server that died the reset's
         rollback fails and is logged with a whole traceback), and invalidating a detached
         connection only forgets its socket, leaving the session, and the lock, to the garbage
-        collector. So the session is invalidated and then closed here, by hand."""
+        collector. So the session is invalidated and then closed here, by hand. A session the
+        server closed (``held`` found it gone) has nothing left to end: asking for it would
+        raise (its transaction failed), or reconnect."""
         if self._conn.closed:
             return
-        session = self._conn.connection.dbapi_connection
+        try:
+            session = None if self._conn.invalidated else self._conn.connection.dbapi_connection
+        except SQLAlchemyError:  # its session failed with the server's closing of it
+            session = None
         self._conn.invalidate()
         self._conn.close()
         if session is not None and session.open:

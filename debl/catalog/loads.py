@@ -127,13 +127,31 @@ class LoadsCatalog(CatalogBase):
     def make_current(self, load_id: str, uptime: float, summary: dict | None = None) -> None:
         """The load is up: record its uptime and make it the current load, in one transaction,
         so that every coordinator moves to it at its next poll and no reader ever sees it up
-        but not current (or current but not up). The load it replaces becomes the previous."""
+        but not current (or current but not up). The load it replaces becomes the previous.
+
+        Raises LoadStateError, changing nothing, for a load whose stores cleanup dropped or
+        that a later load superseded: a load that lost its lock while another ran once became
+        current with its tables gone (issue 38.5)."""
         now = time.time()
         t, c = loads_table, current_table
         values: dict[str, Any] = {"state": "up", "uptime": uptime, "switched": now}
         if summary is not None:
             values["summary"] = summary
         with self._transaction() as conn:
+            conn.execute(sa.select(c.c.slot).where(c.c.slot == _SLOT).with_for_update())
+            row = conn.execute(sa.select(t.c.started, t.c.dropped).where(t.c.load_id == load_id)
+                               .with_for_update()).first()
+            if row is None:
+                raise LoadStateError(f"no load {load_id}: it cannot become current")
+            if row.dropped is not None:
+                raise LoadStateError(f"load {load_id} cannot become current: its stores were "
+                                     "dropped by cleanup (a newer load superseded it); run "
+                                     "`debl load` anew")
+            newer = conn.execute(sa.select(t.c.load_id).where(t.c.started > row.started)
+                                 .order_by(t.c.started.desc()).limit(1)).scalar()
+            if newer is not None:
+                raise LoadStateError(f"load {load_id} cannot become current: load {newer} "
+                                     "started after it and supersedes it (`debl status`)")
             conn.execute(t.update().where(t.c.load_id == load_id).values(**values))
             old = conn.execute(sa.select(c.c.load_id).where(c.c.slot == _SLOT)
                                .with_for_update()).scalar()
