@@ -1,10 +1,12 @@
 """The day operations' campaign (docs/RELIABILITY.md, "Day operations"): its draw, its timeline
-of the current day, and its checks of the clients' answers, pure, on made-up records
-(`python scripts/day_ops.py` runs the campaign on the real stack)."""
+of the current day and its checks of the clients' answers, pure, on made-up records; and a short
+sequence on the real stack (three operations on tiny days) whose every check must pass, so that
+the campaign keeps working (`python scripts/day_ops.py` runs its full form)."""
 
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -113,10 +115,13 @@ def test_errors_count_inside_an_outage_only_and_a_raw_error_is_a_finding():
     t = AnswerTally()
     tally(world, _watcher([(50.0, "A")]),
           [Record(105.0, 105.5, 0, error=ERROR, route="ServiceError", message="MySQL at x"),
+           Record(99.0, 100.5, 0, error=ERROR, route="ServiceError", message="MySQL at x"),
+           Record(113.0, 113.5, 0, error=ERROR, route="ServiceError", message="HBase at y"),
            Record(150.0, 150.5, 0, error=ERROR, route="ServiceError", message="HBase at y"),
            Record(106.0, 106.5, 0, error=RAW_ERROR, route="KeyError", message="")],
           t, _loads())
-    assert (t.errors_in_outage, t.errors_outside, t.raw_errors, t.no_message) == (2, 1, 1, 1)
+    assert (t.errors_in_outage, t.errors_outside, t.raw_errors, t.no_message) == (4, 1, 1, 1)
+    assert t.errors_after_restart == 1 and t.max_error_after_s == pytest.approx(3.0)
     assert t.answers == 0 and len(t.problems()) == 3
 
 
@@ -135,3 +140,29 @@ def test_scan_logs_finds_a_traceback_once(tmp_path):
     seen: dict = {}
     assert scan_logs([log, tmp_path / "absent.log"], seen) == ["x.log: KeyError: 'a'"]
     assert scan_logs([log], seen) == []  # already read
+
+
+# --------------------------------------------------------------------------- the real stack
+
+
+@pytest.mark.stack
+def test_a_short_sequence_of_day_operations_is_clean(stack_config, tmp_path):
+    """The next day's load, a kill -9 of it, a rollback (refused: nothing to roll back to),
+    then the end: the killed load resumed, cleanup, the disk; two clients asking throughout,
+    on tiny days. Every check of the campaign must pass."""
+    from debl.faults.days_runner import markdown, run_day_ops
+    from debl.faults.days_world import DayOpsSpec
+
+    spec = DayOpsSpec(sequences=1, seed=5, max_id=5001, files=3, clients=2, threads=2,
+                      keys=300, keep_previous_s=5.0, pause_s=1.0, look_s=0.0,
+                      fixed=("next-day", "kill-load", "rollback"))
+    results = run_day_ops(stack_config, tmp_path / "dayops", spec,
+                          report=lambda text: print(text, file=sys.stderr))
+    print(markdown(spec, results))
+    (result,) = results
+    assert result.drawn == ["next-day", "kill-load", "rollback"]
+    assert result.clean, result.problems
+    assert result.answers.answers > 0 and result.current.verified >= 4
+    assert result.links.answers == result.current.links >= 4
+    assert [op.name for op in result.ops] == ["first day", "next-day", "kill-load", "rollback",
+                                              "end"]

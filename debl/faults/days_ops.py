@@ -8,7 +8,8 @@ while clients ask, drawn at random (``draw``) and run in turn (``Operations.run`
 - ``resume``: ``debl load SOURCE --resume ID`` of the newest load (in the background; refused
   clearly when there is nothing to resume or it still runs);
 - ``rollback``: ``debl rollback`` (refused clearly when the previous day was dropped), half of
-  the time with a ``debl cleanup`` started at the same moment;
+  the time with a ``debl cleanup`` started at the same moment; while a new day loads, once it
+  is up;
 - ``cleanup``: ``debl cleanup``, with ``--wait`` or without;
 - ``gen-hf``: the gen_HF service started (``debl gen-hf``), or a second one beside it, which must
   be refused;
@@ -29,6 +30,7 @@ import random
 import statistics
 import time
 
+from debl.catalog import Catalog
 from debl.errors import DeblError
 from debl.faults import procs
 from debl.faults.days_checks import judge_step
@@ -89,6 +91,7 @@ class Operations:
         self.world.start("load", day.load_argv(self.world.spec.chunk), op,
                          "either" if busy else "ok", day)
         op.detail = f"input {day.number}" + (" beside a running load" if busy else "")
+        op.label = "beside a running load" if busy else "alone"
 
     def kill_load(self, op: OpRecord) -> None:
         busy = self.world.running_loads()
@@ -114,6 +117,8 @@ class Operations:
         self.world.start("resume", day.load_argv(self.world.spec.chunk)
                          + ["--resume", newest.load_id], op,
                          "ok" if resumable and not busy else "either", day)
+        op.label = ("of a load killed or failed" if resumable else "of a load up")
+        op.label += " beside a running load" if busy else ""
         op.detail = (f"{newest.load_id} ({newest.state}, hot {newest.hot_state})"
                      + (" beside a running load" if busy else ""))
 
@@ -122,32 +127,50 @@ class Operations:
     def rollback(self, op: OpRecord) -> None:
         """``debl rollback``; RACE_SHARE of the time with a ``debl cleanup`` started at the
         same moment (two people at once: cleanup must never drop the day rollback makes
-        current)."""
+        current). While a new day loads and nothing could be rolled back to, it waits for
+        that day to be up, then up to ``look_s`` more (someone who found the new day bad): about
+        ``keep_previous_load`` later, the previous day may be kept or dropped, or be dropped
+        by a cleanup racing this one."""
         race = self.rng.random() < RACE_SHARE
+        busy = self.world.running_loads()
+        if busy and self._previous() is None:
+            deadline = time.monotonic() + COMMAND_S
+            while self._previous() is None and any(not b.running.done() for b in busy) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.5)
+            time.sleep(self.rng.uniform(0.0, self.world.spec.look_s))
         started = time.time()
         racing = self.camp.start(["cleanup"], f"{op.index:02d}-cleanup-racing") if race else None
         outcome = self._command(op, ["rollback"], "rollback", expect="either")
         op.detail = ("racing a cleanup: " if race else "") + _last_line(outcome.output)
+        op.label = ("rolled back" if outcome.ok else "refused") + (", racing a cleanup"
+                                                                   if race else "")
         if racing is not None:
             op.steps.append(Step.of(racing.wait(COMMAND_S)))
             judge_step(self.world, op, op.steps[-1], "ok", started)
             op.detail += f"; cleanup: {_last_line(racing.output())}"
 
+    def _previous(self) -> str | None:
+        with Catalog(self.world.config) as catalog:
+            return catalog.previous()
+
     def cleanup(self, op: OpRecord) -> None:
         wait = self.rng.random() < 0.5
         outcome = self._command(op, ["cleanup"] + (["--wait"] if wait else []), "cleanup")
         op.detail = ("--wait: " if wait else "") + _last_line(outcome.output)
+        op.label = ("--wait, " if wait else "") + _dropped(outcome.output)
 
     # -- gen_HF
 
     def gen_hf(self, op: OpRecord) -> None:
         if not self.world.gen_hf_running():
             self.world.start("gen-hf", ["gen-hf"], op, "ok")
-            op.detail = "the service started"
+            op.detail = op.label = "the service started"
             return
         outcome = self._command(op, ["gen-hf", "--until-complete"], "gen-hf-second",
                                 expect="either")
         op.detail = "a second one beside the service: " + _last_line(outcome.output)
+        op.label = "a second one: " + ("refused" if not outcome.ok else "ran")
 
     def kill_gen_hf(self, op: OpRecord) -> None:
         if not self.world.gen_hf_running():
@@ -164,7 +187,7 @@ class Operations:
         the command must then fail clearly. Orphans are processes of its tree still alive
         ORPHAN_GRACE_S after."""
         if bg.running.done():
-            op.detail = f"the {what} ended before the kill"
+            op.detail = op.label = f"the {what} ended before the kill"
             return
         tree = bg.running.tree()
         jvm = procs.spark_driver(tree)
@@ -175,6 +198,7 @@ class Operations:
             landed = f"unknown ({str(exc)[:80]})"
         procs.kill([victim])
         op.detail = f"{victim.describe()} at {bg.running.elapsed():.1f} s: {landed}"
+        op.label = ("its Spark JVM" if victim is not tree[0] else "the command") + f": {landed}"
         if victim is tree[0]:
             bg.killed = True
         else:
@@ -189,7 +213,7 @@ class Operations:
 
     def kill_client(self, op: OpRecord) -> None:
         described, tree = self.clients.kill(self.rng)
-        op.detail = described
+        op.detail, op.label = described, "a client process"
         left = procs.survivors(tree[1:], ORPHAN_GRACE_S)
         op.orphans += [p.describe() for p in left]
         procs.kill(left)
@@ -209,6 +233,13 @@ class Operations:
             self._command(op, ["stack", "start", "hbase"], "start-hbase")
         self.world.windows.append((service, down, time.time()))
         op.detail = f"{service}{' --crash' if crash else ''}, down {time.time() - down:.1f} s"
+        op.label = f"{service}{' --crash' if crash else ''}"
+
+
+def _dropped(output: str) -> str:
+    """``debl cleanup``'s count, as a label: "dropped N"."""
+    line = _last_line(output)
+    return " ".join(line.split()[:5:4]) if line.startswith("dropped the stores of") else "failed"
 
 
 def _last_line(text: str) -> str:

@@ -281,7 +281,8 @@ def markdown(spec: DayOpsSpec, results: list[SequenceResult]) -> str:
     """The campaign's table: one row per sequence, then the totals and the operations drawn."""
     head = ["sequence", "seed", "operations", "answers checked", "wrong (another day's / "
             "no day's)", "from a dropped day", "day not current when asked", "verify runs "
-            "(failed)", "rows lost / doubled", "errors in outages / outside",
+            "(failed)", "rows lost / doubled", "errors in outages (asked after a restart's end, "
+            "latest) / outside",
             "longest stretch without an answer, outside restarts", "clean", "min"]
     rows = []
     for r in results:
@@ -292,7 +293,8 @@ def markdown(spec: DayOpsSpec, results: list[SequenceResult]) -> str:
                      a.not_current + r.links.not_current,
                      f"{r.current.verified} ({r.current.verify_failed})",
                      f"{r.current.lost} / {r.current.doubled}",
-                     f"{a.errors_in_outage} / {a.errors_outside}",
+                     f"{a.errors_in_outage} ({a.errors_after_restart}, "
+                     f"{a.max_error_after_s:.1f} s) / {a.errors_outside}",
                      f"{r.longest_gap_s:.2f} s ({r.longest_gap_during})",
                      "yes" if r.clean else "no", f"{r.seconds / 60:.1f}"])
     total = Counter()
@@ -313,8 +315,19 @@ def markdown(spec: DayOpsSpec, results: list[SequenceResult]) -> str:
                  f"{longest.longest_gap_s:.2f} s" if longest else "",
                  f"{total['clean']} of {len(results)}",
                  f"{sum(r.seconds for r in results) / 60:.0f}"])
-    drawn = Counter(name for r in results for name in r.drawn)
-    ops = ", ".join(f"{name} {n}" for name, n in drawn.most_common())
-    repro = (f"\nOperations drawn: {ops}.\n\nReproduce: `python scripts/day_ops.py --sequences "
-             f"{spec.sequences} --operations {spec.operations} --seed {spec.seed}`.\n")
-    return markdown_table(head, rows, {0, 1, 3, 5, 6, 12}) + repro
+    repro = (f"\nReproduce: `python scripts/day_ops.py --sequences {spec.sequences} "
+             f"--operations {spec.operations} --seed {spec.seed}`.\n\n")
+    return markdown_table(head, rows, {0, 1, 3, 5, 6, 12}) + repro + operations_table(results)
+
+
+def operations_table(results: list[SequenceResult]) -> str:
+    """The operations drawn, each with the cases it met (``OpRecord.label``) and how often."""
+    cases: dict[str, Counter] = {}
+    for r in results:
+        for op in r.ops:
+            if 0 < op.index <= len(r.drawn):
+                cases.setdefault(op.name, Counter())[op.label or "-"] += 1
+    rows = [[f"`{name}`", sum(c.values()), "; ".join(f"{label} ({n})"
+                                                   for label, n in c.most_common())]
+            for name, c in sorted(cases.items(), key=lambda kv: -sum(kv[1].values()))]
+    return markdown_table(["operation", "drawn", "cases (times)"], rows, {1})

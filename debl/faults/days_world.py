@@ -59,8 +59,9 @@ class DayOpsSpec:
     clients: int = 2
     threads: int = 3
     keys: int = 2000
-    keep_previous_s: float = 30.0
+    keep_previous_s: float = 15.0
     pause_s: float = 6.0  # at most this long after an operation, clients asking, before checks
+    look_s: float = 40.0  # a rollback waiting for a new day comes up to this long after its uptime
     chunk: str = "256KiB"
     buckets: int = 4  # cold bytes / bucket_target_bytes
 
@@ -86,6 +87,7 @@ class OpRecord:
     index: int
     name: str
     detail: str = ""
+    label: str = ""  # what kind of case it was, for the campaign's summary
     started: float = 0.0
     ended: float = 0.0
     steps: list[Step] = field(default_factory=list)
