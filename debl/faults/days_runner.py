@@ -29,7 +29,6 @@ from pathlib import Path
 
 from debl.catalog import Catalog
 from debl.config import Config
-from debl.faults import procs
 from debl.faults.days_checks import (AnswerTally, CurrentCheck, check_current, check_disk,
                                      judge, judge_step, scan_logs, sequence_loads, tally)
 from debl.faults.days_clients import ClientPool
@@ -46,6 +45,10 @@ FINISH_S = 900.0  # the end of a sequence: running loads and resumes
 
 @dataclass
 class SequenceResult:
+    """One sequence: the operations drawn and what each did, the answers checked (the clients'
+    and ``debl links``'), the current day's checks, tracebacks, the disk at the end, the longest
+    stretch with no answer; ``problems`` says in words why it is not clean."""
+
     number: int
     seed: int
     drawn: list[str]
@@ -103,7 +106,7 @@ class _Sequence:
         world.ops.append(setup)
         day = world.take_input()
         first = world.camp.run(day.load_argv(world.spec.chunk), "00-first-day", 900.0)
-        setup.steps.append(_step(first))
+        setup.steps.append(Step.of(first))
         if not first.ok:
             raise RuntimeError(f"the sequence's first load failed:\n{first.output[-2000:]}")
         self.watcher = CurrentWatcher(world.config)
@@ -190,14 +193,14 @@ class _Sequence:
             started = time.time()
             outcome = world.camp.run(day.load_argv(world.spec.chunk)
                                      + ["--resume", newest.load_id], "end-resume", FINISH_S)
-            op.steps.append(_step(outcome))
+            op.steps.append(Step.of(outcome))
             judge_step(world, op, op.steps[-1], "ok", started)
         with Catalog(world.config) as catalog:
             switched = catalog.current().switched or 0.0
         time.sleep(max(0.0, switched + world.spec.keep_previous_s + 1.0 - time.time()))
         started = time.time()
         outcome = world.camp.run(["cleanup", "--wait"], "end-cleanup", 300.0)
-        op.steps.append(_step(outcome))
+        op.steps.append(Step.of(outcome))
         judge_step(world, op, op.steps[-1], "ok", started)
         op.ended = time.time()
         self._check(op)
@@ -231,10 +234,6 @@ class _Sequence:
         during = [op for op in self.world.ops if op.started <= at]
         self.result.longest_gap_during = (f"{during[-1].index} {during[-1].name}" if during
                                           else "")
-
-
-def _step(outcome: procs.Outcome) -> Step:
-    return Step.of(outcome)
 
 
 def run_day_ops(config: Config, work_dir: Path, spec: DayOpsSpec,
