@@ -146,7 +146,9 @@ class Coordinator:
         self._catalog.close()
         for stores in self._stores.values():
             stores.close()
-        self._warmup.close()
+        # The warm-up and the reader's threads stopped and waited for: a thread still inside
+        # the HDFS client when the interpreter exits aborts the process (issue 38.10).
+        self._warmup.close(timeout=self.config.service_timeout)
         self._raw.close()
 
     @property

@@ -166,11 +166,16 @@ class RawReader:
         self._opening: dict[tuple, threading.Lock] = {}
         self._serving: tuple[str, bool] | None = None  # (load, its hot buckets too): ``serve``
         self._closed = threading.Event()
-        threading.Thread(target=self._check_listings, daemon=True,
-                         name="debl-raw-listings").start()
+        self._listings = threading.Thread(target=self._check_listings, daemon=True,
+                                          name="debl-raw-listings")
+        self._listings.start()
 
     def close(self) -> None:
+        """Stop the listing thread and the read threads, waiting for the HDFS calls in flight
+        (``NativeHDFS.close``): a thread still inside the HDFS client at the interpreter's exit
+        aborts the process."""
         self._closed.set()
+        self._listings.join(READ_TIMEOUT_S)
         self._hdfs.close()
 
     def memory(self) -> ReaderMemory:

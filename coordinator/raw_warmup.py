@@ -54,8 +54,11 @@ class RawWarmup:
         """Block until every offer is opened or given up; False if *timeout* passed first."""
         return self._idle.wait(timeout)
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """Stop after the bucket being opened, and wait for it (at most *timeout*): the reader
+        closes its HDFS threads after this, which must not be opening a bucket for it then."""
         self._offers.put(None)
+        self._thread.join(timeout)
 
     def _run(self) -> None:
         while (buckets := self._offers.get()) is not None:

@@ -14,6 +14,10 @@ Pitfalls:
   hangs holds a read for ever. So every call runs on one of this client's threads, and the caller
   waits at most *timeout* seconds for it: then ServiceError, and the thread stays stuck until the
   server answers (the threads are daemons: a stuck one never holds the process's exit).
+- ``close`` waits for the calls in flight (at most *timeout*): a daemon thread still inside the
+  native client when the interpreter shuts down is ended by a forced unwind through the Rust
+  frames, which aborts the whole process (``FATAL: exception not rethrown``, exit 134) after it
+  has done its work (issue 38.10). Only a call stuck past the timeout is left to that.
 - An open file reads by block: it gives the bytes it had when it was opened even after its path
   is renamed or rewritten, until its blocks are deleted (then the read fails). Exact bytes, never
   a mix; but a caller that must notice a file gone checks the listing itself (``RawReader`` does).
@@ -86,9 +90,14 @@ class NativeHDFS:
             thread.start()
 
     def close(self) -> None:
-        """Stop the threads once the calls queued before are done (never waits for them)."""
+        """Stop the threads once the calls queued before are done, and wait for them (at most
+        *timeout* in all; see the module's pitfalls). Idempotent."""
         for _ in self._threads:
             self._calls.put(None)
+        deadline = time.monotonic() + self.timeout
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(deadline - time.monotonic(), 0.0))
 
     # ------------------------------------------------------------------ calls
 

@@ -30,9 +30,10 @@ Concurrency and resume (docs/RELIABILITY.md, "Concurrency"):
 - One load per dataset at a time: a load (new or resumed) holds the MySQL named lock
   ``debl_load.<database>`` until it finishes; a second one is refused with LoadStateError.
   The lock lives on a session the server may close (a restart): the load checks that it still
-  holds it before each chunk's dist_ch, before it becomes current and before its end's
-  cleanup, and stops with LoadStateError (resumable) once it does not, since a second load may
-  be running then (issue 38.5); ``make_current`` refuses a superseded or dropped load anyway.
+  holds it before each chunk's copy and dist_ch and before it becomes current, and stops with
+  LoadStateError (resumable) once it does not, since a second load may be running then (issue
+  38.5; ``make_current`` refuses a superseded or dropped load anyway); a load that is up leaves
+  its end's cleanup to a later one.
 - A killed or failed load leaves the current day serving; ``resume=LOAD_ID`` continues it
   (``loaders.resume``: only the newest load; chunks bucketed are skipped; a hot path that had
   not handed its keys to MySQL is redone, after uptime too).
@@ -427,7 +428,11 @@ class LoadRun:
                 catalog.update_load(load_id, summary=summary.as_dict())
             if not load.wait_for_hot:
                 drop_hot_buckets(config, load_id, self._namespace, self.progress)
-        self._check_lock("it dropped the stores of older loads")
+        if self._lock_lost():  # another load may run: its own cleanup, or gen_HF's, drops them
+            self.progress.message(f"load {load_id} lost its MySQL lock {self._held.name} (the "
+                                  "server closed its session): the stores of older loads are "
+                                  "left to a later cleanup (`debl cleanup`)")
+            return summary
         try:
             cleanup(config, wait=True, report=self.progress.message)
         except DeblError as exc:  # the load is up and done: older stores wait for a later cleanup

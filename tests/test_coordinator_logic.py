@@ -96,6 +96,10 @@ class FakeRawReader:
         self.cold = cold
         self.asked: list = []
         self.opened_ahead: list = []
+        self.serving: list = []  # (load, its hot buckets too) as the coordinator said them
+
+    def serve(self, load_id: str, hot: bool) -> None:
+        self.serving.append((load_id, hot))
 
     def open_ahead(self, bucket) -> bool:
         self.opened_ahead.append(bucket)
@@ -233,6 +237,18 @@ def test_a_new_load_replaces_the_served_one_only_at_its_uptime(world, coord):
     t.join(2)
     assert box["value"].route == "merged" and box["value"].load_id == "L2"
     assert coord.load_id == "L2" and world["tables"][-1] == "links_L2"
+
+
+def test_the_raw_reader_keeps_only_the_buckets_still_read(world, coord):
+    """Issue 38.4: the coordinator tells its reader which buckets are still read: at a switch
+    of day the new day's alone (its hot ones while MySQL has not taken them over), at MySQL's
+    take-over its cold ones alone."""
+    assert world["raw"].serving == [("L1", False)]  # MySQL holds L1's hot keys
+    world["load"] = {**_load("L2"), "hot_state": "loading"}  # the next day is up
+    assert _eventually(lambda: world["raw"].serving[-1:] == [("L2", True)])
+    world["load"] = _load("L2")  # MySQL took L2's hot keys over
+    assert _eventually(lambda: world["raw"].serving[-1:] == [("L2", False)])
+    assert world["raw"].serving == [("L1", False), ("L2", True), ("L2", False)]
 
 
 def test_a_failed_new_load_leaves_the_current_one_serving(world, coord):
