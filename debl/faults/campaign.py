@@ -43,14 +43,18 @@ ANSWER_SAMPLE = 200  # keys asked through the coordinator per trial
 
 
 class Campaign:
-    """Shared by the targets: the namespace's config, the input, the reference, the logs."""
+    """Shared by the targets: the namespace's config, the input, the reference, the logs.
+    *namespace* names the database (``<mysql_database>_<namespace>``), the tables
+    (``<namespace>_links``) and the HDFS root (``<hdfs_root>-<namespace>``): the day
+    operations' campaign (``debl.faults.days_runner``) works in its own."""
 
     def __init__(self, config: Config, work_dir: Path, report: Callable[[str], None] = print,
-                 answers: int = ANSWER_SAMPLE):
+                 answers: int = ANSWER_SAMPLE, namespace: str = "faults"):
         root = config.hdfs.root.rstrip("/") or "/debl"
         self.config = config.replace(
-            mysql_database=f"{config.mysql.database}_faults", mysql_link_table="faults_links",
-            hbase_table="faults_links", hdfs_root=f"{root}-faults", coordinator_poll_interval=0.2,
+            mysql_database=f"{config.mysql.database}_{namespace}",
+            mysql_link_table=f"{namespace}_links", hbase_table=f"{namespace}_links",
+            hdfs_root=f"{root}-{namespace}", coordinator_poll_interval=0.2,
             gen_hf_run_buckets=2, service_timeout=min(config.service_timeout, 20.0))
         self.work_dir = Path(work_dir).absolute()
         self.report = report

@@ -33,7 +33,7 @@ from pathlib import Path
 from coordinator import Coordinator
 from debl.bucket_file import data_lines, is_bucket_file, parse_tail
 from debl.buckets import MAX_ID
-from debl.catalog import Catalog
+from debl.catalog import Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError
 from debl.model import Link, Origin, ParseError, line_body, parse_line
@@ -133,17 +133,19 @@ def _current(config: Config):
         return catalog.loads.current()
 
 
-def check_mysql(config: Config, ref: Reference) -> StoreCheck:
-    """The current load's MySQL rows against the hot lines. A load without hot files has no
-    MySQL table (docs/LOADING.md, "Days"): no row, which is right only if no line was hot."""
-    with MySQLStore(config, _current(config).namespace.link_table) as mysql:
+def check_mysql(config: Config, ref: Reference,
+                load: LoadRecord | None = None) -> StoreCheck:
+    """The MySQL rows of *load* (default: the current load) against the hot lines. A load
+    without hot files has no MySQL table (docs/LOADING.md, "Days"): no row, which is right
+    only if no line was hot."""
+    with MySQLStore(config, (load or _current(config)).namespace.link_table) as mysql:
         stored = list(mysql.scan_id1_range(0, MAX_ID)) if mysql.table_exists() else []
         return compare_rows("MySQL", stored, _rows(ref.hot_store))
 
 
-def check_hbase(config: Config, ref: Reference) -> StoreCheck:
-    """The current load's HBase rows against the cold lines."""
-    with HBaseStore(config, _current(config).namespace.hbase_table) as hbase:
+def check_hbase(config: Config, ref: Reference, load: LoadRecord | None = None) -> StoreCheck:
+    """The HBase rows of *load* (default: the current load) against the cold lines."""
+    with HBaseStore(config, (load or _current(config)).namespace.hbase_table) as hbase:
         return compare_rows("HBase", list(hbase.scan_id1_range(0, MAX_ID)), _rows(ref.cold_store))
 
 
@@ -153,12 +155,13 @@ class HdfsCheck(StoreCheck):
     unread_leftovers: list[str] = field(default_factory=list)  # never read by a later run
 
 
-def check_hdfs(config: Config, ref: Reference) -> HdfsCheck:
-    """Every bucket file a reader would read, by origin, against the cold lines."""
+def check_hdfs(config: Config, ref: Reference, load: LoadRecord | None = None) -> HdfsCheck:
+    """Every bucket file a reader of *load* (default: the current load) would read, by origin,
+    against the cold lines."""
     check = HdfsCheck("HDFS")
     fs = WebHDFS(config)
     with Catalog(config) as catalog:
-        load = catalog.loads.current()
+        load = load or catalog.loads.current()
         bucket_map = load.bucket_map if load else None
         prefixes = {b.b_index: catalog.index.bucket_paths(b.b_index, load.load_id)
                     for b in catalog.index.buckets(load.load_id)} if load else {}

@@ -183,12 +183,13 @@ class Running:
             return ""
 
 
-def start(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> Running:
-    """Start ``debl ARGV`` (this Python, ``-m debl``) in a session of its own, stdout and
-    stderr to *log*."""
+def start(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None,
+          module: str = "debl") -> Running:
+    """Start ``debl ARGV`` (this Python, ``-m debl``; or ``-m MODULE ARGV``) in a session of
+    its own, stdout and stderr to *log*."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "debl", *argv], env=env, stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", module, *argv], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
                                 start_new_session=True)
     return Running(argv, proc, log)

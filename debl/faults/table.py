@@ -1,5 +1,6 @@
 """The campaign's table (docs/RELIABILITY.md): one row per target and fault, as data
-(``CampaignResult.rows``) and as Markdown (``markdown``).
+(``CampaignResult.rows``) and as Markdown (``markdown``, through ``markdown_table``, which the
+day operations' table uses too).
 """
 
 from __future__ import annotations
@@ -36,15 +37,23 @@ class CampaignResult:
         return out
 
 
+def markdown_table(head: list[str], rows: list[list[object]], right: set[int]) -> str:
+    """A Markdown table: *head*, then *rows* (cells as text), the columns numbered in *right*
+    aligned right (figures)."""
+    rule = "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|"
+    lines = ["| " + " | ".join(head) + " |", rule]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def markdown(rows: list[dict], seed: int, trials: int) -> str:
     """The campaign's table as Markdown."""
-    head = ("| target | fault | trials | kill points covered | rows lost | rows doubled | "
-            "orphans | clear message | clean | s / trial | command |\n"
-            "|---|---|---:|---|---:|---:|---:|---|---:|---:|---|\n")
-    lines = [f"| `{r['target']}` | {r['fault']} | {r['trials']} | "
-             f"{'; '.join(r['kill_points'])} | {r['lost']} | {r['doubled']} | {r['orphans']} | "
-             f"{r['clear']} | {r['clean']} of {r['trials']} | {r['seconds_per_trial']} | "
-             f"`{r['command']}` |" for r in rows]
+    head = ["target", "fault", "trials", "kill points covered", "rows lost", "rows doubled",
+            "orphans", "clear message", "clean", "s / trial", "command"]
+    cells = [[f"`{r['target']}`", r["fault"], r["trials"], "; ".join(r["kill_points"]),
+              r["lost"], r["doubled"], r["orphans"], r["clear"],
+              f"{r['clean']} of {r['trials']}", r["seconds_per_trial"], f"`{r['command']}`"]
+             for r in rows]
     repro = (f"\nReproduce: `python scripts/faults.py --trials {trials} --seed {seed} "
              "--targets TARGET` (the target's command runs inside).\n")
-    return head + "\n".join(lines) + "\n" + repro
+    return markdown_table(head, cells, {2, 4, 5, 6, 8, 9}) + repro
