@@ -102,8 +102,8 @@ class Coordinator:
         self.close()
 
     def close(self) -> None:
-        """Stop the poller, delete this coordinator's demand rows, close every connection.
-        Queries still buffered get ServiceError. Idempotent."""
+        """Stop the poller, delete this coordinator's demand rows, close every connection, wait
+        for the raw route's threads (issue 38.10); buffered queries get ServiceError. Idempotent."""
         with self._cond:
             if self._closed:
                 return
@@ -116,8 +116,6 @@ class Coordinator:
             self._poller.last_error = str(exc)
         for stores in self._stores.values():
             stores.close()
-        # The warm-up and the reader's threads stopped and waited for: a thread still inside
-        # the HDFS client when the interpreter exits aborts the process (issue 38.10).
         self._warmup.close(timeout=self.config.service_timeout)
         self._raw.close()
 

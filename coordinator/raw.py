@@ -149,11 +149,9 @@ class _Bucket:
 
 
 class RawReader:
-    """Reads (id1, link_type)'s rows from the bucket files of buckets not loaded yet.
-
-    *index* (the catalog's bucket index, thread-safe, the caller's) gives a bucket's file
-    prefixes when the bucket is first opened; HDFS is reached per read. ``close()`` stops the
-    read threads."""
+    """Reads (id1, link_type)'s rows from the bucket files of buckets not loaded yet. *index*
+    (the catalog's bucket index, thread-safe, the caller's) gives a bucket's file prefixes when
+    it is first opened; HDFS is reached per read. ``close()`` stops the threads."""
 
     def __init__(self, config: Config, index: IndexCatalog) -> None:
         self.config = config
@@ -168,14 +166,12 @@ class RawReader:
         self._opening: dict[tuple, threading.Lock] = {}
         self._serving: tuple[str, bool] | None = None  # (load, its hot buckets too): ``serve``
         self._closed = threading.Event()
-        self._listings = threading.Thread(target=self._check_listings, daemon=True,
-                                          name="debl-raw-listings")
+        self._listings = threading.Thread(target=self._check_listings, daemon=True)
         self._listings.start()
 
     def close(self) -> None:
-        """Stop the listing thread and the read threads, waiting for the HDFS calls in flight
-        (``NativeHDFS.close``): a thread still inside the HDFS client at the interpreter's exit
-        aborts the process."""
+        """Stop the listing and read threads, waiting for the HDFS calls in flight (a thread
+        inside the HDFS client at the interpreter's exit aborts it: issue 38.10)."""
         self._closed.set()
         self._listings.join(READ_TIMEOUT_S)
         self._hdfs.close()
@@ -395,9 +391,7 @@ class RawReader:
 
     def _wanted(self, key: tuple) -> bool:
         """Whether the bucket *key* is one to keep (``serve``; lock held)."""
-        if self._serving is None:
-            return True
-        load_id, hot = self._serving
+        load_id, hot = self._serving or (key[0], True)
         return key[0] == load_id and (hot or not key[2])
 
     def _keep(self, key: tuple, opened: _Bucket) -> _Bucket:

@@ -148,7 +148,7 @@ def test_a_load_that_lost_its_lock_stops_and_never_becomes_current(stack_config,
 
 def _phase_ended(config, load_id: str, phase: str) -> bool:
     with Catalog(config) as catalog:
-        return catalog.loads.phase_ended(load_id, phase)
+        return catalog.phases.phase_ended(load_id, phase)
 
 
 def test_two_gen_hf_at_once_never_convert_a_bucket_twice(stack_config, spark, tmp_path):

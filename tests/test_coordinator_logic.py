@@ -132,9 +132,6 @@ class FakeRawReader:
         self.opened_ahead.append(bucket)
         return True
 
-    def serve(self, load_id, hot) -> None:
-        self.serving = (load_id, hot)
-
     def scan_newest_first(self, bucket, id1, link_type, min_time=0):
         self.asked.append(bucket)
         return self.cold.scan_newest_first(id1, link_type, min_time)

@@ -164,15 +164,15 @@ def test_local_source_loads_the_same(stack_config, dataset, loaded):
 
 
 def test_max_bad_fails_the_load_with_a_clear_message(stack_config, dataset):
-    from dataclasses import replace
-
     from debl.errors import BadInputError
 
     directory, generated, _, _ = dataset
     with Catalog(stack_config) as catalog:
         current = catalog.loads.current()
     with pytest.raises(BadInputError, match="bad lines"):
-        run_load(stack_config, str(directory), replace(OPTIONS, max_bad=2))
+        run_load(stack_config, str(directory),
+                 LoadOptions(hot_bytes=HOT_BYTES, chunk_size=64 * 1024, bucket_width=2000,
+                             max_bad=2))
     with Catalog(stack_config) as catalog:
         assert catalog.loads.load().state == "failed"
         assert catalog.loads.current() == current  # the current day serves on
