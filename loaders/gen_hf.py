@@ -46,7 +46,7 @@ from debl.faultpoints import reached
 from debl.spark import spark_session, task_heap
 from debl.webhdfs import WebHDFS
 from loaders import jobs
-from loaders.cleanup import cleanup
+from loaders.cleanup import cleanup, days_lock
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
 from loaders.hfile import write_bucket_hfiles
 
@@ -238,6 +238,7 @@ class GenHF:
                 # Its day is over: cleanup may drop its stores under the run, as it should.
                 self.report(f"run {run_id} ended: load {load.load_id} is not the current load "
                             f"any more ({exc})")
+                self._forget_run_output(load, run_id)
                 return None
             raise
         loaded = {}
@@ -254,6 +255,25 @@ class GenHF:
         self.report(f"run {run_id}: buckets {ids} (demand {[demand.get(b, 0) for b in ids]}), "
                     f"{rows} rows -> {cells} cells in {result.seconds:.1f} s")
         return result
+
+    def _forget_run_output(self, load: LoadRecord, run_id: str) -> None:
+        """Delete the HFiles of a run whose day is over. The HFile writer makes its directory,
+        and with it the load's, again if cleanup deleted them under the run: once the load is
+        dropped, all of its directory goes. Under the days lock, so that a cleanup of the load
+        is either done or not begun; failing, it is reported (the directory is then
+        ``debl verify``'s and the next cleanup's to find)."""
+        fs = WebHDFS(self.config)
+        lock = days_lock(self.config, wait=self.config.service_timeout)
+        try:
+            record = self.catalog.loads.load(load.load_id)
+            dropped = record is None or record.dropped is not None
+            fs.delete(load.namespace.hdfs_dir if dropped
+                      else f"{load.namespace.hdfs_dir}/hfiles/{run_id}", recursive=True)
+        except DeblError as exc:
+            self.report(f"run {run_id}: its HFiles were not deleted ({exc})")
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _keep_lock(self) -> None:
         """Make sure this gen_HF still holds the dataset's lock before a run: a server that

@@ -72,7 +72,10 @@ def judge(world: World, bg: Background, outcome: procs.Outcome) -> None:
     if outcome.hung:
         op.problems.append(f"{what} hung")
     elif bg.expect == "fail" and outcome.ok:
-        op.problems.append(f"{what} succeeded although its Spark JVM was killed")
+        # Right too: a load buckets chunks of up to 8 MiB in its own process (docs/LOADING.md,
+        # "Answers before the copy ends"), so the campaign's small days may never need the JVM;
+        # the day is verified as any other.
+        op.label += " (the JVM was not needed)"
     elif not outcome.ok and not step.clear:
         op.problems.append(f"{what} failed without a clear message (exit "
                            f"{outcome.returncode}): {step.message[-300:]}")
