@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from debl.bench.source_server import make_server
@@ -28,6 +30,18 @@ from loaders.cleanup import drop_every_load
 
 EARLY_AIMS = [("hook", "demand-copied"), ("hook", "dist_ch-done"), ("hook", "answerable")]
 COPY_S = 12.0  # the copy's length at the source's rate: time for demand before uptime
+
+
+@contextmanager
+def _demand_on(camp: Campaign) -> Iterator[None]:
+    """The target's loads fetch on demand (``loading.demand_fetch``, off by default), so that
+    the aimed point ``demand-copied`` is reached."""
+    config = camp.config
+    camp.config = config.replace(loading_demand_fetch=True)
+    try:
+        yield
+    finally:
+        camp.config = config
 
 
 class _Served:
@@ -104,6 +118,14 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         return ["load", url, "--chunk-size", CHUNK, "--hot-bytes", str(camp.hot_bytes)]
 
     def measure(self, camp: Campaign) -> Window:
+        with _demand_on(camp):
+            return self._measure(camp)
+
+    def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
+        with _demand_on(camp):
+            self._trial(camp, trial, rng, window)
+
+    def _measure(self, camp: Campaign) -> Window:
         drop_every_load(camp.config)
         served = _Served(camp.input_dir)
         try:
@@ -116,7 +138,7 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
                                f"{outcome.output[-2000:]}")
         return window
 
-    def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
+    def _trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
         drop_every_load(camp.config)
         served = _Served(camp.input_dir)
         asking = _Asking(camp, trial.seed)
