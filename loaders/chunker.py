@@ -119,6 +119,7 @@ class ChunkCopier:
         self._stream = None  # open at self._offset + len(self._pending)
         self._pending = b""  # bytes read and claimed from the current file but not yet sent
         self._eof = False  # the stream reached the file's end (the pending bytes are its last)
+        self._bounded = False  # the stream stops before the file's end, where a fetch took
         self._mid_line = False  # the last block sent ended inside a line
 
     def copy_next(self, chunk_size: int, slices: int = 1) -> Chunk | None:
@@ -188,8 +189,12 @@ class ChunkCopier:
                 self._line_no += self.coverage.lines_between(seq, self._offset, gap)
                 self._offset = gap
             # Opened with its listing: a file shorter or longer than listed, or one that
-            # changes while it is copied, fails the load (loaders.source).
-            self._stream = self.source.open(file.name, self._offset, listed=file)
+            # changes while it is copied, fails the load (loaders.source). It stops where a
+            # fetch took bytes: what a source sends ahead of a stream closed early costs the
+            # link (docs/LOADING.md, "The copy follows demand").
+            end = self.coverage.next_taken(seq, self._offset)
+            self._bounded = end is not None
+            self._stream = self.source.open(file.name, self._offset, listed=file, end=end)
             self._eof = False
             return True
         return False
@@ -228,6 +233,9 @@ class ChunkCopier:
         data = b""
         while True:
             more = self._stream.read(BLOCK)
+            if not more and self._bounded:  # at a range a fetch took, at a line start
+                self._close_stream()
+                return data, False
             if not more:
                 if data and not data.endswith(b"\n"):
                     data += b"\n"

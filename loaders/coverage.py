@@ -70,6 +70,14 @@ class Coverage:
                 at = t.end
             return at if at < self._sizes[file_seq] else None
 
+    def next_taken(self, file_seq: int, at: int) -> int | None:
+        """Where the first range taken after byte *at* starts (None: nothing after it is
+        taken): the bulk copy's stream from *at* stops there."""
+        with self._lock:
+            ranges = self._taken[file_seq]
+            i = bisect.bisect_right(ranges, at, key=lambda t: t.start)
+            return ranges[i].start if i < len(ranges) else None
+
     def claim(self, file_seq: int, start: int, length: int, lines_of) -> int:
         """The bulk copy read *length* bytes from *start*: take those up to the next taken range
         and return how many that is (0 when a fetch took *start* itself since the bulk copy

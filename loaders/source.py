@@ -97,19 +97,22 @@ class Source(ABC):
         """One file's size and mtime now (SourceError if it is gone)."""
 
     @abstractmethod
-    def _open(self, name: str, offset: int) -> BinaryIO:
-        """The file's bytes from *offset* to its end (``open`` wraps it)."""
+    def _open(self, name: str, offset: int, end: int | None = None) -> BinaryIO:
+        """The file's bytes from *offset* to *end* (None: its end; ``open`` wraps it)."""
 
-    def open(self, name: str, offset: int = 0, listed: SourceFile | None = None) -> BinaryIO:
-        """A readable binary stream of one file from byte *offset*. Close it (use ``with``).
+    def open(self, name: str, offset: int = 0, listed: SourceFile | None = None,
+             end: int | None = None) -> BinaryIO:
+        """A readable binary stream of one file from byte *offset* up to *end* (None: the
+        file's end). Close it (use ``with``).
 
         With *listed* (the file's entry in the listing the load recorded), the stream raises
         SourceError when the file turns out shorter or longer than listed, or its size or mtime
-        changed by the time it was read to its end."""
+        changed by the time it was read to its end. Pitfall: a stream closed early has cost
+        the link what an HTTP source sent ahead: a reader that stops at a known byte says so."""
         if listed is None:
-            return self._open(name, offset)
-        checked = _CheckedStream(self, listed, offset)  # the file as it is before the read
-        checked.stream = self._open(name, offset)
+            return self._open(name, offset, end)
+        checked = _CheckedStream(self, listed, offset, end)  # the file before the read
+        checked.stream = self._open(name, offset, end)
         return checked
 
     @abstractmethod
@@ -163,15 +166,28 @@ def _when(mtime: float) -> str:
         return f"{mtime:.3f}"
 
 
+class _Bounded:
+    """A local file's stream that ends after *left* bytes (``Source.open``'s *end*)."""
+
+    def __init__(self, f: BinaryIO, left: int):
+        self._f, self._left, self.close = f, max(0, left), f.close
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(self._left if n < 0 else min(n, self._left))
+        self._left -= len(data)
+        return data
+
+
 class _CheckedStream:
     """A stream that holds the file to its listing: the listed size and mtime when it is
     opened, exactly ``listed.size`` bytes, and the same size and mtime when its end is read."""
 
-    def __init__(self, source: Source, listed: SourceFile, offset: int):
+    def __init__(self, source: Source, listed: SourceFile, offset: int, end: int | None = None):
         self._source, self._listed = source, listed
         self.stream: BinaryIO | None = None  # opened after the first stat, by Source.open
         self._pos = offset
-        self._checked = False
+        # A stream that stops before the file's end has no end to check.
+        self._checked = end is not None and end < listed.size
         self._start = source.stat(listed.name)
         if self._start.size != listed.size or (source.mtime_as_listed
                                                and self._start.mtime != listed.mtime):
@@ -242,14 +258,14 @@ class LocalSource(Source):
             raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         return SourceFile(name, st.st_size, st.st_mtime)
 
-    def _open(self, name: str, offset: int) -> BinaryIO:
+    def _open(self, name: str, offset: int, end: int | None = None) -> BinaryIO:
         path = path_in(self.path, name)
         try:
             f = open(path, "rb")
         except OSError as exc:
             raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
         f.seek(offset)
-        return f
+        return f if end is None else _Bounded(f, end - offset)  # type: ignore[return-value]
 
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         with self._open(name, offset) as f:
@@ -354,8 +370,8 @@ class HttpSource(Source):
     def _path(self, name: str) -> str:
         return "files/" + urllib.parse.quote(name, safe="")
 
-    def _open(self, name: str, offset: int) -> BinaryIO:
-        return HttpStream(self, name, offset, None)  # type: ignore[return-value]
+    def _open(self, name: str, offset: int, end: int | None = None) -> BinaryIO:
+        return HttpStream(self, name, offset, end)  # type: ignore[return-value]
 
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         if length <= 0:
