@@ -32,6 +32,7 @@ from tests.awkward import write_awkward_input
 from tests.dataset import reference_store
 
 pytestmark = pytest.mark.stack
+ASKERS = 4  # threads asking through the one coordinator while the load runs
 
 
 def _serve(directory, rate_mb_s: float):
@@ -52,7 +53,7 @@ def _fresh(stack_config, database: str):
 
 def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: list,
                        late: list, timeout: float) -> tuple[list, str, int]:
-    """Load from *url* while a coordinator asks *keys* (half of the asks among *late*, the
+    """Load from *url* while ASKERS threads ask *keys* through one coordinator (half of the asks among *late*, the
     keys the bulk copy reaches last) until the load is up: (the answers given before the
     uptime as (id1, link_type, Answer), the load's id, the asks that timed out)."""
     answers, waited = [], 0
@@ -70,19 +71,30 @@ def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: 
                 up.set()
         loading = threading.Thread(target=load, daemon=True)
         loading.start()
-        rng = random.Random(7)
-        while not up.is_set():
-            id1, link_type = rng.choice(late if late and rng.random() < 0.5 else keys)
-            try:
-                answer = c.query(id1, link_type)
-            except QueryTimeout:
-                waited += 1
-                continue
-            except ServiceError:  # until the load is recorded, an earlier one failed
-                time.sleep(0.05)
-                continue
-            if not up.is_set():
-                answers.append((id1, link_type, answer))
+        lock = threading.Lock()
+
+        def ask(seed: int) -> None:  # several askers: a waited key costs one of them `timeout`
+            nonlocal waited
+            rng = random.Random(seed)
+            while not up.is_set():
+                id1, link_type = rng.choice(late if late and rng.random() < 0.5 else keys)
+                try:
+                    answer = c.query(id1, link_type)
+                except QueryTimeout:
+                    with lock:
+                        waited += 1
+                    continue
+                except ServiceError:  # until the load is recorded, an earlier one failed
+                    time.sleep(0.05)
+                    continue
+                if not up.is_set():
+                    with lock:
+                        answers.append((id1, link_type, answer))
+        askers = [threading.Thread(target=ask, args=(7 + n,), daemon=True) for n in range(ASKERS)]
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join()
         loading.join()
         if failed:
             raise failed[0]
