@@ -53,9 +53,10 @@ def _fresh(stack_config, database: str):
 
 def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: list,
                        late: list, timeout: float) -> tuple[list, str, int]:
-    """Load from *url* while ASKERS threads ask *keys* through one coordinator (half of the asks among *late*, the
-    keys the bulk copy reaches last) until the load is up: (the answers given before the
-    uptime as (id1, link_type, Answer), the load's id, the asks that timed out)."""
+    """Load from *url* while ASKERS threads ask *keys* through one coordinator (half of the
+    asks among *late*, the keys the bulk copy reaches last) until the load is up: (the answers
+    given before the uptime as (id1, link_type, Answer), the load's id, the asks that timed
+    out)."""
     answers, waited = [], 0
     with LoadRun(config, url, options) as run, Coordinator(config,
                                                             default_timeout=timeout) as c:
