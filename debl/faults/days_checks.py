@@ -37,8 +37,9 @@ from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
 
-# A coordinator moves to a new current day at its next poll (coordinator.poll_interval, 0.2 s here, plus
-# the poll itself): an answer routed within this after a switch may name the day before.
+# A coordinator moves to a new current day at its next poll (coordinator.poll_interval, set
+# by the campaign, plus the poll itself): an answer routed within this after a switch may name
+# the day before.
 SLACK_S = 3.0
 # A query asked this long after a restart ended may still fail of it (HBase assigns its regions
 # after Thrift answers); how many did, and how late, are figures of their own.

@@ -262,7 +262,7 @@ def run_day_ops(config: Config, work_dir: Path, spec: DayOpsSpec,
         except Exception as exc:  # noqa: BLE001 -- a sequence that breaks is a finding
             result.problems.append(f"the sequence broke: {type(exc).__name__}: {exc}"[:500])
         result.seconds = round(time.monotonic() - started, 1)
-        if result.clean:  # a clean sequence's records (~100 MB) are not needed any more
+        if result.clean:  # a clean sequence's answer records are large and no longer needed
             for records in (work_dir / f"seq{number:02d}" / "clients").glob("*.tsv"):
                 records.unlink()
         report(f"sequence {number}: {result.answers.answers} answers, "
