@@ -12,28 +12,17 @@ document, so that a check which finds nothing is known to be able to find someth
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.test_import_graph import import_graph  # scripts/import_graph.py, loaded once
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 JAVA = ROOT / "loaders" / "jvm" / "src" / "main" / "java" / "debl" / "jobs"
 PACKAGES = ("debl", "loaders", "coordinator")
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts/import_graph.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-import_graph = _load_script()
 
 
 # ----------------------------------------------------------------------------- the document
