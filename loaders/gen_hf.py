@@ -262,9 +262,9 @@ class GenHF:
         dropped, all of its directory goes. Under the days lock, so that a cleanup of the load
         is either done or not begun; failing, it is reported (the directory is then
         ``debl verify``'s and the next cleanup's to find)."""
-        fs = WebHDFS(self.config)
-        lock = days_lock(self.config, wait=self.config.service_timeout)
+        fs, lock = WebHDFS(self.config), None
         try:
+            lock = days_lock(self.config, wait=self.config.service_timeout)
             record = self.catalog.loads.load(load.load_id)
             dropped = record is None or record.dropped is not None
             fs.delete(load.namespace.hdfs_dir if dropped
