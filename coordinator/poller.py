@@ -115,6 +115,7 @@ class Poller:
         self.interval = max(interval, 0.01)  # 0 would spin
         self.policy = DemandPolicy(self.interval)
         self.key_policy = DemandPolicy(min(self.interval, EARLY_POLL_S) / 4)
+        self._keys_of: str | None = None  # the load its published waiting keys are for
         self.polls = 0
         self.last_error: str | None = None
         self._wake = threading.Event()
@@ -168,6 +169,8 @@ class Poller:
         said = coordinator.publication(now)
         if said.early is not None:
             self._publish_early(said.early, now)
+        else:  # the load is up (or gone): no key waits for it any more
+            self._forget_keys()
         load_id = said.load_id
         if load_id is None:
             return
@@ -185,10 +188,16 @@ class Poller:
             self.early.publish_key_demand(early.load_id, coordinator.coordinator_id,
                                           early.waiting)
             self.key_policy.done(early.waiting, now)
+            self._keys_of = early.load_id if early.waiting else None
         if early.stopped:
             claims = self.early.false_claims(early.load_id)
             self.early.publish_claim_answers(early.load_id, coordinator.coordinator_id,
                                              coordinator.claim_answers(claims))
+
+    def _forget_keys(self) -> None:
+        if self._keys_of is not None:
+            self.early.publish_key_demand(self._keys_of, self.coordinator.coordinator_id, {})
+            self._keys_of = None
 
     def _changed(self, what: str, load_id: str, counts: dict, now: float,
                  every: float) -> bool:
@@ -203,6 +212,7 @@ class Poller:
         coordinator = self.coordinator
         said = coordinator.publication(time.monotonic())
         self.serving.forget_coordinator(coordinator.coordinator_id)
+        self._forget_keys()
         if said.load_id is not None:
             self.serving.publish_demand(said.load_id, coordinator.coordinator_id, {})
             self.serving.publish_answers(said.load_id, coordinator.coordinator_id, said.answered)

@@ -128,7 +128,8 @@ def _early(catalog: Catalog, load_id: str) -> dict | None:
     coordinator; ``answers_in_false_claims`` sums them over every claim).
 
     Pitfall: after the uptime the shares are those last published before it (the load stops
-    publishing), and ``keys_waiting`` falls to 0 as the coordinators' rows age (30 s). The
+    publishing); a coordinator withdraws its waiting keys once it sees the load up or closes,
+    and a killed one's rows stop counting after 30 s. The
     claims are read only once the load stopped: the catalog records a claim and stops the
     load in one transaction, so a load that answers has none, and an open page costs the
     catalog three small reads a second for it (docs/UI.md, "What it costs")."""

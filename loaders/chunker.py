@@ -17,7 +17,9 @@ HDFS before the next one is read.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from debl.catalog import ChunkRecord
@@ -26,6 +28,33 @@ from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
+STEP = 64 << 10  # the bulk copy's reads of its stream
+YIELD_MAX_S = 10.0  # the longest the bulk copy waits for one fetch on demand's reads
+
+
+class LinkTurn:
+    """Whose turn the link is: while a fetch on demand reads (``demand()``), the bulk copy does
+    not read its stream (``bulk_waits()``), so the fetch has the whole link (docs/LOADING.md,
+    "The copy follows demand"). A paused stream loses nothing: the source stops sending once
+    the socket's buffers are full, and the bytes in them are read after the fetch.
+
+    Pitfall: the bulk copy waits at most YIELD_MAX_S per fetch, so that a source that closes a
+    connection left unread for long never sees one."""
+
+    def __init__(self) -> None:
+        self._free = threading.Event()
+        self._free.set()
+
+    @contextmanager
+    def demand(self) -> Iterator[None]:
+        self._free.clear()
+        try:
+            yield
+        finally:
+            self._free.set()
+
+    def bulk_waits(self) -> None:
+        self._free.wait(YIELD_MAX_S)
 
 
 def chunk_name(chunk_no: int) -> str:
@@ -108,8 +137,10 @@ class ChunkCopier:
 
     def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: WebHDFS,
                  directory: str, coverage: Coverage, numbers: Callable[[], int],
-                 progress: Callable[[int], None] = lambda n: None, hot: bool = False):
+                 progress: Callable[[int], None] = lambda n: None, hot: bool = False,
+                 turn: LinkTurn | None = None):
         self.source, self.files, self.hdfs, self.directory = source, files, hdfs, directory
+        self.turn = turn or LinkTurn()  # fetches on demand read first
         self.coverage, self.numbers = coverage, numbers
         self.hot = hot  # the chunks it cuts are of hot files
         self.progress = progress
@@ -230,25 +261,30 @@ class ChunkCopier:
         return data, at_eof
 
     def _read_raw(self) -> tuple[bytes, bool]:
-        data = b""
-        while True:
-            more = self._stream.read(BLOCK)
-            if not more and self._bounded:  # at a range a fetch took, at a line start
-                self._close_stream()
-                return data, False
+        """Up to BLOCK bytes of the stream, cut after their last newline (the rest goes back
+        in front of the stream: its position stays where the ledger's claims end), and whether
+        the file ended. Read STEP bytes at a time: a fetch on demand waits for one step at
+        most before it has the link."""
+        parts, size = [], 0
+        while size < BLOCK:
+            self.turn.bulk_waits()
+            more = self._stream.read(min(STEP, BLOCK - size))
             if not more:
+                data = b"".join(parts)
+                if self._bounded:  # at a range a fetch took, at a line start
+                    self._close_stream()
+                    return data, False
                 if data and not data.endswith(b"\n"):
                     data += b"\n"
                 return data, True
-            data += more
-            cut = data.rfind(b"\n") + 1
-            if cut:
-                # The rest goes back in front of the stream: the stream's position stays
-                # where the ledger's claims end.
-                self._stream = _Prepended(data[cut:], self._stream)
-                return data[:cut], False
-            if len(data) >= BLOCK:
-                return data, False
+            parts.append(more)
+            size += len(more)
+        data = b"".join(parts)
+        cut = data.rfind(b"\n") + 1
+        if 0 < cut < len(data):
+            self._stream = _Prepended(data[cut:], self._stream)
+            return data[:cut], False
+        return data, False  # inside a line longer than a block, or at a line end
 
     def _close_stream(self) -> None:
         if self._stream is not None:

@@ -34,7 +34,7 @@ from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.manifest import Piece
 from debl.webhdfs import WebHDFS
-from loaders.chunker import Chunk, Segment, chunk_name
+from loaders.chunker import Chunk, LinkTurn, Segment, chunk_name
 from loaders.coverage import Coverage
 from loaders.early import EarlyAnswers
 from loaders.source import Source, SourceFile
@@ -51,13 +51,14 @@ class DemandFetcher:
     def __init__(self, config, source: Source, load_id: str, chunk_dir: str,
                  files: list[tuple[int, SourceFile]], hot: set[int], coverage: Coverage,
                  numbers: Callable[[], int], early: EarlyAnswers, bucket, catalog: EarlyCatalog,
-                 index: IndexCatalog, progress):
+                 index: IndexCatalog, progress, turn: LinkTurn):
         self.config, self.source, self.load_id, self.chunk_dir = config, source, load_id, chunk_dir
         self.files = dict(files)
         self.hot = hot
         self.coverage, self.numbers, self.early = coverage, numbers, early
         self.bucket = bucket  # Bucketer.bucket
         self.catalog, self.index, self.progress = catalog, index, progress
+        self.turn = turn  # the bulk copy waits while a round reads
         self.hdfs = WebHDFS(config)
         self.fetched_bytes = 0
         self.chunks = 0
@@ -98,10 +99,14 @@ class DemandFetcher:
         for p in chosen:
             by_file.setdefault(p.file_seq, []).append(p)
         taken: dict[bool, list[tuple[Segment, bytes]]] = {True: [], False: []}
+        with self.turn.demand():  # the round's reads have the link to themselves
+            reads = {seq: self.source.read_ranges(
+                self.files[seq].name,
+                [(max(p.start - 1, 0), p.end - max(p.start - 1, 0)) for p in ps])
+                for seq, ps in by_file.items()}
         for seq, ps in by_file.items():
             f = self.files[seq]
-            ranges = [(max(p.start - 1, 0), p.end - max(p.start - 1, 0)) for p in ps]
-            for p, data in zip(ps, self.source.read_ranges(f.name, ranges)):
+            for p, data in zip(ps, reads[seq]):
                 body = self._checked(f, p, data)
                 if body is None:
                     continue

@@ -38,7 +38,7 @@ from debl.namespace import Namespace
 from debl.spark import spark_session
 from debl.webhdfs import WebHDFS
 from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, chunk_name
+from loaders.chunker import Chunk, ChunkCopier, LinkTurn, chunk_name
 from loaders.coverage import Coverage
 from loaders.dist_ch import DistResult
 from loaders.demand import DemandFetcher
@@ -161,6 +161,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     result = Copied(chunks=len(plan.done))
     coverage = ledger(plan)
     numbers = _numbers(plan.done)
+    turn = LinkTurn()  # a fetch on demand reads before the bulk copy
     for chunk in plan.done:
         progress.copied(chunk.bytes)
 
@@ -175,7 +176,8 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     def copy_all() -> None:
         try:
             _copy(config, source, hdfs, index, load_id, namespace, plan, coverage, numbers,
-                  size, hand_over, progress, lambda: stop() or abort.is_set(), on_hot_copied)
+                  turn, size, hand_over, progress, lambda: stop() or abort.is_set(),
+                  on_hot_copied)
         finally:
             hand_over(None)
 
@@ -193,7 +195,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
             fetcher = DemandFetcher(config, source, load_id, namespace.chunk_dir,
                                     [*plan.hot, *plan.cold], {seq for seq, _ in plan.hot},
                                     coverage, numbers, early, bucketer.bucket, catalog.early,
-                                    index, progress)
+                                    index, progress, turn)
             fetching = pool.submit(fetcher.run, stop_fetching)
         try:
             while (item := _next(copied, fetching)) is not None:
@@ -263,7 +265,7 @@ def _numbers(done: list[Chunk]) -> Callable[[], int]:
 
 def _copy(config: Config, source: Source, hdfs: WebHDFS, index: IndexCatalog, load_id: str,
           namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
-          numbers: Callable[[], int], size: _ChunkSize, hand_over, progress,
+          numbers: Callable[[], int], turn: LinkTurn, size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
     """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch. A
     resumed load copies only the bytes its bucketed chunks do not hold."""
@@ -274,7 +276,7 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, index: IndexCatalog, lo
                  - sum(c.bytes for c in plan.done))
     for hot, files in ((True, plan.hot), (False, plan.cold)):
         copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, coverage, numbers,
-                             progress.copied, hot=hot)
+                             progress.copied, hot=hot, turn=turn)
         try:
             while files and not stopped():
                 t0 = time.time()

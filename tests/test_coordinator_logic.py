@@ -550,6 +550,9 @@ def test_the_uptime_takes_over_the_queries_that_wait_before_it(world):
         world["jobs"] = {0: "pending", 1: "loaded"}
         t.join(5)
         assert box["value"].route == "merged" and box["value"].load_id == "L2"
+        # Once the load is up no key waits for it: the coordinator withdraws its keys (a status
+        # read right after the uptime shows none waiting).
+        assert _eventually(lambda: world["key_demand"][-1] == {})
 
 
 def test_a_false_claim_stops_early_answers_and_counts_those_given(world):

@@ -163,3 +163,41 @@ def test_the_bulk_copy_reads_no_byte_a_fetch_took_ahead_of_it(tmp_path, monkeypa
         body = hdfs.files[c.path]
         assert body == b"".join(data[s.start:s.end] for s in c.segments)
     assert sum(read) == kept
+
+
+def test_the_bulk_copy_does_not_read_its_stream_while_a_fetch_reads(tmp_path, monkeypatch):
+    """While a fetch on demand reads (``LinkTurn.demand``), the bulk copy leaves its stream
+    unread, so that the fetch has the link; it goes on once the fetch is done."""
+    import threading
+
+    from loaders.chunker import ChunkCopier, LinkTurn
+    from loaders.source import LocalSource
+
+    data = _file(2_000, 4)
+    (tmp_path / "f.tsv").write_bytes(data)
+    source = LocalSource(tmp_path)
+    read = threading.Event()
+    opened = source._open
+
+    def watched(name, offset, end=None):
+        stream = opened(name, offset, end)
+        original = stream.read
+
+        def reading(n=-1):
+            read.set()
+            return original(n)
+        stream.read = reading
+        return stream
+    monkeypatch.setattr(source, "_open", watched)
+    turn, numbers, hdfs = LinkTurn(), iter(range(10)), _Chunks()
+    copier = ChunkCopier(source, [(0, source.list()[0])], hdfs, "/c", Coverage({0: len(data)}),
+                         lambda: next(numbers), turn=turn)
+    chunks = []
+    with turn.demand():
+        copying = threading.Thread(target=lambda: chunks.append(copier.copy_next(1 << 20)))
+        copying.start()
+        assert not read.wait(0.5), "the bulk copy read while a fetch had the link"
+    copying.join(10)
+    copier.close()
+    assert read.is_set() and chunks[0].bytes == len(data)
+    assert hdfs.files[chunks[0].path] == data

@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -53,6 +54,7 @@ from loaders.source import LocalSource, SourceFile
 log = logging.getLogger(__name__)
 
 BLOCK = 64 * 1024
+SEND_BUFFER = 64 * 1024  # a capped connection's socket send buffer
 _SPEC = re.compile(r"^(\d*)-(\d*)$")
 MAX_RANGES = 1024  # ranges of one request; more, or overlapping ones, get the whole file
 
@@ -258,6 +260,12 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
 
         def setup(self) -> None:
             self.timeout = timeout  # the socket's: an idle or stalled client lets go of its thread
+            if limiter.rate:
+                # The cap counts a byte as sent when it is written to the socket: a small
+                # send buffer keeps that close to when it leaves, as on a real link, where
+                # what a paused client has not read waits at the server (docs/LOADING.md,
+                # "The copy follows demand").
+                self.request.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             super().setup()
 
         def log_message(self, format: str, *args: object) -> None:  # quiet by default
