@@ -390,6 +390,7 @@ class GenHF:
                                     f"convert: {'; '.join(refused.values())}")
                 break
             self._clean_up()
+            jobs.ensure_driver_alive("gen_HF (idle)")
             time.sleep(self.config.coordinator.poll_interval)
         return runs
 

@@ -334,6 +334,17 @@ def _gone(what: str, hint: str = "") -> JvmGone:
                    f"crashed){hint}; start the command again: what it left half done is redone")
 
 
+def ensure_driver_alive(what: str) -> None:
+    """JvmGone if this process's Spark driver JVM has ended (nothing if it never started
+    one): a service idle between its jobs learns of it at once, not at its next job, which
+    may be a day away."""
+    from pyspark import SparkContext  # lazy import: as call's; only a Spark process gets here
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is not None:
+        raise _gone(what)
+
+
 JVM_END_GRACE_S = 3.0
 
 

@@ -264,3 +264,35 @@ def test_the_gen_hf_service_lowers_its_priority_and_its_spark_jvms():
         done = subprocess.run([sys.executable, "-c", code, str(nice)], capture_output=True,
                               text=True, check=True)
         assert done.stdout.split() == expected.split()
+
+
+def test_an_idle_service_whose_spark_jvm_ended_stops_at_once_with_a_message(monkeypatch):
+    """Issue 38's day operations: the gen_HF service idle after its last run never touched its
+    JVM, so a JVM killed then went unnoticed until the next day's work (the campaign, waiting
+    for it to fail, killed it with no message after 300 s). Idle, it looks every poll."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    from loaders.jobs import JvmGone
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=ended))
+    service = _Service([None] * 1000)
+    service.catalog = SimpleNamespace(loads=SimpleNamespace(current=lambda: None))
+    service._cleaned = float("inf")  # no cleanup here
+    with pytest.raises(JvmGone, match="Spark driver JVM of this process is gone"):
+        service.serve(should_stop=lambda: not service.outcomes)
+    assert len(service.outcomes) == 999  # at the first idle pass
+
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=alive))
+        service = _Service([None] * 3)
+        service.catalog = SimpleNamespace(loads=SimpleNamespace(current=lambda: None))
+        service._cleaned = float("inf")
+        assert service.serve(should_stop=lambda: not service.outcomes) == 0
+    finally:
+        alive.kill()
+        alive.wait()
