@@ -494,3 +494,31 @@ def test_stack_up_after_a_datanode_died_gives_an_hbase_that_takes_writes(stack_c
         assert len(hbase.get_link_list(1, 123456789)) == 48
         hbase.drop_table()
     assert all(h.healthy for h in stack_status(stack_config))
+
+
+@pytest.mark.parametrize("target, problem", [("load-jvm", False), ("gen-hf-jvm", True)])
+def test_a_load_may_not_need_its_killed_jvm_a_gen_hf_run_always_does(monkeypatch, target,
+                                                                      problem):
+    """A small load buckets its chunks in its own process: killed in its JVM after the last
+    chunk that needed it, it succeeds, rightly (the kill campaign counted that as a problem);
+    gen_HF writes its HFiles in its JVM, so a gen_HF that succeeds without it is wrong."""
+    import random
+    from types import SimpleNamespace
+
+    from debl.faults import kills
+    from debl.faults.trial import Trial
+
+    class Ran:
+        pid = 1
+
+        def wait(self, timeout):
+            return procs.Outcome(["debl"], 0, 1.0, "", False)
+
+    monkeypatch.setattr(kills, "_kill_at", lambda *args: [])
+    monkeypatch.setattr(kills, "_orphans", lambda *args: None)
+    trial = Trial(target, "kill -9", 0, 1)
+    kills.KILLS[target].strike(SimpleNamespace(start=lambda argv, name: Ran()), trial,
+                               random.Random(1), kills.Window(10.0, (0.0, 10.0)), ["x"],
+                               lambda: [])
+    assert bool(trial.problems) is problem
+    assert ("the JVM was not needed after it" in trial.landed) is not problem

@@ -115,6 +115,11 @@ def _timeout(window: Window) -> float:
 class LoadTarget(Target):
     """``debl load`` (with hot files, or ``--no-hot``) killed, then resumed."""
 
+    # A load buckets chunks of up to 8 MiB in its own process (docs/LOADING.md, "Answers
+    # before the copy ends"): the campaign's small load may never need its JVM after the kill,
+    # and then succeeds, rightly; the load is verified as any other.
+    jvm_required = False
+
     def __init__(self, name: str, hot: bool, victim: str):
         self.name, self.hot, self.victim = name, hot, victim
         what = "debl load" + ("" if hot else " --no-hot")
@@ -142,9 +147,11 @@ class LoadTarget(Target):
         if tree is not None:
             if self.victim == "jvm":  # the command itself must fail, clearly and promptly
                 trial.steps.append(Step.of(outcome))
-                if outcome.ok:
+                if outcome.ok and self.jvm_required:
                     trial.problems.append("the command succeeded although its Spark JVM was "
                                           "killed")
+                elif outcome.ok:
+                    trial.landed.append("the JVM was not needed after it")
             _orphans(trial, tree, running.pid if self.victim == "main" else None)
 
     def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:
@@ -168,6 +175,8 @@ class LoadTarget(Target):
 
 class GenHFTarget(LoadTarget):
     """``debl gen-hf --until-complete`` killed in a run, then started again."""
+
+    jvm_required = True  # every run writes its HFiles in it
 
     argv = ["gen-hf", "--until-complete"]
 
