@@ -118,8 +118,8 @@ class _Chunks:
 
 def test_the_bulk_copy_reads_no_byte_a_fetch_took_ahead_of_it(tmp_path, monkeypatch):
     """The bulk copy's stream stops where a fetch took bytes ahead of it: over HTTP a stream
-    closed early had cost the link what the server sent ahead (hundreds of KB each time: the
-    1 GiB change log with fetches on demand ran at a third of the link). Every byte is copied
+    closed early had cost the link what the server sent ahead (docs/LOADING.md, "The copy
+    follows demand", has what it cost). Every byte is copied
     once, by the bulk copy or a fetch, and the bulk copy reads exactly the bytes it keeps."""
     from loaders import chunker
     from loaders.chunker import ChunkCopier
