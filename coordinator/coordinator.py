@@ -38,6 +38,7 @@ import threading
 import time
 from collections import Counter
 
+from debl import request_cost
 from debl.catalog import Catalog, FalseClaim, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
@@ -49,10 +50,8 @@ from coordinator.raw import RawBucket, RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
 from coordinator.routes import Answer, HotSide, PendingQuery, Route, RoutePlan, end_of
 from coordinator.sources import LoadStores, RawFiles
-from coordinator.state import (BucketState, BucketView, Dataset, describe_newest,
-                               load_failure)
+from coordinator.state import BucketState, BucketView, Dataset, describe_newest, load_failure
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
-
 
 # Answer counts published besides the outcomes (coordinator.stats: ``raw``, ``partial`` are
 # routes already): those at once by store, and how many read the hot files raw.
@@ -149,6 +148,7 @@ class Coordinator:
         end = end_of(started, self.default_timeout if timeout is None and deadline is None
                      else timeout, deadline)
         route = self._route(id1, link_type, started, end, partial)
+        request_cost.routed(time.monotonic() - started, route.route, route.hot, route.outcome)
         try:
             links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
         finally:

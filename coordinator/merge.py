@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Protocol
 
+from debl import request_cost
 from debl.model import Link, Origin, merge_batch, select_links
 
 # Only the hot/cold flag decides between two stores' rows of one key; file and line order are
@@ -52,7 +53,17 @@ class NewestFirst(Protocol):
 def answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_type: int,
            min_time: int, max_time: int, offset: int, limit: int) -> list[Link]:
     """get_link_list's answer from a hot and a cold source (either may be None: no row of
-    that side can have id1), merged key by key, then filtered."""
+    that side can have id1), merged key by key, then filtered.
+
+    The sources are read lazily inside: in the calling thread's request record
+    (``debl.request_cost``) each store charges its own reads, and ``merge`` gets what is left
+    of the time in here (the rows parsed, merged and filtered)."""
+    with request_cost.Timed(request_cost.MERGE):
+        return _answer(hot, cold, id1, link_type, min_time, max_time, offset, limit)
+
+
+def _answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_type: int,
+            min_time: int, max_time: int, offset: int, limit: int) -> list[Link]:
     if limit == 0 or min_time > max_time:
         return []
     sides = [s.scan_newest_first(id1, link_type, min_time) for s in (hot, cold) if s is not None]
@@ -92,6 +103,7 @@ class NewestFirstMerge:
     given once is never given again."""
 
     def __init__(self, files: int) -> None:
+        request_cost.note_runs(files)
         self._oldest: list[int | None] = [None] * files  # per file: the oldest time added
         self._done = [False] * files
         self._pending: list[tuple[Link, Origin]] = []

@@ -59,6 +59,7 @@ from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
 from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
 from debl.model import Link
+from debl.request_cost import HDFS_META, Timed
 from debl.webhdfs import FileStatus, WebHDFS
 from coordinator.raw_cache import BlockCache
 from coordinator.merge import NewestFirstMerge
@@ -362,7 +363,7 @@ class RawReader:
                 self._opened.move_to_end(key)
                 return opened
             lock = self._opening.setdefault(key, threading.Lock())
-        with lock:  # one thread opens it; the others find it opened
+        with lock, Timed(HDFS_META):  # one thread opens it; the others find it opened
             with self._lock:
                 opened = self._opened.get(key)
             if opened is None or opened.rows < bucket.rows:

@@ -36,6 +36,7 @@ from urllib.parse import urlparse
 
 from hdfs_native import Client
 
+from debl import request_cost
 from debl.config import Config
 from debl.errors import ServiceError
 
@@ -117,13 +118,24 @@ class NativeHDFS:
         return self.read_many([(f, offset, length)])[0]
 
     def read_many(self, ranges: Sequence[tuple[OpenFile, int, int]]) -> list[bytes]:
-        """The bytes of each ``(file, offset, length)``, read in parallel."""
-        return self.run([(read_file, r) for r in ranges],
-                        "read " + ", ".join(sorted({f.path for f, _, _ in ranges})))
+        """The bytes of each ``(file, offset, length)``, read in parallel; the wait is the
+        calling thread's request's ``hdfs`` time (``debl.request_cost``), with the ranges."""
+        started, datas = time.perf_counter(), []
+        try:
+            datas = self._run([(read_file, r) for r in ranges],
+                              "read " + ", ".join(sorted({f.path for f, _, _ in ranges})))
+            return datas
+        finally:
+            request_cost.charge_reads(started, len(ranges), sum(map(len, datas)))
 
     def run(self, calls: Sequence[tuple[Callable, tuple]], what: str) -> list:
         """Each ``fn(*args)`` on the threads; their results in order. The first error of a
-        call is raised once every call has ended or the timeout has passed."""
+        call is raised once every call has ended or the timeout has passed. The wait is the
+        calling thread's request's ``hdfs_meta`` time (a file opened, a status asked)."""
+        with request_cost.Timed(request_cost.HDFS_META):
+            return self._run(calls, what)
+
+    def _run(self, calls: Sequence[tuple[Callable, tuple]], what: str) -> list:
         pending = [_Call(fn, args) for fn, args in calls]
         if len(pending) == 1:
             self._calls.put(pending[0])

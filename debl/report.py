@@ -16,6 +16,8 @@ Written next to the bench's results (``<state_dir>/bench/<bench_id>/``):
   client started (``--queries-from``), its first answer, and the shares of the bench's requests
   answered by its uptime and by the end of a plain copy of the files, with ``answered.png``, the
   share answered against the time since the load started, a vertical line at the copy's end;
+- "The tail", for a bench that recorded it (``debl.bench.tail``): each approach's slowest 1%
+  by route and by dominant cause, every answer by route, what ran beside the slowest;
 - ``throughput.png``: requests completed per second against the time since the load started,
   one line per approach, each approach's uptime marked by a dashed line of its colour (full
   availability, for DeBL, by a dotted one, MySQL's take-over by a dash-dot one); below it the
@@ -46,6 +48,7 @@ from debl.bench.answers import answered_by, copy_end, plot_answered
 from debl.bench.baselines import APPROACHES
 from debl.bench.service import (SERVICE_WINDOW_S, STALL_SHARE, answered_share, least_margin,
                                 service_from_uptime)
+from debl.bench.tail import read_tails, tail_tables
 
 PAPER_FILECOPY_S = 893.0
 PAPER_BULK_MYSQL_S = 2565.0
@@ -433,7 +436,8 @@ def write_report(directory: Path) -> Report:
                 ("Service from uptime (Figure 7.6 in numbers)", service_table(runs)),
                 ("Answered by each second since the load started", answered_table(runs)),
                 ("Answers before the copy ends", answers_table(runs, meta)),
-                ("Ratios of docs/DESIGN.md section 11", ratio_table(runs))]
+                ("Ratios of docs/DESIGN.md section 11", ratio_table(runs)),
+                *tail_sections(directory, runs)]
     intro = experiment_lines(meta)
 
     md = [f"# DeBL bench {meta['bench_id']}", ""] + [f"- {line}" for line in intro] + [""]
@@ -461,6 +465,21 @@ def write_report(directory: Path) -> Report:
         "p{color:#555;font-size:90%}img{max-width:100%}</style></head><body>"
         + "\n".join(body) + "</body></html>\n")
     return Report(md_path, html_path, plot, answered)
+
+
+def tail_sections(directory: Path, runs: list[ApproachRun]) -> list[tuple[str, Table]]:
+    """The section "The tail" (``debl.bench.tail``): none for a bench without its files."""
+    return [(title, Table(headers, rows, note)) for title, headers, rows, note
+            in tail_tables(read_tails(directory, runs), runs)]
+
+
+def tail_report(directory: Path) -> str:
+    """The tail of the bench in *directory* as Markdown (``debl report --tail``)."""
+    meta, runs = read_bench(Path(directory))
+    sections = tail_sections(Path(directory), runs)
+    if not sections:
+        return f"bench {meta['bench_id']}: no tail recorded (a bench from before it was)"
+    return "\n\n".join(f"## {title}\n\n{table.markdown()}" for title, table in sections)
 
 
 def _plot_answers(runs: list[ApproachRun], meta: dict, directory: Path) -> Path:

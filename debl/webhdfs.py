@@ -26,6 +26,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from debl import request_cost
 from debl.config import Config
 from debl.errors import ServiceError
 
@@ -209,7 +210,8 @@ class WebHDFS:
         return int(json.loads(data)["ContentSummary"]["length"])
 
     def list(self, path: str) -> list[FileStatus]:
-        statuses = self._json("GET", path, "LISTSTATUS")["FileStatuses"]["FileStatus"]
+        with request_cost.Timed(request_cost.HDFS_META):  # the raw route's, on a query's path
+            statuses = self._json("GET", path, "LISTSTATUS")["FileStatuses"]["FileStatus"]
         return [_status(f"{path.rstrip('/')}/{s['pathSuffix']}", s) for s in statuses]
 
 

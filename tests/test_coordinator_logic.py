@@ -18,6 +18,7 @@ import coordinator.sources as sources_module
 from coordinator import Coordinator
 from coordinator.raw import RawBucket
 from coordinator.raw_warmup import RawWarmup
+from debl import request_cost
 from debl.buckets import BucketMap
 from debl.catalog import Bucket, EarlyState, FalseClaim, LoadRecord, ServingState
 from debl.config import Config
@@ -249,6 +250,41 @@ def test_buffered_query_is_released_and_demand_published_then_cleared(world, coo
     assert answer.route == "merged" and answer.waited_s > 0
     assert [l.data for l in answer.links] == [b"cold", b"hot"]
     assert _eventually(lambda: world["published"][-1] == ("test-coordinator", {}))
+
+
+def _recorded(fn, *args, **kwargs):
+    """``fn``'s answer and the request record it ran in (``debl.request_cost``), as the query
+    client wraps each request."""
+    cost = request_cost.begin()
+    try:
+        return fn(*args, **kwargs), cost
+    finally:
+        request_cost.finish()
+
+
+def test_a_querys_record_names_its_route_and_times_its_merge(coord):
+    """Where an answer's time went (docs/BENCHMARKS.md, "The tail"): the route the answer
+    names, the sides merged and the merge's time; the in-memory stores charge nothing."""
+    answer, cost = _recorded(coord.query, 150, LT)
+    assert (cost.route, cost.hot, cost.outcome) == (answer.route, answer.hot, "immediate")
+    assert (cost.route, cost.hot) == ("merged", "mysql")
+    assert cost.runs == 2 and cost.spent[request_cost.MERGE] > 0
+    assert cost.spent[request_cost.MYSQL] == cost.spent[request_cost.HBASE] == 0.0
+    answer, cost = _recorded(coord.query, 999, LT)  # no bucket: MySQL's one statement
+    assert (cost.route, cost.hot, cost.runs) == ("mysql", "mysql", 0)
+    assert cost.spent[request_cost.MERGE] == 0.0  # pushed down whole: nothing merged
+    coord.query(150, LT)  # outside a record: nothing recorded, nothing fails
+    assert request_cost.current() is None
+
+
+def test_a_buffered_querys_record_holds_its_wait(world, coord):
+    t, box = _in_thread(lambda: _recorded(coord.query, 5, LT, timeout=5))
+    assert _eventually(lambda: coord.waiting() == {0: 1})
+    world["jobs"][0] = "loaded"
+    t.join(2)
+    answer, cost = box["value"]
+    assert (cost.route, cost.outcome) == ("merged", "buffered")
+    assert cost.spent[request_cost.WAIT] >= answer.waited_s > 0
 
 
 def test_a_new_load_replaces_the_served_one_only_at_its_uptime(world, coord):

@@ -76,7 +76,7 @@ class CheckedTarget:
 def test_processes_run_the_same_requests_as_one(tmp_path):
     spec = ClientSpec(REQ, threads=3, total=2001)
     one = run_client(memory_store(), spec)
-    two = run_client(TargetSource(open=memory_store),
+    two = run_client(TargetSource(open=memory_store, name="memory"),
                      ClientSpec(REQ, threads=3, total=2001, processes=2))
     assert two.completed == one.completed == 2001 and two.errors == 0
     assert (two.rows, two.empty) == (one.rows, one.empty)
@@ -84,6 +84,13 @@ def test_processes_run_the_same_requests_as_one(tmp_path):
     assert sum(p.completed for p in two.timeline) == 2001
     assert two.spec.processes == 2 and len(two.target_reports) == 2
     assert two.cpu_s > 0 and one.cpu_s > 0  # the workers' CPU, summed
+    # The slowest 1% of both workers merged (docs/BENCHMARKS.md, "The tail"): the run's max
+    # first, the fastest kept at or above the run's p99 (reported up to 1/1024 high).
+    tail = two.tail.breakdown()
+    assert (tail.answered, tail.slowest, tail.exact) == (2001, 21, True)
+    assert [(r.route, r.requests) for r in tail.routes] == [("memory", 2001)]
+    assert tail.samples[0].latency_ms == two.latency.max
+    assert tail.threshold_ms >= two.latency.p99 / (1 + 1 / 1024) - 1e-6
 
 
 def test_duration_bounds_every_process():

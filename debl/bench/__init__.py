@@ -24,6 +24,7 @@ The package, by role:
 | ``results`` | ``ApproachRun`` and the bench's files; ``BenchProgress``, the progress callbacks |
 | ``experiment`` | ``run_bench``: the source server, Spark once, every approach in turn |
 | ``answers`` | the answers since each load started: the first one, the share by a plain copy's end, the curve and its plot |
+| ``tail`` | each approach's slowest 1% by route and by cause: ``<approach>.tail.json``, and its rows in the report |
 | ``baselines`` | the approaches of the comparison: how each one loads, up to its uptime (DeBL's own load is ``loaders.load.load_debl``) |
 | ``source_server`` | ``debl source serve``: the experiment's HTTP source, a directory on loopback with a bandwidth cap |
 | ``manifest_cache`` | the manifests the source server lists: the directory's ``index.json``'s, or computed and cached under the state directory |

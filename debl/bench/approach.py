@@ -35,6 +35,7 @@ from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_json,
                                 write_timeline)
 from debl.bench.spec import BenchSpec
+from debl.bench.tail import write_tail
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.webhdfs import WebHDFS
@@ -165,7 +166,8 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
             progress: BenchProgress) -> ApproachRun:
     """Approach *name* of the bench, its stores already emptied: the load from *url* with its
     *plan* (``debl.bench.inputs.load_options``), the query phase and full availability; its
-    ``<name>.json`` and ``<name>.timeline.csv`` written into *directory*."""
+    ``<name>.json``, ``<name>.timeline.csv`` and ``<name>.tail.json`` (``debl.bench.tail``)
+    written into *directory*."""
     approach = APPROACHES[name]
     progress.phase(name, "load")
     options, target_bytes = plan
@@ -202,6 +204,8 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     try:
         if client is not None:
             run = _query_phase(config, spec, approach, run, service, client, progress)
+            if client.result().tail is not None:  # the query phase's result, kept by the client
+                write_tail(directory, name, client.result().tail)
         else:
             run = dataclasses.replace(run, full_availability_s=run.uptime_s)
     finally:

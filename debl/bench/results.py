@@ -1,6 +1,7 @@
 """What a bench produces: per approach an ``ApproachRun`` (load summary, phases, uptime, query
 result, waits, full availability), the files under ``<state_dir>/bench/<bench_id>/`` that hold
-them (``bench.json``; per approach ``<approach>.json`` and ``<approach>.timeline.csv``), what the
+them (``bench.json``; per approach ``<approach>.json`` and ``<approach>.timeline.csv``; its
+slowest answers' breakdown, ``<approach>.tail.json``, is ``debl.bench.tail``'s), what the
 figures were measured on, and ``BenchProgress``, the callbacks of a progress display.
 
 Times are seconds since the approach's load started (``debl_loads.started``).

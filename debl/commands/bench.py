@@ -13,9 +13,10 @@ from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, QUERIES_FROM, App
                         BenchProgress, BenchSpec, bench_root, find_bench, max_id_for_size,
                         run_bench)
 from debl.bench.days import DaysSpec, render as render_days, run_days
+from debl.bench.tail import read_tails, tail_line
 from debl.commands.common import config_of, friendly_errors, parse_size
 from debl.config import Config
-from debl.report import service_from_uptime, write_report
+from debl.report import service_from_uptime, tail_report, write_report
 from debl.workload.spec import LAYOUTS, GenerateSpec
 
 _ALL = "fileCopy,bulkLoad-mysql,bulkLoad-hbase,batchPut-hbase,debl-cold,debl"
@@ -215,6 +216,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
         return
     click.echo(f"\nbench {result.bench_id} done in {result.seconds:.0f} s "
                f"({result.input_bytes / 1e6:,.1f} MB input)")
+    tails = read_tails(result.directory, result.runs)
     for r in result.runs:
         served = "" if r.all_served_s is None else f", all queries served {r.all_served_s:8.1f} s"
         service = service_from_uptime(r)
@@ -224,6 +226,8 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
         if r.first_answer_s is not None:
             served += f", first answer {r.first_answer_s:.2f} s"
         click.echo(f"  {r.approach:15} uptime {r.uptime_s:8.1f} s{served}")
+        if r.approach in tails:
+            click.echo(f"  {'':15} {tail_line(tails[r.approach])}")
     if report:
         click.echo(_written(report))
     else:
@@ -247,12 +251,17 @@ def _days(config, spec: DaysSpec, as_json: bool) -> None:
 
 @click.command("report")
 @click.argument("bench_id", metavar="[BENCH]", required=False)
+@click.option("--tail", "show_tail", is_flag=True,
+              help="Also print the tail: each approach's slowest 1% by route and by cause.")
 @click.pass_context
 @friendly_errors
-def report(ctx, bench_id):
+def report(ctx, bench_id, show_tail):
     """Write the report of BENCH (an id or a directory; default: the latest bench):
     report.md, report.html, throughput.png and answered.png in the bench's directory."""
-    click.echo(_written(write_report(find_bench(config_of(ctx), bench_id))))
+    directory = find_bench(config_of(ctx), bench_id)
+    click.echo(_written(write_report(directory)))
+    if show_tail:
+        click.echo("\n" + tail_report(directory))
 
 
 def _written(report) -> str:

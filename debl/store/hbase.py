@@ -41,6 +41,7 @@ from happybase.table import TScan  # the Thrift struct happybase itself uses
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
+from debl import request_cost
 from debl.config import Config
 from debl.config_values import check_identifier
 from debl.errors import ServiceError
@@ -115,7 +116,16 @@ class HBaseStore(LinkStore):
             return self._pool
 
     def _run(self, work: Callable[[happybase.Connection], T]) -> T:
-        """Run *work* with a pooled connection; retry once on a lost connection."""
+        """Run *work* with a pooled connection; retry once on a lost connection. Its time, the
+        wait for a connection included, is the calling thread's request's ``hbase`` time
+        (``debl.request_cost``)."""
+        started = time.perf_counter()
+        try:
+            return self._run_once(work)
+        finally:
+            request_cost.charge(request_cost.HBASE, started)
+
+    def _run_once(self, work: Callable[[happybase.Connection], T]) -> T:
         for attempt in (1, 2):
             try:
                 with self._get_pool().connection(timeout=self._acquire_timeout) as conn:

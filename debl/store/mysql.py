@@ -51,12 +51,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from operator import index
-from time import monotonic
+from time import monotonic, perf_counter
 from typing import Any, TypeVar
 
 import MySQLdb
 import pymysql
 
+from debl import request_cost
 from debl.config import Config
 from debl.config_values import check_identifier
 from debl.errors import ServiceError
@@ -209,7 +210,16 @@ class MySQLStore(LinkStore):
 
     def _read(self, sql: bytes) -> tuple[tuple, ...]:
         """Rows of one SELECT on a pooled reader (mysqlclient); reconnect and retry once if it
-        was lost. Raises _IndexMissing when the statement forces an index the table lacks."""
+        was lost. Raises _IndexMissing when the statement forces an index the table lacks.
+        Its time, the wait for a reader included, is the calling thread's request's ``mysql``
+        time (``debl.request_cost``)."""
+        started = perf_counter()
+        try:
+            return self._read_once(sql)
+        finally:
+            request_cost.charge(request_cost.MYSQL, started)
+
+    def _read_once(self, sql: bytes) -> tuple[tuple, ...]:
         for attempt in (1, 2):
             reader = self._borrow(self._readers)
             try:

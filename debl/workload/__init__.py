@@ -12,6 +12,7 @@ One module per role:
 - ``generator``: the whole run, chunk by chunk into daily files (``generate``);
 - ``requests``: LinkBench's choice of ``(id1, link_type)`` for ``get_link_list``;
 - ``latency``: histograms that merge exactly, percentiles and the per-second timeline;
+- ``tail``: the slowest requests and where their time went, by route and by cause;
 - ``pacing``: the open-loop send schedule (Poisson instants per thread);
 - ``client``: the LinkBench-style client, threads over worker processes (``run_client``), and its
   result; ``client_spec`` what it is asked to do, ``requesters`` the request loop of one

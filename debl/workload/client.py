@@ -50,6 +50,7 @@ from debl.workload.client_spec import (ClientSpec, LinkListTarget, Progress, Tar
                                        default_processes)
 from debl.workload.latency import LatencySummary, RunCounts, TimelinePoint
 from debl.workload.requesters import MAX_ERROR_SAMPLES, Part, threads_of
+from debl.workload.tail import TailCounts
 
 # The client's API; the spec and the target's source are defined in debl.workload.client_spec.
 __all__ = ["ClientResult", "ClientSpec", "LinkListTarget", "Progress", "TargetSource",
@@ -62,8 +63,9 @@ class ClientResult:
     ``started_at`` is epoch seconds, timeline seconds count from it. ``first_answer_s``: when
     the first successful request completed, in seconds since ``started_at`` to the clock's
     resolution (the timeline's seconds only bound it); None if none succeeded: errors and
-    timeouts are not answers. ``counts`` holds the merged histograms the figures come from;
-    ``to_dict`` leaves it and ``target_reports`` out."""
+    timeouts are not answers. ``counts`` holds the merged histograms the figures come from,
+    ``tail`` the slowest requests and every route's latencies (``debl.workload.tail``: its
+    ``breakdown()``); ``to_dict`` leaves them and ``target_reports`` out."""
 
     spec: ClientSpec
     started_at: float
@@ -81,6 +83,7 @@ class ClientResult:
     first_answer_s: float | None = None
     counts: RunCounts | None = field(default=None, repr=False, compare=False)
     target_reports: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    tail: TailCounts | None = field(default=None, repr=False, compare=False)
 
     @property
     def throughput(self) -> float:
@@ -89,7 +92,7 @@ class ClientResult:
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if f.name not in ("counts", "target_reports")}
+             if f.name not in ("counts", "target_reports", "tail")}
         d = json.loads(json.dumps(d, default=_plain))
         d["throughput"] = self.throughput
         return d
@@ -125,7 +128,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         source = target if isinstance(target, TargetSource) else None
         live = source.open() if source is not None else target
         try:
-            part = Part(live, spec, threads_of(spec, 0))
+            part = Part(live, spec, threads_of(spec, 0),
+                        source.name if source is not None else type(live).__name__)
             if source is not None and source.on_start is not None:
                 source.on_start(live)
             started_at = time.time()
@@ -161,7 +165,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         cpu_s=sum(p.cpu_s for p in parts), latency=counts.latency.summary(), timeline=counts.timeline(seconds),
         error_samples=tuple(samples[:MAX_ERROR_SAMPLES]),
         first_answer_s=min(firsts) / 1e9 if firsts else None, counts=counts,
-        target_reports=tuple(reports))
+        target_reports=tuple(reports),
+        tail=TailCounts.merge([p.tail for p in parts if p.tail is not None]))
 
 
 def write_result(result: ClientResult, path: Path | str) -> Path:

@@ -63,7 +63,7 @@ def _worker(source: TargetSource, spec: ClientSpec, process: int, ch: _Channels)
     target = None
     try:
         target = source.open()
-        part = Part(target, spec, threads_of(spec, process))
+        part = Part(target, spec, threads_of(spec, process), source.name)
         ch.results.put((process, "ready", None))
         while not ch.start.wait(PROGRESS_INTERVAL_S):
             if ch.stop.is_set():

@@ -30,11 +30,14 @@ class TargetSource:
     ``open()`` returns a connected target (closed with ``close()`` after the run);
     ``on_start(target)``, if given, runs when the run starts (e.g. to zero the target's own
     counters); ``report(target)``, if given, runs after the last request, and its picklable
-    result is returned in ``ClientResult.target_reports`` (one per process, in process order)."""
+    result is returned in ``ClientResult.target_reports`` (one per process, in process order).
+    ``name``: the route of a request whose target names none (a plain store: its name), in the
+    breakdown of the slowest requests (``debl.workload.tail``)."""
 
     open: Callable[[], Any]
     on_start: Callable[[Any], None] | None = None
     report: Callable[[Any], Any] | None = None
+    name: str = "target"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The request loop: the threads of one client process (``Part``), each a requester replaying
 its own request stream against the target, closed loop or at the instants of its own Poisson
 schedule (docs/WORKLOAD.md). Each thread keeps its completions in compact arrays; the part turns
-them into histograms (``RunCounts``) at the end, never keeping raw samples beyond the run.
+them into histograms (``RunCounts``) at the end, never keeping raw samples beyond the run. Each
+request runs in a record of where its time went (``debl.request_cost``); the process keeps its
+slowest and every route's latencies (``debl.workload.tail``).
 
 Pitfall: a request blocked inside the target cannot be interrupted; the threads are daemons, and
 a stopped part waits ``STOP_GRACE_S`` for them before it gives up.
@@ -19,10 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from debl import request_cost
 from debl.workload.client_spec import ClientSpec, LinkListTarget
 from debl.workload.latency import RunCounts
 from debl.workload.pacing import PoissonSchedule
 from debl.workload.requests import RequestStream
+from debl.workload.tail import TailCounts, TailKeeper, tail_capacity
 
 MAX_ERROR_SAMPLES = 5
 PROGRESS_INTERVAL_S = 0.2
@@ -40,14 +44,15 @@ SWITCH_INTERVAL_S = 0.001
 
 class _Shared:
     """What the threads of one process share: the start instant, the deadline, the stop flag,
-    the sampled errors."""
+    the sampled errors, the slowest requests."""
 
-    def __init__(self) -> None:
+    def __init__(self, tail: TailKeeper) -> None:
         self.t0_ns = 0
         self.deadline_ns: int | None = None
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self.errors: list[str] = []
+        self.tail = tail
 
     def sample_error(self, exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"[:300]
@@ -66,6 +71,7 @@ class _Requester(threading.Thread):
         self.schedule = (PoissonSchedule(spec.rate / spec.threads, spec.requests.seed, thread)
                          if spec.rate else None)
         self.end_ns, self.latency_ns, self.ok = array("q"), array("q"), array("b")
+        self.route, self.full_gc = array("b"), array("b")  # per request: route_of, a full GC
         self.done = self.rows = self.empty = 0
 
     def _wait_until(self, instant: int) -> bool:
@@ -80,6 +86,7 @@ class _Requester(threading.Thread):
     def run(self) -> None:
         sh, get, clock = self.shared, self.target.get_link_list, time.perf_counter_ns
         t0, deadline, stop, schedule = sh.t0_ns, sh.deadline_ns, sh.stop, self.schedule
+        begin, finish, tail = request_cost.begin, request_cost.finish, sh.tail
         while self.quota is None or self.done < self.quota:
             if stop.is_set():
                 return
@@ -94,6 +101,9 @@ class _Requester(threading.Thread):
                 start = clock()
                 if deadline is not None and start >= deadline:
                     return
+            cost = begin()
+            if schedule is not None:  # sent this late: the client's own queue, not the target's
+                cost.spent[request_cost.LATE] = (clock() - start) / 1e9
             try:
                 result = get(id1, link_type)
                 ok = True
@@ -101,13 +111,18 @@ class _Requester(threading.Thread):
                 ok = False
                 sh.sample_error(exc)
             end = clock()
+            finish()
+            route = tail.route_of(cost)
             if ok:
                 n = len(result) if result is not None else 0
                 self.rows += n
                 self.empty += n == 0
+                tail.offer(end - start, end - t0, id1, link_type, n, cost, route)
             self.end_ns.append(end - t0)
             self.latency_ns.append(end - start)
             self.ok.append(ok)
+            self.route.append(route)
+            self.full_gc.append(cost.gc_full > 0)
             self.done += 1
 
 
@@ -124,13 +139,16 @@ class PartResult:
     # ns since the run's start when its first successful request completed (None: none did);
     # errors and timeouts are not answers
     first_ok_ns: int | None = None
+    tail: TailCounts | None = None  # its slowest requests and every route's latencies
 
 
 class Part:
     """The threads of one process, built (streams drawn, schedules seeded) before the start."""
 
-    def __init__(self, target: LinkListTarget, spec: ClientSpec, threads: Sequence[int]) -> None:
-        self.shared = _Shared()
+    def __init__(self, target: LinkListTarget, spec: ClientSpec, threads: Sequence[int],
+                 name: str = "target") -> None:
+        """*name*: the route of a request whose target names none (``debl.workload.tail``)."""
+        self.shared = _Shared(TailKeeper(tail_capacity(spec.total), name))
         self.requesters = [_Requester(t, target, spec, self.shared) for t in threads]
 
     def done(self) -> int:
@@ -147,6 +165,7 @@ class Part:
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         gc.freeze()
+        request_cost.watch_gc()
         for r in self.requesters:
             r.start()
         try:
@@ -168,13 +187,18 @@ class Part:
             gc.unfreeze()
         finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
         rs = self.requesters
-        end_ns = np.concatenate([np.frombuffer(r.end_ns, dtype=np.int64) for r in rs])
-        ok = np.concatenate([np.frombuffer(r.ok, dtype=np.int8) for r in rs]).astype(bool)
-        counts = RunCounts.of(
-            end_ns, np.concatenate([np.frombuffer(r.latency_ns, dtype=np.int64) for r in rs]), ok)
+
+        def joined(name: str, dtype) -> np.ndarray:
+            return np.concatenate([np.frombuffer(getattr(r, name), dtype=dtype) for r in rs])
+
+        end_ns, latency_ns = joined("end_ns", np.int64), joined("latency_ns", np.int64)
+        ok = joined("ok", np.int8).astype(bool)
+        counts = RunCounts.of(end_ns, latency_ns, ok)
         first_ok = int(end_ns[ok].min()) if ok.any() else None
+        tail = sh.tail.counts(latency_ns, joined("route", np.int8), ok,
+                              joined("full_gc", np.int8).astype(bool))
         return PartResult(counts, sum(r.rows for r in rs), sum(r.empty for r in rs),
-                          tuple(sh.errors), finished, cpu, first_ok)
+                          tuple(sh.errors), finished, cpu, first_ok, tail)
 
 
 def threads_of(spec: ClientSpec, process: int) -> list[int]:

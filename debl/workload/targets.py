@@ -137,7 +137,7 @@ def target_source(config: Config, name: str, **options: Any) -> TargetSource:
     if name not in _TARGETS:
         raise ConfigError(f"unknown target {name!r}: choose one of {', '.join(TARGETS)}")
     return TargetSource(open=functools.partial(open_target, config, name, **options),
-                        on_start=_reset_stats, report=_wait_counters)
+                        on_start=_reset_stats, report=_wait_counters, name=name)
 
 
 def merged_reports(reports: Sequence[Any]) -> dict | None:
