@@ -168,8 +168,8 @@ class TailKeeper:
         per request, in any order) and how many ran beside a full collection."""
         with self._lock:
             kept = sorted(self._heap, reverse=True)
-        samples = tuple(TailSample.of(latency, end, id1, lt, rows, cost, self.labels[route])
-                        for latency, _, (end, id1, lt, rows, cost, route) in kept)
+        samples = tuple(TailSample.of(latency, end, id1, lt, rows, cost, self.labels[r])
+                        for latency, _, (end, id1, lt, rows, cost, r) in kept)
         routes, gcs = {}, {}
         for index, label in enumerate(self.labels):
             mine = ok & (route == index)
