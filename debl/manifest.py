@@ -254,6 +254,20 @@ def pieces(file_seq: int, size: int, manifest: Manifest | None) -> list[Piece]:
             for s, e, lo, hi in zip(starts, ends, manifest.id1s, his)]
 
 
+def piece_at(file_seq: int, size: int, manifest: Manifest | None, offset: int) -> Piece:
+    """The piece of ``pieces(file_seq, size, manifest)`` holding byte *offset* (``0 <= offset
+    < size``), found by a binary search: a check of a few lines of a file with many points
+    must not build all its pieces."""
+    if manifest is None or manifest.id1_lo is None or not manifest.sorted \
+            or not manifest.offsets:
+        return pieces(file_seq, size, manifest)[0]
+    points = manifest.offsets
+    i = max(bisect.bisect_right(points, offset) - 1, 0)
+    last = i + 1 == len(points)
+    return Piece(file_seq, points[i] if i else 0, size if last else points[i + 1],
+                 manifest.id1s[i], manifest.id1_hi if last else manifest.id1s[i + 1])
+
+
 @dataclass(frozen=True)
 class ClaimViolation:
     """The first line (or point) of a file's bytes that breaks its manifest: where, its id1
@@ -282,10 +296,7 @@ def claim_violations(file_seq: int, size: int, manifest: Manifest | None, start:
     manifest"); a file without manifest claims everything and never breaks it."""
     if manifest is None:
         return None
-    ps = pieces(file_seq, size, manifest)
-    firsts = [p.start for p in ps]
     points = manifest.offsets if manifest.sorted else ()
-    at = {o: i for i, o in enumerate(points)}
     k = bisect.bisect_left(points, start)  # the next point not yet met
     prev: int | None = None
     last = start - 1
@@ -295,8 +306,8 @@ def claim_violations(file_seq: int, size: int, manifest: Manifest | None, start:
                              f"the bytes [{start}, {end}) checked")
         last = offset
         if k < len(points) and points[k] < offset:
-            return _missing_point(file_seq, manifest, k, ps, firsts)
-        p = ps[bisect.bisect_right(firsts, offset) - 1]
+            return _missing_point(file_seq, size, manifest, k)
+        p = piece_at(file_seq, size, manifest, offset)
         if manifest.id1_lo is None:
             return ClaimViolation(file_seq, offset, id1, p.lo, p.hi,
                                   f"id1 {id1} in a file the manifest says has no valid line")
@@ -311,21 +322,19 @@ def claim_violations(file_seq: int, size: int, manifest: Manifest | None, start:
             return ClaimViolation(file_seq, offset, id1, p.lo, p.hi,
                                   f"id1 {id1} comes after {prev} in a file the manifest says "
                                   "is sorted")
-        i = at.get(offset)
-        if i is not None:
-            if manifest.id1s[i] != id1:
+        if k < len(points) and points[k] == offset:  # a point: the one met next (checked above)
+            if manifest.id1s[k] != id1:
                 return ClaimViolation(file_seq, offset, id1, p.lo, p.hi,
-                                      f"point {i} says id1 {manifest.id1s[i]}, its line has {id1}")
-            k = i + 1
+                                      f"point {k} says id1 {manifest.id1s[k]}, its line has {id1}")
+            k += 1
         prev = id1
     if k < len(points) and points[k] < end:
-        return _missing_point(file_seq, manifest, k, ps, firsts)
+        return _missing_point(file_seq, size, manifest, k)
     return None
 
 
-def _missing_point(file_seq: int, manifest: Manifest, k: int, ps: list[Piece],
-                   firsts: list[int]) -> ClaimViolation:
+def _missing_point(file_seq: int, size: int, manifest: Manifest, k: int) -> ClaimViolation:
     offset = manifest.offsets[k]
-    p = ps[bisect.bisect_right(firsts, offset) - 1]
+    p = piece_at(file_seq, size, manifest, offset)
     return ClaimViolation(file_seq, offset, None, p.lo, p.hi,
                           f"point {k} (id1 {manifest.id1s[k]}) is not the start of a valid line")

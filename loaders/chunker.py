@@ -18,6 +18,7 @@ HDFS before the next one is read.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -28,15 +29,22 @@ from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
 
 BLOCK = 1 << 20
-STEP = 64 << 10  # the bulk copy's reads of its stream
+# A range a fetch took inside the bulk copy's open stream, up to this long, is read through and
+# dropped rather than the stream closed: a closed stream loses what the source sent ahead.
+READ_THROUGH = 512 << 10
 YIELD_MAX_S = 10.0  # the longest the bulk copy waits for one fetch on demand's reads
+SHARE_BELOW_S = 0.5  # a fetch this short at the bulk copy's pace shares the link (LinkTurn)
+RATE_WINDOW_S = 1.0
 
 
 class LinkTurn:
-    """Whose turn the link is: while a fetch on demand reads (``demand()``), the bulk copy does
-    not read its stream (``bulk_waits()``), so the fetch has the whole link (docs/LOADING.md,
-    "The copy follows demand"). A paused stream loses nothing: the source stops sending once
-    the socket's buffers are full, and the bytes in them are read after the fetch.
+    """Whose turn the link is: while a fetch on demand that would take long reads
+    (``demand(nbytes)``), the bulk copy does not read its stream (``bulk_waits()``), so the
+    fetch has the whole link (docs/LOADING.md, "The copy follows demand"). A paused stream loses
+    nothing: the source stops sending once the socket's buffers are full, and the bytes in them
+    are read after the fetch. A fetch that would take less than SHARE_BELOW_S at the bulk
+    copy's own pace (``bulk_read``) shares the link instead: a pause costs the link the fetch's
+    requests' latency, and on a fast link that is more than the fetch gains.
 
     Pitfall: the bulk copy waits at most YIELD_MAX_S per fetch, so that a source that closes a
     connection left unread for long never sees one."""
@@ -44,9 +52,25 @@ class LinkTurn:
     def __init__(self) -> None:
         self._free = threading.Event()
         self._free.set()
+        self._rate: float | None = None  # the bulk copy's bytes a second, once measured
+        self._counted, self._since = 0, time.monotonic()
+
+    def bulk_read(self, nbytes: int) -> None:
+        """The bulk copy read *nbytes* (its pace, measured over a second or more)."""
+        self._counted += nbytes
+        now = time.monotonic()
+        if now - self._since >= RATE_WINDOW_S:
+            self._rate = self._counted / (now - self._since)
+            self._counted, self._since = 0, now
 
     @contextmanager
-    def demand(self) -> Iterator[None]:
+    def demand(self, nbytes: int | None = None) -> Iterator[None]:
+        """A fetch of *nbytes* (None: unknown) reads: the bulk copy waits unless the fetch is
+        short at the bulk copy's pace."""
+        rate = self._rate
+        if nbytes is not None and rate and nbytes / rate < SHARE_BELOW_S:
+            yield
+            return
         self._free.clear()
         try:
             yield
@@ -151,6 +175,9 @@ class ChunkCopier:
         self._pending = b""  # bytes read and claimed from the current file but not yet sent
         self._eof = False  # the stream reached the file's end (the pending bytes are its last)
         self._bounded = False  # the stream stops before the file's end, where a fetch took
+        self._stream_end = 0  # where the open stream stops
+        self._skip_to: int | None = None  # the stream read through a taken range to here
+        self._seen = None  # the file as its first stream found it (loaders.source: seen)
         self._mid_line = False  # the last block sent ended inside a line
 
     def copy_next(self, chunk_size: int, slices: int = 1) -> Chunk | None:
@@ -208,13 +235,17 @@ class ChunkCopier:
     def _find_stretch(self) -> bool:
         """Make the stream point at the next byte to copy, skipping what fetches took; False
         when every file is done."""
+        if self._skip_to is not None and not self._pending and not self._mid_line:
+            seq = self.files[self._index][0]  # the stream is past the range read through
+            self._line_no += self.coverage.lines_between(seq, self._offset, self._skip_to)
+            self._offset, self._skip_to = self._skip_to, None
         if self._stream is not None or self._pending or self._mid_line:
             return True
         while self._index < len(self.files):
             seq, file = self.files[self._index]
             gap = self.coverage.next_gap(seq, self._offset)
             if gap is None:
-                self._index, self._offset, self._line_no = self._index + 1, 0, 1
+                self._index, self._offset, self._line_no, self._seen = self._index + 1, 0, 1, None
                 continue
             if gap > self._offset:  # skipping ranges fetched on demand: their lines count
                 self._line_no += self.coverage.lines_between(seq, self._offset, gap)
@@ -225,17 +256,24 @@ class ChunkCopier:
             # link (docs/LOADING.md, "The copy follows demand").
             end = self.coverage.next_taken(seq, self._offset)
             self._bounded = end is not None
-            self._stream = self.source.open(file.name, self._offset, listed=file, end=end)
+            self._stream_end = file.size if end is None else end
+            self._stream = self.source.open(file.name, self._offset, listed=file, end=end,
+                                            seen=self._seen)
+            self._seen = getattr(self._stream, "seen", None)
             self._eof = False
             return True
         return False
 
     def _next_stretch(self, at_eof: bool) -> None:
-        """The stream's stretch ended: at the file's end, or at a range a fetch took."""
+        """The stream's stretch ended: at the file's end, or at a range a fetch took (unless
+        the stream reads through it)."""
+        if not at_eof and self._skip_to is not None:
+            return
         self._close_stream()
+        self._skip_to = None
         self._pending, self._mid_line, self._eof = b"", False, False
         if at_eof:
-            self._index, self._offset, self._line_no = self._index + 1, 0, 1
+            self._index, self._offset, self._line_no, self._seen = self._index + 1, 0, 1, None
 
     def _read_block(self, file: SourceFile) -> tuple[bytes, bool]:
         """The next block of *file* that the bulk copy may keep, and whether the file is used
@@ -253,22 +291,46 @@ class ChunkCopier:
         keep = self.coverage.claim(seq, self._offset, len(data),
                                    lambda n: data.count(b"\n", 0, n))
         if keep < len(data):  # a fetch took the bytes from there on
-            self._close_stream()
+            if not self._read_through(seq, data, keep):
+                self._close_stream()
             return data[:keep], False
         if at_eof:
             self._close_stream()
             self._eof = True
         return data, at_eof
 
+    def _read_through(self, seq: int, data: bytes, keep: int) -> bool:
+        """*data* (read from ``self._offset``) runs into a range a fetch took at *keep*: if that
+        range is short and the stream goes on after it, drop its bytes and keep the stream,
+        positioned after it (``_skip_to``); False when the stream must close instead."""
+        at = self._offset + keep
+        gap = self.coverage.next_gap(seq, at)
+        if gap is None or gap - at > READ_THROUGH or gap >= self._stream_end:
+            return False
+        rest, skip = data[keep:], gap - at
+        if len(rest) > skip:  # (a stream read to its end is closed already: _Ended)
+            self._stream = _Prepended(rest[skip:], self._stream or _Ended())
+        elif self._stream is None:
+            return False
+        left = max(skip - len(rest), 0)
+        while left:
+            more = self._stream.read(left)
+            if not more:
+                return False
+            left -= len(more)
+        self._skip_to = gap
+        return True
+
     def _read_raw(self) -> tuple[bytes, bool]:
         """Up to BLOCK bytes of the stream, cut after their last newline (the rest goes back
         in front of the stream: its position stays where the ledger's claims end), and whether
-        the file ended. Read STEP bytes at a time: a fetch on demand waits for one step at
-        most before it has the link."""
+        the file ended. Each read takes what the stream holds (up to the block): a fetch on
+        demand waits for one read at most before it has the link."""
         parts, size = [], 0
         while size < BLOCK:
             self.turn.bulk_waits()
-            more = self._stream.read(min(STEP, BLOCK - size))
+            more = self._stream.read(BLOCK - size)
+            self.turn.bulk_read(len(more))
             if not more:
                 data = b"".join(parts)
                 if self._bounded:  # at a range a fetch took, at a line start
@@ -311,6 +373,16 @@ class _Prepended:
 
     def close(self) -> None:
         self._stream.close()
+
+
+class _Ended:
+    """A stream read to its end."""
+
+    def read(self, n: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
 
 
 def _extend(segments: list[Segment], seg: Segment) -> None:

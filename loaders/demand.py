@@ -18,6 +18,10 @@ Pitfalls:
 - A round takes at most ``ROUND_BYTES``, so that the link is not held from the bulk copy for
   long, and no piece larger than ``MAX_PIECE`` (a file without manifest is one piece claiming
   every id1: the bulk copy brings it).
+- A key missing more than ``MAX_KEY_PIECES`` pieces waits for the bulk copy: on a change log a
+  key has a piece in every file, and fetching them all for a few keys cost the whole copy its
+  pace (docs/LOADING.md, "The copy follows demand"); once the copy is in its last files, the
+  key's last pieces are fetched as a range dump's are.
 - What a round takes must be recorded, or the load fails: those bytes are copied by no one
   else. A resumed load starts from its bucketed chunks (the bytes of a round killed before its
   chunk was recorded are taken again).
@@ -28,6 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from debl.catalog import EarlyCatalog, FalseClaim, IndexCatalog
 from debl.errors import SourceError
@@ -41,7 +46,9 @@ from loaders.source import Source, SourceFile
 
 POLL_S = 0.05  # how often the waiting keys are read
 ROUND_BYTES = 4 << 20  # the most one round fetches
+READERS = 8  # a round's files read side by side
 MAX_PIECE = 16 << 20  # a piece larger than this is left to the bulk copy
+MAX_KEY_PIECES = 2  # a key missing more pieces than this is left to the bulk copy
 
 
 class DemandFetcher:
@@ -60,19 +67,21 @@ class DemandFetcher:
         self.catalog, self.index, self.progress = catalog, index, progress
         self.turn = turn  # the bulk copy waits while a round reads
         self.hdfs = WebHDFS(config)
+        self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="demand-read")
         self.fetched_bytes = 0
         self.chunks = 0
 
     def run(self, stop: threading.Event) -> None:
         # Once early answers stopped (a false claim), nothing is answered before the uptime:
         # the bulk copy alone goes on.
-        while not stop.is_set() and not self.coverage.done() and not self.early.stopped:
-            wanted = self.catalog.key_demand(self.load_id)
-            chosen = self._choose(wanted) if wanted else []
-            if not chosen:
-                stop.wait(POLL_S)
-                continue
-            self._fetch(chosen)
+        with self._readers:
+            while not stop.is_set() and not self.coverage.done() and not self.early.stopped:
+                wanted = self.catalog.key_demand(self.load_id)
+                chosen = self._choose(wanted) if wanted else []
+                if not chosen:
+                    stop.wait(POLL_S)
+                    continue
+                self._fetch(chosen)
 
     def _choose(self, wanted: dict[int, int]) -> list[Piece]:
         """The pieces to fetch this round: of the most wanted keys first, untaken, at most
@@ -80,7 +89,10 @@ class DemandFetcher:
         chosen: dict[tuple[int, int], Piece] = {}
         total = 0
         for id1 in sorted(wanted, key=lambda k: (-wanted[k], k)):
-            for p in self.early.missing(id1):
+            missing = self.early.missing(id1)
+            if len(missing) > MAX_KEY_PIECES:
+                continue  # a change log's key early on: left to the bulk copy (see the module)
+            for p in missing:
                 if (p.file_seq, p.start) in chosen or p.size > MAX_PIECE:
                     continue
                 if self.coverage.next_gap(p.file_seq, p.start) not in range(p.start, p.end):
@@ -99,11 +111,14 @@ class DemandFetcher:
         for p in chosen:
             by_file.setdefault(p.file_seq, []).append(p)
         taken: dict[bool, list[tuple[Segment, bytes]]] = {True: [], False: []}
-        with self.turn.demand():  # the round's reads have the link to themselves
-            reads = {seq: self.source.read_ranges(
-                self.files[seq].name,
-                [(max(p.start - 1, 0), p.end - max(p.start - 1, 0)) for p in ps])
-                for seq, ps in by_file.items()}
+        with self.turn.demand(sum(p.size for p in chosen)):  # the link to itself, if long
+            # A request a file, side by side: one after the other, each request's own latency
+            # left the link idle while the bulk copy waited (docs/LOADING.md, "Who has the link").
+            reads = dict(zip(by_file, self._readers.map(
+                lambda item: self.source.read_ranges(
+                    self.files[item[0]].name,
+                    [(max(p.start - 1, 0), p.end - max(p.start - 1, 0)) for p in item[1]]),
+                by_file.items())))
         for seq, ps in by_file.items():
             f = self.files[seq]
             for p, data in zip(ps, reads[seq]):

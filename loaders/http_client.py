@@ -271,7 +271,11 @@ class HttpStream:
                 return b""
             if self._resp is not None:
                 try:
-                    data = self._resp.read(n if n >= 0 else None)
+                    # What has arrived, up to n: a reader that waited for the interpreter
+                    # lock takes all its socket holds in one call, not n at a time.
+                    data = self._resp.read1(n)
+                    if self._resp.length == 0:
+                        self._resp.read(0)  # marks it read to its end: the connection is kept
                 except (OSError, http.client.HTTPException) as exc:
                     data, cause = b"", f"{type(exc).__name__}: {exc}"
                 if data:

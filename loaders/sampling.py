@@ -49,6 +49,7 @@ import numpy as np
 from debl.buckets import BucketMap
 from debl.config import Config
 from debl.line_block import LINE
+from debl.manifest import pieces
 from debl.model import ParseError, parse_line
 from loaders.http_client import MAX_RANGES
 from loaders.source import Source, SourceFile
@@ -173,11 +174,26 @@ def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
         i = j
 
 
+def manifest_weights(f: SourceFile) -> list[tuple[int, float]] | None:
+    """The weights a sorted file's manifest gives without a read: each piece's bytes to the id1
+    it starts with, a piece being as fine as a sample's stratum or finer (None: no such manifest;
+    the file is sampled). A false manifest costs even buckets only, never a row: any split
+    points give the same answers."""
+    m = f.manifest
+    if m is None or not m.sorted or not m.offsets or m.id1_lo is None:
+        return None
+    return [(p.lo, float(p.size)) for p in pieces(0, f.size, m)]
+
+
 def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile]) -> BucketMap:
     """The bucket map of a load whose cold files are *cold*: split points from a sample, for
-    buckets of about ``bucket_target_bytes``."""
+    buckets of about ``bucket_target_bytes``; a file whose manifest is sorted is weighed from
+    it (``manifest_weights``), without a read: the sample's bytes would cost the link what the
+    copy needs (docs/LOADING.md, "Bucket boundaries")."""
     target = config.loading.bucket_target_bytes
-    reads = plan_reads(cold, target, config.loading.sample_reads_per_bucket,
+    known = [w for f in cold if (w := manifest_weights(f)) is not None]
+    sampled = [f for f in cold if manifest_weights(f) is None]
+    reads = plan_reads(sampled, target, config.loading.sample_reads_per_bucket,
                        config.loading.sample_bytes)
 
     def sample(batch: list[Read]) -> list[tuple[int, float]]:
@@ -187,7 +203,7 @@ def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile]) ->
         return [w for read, block in zip(batch, blocks) for w in weighted_ids(block, read)]
 
     with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="sample") as pool:
-        weights = [w for found in pool.map(sample, _batches(reads)) for w in found]
+        weights = [w for found in [*known, *pool.map(sample, _batches(reads))] for w in found]
     return BucketMap.from_splits(split_points(weights, target,
                                               config.loading.bucket_target_covers_heaviest))
 

@@ -101,17 +101,20 @@ class Source(ABC):
         """The file's bytes from *offset* to *end* (None: its end; ``open`` wraps it)."""
 
     def open(self, name: str, offset: int = 0, listed: SourceFile | None = None,
-             end: int | None = None) -> BinaryIO:
+             end: int | None = None, seen: SourceFile | None = None) -> BinaryIO:
         """A readable binary stream of one file from byte *offset* up to *end* (None: the
         file's end). Close it (use ``with``).
 
         With *listed* (the file's entry in the listing the load recorded), the stream raises
         SourceError when the file turns out shorter or longer than listed, or its size or mtime
-        changed by the time it was read to its end. Pitfall: a stream closed early has cost
-        the link what an HTTP source sent ahead: a reader that stops at a known byte says so."""
+        changed by the time it was read to its end. *seen*: the file as an earlier stream of
+        it found it when opened (its ``seen``): a later stretch of a file read in several is
+        not asked for the file's state again, the end's check compares with that. Pitfall: a
+        stream closed early has cost the link what an HTTP source sent ahead: a reader that
+        stops at a known byte says so."""
         if listed is None:
             return self._open(name, offset, end)
-        checked = _CheckedStream(self, listed, offset, end)  # the file before the read
+        checked = _CheckedStream(self, listed, offset, end, seen)  # the file before the read
         checked.stream = self._open(name, offset, end)
         return checked
 
@@ -182,13 +185,14 @@ class _CheckedStream:
     """A stream that holds the file to its listing: the listed size and mtime when it is
     opened, exactly ``listed.size`` bytes, and the same size and mtime when its end is read."""
 
-    def __init__(self, source: Source, listed: SourceFile, offset: int, end: int | None = None):
+    def __init__(self, source: Source, listed: SourceFile, offset: int, end: int | None = None,
+                 seen: SourceFile | None = None):
         self._source, self._listed = source, listed
         self.stream: BinaryIO | None = None  # opened after the first stat, by Source.open
         self._pos = offset
         # A stream that stops before the file's end has no end to check.
         self._checked = end is not None and end < listed.size
-        self._start = source.stat(listed.name)
+        self._start = self.seen = seen or source.stat(listed.name)
         if self._start.size != listed.size or (source.mtime_as_listed
                                                and self._start.mtime != listed.mtime):
             raise self._error(f"listed {listed.size} bytes, mtime {_when(listed.mtime)}; "

@@ -143,6 +143,8 @@ def test_the_bulk_copy_reads_no_byte_a_fetch_took_ahead_of_it(tmp_path, monkeypa
         stream.read = counted
         return stream
     monkeypatch.setattr(source, "_open", counting)
+    stats, stat = [], source.stat
+    monkeypatch.setattr(source, "stat", lambda name: stats.append(name) or stat(name))
     listed = source.list()[0]
     coverage = Coverage({0: len(data)})
     starts = _line_starts(data)
@@ -163,6 +165,102 @@ def test_the_bulk_copy_reads_no_byte_a_fetch_took_ahead_of_it(tmp_path, monkeypa
         body = hdfs.files[c.path]
         assert body == b"".join(data[s.start:s.end] for s in c.segments)
     assert sum(read) == kept
+    # The file's state is asked for once when its first stretch opens, once at its end.
+    assert stats == ["f.tsv", "f.tsv"]
+
+
+@pytest.mark.parametrize("taken_before", [False, True])
+def test_the_bulk_copy_reads_through_a_short_range_a_fetch_took_inside_its_stream(
+        tmp_path, monkeypatch, taken_before):
+    """A fetch that takes a short range inside the bulk copy's open stream does not close it:
+    the bulk copy drops that range's bytes as they come and goes on (a closed stream had lost
+    what the source sent ahead; docs/LOADING.md, "The copy follows demand"). One stream for the
+    whole file, every byte copied once, every segment's first line the true one."""
+    from loaders import chunker
+    from loaders.chunker import ChunkCopier
+    from loaders.source import LocalSource
+
+    monkeypatch.setattr(chunker, "BLOCK", 4096)
+    data = _file(20_000, 5)
+    (tmp_path / "f.tsv").write_bytes(data)
+    source = LocalSource(tmp_path)
+    opens, read = [], []
+    opened = source._open
+
+    def counting(name, offset, end=None):
+        opens.append((offset, end))
+        stream = opened(name, offset, end)
+        original = stream.read
+
+        def counted(n=-1):
+            got = original(n)
+            read.append(len(got))
+            return got
+        stream.read = counted
+        return stream
+    monkeypatch.setattr(source, "_open", counting)
+    coverage = Coverage({0: len(data)})
+    starts = _line_starts(data)
+    fetched, blocks = [], [0]
+    a0 = b0 = len(data)
+    if taken_before:  # the first stream stops where this range starts, the second after it
+        a0, b0 = starts[len(starts) // 2], starts[len(starts) // 2 + 3]
+        fetched.extend(coverage.take(0, a0, data[a0:b0]))
+
+    def fetch_ahead(n: int) -> None:  # every third block sent, a fetch takes 20 lines ahead
+        blocks[0] += 1
+        at = coverage.next_gap(0, 0)
+        if blocks[0] % 3 or at is None:
+            return
+        k = next((i for i, x in enumerate(starts) if x >= at + 10_000), None)
+        # Inside the open stream: before the range taken first while the stream ends there.
+        if k is not None and k + 20 < len(starts) and starts[k + 20] <= (a0 if at < a0 else
+                                                                           len(data)):
+            a, b = starts[k], starts[k + 20]
+            fetched.extend(coverage.take(0, a, data[a:b]))
+    numbers = iter(range(1000))
+    hdfs = _Chunks()
+    copier = ChunkCopier(source, [(0, source.list()[0])], hdfs, "/c", coverage,
+                         lambda: next(numbers), progress=fetch_ahead)
+    chunks = []
+    while (chunk := copier.copy_next(16 << 10)) is not None:
+        chunks.append(chunk)
+    copier.close()
+    assert len(fetched) > 10
+    assert opens == ([(0, a0), (b0, None)] if taken_before else [(0, None)])
+    assert sum(c.bytes for c in chunks) + sum(y - x for x, y, _ in fetched) == len(data)
+    assert coverage.done() and sum(read) == len(data) - (b0 - a0)
+    for c in chunks:
+        assert hdfs.files[c.path] == b"".join(data[s.start:s.end] for s in c.segments)
+        for s in c.segments:
+            assert s.first_line == data[:s.start].count(b"\n") + 1
+
+
+def test_a_fetch_short_at_the_bulk_copys_pace_shares_the_link(monkeypatch):
+    """A fetch the bulk copy's pace would bring in under SHARE_BELOW_S shares the link; a longer
+    one, or one before the pace is known, has the link to itself."""
+    from loaders import chunker
+    from loaders.chunker import SHARE_BELOW_S, LinkTurn
+
+    clock = [100.0]
+    monkeypatch.setattr(chunker, "time", type("Clock", (), {
+        "monotonic": staticmethod(lambda: clock[0])}))
+    turn = LinkTurn()
+
+    def bulk_may_read() -> bool:
+        return turn._free.is_set()
+    with turn.demand(1):
+        assert not bulk_may_read()  # the pace is not known yet
+    clock[0] += 2.0
+    turn.bulk_read(25_000_000)  # 12.5 MB/s
+    short, long = int(12.5e6 * SHARE_BELOW_S) - 1, int(12.5e6 * SHARE_BELOW_S) + 1
+    with turn.demand(short):
+        assert bulk_may_read()
+    with turn.demand(long):
+        assert not bulk_may_read()
+    with turn.demand():
+        assert not bulk_may_read()
+    assert bulk_may_read()
 
 
 def test_the_bulk_copy_does_not_read_its_stream_while_a_fetch_reads(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 
 from debl.errors import DeblError, ManifestError
 from debl.manifest import (ID1_MAX, MANIFEST_VERSION, STEP, ClaimViolation, Manifest, Piece,
-                           claim_violations, json_int, manifest_of_entry, pieces)
+                           claim_violations, json_int, manifest_of_entry, piece_at, pieces)
 
 SORTED = Manifest(10, 90, True, (0, 100, 250), (10, 40, 40), lines=30, step=100)
 
@@ -133,6 +133,17 @@ def test_pieces_of_each_kind_of_file():
     # A file that begins with bad lines: its first piece still begins at byte 0.
     assert pieces(1, 300, Manifest(10, 90, True, (20, 100), (10, 50))) == [
         Piece(1, 0, 100, 10, 50), Piece(1, 100, 300, 50, 90)]
+
+
+@pytest.mark.parametrize("size, manifest", [
+    (50, None), (50, Manifest(None, None, True)), (50, Manifest(7, 9, False, (0, 10), (9, 7))),
+    (50, Manifest(7, 9, True)), (300, SORTED), (300, Manifest(10, 90, True, (20, 100), (10, 50))),
+    (300, Manifest(10, 90, True, (0,), (10,)))])
+def test_the_piece_at_a_byte_is_the_piece_that_covers_it(size, manifest):
+    ps = pieces(2, size, manifest)
+    for offset in range(size):
+        assert piece_at(2, size, manifest, offset) == \
+            next(p for p in ps if p.start <= offset < p.end), offset
 
 
 def test_a_piece_that_claims_nothing_holds_no_id():

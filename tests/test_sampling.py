@@ -87,6 +87,27 @@ def test_buckets_hold_about_equal_bytes(tmp_path, layout, ids):
     assert skew <= 1.3, sorted(sizes.values())
 
 
+@pytest.mark.parametrize("step", [256, 4096])
+def test_sorted_files_with_manifests_are_weighed_without_a_read(tmp_path, monkeypatch, step):
+    """A range dump whose files carry sorted manifests: the buckets come from the manifests
+    alone, no byte read, about as even as a sample's."""
+    from dataclasses import replace
+
+    from debl.manifest_build import build_manifest
+
+    rng = random.Random(5)
+    write_files(tmp_path, range_dump(CLUSTERS, 8, rng))
+    total = sum(p.stat().st_size for p in tmp_path.iterdir())
+    source = LocalSource(tmp_path)
+    files = [replace(f, manifest=build_manifest([(tmp_path / f.name).read_bytes()], step))
+             for f in source.list()]
+    monkeypatch.setattr(source, "read_ranges", lambda *a: pytest.fail("a sample read"))
+    bucket_map = sample_bucket_map(CONFIG, source, files)
+    sizes = true_bucket_bytes(tmp_path, bucket_map)
+    assert abs(len(sizes) - total / TARGET) <= 1
+    assert max(sizes.values()) / (sum(sizes.values()) / len(sizes)) <= 1.3, sorted(sizes.values())
+
+
 def test_clustered_ids_are_cut_inside_every_cluster(tmp_path):
     rng = random.Random(4)
     write_files(tmp_path, change_log(CLUSTERS, 6, rng))
