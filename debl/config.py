@@ -240,10 +240,11 @@ class LoadingConfig(_Section):
     # How long a load, or cleanup, waits for running coordinators to leave a load's stores
     # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
-    # Answers before uptime (manifests, no day current); fetches on demand, off until they keep
-    # the copy's pace (docs/LOADING.md, "Answers before the copy ends", "The copy follows demand").
+    # Answers before uptime (manifests, no day current), and the waiting keys' bytes fetched
+    # ahead of the bulk copy (docs/LOADING.md, "Answers before the copy ends", "The copy
+    # follows demand").
     early_answers: bool = True
-    demand_fetch: bool = False
+    demand_fetch: bool = True
     # Seconds the previous day's stores are kept after the next day became current, for
     # `debl rollback`, then dropped once no coordinator serves them (docs/LOADING.md, "Days").
     keep_previous_load: float = 600.0
