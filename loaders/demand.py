@@ -18,10 +18,10 @@ Pitfalls:
 - A round takes at most ``ROUND_BYTES``, so that the link is not held from the bulk copy for
   long, and no piece larger than ``MAX_PIECE`` (a file without manifest is one piece claiming
   every id1: the bulk copy brings it).
-- A key missing more than ``MAX_KEY_PIECES`` pieces waits for the bulk copy: on a change log a
-  key has a piece in every file, and fetching them all for a few keys cost the whole copy its
-  pace (docs/LOADING.md, "The copy follows demand"); once the copy is in its last files, the
-  key's last pieces are fetched as a range dump's are.
+- A key missing several pieces of more than ``MAX_KEY_BYTES`` in all waits for the bulk copy:
+  on a change log a key has a piece in every file, and fetching a dozen for each of a few keys
+  cost the whole copy its pace (docs/LOADING.md, "The copy follows demand"); once the copy is
+  in its last files, the key's last pieces are fetched as a range dump's one piece is.
 - What a round takes must be recorded, or the load fails: those bytes are copied by no one
   else. A resumed load starts from its bucketed chunks (the bytes of a round killed before its
   chunk was recorded are taken again).
@@ -48,7 +48,7 @@ POLL_S = 0.05  # how often the waiting keys are read
 ROUND_BYTES = 4 << 20  # the most one round fetches
 READERS = 8  # a round's files read side by side
 MAX_PIECE = 16 << 20  # a piece larger than this is left to the bulk copy
-MAX_KEY_PIECES = 2  # a key missing more pieces than this is left to the bulk copy
+MAX_KEY_BYTES = 256 << 10  # a key missing several pieces of more bytes waits for the bulk copy
 
 
 class DemandFetcher:
@@ -90,8 +90,8 @@ class DemandFetcher:
         total = 0
         for id1 in sorted(wanted, key=lambda k: (-wanted[k], k)):
             missing = self.early.missing(id1)
-            if len(missing) > MAX_KEY_PIECES:
-                continue  # a change log's key early on: left to the bulk copy (see the module)
+            if len(missing) > 1 and sum(p.size for p in missing) > MAX_KEY_BYTES:
+                continue  # a big change log's key early on: left to the bulk copy (the module)
             for p in missing:
                 if (p.file_seq, p.start) in chosen or p.size > MAX_PIECE:
                     continue
@@ -113,7 +113,8 @@ class DemandFetcher:
         taken: dict[bool, list[tuple[Segment, bytes]]] = {True: [], False: []}
         with self.turn.demand(sum(p.size for p in chosen)):  # the link to itself, if long
             # A request a file, side by side: one after the other, each request's own latency
-            # left the link idle while the bulk copy waited (docs/LOADING.md, "Who has the link").
+            # left the link idle while the bulk copy waited (docs/LOADING.md, "The copy
+            # follows demand").
             reads = dict(zip(by_file, self._readers.map(
                 lambda item: self.source.read_ranges(
                     self.files[item[0]].name,

@@ -77,7 +77,7 @@ def plan_reads(files: Iterable[SourceFile], target_bytes: int, reads_per_bucket:
     for seq, f in enumerate(files):
         if f.size <= 0:
             continue
-        k = max(1, math.ceil(reads_per_bucket * f.size / target_bytes))
+        k = _strata(f.size, target_bytes, reads_per_bucket)
         if f.size <= sample_bytes or k * sample_bytes >= f.size:
             reads.append(Read(f.name, 0, f.size, float(f.size), True))
             continue
@@ -174,15 +174,19 @@ def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
         i = j
 
 
-def manifest_weights(f: SourceFile) -> list[tuple[int, float]] | None:
+def manifest_weights(f: SourceFile, strata: int) -> list[tuple[int, float]] | None:
     """The weights a sorted file's manifest gives without a read: each piece's bytes to the id1
-    it starts with, a piece being as fine as a sample's stratum or finer (None: no such manifest;
-    the file is sampled). A false manifest costs even buckets only, never a row: any split
-    points give the same answers."""
+    it starts with; None (the file is sampled) without such a manifest or when its pieces are
+    fewer than the sample's *strata* of the file: coarser than the sample. A false manifest
+    costs even buckets only, never a row: any split points give the same answers."""
     m = f.manifest
-    if m is None or not m.sorted or not m.offsets or m.id1_lo is None:
+    if m is None or not m.sorted or not m.offsets or m.id1_lo is None or len(m.offsets) < strata:
         return None
     return [(p.lo, float(p.size)) for p in pieces(0, f.size, m)]
+
+
+def _strata(size: int, target_bytes: int, reads_per_bucket: int) -> int:
+    return max(1, math.ceil(reads_per_bucket * size / target_bytes))
 
 
 def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile]) -> BucketMap:
@@ -190,10 +194,10 @@ def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile]) ->
     buckets of about ``bucket_target_bytes``; a file whose manifest is sorted is weighed from
     it (``manifest_weights``), without a read: the sample's bytes would cost the link what the
     copy needs (docs/LOADING.md, "Bucket boundaries")."""
-    target = config.loading.bucket_target_bytes
-    known = [w for f in cold if (w := manifest_weights(f)) is not None]
-    sampled = [f for f in cold if manifest_weights(f) is None]
-    reads = plan_reads(sampled, target, config.loading.sample_reads_per_bucket,
+    target, per_bucket = config.loading.bucket_target_bytes, config.loading.sample_reads_per_bucket
+    weighed = {f.name: manifest_weights(f, _strata(f.size, target, per_bucket)) for f in cold}
+    known = [w for w in weighed.values() if w is not None]
+    reads = plan_reads([f for f in cold if weighed[f.name] is None], target, per_bucket,
                        config.loading.sample_bytes)
 
     def sample(batch: list[Read]) -> list[tuple[int, float]]:
