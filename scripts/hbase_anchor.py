@@ -68,7 +68,7 @@ def main() -> int:
     table = args.table
     if table is None:
         with Catalog(config) as catalog:
-            load = catalog.current()
+            load = catalog.loads.current()
         if load is None:
             sys.exit("no load is current: load the input first (debl load DIR --approach "
                      "bulkLoad-hbase), or pass --table")
