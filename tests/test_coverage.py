@@ -103,6 +103,30 @@ def test_a_fetch_that_takes_the_very_byte_the_bulk_copy_is_at_leaves_it_nothing(
     assert coverage.next_gap(0, 0) == 5
 
 
+def _counted_source(monkeypatch, directory) -> tuple:
+    """A LocalSource of *directory* whose streams record each open's ``(offset, end)`` and
+    the length of each read: (the source, the opens, the reads)."""
+    from loaders.source import LocalSource
+
+    source = LocalSource(directory)
+    opens, read = [], []
+    opened = source._open
+
+    def counting(name, offset, end=None):
+        opens.append((offset, end))
+        stream = opened(name, offset, end)
+        original = stream.read
+
+        def counted(n=-1):
+            got = original(n)
+            read.append(len(got))
+            return got
+        stream.read = counted
+        return stream
+    monkeypatch.setattr(source, "_open", counting)
+    return source, opens, read
+
+
 class _Chunks:
     """HDFS as the copier writes to it (``write_atomic``, ``delete``), in memory."""
 
@@ -123,26 +147,11 @@ def test_the_bulk_copy_reads_no_byte_a_fetch_took_ahead_of_it(tmp_path, monkeypa
     once, by the bulk copy or a fetch, and the bulk copy reads exactly the bytes it keeps."""
     from loaders import chunker
     from loaders.chunker import ChunkCopier
-    from loaders.source import LocalSource
 
     monkeypatch.setattr(chunker, "BLOCK", 4096)
     data = _file(20_000, 3)
     (tmp_path / "f.tsv").write_bytes(data)
-    source = LocalSource(tmp_path)
-    read = []
-    opened = source._open
-
-    def counting(name, offset, end=None):
-        stream = opened(name, offset, end)
-        original = stream.read
-
-        def counted(n=-1):
-            got = original(n)
-            read.append(len(got))
-            return got
-        stream.read = counted
-        return stream
-    monkeypatch.setattr(source, "_open", counting)
+    source, _, read = _counted_source(monkeypatch, tmp_path)
     stats, stat = [], source.stat
     monkeypatch.setattr(source, "stat", lambda name: stats.append(name) or stat(name))
     listed = source.list()[0]
@@ -178,27 +187,11 @@ def test_the_bulk_copy_reads_through_a_short_range_a_fetch_took_inside_its_strea
     whole file, every byte copied once, every segment's first line the true one."""
     from loaders import chunker
     from loaders.chunker import ChunkCopier
-    from loaders.source import LocalSource
 
     monkeypatch.setattr(chunker, "BLOCK", 4096)
     data = _file(20_000, 5)
     (tmp_path / "f.tsv").write_bytes(data)
-    source = LocalSource(tmp_path)
-    opens, read = [], []
-    opened = source._open
-
-    def counting(name, offset, end=None):
-        opens.append((offset, end))
-        stream = opened(name, offset, end)
-        original = stream.read
-
-        def counted(n=-1):
-            got = original(n)
-            read.append(len(got))
-            return got
-        stream.read = counted
-        return stream
-    monkeypatch.setattr(source, "_open", counting)
+    source, opens, read = _counted_source(monkeypatch, tmp_path)
     coverage = Coverage({0: len(data)})
     starts = _line_starts(data)
     fetched, blocks = [], [0]
@@ -251,9 +244,10 @@ def test_a_fetch_short_at_the_bulk_copys_pace_shares_the_link(monkeypatch):
         return turn._free.is_set()
     with turn.demand(1):
         assert not bulk_may_read()  # the pace is not known yet
+    pace = 12.5e6  # the bulk copy's bytes a second in this test
     clock[0] += 2.0
-    turn.bulk_read(25_000_000)  # 12.5 MB/s
-    short, long = int(12.5e6 * SHARE_BELOW_S) - 1, int(12.5e6 * SHARE_BELOW_S) + 1
+    turn.bulk_read(int(2 * pace))  # two seconds' worth
+    short, long = int(pace * SHARE_BELOW_S) - 1, int(pace * SHARE_BELOW_S) + 1
     with turn.demand(short):
         assert bulk_may_read()
     with turn.demand(long):
