@@ -240,9 +240,8 @@ class LoadingConfig(_Section):
     # How long a load, or cleanup, waits for running coordinators to leave a load's stores
     # (or hot files) before it drops them (docs/RELIABILITY.md, "Concurrency").
     coordinator_ack_timeout: float = 60.0
-    # Answers before uptime (manifests, no day current), and the waiting keys' bytes fetched
-    # ahead of the bulk copy (docs/LOADING.md, "Answers before the copy ends", "The copy
-    # follows demand").
+    # Answers before uptime, waiting keys' bytes fetched ahead of the bulk copy (docs/LOADING.md,
+    # "Answers before the copy ends", "The copy follows demand").
     early_answers: bool = True
     demand_fetch: bool = True
     # Seconds the previous day's stores are kept after the next day became current, for
