@@ -318,30 +318,30 @@ class Coordinator:
 
     def _fetch(self, route: RoutePlan, id1: int, link_type: int, min_time: int, max_time: int,
                offset: int, limit: int) -> list[Link]:
-        """Run the query on the sources the route names (no lock held)."""
+        """Run the query on the sources the route names (no lock held). The buckets whose files
+        it reads (the hot one, the cold one) are one source: their files are read together."""
         load = route.dataset.load
         stores = self._stores_of(load)
         args = (id1, link_type, min_time, max_time, offset, limit)
-        hot: NewestFirst | None = (
-            stores.mysql if route.hot is HotSide.MYSQL else
-            RawFiles(self._raw, RawBucket(load.load_id, route.hot_bucket.b_index,
-                                           route.hot_bucket.rows, hot=True,
-                                           growing=route.dataset.early is not None))
-            if route.hot is HotSide.RAW else None)
-        cold: NewestFirst | None = None
+        raw = []
+        if route.hot is HotSide.RAW:
+            raw.append(RawBucket(load.load_id, route.hot_bucket.b_index, route.hot_bucket.rows,
+                                 hot=True, growing=route.dataset.early is not None))
+        if route.route is Route.RAW or (route.route is Route.EARLY and route.bucket is not None):
+            # early: the load's files so far, every byte of id1 is here
+            raw.append(RawBucket(load.load_id, route.bucket.b_index, route.bucket.rows,
+                                 growing=route.route is Route.EARLY))
+        files = RawFiles(self._raw, raw) if raw else None
+        mysql = stores.mysql if route.hot is HotSide.MYSQL else None
         if route.route is Route.MERGED:
+            hot = files or mysql
             if hot is None:  # no hot row: push the whole query down to HBase
                 return stores.hbase.get_link_list(*args)
-            cold = stores.hbase
-        elif route.route is Route.RAW:
-            cold = RawFiles(self._raw, RawBucket(load.load_id, route.bucket.b_index,
-                                                  route.bucket.rows))
-        elif route.route is Route.EARLY:  # the load's files so far: every byte of id1 is here
-            cold = None if route.bucket is None else RawFiles(self._raw, RawBucket(
-                load.load_id, route.bucket.b_index, route.bucket.rows, growing=True))
-        elif route.hot is HotSide.MYSQL:  # the hot rows alone, from MySQL: one statement
-            return stores.mysql.get_link_list(*args)
-        return answer(hot, cold, *args)
+            return answer(hot, stores.hbase, *args)
+        if files is not None:
+            return answer(mysql, files, *args)
+        # the hot rows alone, from MySQL (one statement), or none
+        return [] if mysql is None else mysql.get_link_list(*args)
 
     def _stores_of(self, load: LoadRecord) -> LoadStores:
         with self._cond:

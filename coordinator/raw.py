@@ -32,12 +32,12 @@ Pitfalls:
 - Thread-safe: the client threads share one reader; one thread opens a bucket while the
   others wait for it; HDFS reads run outside every lock.
 - A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
-  bucket was opened, or fails. So the reader checks each opened bucket's directory (its
-  modification time; a listing when it moved) every ``coordinator.poll_interval`` seconds in a
-  thread of its own, and a query about to read from HDFS checks it itself when that thread has not
-  for two intervals: a file gone or changed since is a BucketFileError naming it, within two
-  intervals. A query answered from cached blocks alone reads nothing and checks nothing: those
-  are the file's bytes as written.
+  bucket was opened, or fails. So a thread of the reader checks the opened buckets' directories
+  every ``coordinator.poll_interval`` seconds (``coordinator.raw_listing``), and a query about
+  to read from HDFS checks its buckets itself when that thread has not for two intervals: a file
+  gone or changed since is a BucketFileError naming it, within two intervals. A query answered
+  from cached blocks alone reads nothing and checks nothing: those are the file's bytes as
+  written.
 - The coordinator says which buckets are still read (``serve``): at a switch of day (or a
   rollback) the other days' buckets go, at MySQL's take-over the hot ones, so that the listing
   thread never polls the NameNode for files that are gone.
@@ -46,11 +46,10 @@ Pitfalls:
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
@@ -62,10 +61,9 @@ from debl.model import Link
 from debl.request_cost import HDFS_META, Timed
 from debl.webhdfs import FileStatus, WebHDFS
 from coordinator.raw_cache import BlockCache
+from coordinator.raw_listing import ListingChecks
 from coordinator.merge import NewestFirstMerge
 from coordinator.raw_scan import FileFilters, key_lines
-
-log = logging.getLogger("debl.coordinator")
 
 MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (64 of 64 KiB): a heavy id1's page
 # A key whose blocks over all files are at most this many (16 of 64 KiB: the default page of
@@ -158,23 +156,23 @@ class RawReader:
         self.config = config
         self.cache = BlockCache(config.coordinator.raw_cache_bytes)
         self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S, threads=READ_THREADS)
-        self._fs = WebHDFS(config, timeout=READ_TIMEOUT_S)  # listings and status
+        self._listings = ListingChecks(self._hdfs, WebHDFS(config, timeout=READ_TIMEOUT_S),
+                                       config.coordinator.poll_interval)
         self._index = index
-        self._recheck_s = config.coordinator.poll_interval
         self._lock = threading.Lock()  # guards the three below
         self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
         self._opened_bytes = 0
         self._opening: dict[tuple, threading.Lock] = {}
         self._serving: tuple[str, bool] | None = None  # (load, its hot buckets too): ``serve``
         self._closed = threading.Event()
-        self._listings = threading.Thread(target=self._check_listings, daemon=True)
-        self._listings.start()
+        self._sweeps = threading.Thread(target=self._sweep_listings, daemon=True)
+        self._sweeps.start()
 
     def close(self) -> None:
         """Stop the listing and read threads, waiting for the HDFS calls in flight (a thread
         inside the HDFS client at the interpreter's exit aborts it: issue 38.10)."""
         self._closed.set()
-        self._listings.join(READ_TIMEOUT_S)
+        self._sweeps.join(READ_TIMEOUT_S)
         self._hdfs.close()
 
     def memory(self) -> ReaderMemory:
@@ -190,20 +188,24 @@ class RawReader:
 
     # ------------------------------------------------------------------ queries
 
-    def scan_newest_first(self, bucket: RawBucket, id1: int, link_type: int,
+    def scan_newest_first(self, buckets: Sequence[RawBucket], id1: int, link_type: int,
                           min_time: int = 0) -> Iterator[Link]:
-        """Every winner of (id1, link_type) with time >= min_time in the bucket's files,
-        hidden ones included, time descending (ties: id2 descending). Lazy for a heavy id1:
-        older blocks are read as the iterator is consumed. Raises BucketFileError naming a
-        file gone or damaged."""
-        opened = self._open(bucket)
-        wanted = opened.wanted(id1, link_type, min_time)
+        """Every winner of (id1, link_type) with time >= min_time in the files of *buckets*
+        (of one load), hidden ones included, time descending (ties: id2 descending). A hot
+        bucket's rows rank as hot rows, so the winners are those of merging each bucket's
+        winners by the merge rule; the files of all are read in the same rounds, one wait on
+        HDFS a round however many buckets (a change log's key reads its hot and its cold
+        bucket). Lazy for a heavy id1: older blocks are read as the iterator is consumed.
+        Raises BucketFileError naming a file gone or damaged."""
+        opened = [self._open(bucket) for bucket in buckets]
+        wanted = [(f, blocks, int(o.bucket.hot)) for o in opened
+                  for f, blocks in o.wanted(id1, link_type, min_time)]
         if not wanted:
             return iter(())
-        eager = sum(len(blocks) for _, blocks in wanted) <= EAGER_BLOCKS
-        return self._rounds(bucket, opened, wanted, id1, link_type, min_time, eager)
+        eager = sum(len(blocks) for _, blocks, _ in wanted) <= EAGER_BLOCKS
+        return self._rounds(opened, wanted, id1, link_type, min_time, eager)
 
-    def _rounds(self, bucket: RawBucket, opened: _Bucket, wanted: list[tuple[_File, range]],
+    def _rounds(self, opened: list[_Bucket], wanted: list[tuple[_File, range, int]],
                 id1: int, link_type: int, min_time: int, eager: bool) -> Iterator[Link]:
         """Read the files' blocks of the key newest first, in rounds: the first reads the
         newest ``EAGER_BLOCKS`` blocks shared out over the files, at least one each (all of
@@ -211,17 +213,17 @@ class RawReader:
         files hold it), each next one a batch twice as long of the files the merge waits for,
         all at once; each round gives the winners no older row can change."""
         merge = NewestFirstMerge(len(wanted))
-        stops = [blocks.stop for _, blocks in wanted]
+        stops = [blocks.stop for _, blocks, _ in wanted]
         first = EAGER_BLOCKS if eager else max(1, EAGER_BLOCKS // len(wanted))
         batches = [first] * len(wanted)
         while files := merge.wanted():
             spans = [(i, max(wanted[i][1].start, stops[i] - batches[i]), stops[i]) for i in files]
-            datas = self._read_blocks(bucket, opened,
-                                      [(wanted[i][0], start, stop) for i, start, stop in spans])
+            datas = self._read_blocks(opened, [(wanted[i][0], start, stop)
+                                               for i, start, stop in spans])
             for (i, start, _), data in zip(spans, datas):
-                rows, older = [], False
+                rows, older, hot = [], False, wanted[i][2]
                 for line in reversed(key_lines(data, id1, link_type)):
-                    row = parse_row(line)
+                    row = parse_row(line, hot)
                     if row[0].time < min_time:
                         older = True  # the rest of the file is older still
                         break
@@ -230,11 +232,11 @@ class RawReader:
                 merge.add(i, rows, older or start == wanted[i][1].start)
             yield from merge.winners()
 
-    def _read_blocks(self, bucket: RawBucket, opened: _Bucket,
+    def _read_blocks(self, opened: list[_Bucket],
                      wanted: list[tuple[_File, int, int]]) -> list[bytes]:
-        """Blocks [start, stop) of each file: from the cache, the missing runs by one read
-        each, all in parallel."""
-        load = bucket.load_id
+        """Blocks [start, stop) of each file (of the *opened* buckets, of one load): from the
+        cache, the missing runs by one read each, all in parallel."""
+        load = opened[0].bucket.load_id
         parts = [[self.cache.get((load, f.opened.path, i)) for i in range(start, stop)]
                  for f, start, stop in wanted]
         runs = []  # (which, first part, past the last part) of each missing run
@@ -252,8 +254,8 @@ class RawReader:
         if runs:
             offsets = [(wanted[w][0], wanted[w][0].index.offsets, wanted[w][1] + i,
                         wanted[w][1] + j) for w, i, j in runs]
-            datas = self._read(bucket, opened, [(f, offs[a], offs[b] - offs[a])
-                                                for f, offs, a, b in offsets])
+            datas = self._read(opened, [(f, offs[a], offs[b] - offs[a])
+                                        for f, offs, a, b in offsets])
             for (which, i, j), (f, offs, a, _), data in zip(runs, offsets, datas):
                 for k in range(i, j):
                     lo, hi = offs[a + k - i] - offs[a], offs[a + k - i + 1] - offs[a]
@@ -261,83 +263,35 @@ class RawReader:
                     self.cache.put((load, f.opened.path, a + k - i), parts[which][k], hi - lo)
         return [got[0] if len(got) == 1 else b"".join(got) for got in parts]  # type: ignore
 
-    def _read(self, bucket: RawBucket, opened: _Bucket,
-              ranges: list[tuple[_File, int, int]]) -> list[bytes]:
-        """The bytes of each (file, offset, length), read in parallel; the listing checked
-        first when it is due. A failed read is retried once on the files opened again (their
-        blocks may have moved: a DataNode restarted), unless a file is gone or changed."""
-        self._check_listing(bucket, opened)
+    def _read(self, opened: list[_Bucket], ranges: list[tuple[_File, int, int]]) -> list[bytes]:
+        """The bytes of each (file, offset, length), read in parallel; the buckets' listings
+        checked first when due (``ListingChecks.check``). A failed read is retried once on the
+        files opened again (their blocks may have moved: a DataNode restarted), unless a file
+        is gone or changed."""
+        for bucket in opened:
+            self._listings.check(bucket.bucket, bucket)
         try:
             return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
         except HdfsTimeout:
             raise  # a server that hangs: asking again would only wait as long again
         except ServiceError:
             files = list({id(f): f for f, _, _ in ranges}.values())
-            self._check_listing(bucket, opened, force=True)
+            for bucket in opened:
+                self._listings.check(bucket.bucket, bucket, force=True)
             for f, again in zip(files, self._hdfs.run(
                     [(self._hdfs.open_file, (f.opened.path,)) for f in files], "open again")):
                 f.opened = again
             return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
 
-    # ------------------------------------------------------------------ the listing
-
-    def _check_listings(self) -> None:
-        """The reader's listing thread: every ``coordinator.poll_interval``, each opened bucket not
-        checked for that long is checked, so that queries seldom check on their own path (a check is
-        a NameNode call or more: it set the slowest answers). A bucket that fails its check is
-        left unchecked: its queries check it themselves, and raise the error. Nothing ends the
-        thread but ``close``."""
-        while not self._closed.wait(self._recheck_s):
+    def _sweep_listings(self) -> None:
+        """The reader's listing thread: every ``coordinator.poll_interval`` every opened bucket
+        is checked (``ListingChecks.sweep``), so that queries seldom check on their own path (a
+        check is a NameNode call or more: it set the slowest answers). Nothing ends the thread
+        but ``close``."""
+        while not self._closed.wait(self._listings.interval):
             with self._lock:
                 opened = list(self._opened.values())
-            for bucket in opened:
-                try:
-                    self._check_listing(bucket.bucket, bucket, within=self._recheck_s)
-                except Exception as exc:  # noqa: BLE001 -- the queries' own check raises it
-                    log.info("raw route: bucket %d failed its listing check: %s",
-                             bucket.b_index, exc)
-
-    def _check_listing(self, bucket: RawBucket, opened: _Bucket, force: bool = False,
-                       within: float | None = None) -> None:
-        """BucketFileError if a file of the bucket is gone or changed since the bucket was
-        opened. Done when *force*d; else when the last check is older than *within* (by default
-        twice ``coordinator.poll_interval``: the listing thread checks every interval, a query only
-        when that thread is behind; by one thread, the others go on), and then cheaply: a
-        directory's modification time changes with every file created, deleted or renamed in
-        it, so the directory is listed again only when its time moved."""
-        within = 2 * self._recheck_s if within is None else within
-        if not force and time.monotonic() - opened.checked_at < within:
-            return
-        if not force and not opened.checking.acquire(blocking=False):
-            return
-        try:
-            started = time.monotonic()
-            directories = list(opened.directories)
-            if not force:
-                now = self._hdfs.modified_ms(directories)
-                directories = [d for d, ms in zip(directories, now)
-                               if ms != opened.directories[d]]
-            for directory in directories:
-                ms = self._hdfs.modified_ms([directory])[0]
-                listed = {s.path: s for s in self._list(bucket, directory)}
-                for f in opened.files:
-                    if f.opened.path.rsplit("/", 1)[0] == directory:
-                        _check_file(bucket, f, listed.get(f.opened.path))
-                opened.directories[directory] = ms
-            opened.checked_at = started
-        finally:
-            if not force:
-                opened.checking.release()
-
-    def _list(self, bucket: RawBucket, directory: str) -> list[FileStatus]:
-        try:
-            return self._fs.list(directory)
-        except ServiceError as exc:
-            if self._fs.status(directory) is None:
-                raise BucketFileError(
-                    f"bucket {bucket.b_index}: its directory {directory} is gone from HDFS; "
-                    "run `debl verify`, and reload the input") from exc
-            raise
+            self._listings.sweep(opened)
 
     # ------------------------------------------------------------------ opening a bucket
 
@@ -433,7 +387,7 @@ class RawReader:
             directory, stem = chunk.path.rsplit("/", 1)
             if directory not in listings:  # its time first: a change after it shows later
                 modified[directory] = self._hdfs.modified_ms([directory])[0]
-                listings[directory] = self._list(bucket, directory)
+                listings[directory] = self._listings.list(bucket, directory)
             found = [s for s in listings[directory]
                      if is_bucket_file(s.path.rsplit("/", 1)[1], stem)]
             if not found:
@@ -484,17 +438,3 @@ class RawReader:
         index = read_index(f.path, f.length, lambda offset, n: read_file(f, offset, n))
         return _File(f, index, status.modification_time_ms)
 
-
-def _check_file(bucket: RawBucket, f: _File, status: FileStatus | None) -> None:
-    """BucketFileError naming the file if it is gone from the listing or changed since opened."""
-    path = f.opened.path
-    if status is None:
-        raise BucketFileError(
-            f"bucket {bucket.b_index}: its file {path} is gone from HDFS, so the query cannot be "
-            "answered from the raw files; run `debl verify`, and reload the input if the file "
-            "is lost")
-    if (status.length, status.modification_time_ms) != (f.opened.length, f.modified_ms):
-        raise BucketFileError(
-            f"bucket {bucket.b_index}: its file {path} changed in HDFS since it was opened "
-            f"({f.opened.length} bytes then, {status.length} now); run `debl verify`, and "
-            "reload the input")

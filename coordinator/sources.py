@@ -1,6 +1,6 @@
 """The sources a query of one load reads: that load's MySQL and HBase stores (opened on first
 use: a load without hot rows never opens its MySQL table; HBase is connected only once a bucket
-is loaded), and one bucket's raw files in HDFS as a source of the merge (``NewestFirst``)."""
+is loaded), and buckets' raw files in HDFS as one source of the merge (``NewestFirst``)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,11 @@ class LoadStores:
 
 
 class RawFiles:
-    """One bucket's files in HDFS as a source of the merge (``NewestFirst``)."""
+    """The files of one or more buckets of a load in HDFS as one source of the merge
+    (``NewestFirst``): a hot bucket's rows rank as hot (``RawReader.scan_newest_first``)."""
 
-    def __init__(self, reader: RawReader, bucket: RawBucket):
-        self.reader, self.bucket = reader, bucket
+    def __init__(self, reader: RawReader, buckets: list[RawBucket]):
+        self.reader, self.buckets = reader, buckets
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0):
-        return self.reader.scan_newest_first(self.bucket, id1, link_type, min_time)
+        return self.reader.scan_newest_first(self.buckets, id1, link_type, min_time)

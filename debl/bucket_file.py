@@ -257,10 +257,11 @@ def data_lines(data: bytes) -> Iterator[bytes]:
         start = end + 1
 
 
-def parse_row(line: bytes) -> tuple[Link, Origin]:
-    """A bucket line (without newline) as its link and cold origin, with the one line parser."""
+def parse_row(line: bytes, hot: int = 0) -> tuple[Link, Origin]:
+    """A bucket line (without newline) as its link and origin (cold, or *hot* = 1 for a line of
+    a hot file's bucket), with the one line parser."""
     link_line, file_seq, position = line.rsplit(b"\t", 2)
-    return parse_line(link_line), Origin(0, int(file_seq), int(position))
+    return parse_line(link_line), Origin(hot, int(file_seq), int(position))
 
 
 def file_rows(path: str, content: bytes) -> Iterator[tuple[Link, Origin]]:

@@ -133,8 +133,8 @@ class FakeRawReader:
         self.opened_ahead.append(bucket)
         return True
 
-    def scan_newest_first(self, bucket, id1, link_type, min_time=0):
-        self.asked.append(bucket)
+    def scan_newest_first(self, buckets, id1, link_type, min_time=0):
+        self.asked.extend(buckets)
         return self.cold.scan_newest_first(id1, link_type, min_time)
 
     def close(self) -> None:

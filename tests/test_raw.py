@@ -245,12 +245,12 @@ def test_the_readers_memory_stays_within_its_budget(raw):
         try:
             wrong = replace(buckets[1], rows=buckets[1].rows + 1)
             with pytest.raises(BucketFileError, match=r"the bucket index says"):
-                reader.scan_newest_first(wrong, HEAVY, LT)
+                reader.scan_newest_first([wrong], HEAVY, LT)
             assert reader.memory().buckets == 0
             read = 0
             for id1, link_type in _keys(reference):
                 if id1 // WIDTH in buckets:
-                    read += len(list(reader.scan_newest_first(buckets[id1 // WIDTH], id1,
+                    read += len(list(reader.scan_newest_first([buckets[id1 // WIDTH]], id1,
                                                               link_type)))
             memory = reader.memory()
             assert read > 1000 and memory.buckets == len(buckets) and memory.blocks > 0

@@ -10,8 +10,10 @@ import threading
 import pytest
 
 from coordinator.raw import RawBucket, RawReader, _Bucket
+from coordinator.raw_listing import ListingChecks
 from debl.config import Config
-from debl.errors import BucketFileError
+from debl.errors import BucketFileError, ServiceError
+from debl.webhdfs import FileStatus
 
 COST = 1000
 
@@ -116,12 +118,12 @@ def test_the_reader_forgets_hot_buckets_at_the_take_over_and_other_loads_at_a_sw
         checked: list[tuple] = []
         polled = threading.Condition()
 
-        def check_listing(bucket: RawBucket, opened, force=False, within=None) -> None:
+        def sweep(opened: list[_Bucket]) -> None:
             with polled:
-                checked.append((bucket.load_id, bucket.b_index, bucket.hot))
+                checked.extend((b.bucket.load_id, b.b_index, b.bucket.hot) for b in opened)
                 polled.notify_all()
 
-        monkeypatch.setattr(reader, "_check_listing", check_listing)
+        monkeypatch.setattr(reader._listings, "sweep", sweep)
         cold, hot, hot2 = RawBucket("L1", 1, 10), RawBucket("L1", 2, 10, hot=True), \
             RawBucket("L1", 3, 10, hot=True)
         for bucket in (cold, hot, hot2):
@@ -152,3 +154,52 @@ def test_the_reader_forgets_hot_buckets_at_the_take_over_and_other_loads_at_a_sw
         assert reader.cache.budget == reader.config.coordinator.raw_cache_bytes - COST
     finally:
         reader.close()
+
+
+class _Directories:
+    """HDFS's answers for the listing checks: each directory's time, and the calls asked."""
+
+    def __init__(self, times: dict[str, int]) -> None:
+        self.times = times
+        self.calls: list[tuple[str, ...]] = []
+        self.failing: set[str] = set()
+
+    def list(self, parent: str) -> list[FileStatus]:  # WebHDFS.list
+        self.calls.append(("list", parent))
+        if parent in self.failing:
+            raise ServiceError(f"HDFS refused to list {parent}")
+        return [FileStatus(d, 0, True, ms) for d, ms in self.times.items()
+                if d.rsplit("/", 1)[0] == parent]
+
+    def modified_ms(self, paths: list[str]) -> list[int | None]:  # NativeHDFS.modified_ms
+        self.calls.append(("status", *paths))
+        return [self.times.get(p) for p in paths]
+
+
+def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_moved():
+    """The listing thread fell behind a change log's 128 opened buckets, one NameNode call
+    each, and the queries checked on their own path (docs/BENCHMARKS.md, "Tail latency and the
+    change log (issue 37)"): a sweep asks one listing per parent directory; a bucket whose
+    directory's time has not moved is checked by it, one whose time moved, or whose parent
+    could not be listed, is checked on its own."""
+    hdfs = _Directories({f"/L/buckets/{b}": 100 + b for b in range(4)}
+                        | {f"/L/hot/{b}": 200 + b for b in range(2)})
+    checks = ListingChecks(hdfs, hdfs, interval=0.5)  # type: ignore[arg-type]
+    opened = [_Bucket(RawBucket("L", b, 0), {f"/L/buckets/{b}": 100 + b}, []) for b in range(4)]
+    opened += [_Bucket(RawBucket("L", b, 0, hot=True), {f"/L/hot/{b}": 200 + b}, [])
+               for b in range(2)]
+    for bucket in opened:
+        bucket.checked_at = 0.0
+    hdfs.times["/L/buckets/2"] = 999  # a file created, deleted or renamed in bucket 2
+    checks.sweep(opened)
+    assert sorted(hdfs.calls[:2]) == [("list", "/L/buckets"), ("list", "/L/hot")]
+    assert ("status", "/L/buckets/2") in hdfs.calls[2:]  # bucket 2 checked on its own
+    assert {c for c in hdfs.calls[2:] if c[0] == "status"} == {("status", "/L/buckets/2")}
+    assert opened[2].directories["/L/buckets/2"] == 999
+    assert all(b.checked_at > 0 for b in opened)  # every bucket checked by this sweep
+
+    hdfs.calls.clear()
+    hdfs.failing.add("/L/hot")
+    checks.sweep(opened)
+    assert sorted(c for c in hdfs.calls if c[0] == "status") == [
+        ("status", "/L/hot/0"), ("status", "/L/hot/1")]  # the hot ones one by one

@@ -1,0 +1,133 @@
+"""The raw route's listing checks: that an opened bucket's files are still the files it opened
+(docs/COORDINATOR.md, "The raw route", "The listing checks").
+
+A read by block returns a file's bytes as they were when it was opened, or fails
+(``debl.hdfs_reads``), so a file deleted or rewritten since would go unnoticed. A directory's
+modification time changes with every file created, deleted or renamed in it: a bucket whose
+directories' times have not moved still has its files; one whose time moved is listed again,
+and a file gone or changed is a BucketFileError naming it.
+
+The reader's listing thread sweeps every opened bucket each ``coordinator.poll_interval``
+(``sweep``): one listing of each parent directory gives the times of all the bucket directories
+in it at once (a bucket is a directory; a load's buckets share a parent), so a sweep costs a
+call or two however many buckets are opened. Checking them one NameNode call per bucket, one
+after another, fell behind under load with a change log's 128 opened buckets, and the queries
+then checked on their own path (docs/BENCHMARKS.md, "Tail latency and the change log (issue
+37)"). A query about to read HDFS checks its bucket itself only when the sweep is two intervals
+behind (``check``).
+
+Pitfalls: a bucket that fails its check in a sweep is left unchecked, so its next query checks
+it and raises the error; a parent directory whose listing fails is left to the buckets' own
+checks, one call each, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from debl.errors import BucketFileError, ServiceError
+from debl.hdfs_reads import NativeHDFS
+from debl.webhdfs import FileStatus, WebHDFS
+
+if TYPE_CHECKING:  # the opened bucket and its files are the reader's (coordinator.raw)
+    from coordinator.raw import RawBucket, _Bucket, _File
+
+log = logging.getLogger("debl.coordinator")
+
+
+class ListingChecks:
+    """Checks opened buckets against HDFS's listings; *interval*: ``coordinator.poll_interval``."""
+
+    def __init__(self, hdfs: NativeHDFS, fs: WebHDFS, interval: float) -> None:
+        self._hdfs, self._fs, self.interval = hdfs, fs, interval
+
+    def sweep(self, opened: list[_Bucket]) -> None:
+        """Check every bucket of *opened*: one listing per parent directory for the times of
+        all their directories, a bucket whose time moved (or whose parent's listing failed)
+        checked on its own. Never raises: a bucket that fails is left to its queries."""
+        started = time.monotonic()
+        parents: dict[str, list[_Bucket]] = defaultdict(list)
+        for bucket in opened:
+            for directory in bucket.directories:
+                parents[directory.rsplit("/", 1)[0]].append(bucket)
+        times: dict[str, int | None] = {}
+        for parent, buckets in parents.items():
+            try:
+                listed = {s.path: s.modification_time_ms for s in self._fs.list(parent)}
+            except ServiceError as exc:
+                log.info("raw route: listing %s failed, its buckets checked one by one: %s",
+                         parent, exc)
+                continue
+            for bucket in buckets:
+                times.update({d: listed.get(d) for d in bucket.directories
+                              if d.rsplit("/", 1)[0] == parent})
+        for bucket in opened:
+            unmoved = all(d in times and times[d] == ms for d, ms in bucket.directories.items())
+            if unmoved:
+                bucket.checked_at = max(bucket.checked_at, started)
+                continue
+            try:
+                self.check(bucket.bucket, bucket, within=0.0)
+            except Exception as exc:  # noqa: BLE001 -- the queries' own check raises it
+                log.info("raw route: bucket %d failed its listing check: %s",
+                         bucket.b_index, exc)
+
+    def check(self, bucket: RawBucket, opened: _Bucket, force: bool = False,
+              within: float | None = None) -> None:
+        """BucketFileError if a file of the bucket is gone or changed since the bucket was
+        opened. Done when *force*d; else when the last check is older than *within* (by default
+        two intervals: the sweep checks every interval, a query only when the sweep is behind;
+        by one thread, the others go on), and then cheaply: a directory is listed again only
+        when its time moved."""
+        within = 2 * self.interval if within is None else within
+        if not force and time.monotonic() - opened.checked_at < within:
+            return
+        if not force and not opened.checking.acquire(blocking=False):
+            return
+        try:
+            started = time.monotonic()
+            directories = list(opened.directories)
+            if not force:
+                now = self._hdfs.modified_ms(directories)
+                directories = [d for d, ms in zip(directories, now)
+                               if ms != opened.directories[d]]
+            for directory in directories:
+                ms = self._hdfs.modified_ms([directory])[0]
+                listed = {s.path: s for s in self.list(bucket, directory)}
+                for f in opened.files:
+                    if f.opened.path.rsplit("/", 1)[0] == directory:
+                        _check_file(bucket, f, listed.get(f.opened.path))
+                opened.directories[directory] = ms
+            opened.checked_at = started
+        finally:
+            if not force:
+                opened.checking.release()
+
+    def list(self, bucket: RawBucket, directory: str) -> list[FileStatus]:
+        """The bucket directory's files; BucketFileError naming it if it is gone."""
+        try:
+            return self._fs.list(directory)
+        except ServiceError as exc:
+            if self._fs.status(directory) is None:
+                raise BucketFileError(
+                    f"bucket {bucket.b_index}: its directory {directory} is gone from HDFS; "
+                    "run `debl verify`, and reload the input") from exc
+            raise
+
+
+def _check_file(bucket: RawBucket, f: _File, status: FileStatus | None) -> None:
+    """BucketFileError naming the file if it is gone from the listing or changed since opened."""
+    path = f.opened.path
+    if status is None:
+        raise BucketFileError(
+            f"bucket {bucket.b_index}: its file {path} is gone from HDFS, so the query cannot be "
+            "answered from the raw files; run `debl verify`, and reload the input if the file "
+            "is lost")
+    if (status.length, status.modification_time_ms) != (f.opened.length, f.modified_ms):
+        raise BucketFileError(
+            f"bucket {bucket.b_index}: its file {path} changed in HDFS since it was opened "
+            f"({f.opened.length} bytes then, {status.length} now); run `debl verify`, and "
+            "reload the input")
