@@ -72,6 +72,7 @@ def _timed(owner, name: str, key: str, size=None) -> None:
 def _instrument(without: set[str]) -> None:
     """Counters around the reader's steps; the optimisations in *without* undone."""
     import coordinator.raw as raw
+    import coordinator.raw_listing as listing
     import coordinator.raw_scan as scan
     import debl.hdfs_reads as reads
     from debl.bucket_file import bloom_holds
@@ -125,7 +126,7 @@ def _instrument(without: set[str]) -> None:
     raw.read_file = reads.read_file
     _timed(raw.RawReader, "_open", "bucket")
     _timed(raw.RawReader, "_read_files", "bucket_open")
-    _timed(raw.RawReader, "_check_listing", "listing")
+    _timed(listing.ListingChecks, "check", "listing")
     _timed(scan.FileFilters, "holding", "filters")
     _timed(raw, "key_lines", "key_run")
     _timed(raw, "parse_row", "parse")

@@ -117,7 +117,7 @@ def main() -> int:
     table = args.table
     if table is None:
         with Catalog(config) as catalog:
-            load = catalog.current()
+            load = catalog.loads.current()
         if load is None:
             sys.exit("no load is current: load the input first, or pass --table")
         table = load.namespace.hbase_table
