@@ -44,7 +44,7 @@ from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.demand import new_coordinator_id
-from coordinator.merge import NewestFirst, answer
+from coordinator.merge import answer
 from coordinator.poller import EarlyServing, Poller, PollResult, Publication
 from coordinator.raw import RawBucket, RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets

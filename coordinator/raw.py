@@ -269,7 +269,7 @@ class RawReader:
         files opened again (their blocks may have moved: a DataNode restarted), unless a file
         is gone or changed."""
         for bucket in opened:
-            self._listings.check(bucket.bucket, bucket)
+            self._listings.check(bucket)
         try:
             return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
         except HdfsTimeout:
@@ -277,7 +277,7 @@ class RawReader:
         except ServiceError:
             files = list({id(f): f for f, _, _ in ranges}.values())
             for bucket in opened:
-                self._listings.check(bucket.bucket, bucket, force=True)
+                self._listings.check(bucket, force=True)
             for f, again in zip(files, self._hdfs.run(
                     [(self._hdfs.open_file, (f.opened.path,)) for f in files], "open again")):
                 f.opened = again
@@ -387,7 +387,7 @@ class RawReader:
             directory, stem = chunk.path.rsplit("/", 1)
             if directory not in listings:  # its time first: a change after it shows later
                 modified[directory] = self._hdfs.modified_ms([directory])[0]
-                listings[directory] = self._listings.list(bucket, directory)
+                listings[directory] = self._listings.list(bucket.b_index, directory)
             found = [s for s in listings[directory]
                      if is_bucket_file(s.path.rsplit("/", 1)[1], stem)]
             if not found:

@@ -1,5 +1,5 @@
 """The raw route's listing checks: that an opened bucket's files are still the files it opened
-(docs/COORDINATOR.md, "The raw route", "The listing checks").
+(docs/COORDINATOR.md, "The raw route").
 
 A read by block returns a file's bytes as they were when it was opened, or fails
 (``debl.hdfs_reads``), so a file deleted or rewritten since would go unnoticed. A directory's
@@ -24,18 +24,26 @@ checks, one call each, as before.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from debl.errors import BucketFileError, ServiceError
 from debl.hdfs_reads import NativeHDFS
 from debl.webhdfs import FileStatus, WebHDFS
 
-if TYPE_CHECKING:  # the opened bucket and its files are the reader's (coordinator.raw)
-    from coordinator.raw import RawBucket, _Bucket, _File
-
 log = logging.getLogger("debl.coordinator")
+
+
+class OpenedBucket(Protocol):
+    """What the checks need of a bucket the reader opened (``coordinator.raw``)."""
+
+    b_index: int
+    directories: dict[str, int | None]  # directory -> its modification time when listed
+    files: list[Any]  # each with ``opened`` (path, length) and ``modified_ms``
+    checked_at: float  # time.monotonic() of the last check that passed
+    checking: threading.Lock  # held by the one thread checking it
 
 
 class ListingChecks:
@@ -44,12 +52,12 @@ class ListingChecks:
     def __init__(self, hdfs: NativeHDFS, fs: WebHDFS, interval: float) -> None:
         self._hdfs, self._fs, self.interval = hdfs, fs, interval
 
-    def sweep(self, opened: list[_Bucket]) -> None:
+    def sweep(self, opened: list[OpenedBucket]) -> None:
         """Check every bucket of *opened*: one listing per parent directory for the times of
         all their directories, a bucket whose time moved (or whose parent's listing failed)
         checked on its own. Never raises: a bucket that fails is left to its queries."""
         started = time.monotonic()
-        parents: dict[str, list[_Bucket]] = defaultdict(list)
+        parents: dict[str, list[OpenedBucket]] = defaultdict(list)
         for bucket in opened:
             for directory in bucket.directories:
                 parents[directory.rsplit("/", 1)[0]].append(bucket)
@@ -70,12 +78,12 @@ class ListingChecks:
                 bucket.checked_at = max(bucket.checked_at, started)
                 continue
             try:
-                self.check(bucket.bucket, bucket, within=0.0)
+                self.check(bucket, within=0.0)
             except Exception as exc:  # noqa: BLE001 -- the queries' own check raises it
                 log.info("raw route: bucket %d failed its listing check: %s",
                          bucket.b_index, exc)
 
-    def check(self, bucket: RawBucket, opened: _Bucket, force: bool = False,
+    def check(self, opened: OpenedBucket, force: bool = False,
               within: float | None = None) -> None:
         """BucketFileError if a file of the bucket is gone or changed since the bucket was
         opened. Done when *force*d; else when the last check is older than *within* (by default
@@ -96,38 +104,38 @@ class ListingChecks:
                                if ms != opened.directories[d]]
             for directory in directories:
                 ms = self._hdfs.modified_ms([directory])[0]
-                listed = {s.path: s for s in self.list(bucket, directory)}
+                listed = {s.path: s for s in self.list(opened.b_index, directory)}
                 for f in opened.files:
                     if f.opened.path.rsplit("/", 1)[0] == directory:
-                        _check_file(bucket, f, listed.get(f.opened.path))
+                        _check_file(opened.b_index, f, listed.get(f.opened.path))
                 opened.directories[directory] = ms
             opened.checked_at = started
         finally:
             if not force:
                 opened.checking.release()
 
-    def list(self, bucket: RawBucket, directory: str) -> list[FileStatus]:
-        """The bucket directory's files; BucketFileError naming it if it is gone."""
+    def list(self, b_index: int, directory: str) -> list[FileStatus]:
+        """The files of bucket *b_index*'s directory; BucketFileError naming it if it is gone."""
         try:
             return self._fs.list(directory)
         except ServiceError as exc:
             if self._fs.status(directory) is None:
                 raise BucketFileError(
-                    f"bucket {bucket.b_index}: its directory {directory} is gone from HDFS; "
+                    f"bucket {b_index}: its directory {directory} is gone from HDFS; "
                     "run `debl verify`, and reload the input") from exc
             raise
 
 
-def _check_file(bucket: RawBucket, f: _File, status: FileStatus | None) -> None:
+def _check_file(b_index: int, f: Any, status: FileStatus | None) -> None:
     """BucketFileError naming the file if it is gone from the listing or changed since opened."""
     path = f.opened.path
     if status is None:
         raise BucketFileError(
-            f"bucket {bucket.b_index}: its file {path} is gone from HDFS, so the query cannot be "
+            f"bucket {b_index}: its file {path} is gone from HDFS, so the query cannot be "
             "answered from the raw files; run `debl verify`, and reload the input if the file "
             "is lost")
     if (status.length, status.modification_time_ms) != (f.opened.length, f.modified_ms):
         raise BucketFileError(
-            f"bucket {bucket.b_index}: its file {path} changed in HDFS since it was opened "
+            f"bucket {b_index}: its file {path} changed in HDFS since it was opened "
             f"({f.opened.length} bytes then, {status.length} now); run `debl verify`, and "
             "reload the input")
