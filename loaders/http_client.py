@@ -264,6 +264,8 @@ class HttpStream:
                               "visible: load it again once the source is stable")
 
     def read(self, n: int = -1) -> bytes:
+        """Up to *n* bytes (what has arrived, at least one), b"" only at the end: read in a
+        loop, as from a socket."""
         fruitless, pause = 0, RETRY_PAUSE_S
         cause = "the connection closed early"
         while True:
