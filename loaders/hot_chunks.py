@@ -8,8 +8,15 @@ order from the segments of the chunks that hold it (a file may span chunks, a ch
 several files, and a piece fetched on demand may sit in a later chunk than the bytes after it:
 the segments are read in the file's order).
 
-Pitfall: a file whose last line has no newline reads back with the newline the copier added
-(``loaders.chunker``), one byte more than its listing: the hot path treats both the same.
+The chunks are read over HDFS's own protocols (``debl.hdfs_reads``), 1 MiB a request, not over
+WebHDFS: the DataNode spends about a tenth of the CPU on it. While MySQL takes the hot keys
+over, the raw route serves from the same DataNode, and a WebHDFS stream of a 20-130 MB chunk
+held its raw reads up for 0.3-0.9 s at a time (docs/BENCHMARKS.md, "Tail latency and the change
+log (issue 37)").
+
+Pitfalls: a file whose last line has no newline reads back with the newline the copier added
+(``loaders.chunker``), one byte more than its listing: the hot path treats both the same. A
+chunk shorter than its segments say (changed since it was copied) is a SourceError naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from debl.errors import SourceError
-from debl.webhdfs import WebHDFS
+from debl.hdfs_reads import NativeHDFS
 from loaders.chunker import Chunk
 from loaders.source import SourceFile
 
@@ -27,7 +34,7 @@ _BLOCK = 1 << 20
 class HotChunkSource:
     """The hot files of a load, read back from its hot chunks in HDFS."""
 
-    def __init__(self, hdfs: WebHDFS, chunks: list[Chunk]):
+    def __init__(self, hdfs: NativeHDFS, chunks: list[Chunk]):
         self.hdfs = hdfs
         # (chunk path, offset in the chunk, length) of each file's segments, in file order
         found: dict[str, list[tuple[int, int, str, int]]] = {}
@@ -65,9 +72,9 @@ class HotChunkSource:
 class _Stream:
     """A readable stream over a file's segments in the chunks (``read``, ``close``, ``with``)."""
 
-    def __init__(self, hdfs: WebHDFS, parts: list[tuple[str, int, int]]):
+    def __init__(self, hdfs: NativeHDFS, parts: list[tuple[str, int, int]]):
         self._blocks: Iterator[bytes] = (block for path, at, n in parts if n
-                                         for block in hdfs.stream(path, _BLOCK, at, n))
+                                         for block in _blocks(hdfs, path, at, n))
         self._pending = b""
 
     def read(self, n: int = -1) -> bytes:
@@ -90,3 +97,13 @@ class _Stream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _blocks(hdfs: NativeHDFS, path: str, at: int, n: int) -> Iterator[bytes]:
+    """Bytes [at, at + n) of the chunk *path*, ``_BLOCK`` a read."""
+    f = hdfs.open(path)
+    if f.length < at + n:
+        raise SourceError(f"hot chunk {path} holds {f.length} bytes, its segments need "
+                          f"{at + n}: it changed after it was copied; load the input again")
+    for offset in range(at, at + n, _BLOCK):
+        yield hdfs.read(f, offset, min(_BLOCK, at + n - offset))

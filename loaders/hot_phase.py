@@ -29,6 +29,7 @@ from debl.catalog import Catalog
 from debl.config import Config
 from debl.faultpoints import reached
 from debl.namespace import Namespace
+from debl.hdfs_reads import NativeHDFS
 from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
 from loaders.hot_chunks import HotChunkSource
@@ -56,9 +57,13 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
         catalog.phases.phase_start(load_id, "hot", "all")
         try:
             if chunks is not None:
-                result = load_hot(config, HotChunkSource(WebHDFS(config), chunks), hot,
-                                  _Recorded(), -1, progress=progress.hot,  # type: ignore[arg-type]
-                                  table=namespace.link_table)
+                hdfs = NativeHDFS(config, threads=2)
+                try:
+                    result = load_hot(config, HotChunkSource(hdfs, chunks), hot, _Recorded(),
+                                      -1, progress=progress.hot,  # type: ignore[arg-type]
+                                      table=namespace.link_table)
+                finally:
+                    hdfs.close()
             else:
                 with rejects.open_part(HOT_PART) as part:
                     try:
