@@ -129,6 +129,10 @@ def reject_path(config: Config, load_id: str) -> Path:
 
 
 LOAD_LOCK = "debl_load"
+# How long a load waits for the lock before it says another load holds it: a load killed in the
+# middle of a statement keeps its session, and the lock, until the server has ended that
+# statement (a resume right after the kill found it still held, under load).
+LOAD_LOCK_WAIT_S = 5.0
 
 
 @contextmanager
@@ -136,7 +140,7 @@ def load_lock(config: Config) -> Iterator[NamedLock]:
     """Hold the dataset's load lock (one ``debl load`` per MySQL database at a time), or raise
     LoadStateError if another load holds it."""
     name = f"{LOAD_LOCK}.{config.mysql.database}"  # named locks are server-wide
-    lock = named_lock(config, name)
+    lock = named_lock(config, name, wait=LOAD_LOCK_WAIT_S)
     if lock is None:
         raise LoadStateError(f"another `debl load` is running on this dataset (MySQL database "
                              f"{config.mysql.database!r}, lock {name}): wait for it to end (`debl "
