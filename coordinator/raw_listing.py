@@ -11,7 +11,7 @@ The reader's listing thread sweeps every opened bucket each ``coordinator.poll_i
 (``sweep``): one listing of each parent directory gives the times of all the bucket directories
 in it at once (a bucket is a directory; a load's buckets share a parent), so a sweep costs a
 call or two however many buckets are opened. Checking them one NameNode call per bucket, one
-after another, fell behind under load with a change log's 128 opened buckets, and the queries
+after another, fell behind under load with a change log's many opened buckets, and the queries
 then checked on their own path (docs/BENCHMARKS.md, "Tail latency and the change log (issue
 37)"). A query about to read HDFS checks its bucket itself only when the sweep is two intervals
 behind (``check``).

@@ -9,10 +9,9 @@ several files, and a piece fetched on demand may sit in a later chunk than the b
 the segments are read in the file's order).
 
 The chunks are read over HDFS's own protocols (``debl.hdfs_reads``), 1 MiB a request, not over
-WebHDFS: the DataNode spends about a tenth of the CPU on it. While MySQL takes the hot keys
-over, the raw route serves from the same DataNode, and a WebHDFS stream of a 20-130 MB chunk
-held its raw reads up for 0.3-0.9 s at a time (docs/BENCHMARKS.md, "Tail latency and the change
-log (issue 37)").
+WebHDFS, which costs the DataNode far more CPU: while MySQL takes the hot keys over, the raw
+route serves from the same DataNode, and a WebHDFS stream of a chunk held its reads up
+(docs/BENCHMARKS.md, "Tail latency and the change log (issue 37)", has the measurement).
 
 Pitfalls: a file whose last line has no newline reads back with the newline the copier added
 (``loaders.chunker``), one byte more than its listing: the hot path treats both the same. A

@@ -177,7 +177,7 @@ class _Directories:
 
 
 def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_moved():
-    """The listing thread fell behind a change log's 128 opened buckets, one NameNode call
+    """The listing thread fell behind a change log's many opened buckets, one NameNode call
     each, and the queries checked on their own path (docs/BENCHMARKS.md, "Tail latency and the
     change log (issue 37)"): a sweep asks one listing per parent directory; a bucket whose
     directory's time has not moved is checked by it, one whose time moved, or whose parent
