@@ -70,7 +70,6 @@ MAX_READ_BLOCKS = 64  # the longest read of one file, in blocks (64 of 64 KiB): 
 # 10,000 lines, at LinkBench's line lengths) is read and merged at once; a heavier one lazily,
 # newest first.
 EAGER_BLOCKS = 16
-READ_THREADS = 16  # HDFS calls in flight per reader: a read mostly waits on the DataNode
 READ_TIMEOUT_S = 30.0
 # Memory of an opened bucket beside its filters: per file (the open file's block locations,
 # the objects) and per index entry (its key tuple and offset as Python objects).
@@ -155,7 +154,8 @@ class RawReader:
     def __init__(self, config: Config, index: IndexCatalog) -> None:
         self.config = config
         self.cache = BlockCache(config.coordinator.raw_cache_bytes)
-        self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S, threads=READ_THREADS)
+        self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S,
+                                threads=config.coordinator.raw_read_threads)
         self._listings = ListingChecks(self._hdfs, WebHDFS(config, timeout=READ_TIMEOUT_S),
                                        config.coordinator.poll_interval)
         self._index = index

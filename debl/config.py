@@ -319,12 +319,15 @@ class CoordinatorConfig(_Section):
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
+    # The raw route's HDFS reads in flight per coordinator: on two cores more only wait at the
+    # DataNode; 16 set a higher p99 than 8 (docs/BENCHMARKS.md, "The read threads").
+    raw_read_threads: int = 8
     # A query through the coordinator that gives no timeout of its own waits at most this many
     # seconds for uptime or its bucket, then gets QueryTimeout: never forever.
     query_timeout: float = 600.0
 
     def __post_init__(self) -> None:
-        for name in ("raw_cache_bytes", "query_timeout"):
+        for name in ("raw_cache_bytes", "raw_read_threads", "query_timeout"):
             check_positive(self, name)
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"coordinator.raw_after must be \"off\" or seconds >= 0, not "

@@ -49,6 +49,7 @@ def test_toml_tables_and_env_override(tmp_path):
     ("[coordinator]\nraw_after = -1\n", "coordinator.raw_after must be"),
     ('[coordinator]\nraw_after = "soon"\n', "not a valid float"),
     ("[coordinator]\nraw_cache_bytes = 0\n", "coordinator.raw_cache_bytes must be positive"),
+    ("[coordinator]\nraw_read_threads = 0\n", "coordinator.raw_read_threads must be positive"),
     ("[mysql\n", "debl.toml"),
     # mysql.user is quoted into the stack's CREATE USER / GRANT statements.
     ("[mysql]\nuser = \"x'@'%' IDENTIFIED BY 'y'; DROP DATABASE debl; -- \"\n",
