@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from debl import request_cost
 from debl.bench import ApproachRun
 from debl.bench.results import PhaseSpan
-from debl.bench.tail import beside_rows, read_tails, tail_line, tail_path, write_tail
+from debl.bench.tail import (beside_rows, burst_rows, read_tails, tail_line, tail_path,
+                             write_tail)
 from debl.cli import main
 from debl.histogram import Histogram
 from debl.request_cost import COMPONENTS, HBASE, HDFS_META, MERGE, MYSQL, RequestCost, Timed
@@ -340,12 +341,31 @@ def test_the_bench_writes_the_tail_and_the_report_shows_it(tmp_path):
     assert "| debl-raw | hfiles | 33% | 20% |" in beside  # 1 of the 3; seconds 12 and 13
     assert "| debl-raw | mysql_merge | 100% | 100% |" in beside  # still running: to the end
     assert "| debl-raw | copy |" not in beside  # over before the queries
+    assert "## The tail: stalls in the slowest 1%" in md  # 3 answers seconds apart: no burst
+    assert "| debl-raw | 3 | 0% | 0 | 0 | - |" in md
     assert tail_line(read_tails(tmp_path, runs)["debl-raw"]) == (
         "slowest 1%: 3 answers from 100.0 ms; by route raw 100%; by cause HDFS reads 100%")
     printed = CliRunner().invoke(main, ["report", str(tmp_path), "--tail"])
     assert printed.exit_code == 0, printed.output
     assert "## The tail: the slowest 1% by dominant cause" in printed.output
     assert "| debl-raw | HDFS reads | 3 | 100% |" in printed.output
+
+
+def test_stalls_count_the_slowest_that_ended_together():
+    """Six answers ending 10 ms apart are one burst (each within 20 ms of the one before, however
+    long the run); four together are too few; a gap of 20 ms or more ends a burst."""
+    ends = [1.00 + 0.01 * i for i in range(6)] + [2.0, 2.001, 2.002, 2.003] + [3.0, 3.02]
+    samples = tuple(TailSample(50.0 + i, end, "raw", "raw", 7, 1, 1, dict.fromkeys(CAUSES, 0.0))
+                    for i, end in enumerate(ends))
+    answers = Histogram.of(np.array([1_000] * 1188 + [50_000_000] * 12, dtype=np.int64))
+    counts = TailCounts(len(samples), samples, {"raw": answers}, {"raw": 0})  # 12: the 1%
+    headers, rows = burst_rows({"debl-raw": counts.breakdown()})
+    assert headers == ("approach", "slowest", "in bursts", "bursts", "largest burst",
+                       "its slowest ms")
+    # 6 of the 12 in one burst; its slowest is the sixth sample (55 ms)
+    assert rows == (("debl-raw", "12", "50%", "1", "6", "55.0"),)
+    assert burst_rows({"debl-raw": TailCounts(0, (), {}, {}).breakdown()})[1] == (
+        ("debl-raw", "0", "-", "0", "0", "-"),)
 
 
 def test_a_bench_without_tail_files_has_no_tail_section(tmp_path):

@@ -120,6 +120,37 @@ def beside_rows(tails: dict[str, TailBreakdown],
     return headers, tuple(rows)
 
 
+# Slow answers that end within BURST_GAP_S of each other, BURST_LEAST or more of them, ended
+# together: one stall held them all (docs/BENCHMARKS.md, "The tail: what the slowest 1% waited
+# for").
+BURST_GAP_S = 0.02
+BURST_LEAST = 5
+
+
+def burst_rows(tails: dict[str, TailBreakdown]) -> tuple[tuple[str, ...], Rows]:
+    """Headers and rows of the stalls in each approach's slowest: how many of them ended in a
+    burst (``BURST_LEAST`` or more, each within ``BURST_GAP_S`` of the one before), the bursts,
+    the largest, and the slowest answer of the largest (how long the stall held it)."""
+    headers = ("approach", "slowest", "in bursts", "bursts", "largest burst",
+               "its slowest ms")
+    rows = []
+    for approach, tail in tails.items():
+        ends = sorted(tail.samples, key=lambda s: s.end_s)
+        runs: list[list] = []
+        for sample in ends:
+            if runs and sample.end_s - runs[-1][-1].end_s < BURST_GAP_S:
+                runs[-1].append(sample)
+            else:
+                runs.append([sample])
+        bursts = [r for r in runs if len(r) >= BURST_LEAST]
+        largest = max(bursts, key=len, default=[])
+        rows.append((approach, f"{len(ends):,}",
+                     f"{sum(map(len, bursts)) / len(ends):.0%}" if ends else "-",
+                     f"{len(bursts):,}", f"{len(largest):,}",
+                     _ms(max(s.latency_ms for s in largest)) if largest else "-"))
+    return headers, tuple(rows)
+
+
 def tail_tables(tails: dict[str, TailBreakdown], runs: Sequence[ApproachRun],
                 ) -> list[tuple[str, tuple[str, ...], Rows, str]]:
     """The report's section "The tail" as (title, headers, rows, note) tables; none without a
@@ -155,6 +186,12 @@ def tail_tables(tails: dict[str, TailBreakdown], runs: Sequence[ApproachRun],
          "Each load phase (debl_phases) that ran during the query phase: the share of the "
          "slowest answers that overlapped one of its items, against the share of all answers "
          "completed in a second it ran."),
+        (f"The tail: stalls in the slowest {share:.0%}", *burst_rows(tails),
+         f"The slowest answers that ended in a burst: {BURST_LEAST} or more, each within "
+         f"{BURST_GAP_S * 1e3:.0f} ms of the one before. One stall (a server's pause, a lock, "
+         "the cores taken) held them all, and with every client thread waiting, a closed "
+         "loop's slowest answers come this way whatever serves them; 'its slowest ms': how "
+         "long the largest burst's stall held its slowest answer."),
     ]
 
 
