@@ -58,9 +58,8 @@ class MysqlConfig(_Section):
     database: str = "debl"
     engine: str = "InnoDB"
     link_table: str = "linktable"
-    # Connections per MySQLStore and driver (the link reads on mysqlclient, the rest on
-    # pymysql), shared by all its threads: the server sees at most this many per store and
-    # driver (HBaseStore pools 32).
+    # Connections per MySQLStore and driver (link reads on mysqlclient, the rest on pymysql),
+    # shared by its threads: the server sees at most this many per store and driver.
     pool_size: int = 32
 
     def __post_init__(self) -> None:
@@ -119,9 +118,8 @@ class SparkConfig(_Section):
 
     SECTION: ClassVar[str] = "spark"
 
-    # The master of DeBL's applications when spark.workers is 0: local[N] runs the tasks in the
-    # driver's JVM; spark://, yarn and k8s:// run them on a cluster (docs/RUNTIME.md, "Spark on
-    # a cluster").
+    # The master when spark.workers is 0: local[N] runs the tasks in the driver's JVM;
+    # spark://, yarn, k8s:// on a cluster (docs/RUNTIME.md, "Spark on a cluster").
     master: str = "local[2]"
     driver_memory: str = "2g"
     # Each executor's heap and cores on a cluster (spark.executor.memory, .cores; local[N] has
@@ -269,9 +267,8 @@ class SourceConfig(_Section):
 
     SECTION: ClassVar[str] = "source"
 
-    # An HTTP transfer that ends early is resumed with Range from the first byte not received;
-    # after this many resumes in a row that bring no byte, the load fails naming the file and
-    # the offset (loaders.source).
+    # An HTTP transfer that ends early resumes with Range from the first byte not received;
+    # after this many fruitless resumes in a row the load fails naming file and offset.
     retries: int = 5
     # Never in the URL, which would put the password in `debl load`'s argv. The password comes
     # from source.password (DEBL_SOURCE_PASSWORD) or else from the first line of
@@ -319,8 +316,8 @@ class CoordinatorConfig(_Section):
     raw_after: float | None = 0.0
     # The raw route's LRU cache of bucket file blocks and indexes, per coordinator.
     raw_cache_bytes: int = 128 * MiB
-    # The raw route's HDFS reads in flight per coordinator: on two cores more only wait at the
-    # DataNode; 16 set a higher p99 than 8 (docs/BENCHMARKS.md, "The read threads").
+    # The raw route's HDFS reads in flight per coordinator: more than the cores can serve only
+    # queue at the DataNode and raise the p99 (docs/BENCHMARKS.md, "The read threads").
     raw_read_threads: int = 8
     # A query through the coordinator that gives no timeout of its own waits at most this many
     # seconds for uptime or its bucket, then gets QueryTimeout: never forever.
