@@ -103,3 +103,31 @@ def test_a_port_released_while_a_daemon_starts_is_waited_for_and_one_held_is_nam
         _require_free(daemon, port, wait=0.5)
     threading.Timer(1.0, holder.close).start()
     _require_free(daemon, port, wait=30.0)  # returns once the holder let go
+
+
+def test_a_daemon_started_again_rotates_a_log_grown_past_the_limit(tmp_path, monkeypatch):
+    """A log over LOG_ROTATE_BYTES becomes <log>.1 at the next start (the older .1 dropped); a
+    smaller one is appended to: the stack's logs stay bounded however often it restarts."""
+    import debl.stack.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "LOG_ROTATE_BYTES", 100)
+    daemon = Daemon("rotating", tmp_path)
+    old = daemon.log_file.with_name(daemon.log_file.name + ".1")
+    old.write_text("the oldest\n")
+    daemon.log_file.write_text("x" * 101)
+    argv = [sys.executable, "-c", f"print('started', flush=True)  # {tmp_path}"]
+    daemon.start(argv)
+    _wait_for(daemon, "started")
+    assert old.read_text() == "x" * 101  # the grown log kept once, the oldest gone
+    first = daemon.log_file.read_text()
+    assert "starting rotating" in first and "x" not in first
+    daemon.start(argv)  # under the limit: appended to
+    _wait_for(daemon, "started", times=2)
+    assert daemon.log_file.read_text().startswith(first) and old.read_text() == "x" * 101
+
+
+def _wait_for(daemon: Daemon, text: str, times: int = 1) -> None:
+    deadline = time.monotonic() + 10
+    while daemon.log_file.read_text().count(text) < times:
+        assert time.monotonic() < deadline, daemon.log_file.read_text()
+        time.sleep(0.05)

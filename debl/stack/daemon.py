@@ -21,6 +21,9 @@ from pathlib import Path
 from debl.errors import StackError
 
 
+LOG_ROTATE_BYTES = 64 << 20
+
+
 @dataclass(frozen=True)
 class Daemon:
     name: str  # a human name, e.g. "HDFS NameNode"
@@ -66,6 +69,7 @@ class Daemon:
         argv must mention ``home``'s absolute path (a config dir, a data dir): ``pid`` relies
         on it to recognise the process."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self._rotate_log()
         with open(self.log_file, "ab") as log:
             log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
             log.flush()
@@ -77,6 +81,17 @@ class Daemon:
                 raise StackError(self.name, f"cannot run {argv[0]}: {exc}", str(self.log_file))
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
+
+    def _rotate_log(self) -> None:
+        """A log past ``LOG_ROTATE_BYTES`` becomes ``<log>.1`` (the one before it dropped), so
+        that a stack restarted now and then keeps at most about twice that per daemon; a
+        running daemon's own loggers stay quiet enough not to need more (docs/RUNTIME.md,
+        "Logs")."""
+        try:
+            if self.log_file.stat().st_size > LOG_ROTATE_BYTES:
+                self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
+        except FileNotFoundError:
+            pass
 
     def stop(self, timeout: float = 60.0, crash: bool = False) -> bool:
         """SIGTERM, wait up to timeout, then SIGKILL (with *crash*: SIGKILL at once, as a crash

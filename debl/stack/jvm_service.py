@@ -29,6 +29,10 @@ JDK17_FLAGS = [
     "--add-exports=java.base/sun.net.util=ALL-UNNAMED",
 ]
 
+# INFO, but not a line per HDFS operation: the NameNode's audit log (off, as in Hadoop's own
+# configuration), its block allocations, and the DataNode's lines per block written and deleted
+# (its clienttrace is a child of the DataNode logger). Those were 95% of the lines: 1.2 GB in
+# 20 hours of benches, and CPU on each of dist_ch's small files (docs/RUNTIME.md, "Logs").
 LOG4J2 = """\
 status = warn
 appender.console.type = Console
@@ -41,6 +45,14 @@ logger.zk.name = org.apache.zookeeper
 logger.zk.level = WARN
 logger.hadoopmetrics.name = org.apache.hadoop.metrics2
 logger.hadoopmetrics.level = WARN
+logger.audit.name = org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit
+logger.audit.level = OFF
+logger.statechange.name = org.apache.hadoop.hdfs.StateChange
+logger.statechange.level = WARN
+logger.datanode.name = org.apache.hadoop.hdfs.server.datanode.DataNode
+logger.datanode.level = WARN
+logger.deletion.name = org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.FsDatasetAsyncDiskService
+logger.deletion.level = WARN
 """
 
 
