@@ -72,8 +72,8 @@ class BucketState:
 
 @dataclass(frozen=True)
 class HotBucket:
-    """The hot files' rows of one bucket's range, read raw until MySQL takes the hot keys
-    over; their id1s lie in ``[c_lo, c_hi]``."""
+    """The hot files' rows in one hot bucket (a load's one, ``debl.buckets.HOT_MAP``), read
+    raw until MySQL takes the hot keys over; their id1s lie in ``[c_lo, c_hi]``."""
 
     b_index: int
     rows: int
@@ -144,14 +144,13 @@ class Dataset:
 
     def hot_bucket_of(self, id1: int) -> HotBucket | None:
         """The hot bucket that may hold hot rows of id1 while they are read raw (None: no hot
-        row can have id1, or MySQL has them)."""
-        bucket_map = self.load.bucket_map
-        if not self.hot_buckets or bucket_map is None:
-            return None
-        bucket = self.hot_buckets.get(bucket_map.bucket_of(id1))
-        if bucket is None or not bucket.c_lo <= id1 <= bucket.c_hi:
-            return None
-        return bucket
+        row can have id1, or MySQL has them): the one whose rows' span holds id1. Found by
+        span, not by a map: a load writes one hot bucket (``debl.buckets.HOT_MAP``), loads
+        before it one per cold bucket, and either way the spans do not overlap."""
+        for bucket in self.hot_buckets.values():
+            if bucket.c_lo <= id1 <= bucket.c_hi:
+                return bucket
+        return None
 
     def may_be_hot(self, id1: int, link_type: int) -> bool:
         """Whether MySQL may hold rows of (id1, link_type) of this load: False before MySQL

@@ -14,6 +14,11 @@ gen_HF's pre-split table, the coordinator's routing, the tests), and mirrored on
 Either way every valid id1, 0 to 2^63-1, has exactly one bucket, and no bound overflows a signed
 64-bit column (the last bucket's upper bound is clipped, not computed as ``(b+1)*w - 1``).
 
+The hot files' buckets (read by the raw route until MySQL takes the hot keys over, never
+converted) use ``HOT_MAP``, one bucket for every id: a hot chunk then writes one bucket file
+per slice, where a change log's hot chunk, every id1 in each of its files, wrote one per cold
+bucket and slice (docs/LOADING.md, "One hot bucket").
+
 "Not decided yet" is spelled one way: no map (``None``; NULL in the catalog). A load decides its
 map before the copy starts (docs/LOADING.md, "Bucket boundaries").
 
@@ -134,3 +139,7 @@ class BucketMap:
     def from_catalog(text: str | None) -> "BucketMap | None":
         """The map stored with a load, None while it is not decided (NULL)."""
         return None if text is None else BucketMap.from_json(text)
+
+
+# The hot files' bucket map: one bucket, every id1 (module docstring).
+HOT_MAP = BucketMap()

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from debl.buckets import HOT_MAP
 from debl.catalog import Catalog, IndexCatalog
 from debl.config import Config
 from debl.errors import BadInputError
@@ -118,7 +119,8 @@ class Bucketer:
         """Bucket *chunk* (*data*: its bytes, when the caller holds them) and record it;
         *local*: in this process (None: when Spark has not started yet and it is small)."""
         t0 = time.time()
-        bucket_map = self.decided.result()  # raises what the sample raised
+        # A hot chunk needs no sample: its lines go into the one hot bucket (debl.buckets).
+        bucket_map = HOT_MAP if chunk.hot else self.decided.result()  # raises the sample's error
         where = self.namespace.hot_dir if chunk.hot else self.namespace.bucket_dir
         if local is None:
             local = chunk.bytes <= LOCAL_MAX and not self.spark.done()

@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator import Coordinator
-from coordinator.state import Dataset
+from coordinator.state import Dataset, HotBucket
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadRecord
 from debl.commands.links import links as links_command
@@ -234,6 +234,19 @@ def _eventually(predicate, timeout: float = 5.0) -> bool:
 
 
 # ---------------------------------------------------------------------------- tests
+
+def test_the_hot_bucket_of_an_id_is_the_one_whose_span_holds_it():
+    """A load's hot rows are in one hot bucket (debl.buckets.HOT_MAP), a load's of older code
+    in one per cold bucket: either way the hot bucket of id1 is the one whose rows' span holds
+    it, and an id outside every span reads no hot file."""
+    one = Dataset(load=None, hot_buckets={0: HotBucket(0, 9, 40, 700)})
+    assert [one.hot_bucket_of(i) for i in (39, 40, 500, 700, 701)] == \
+        [None, one.hot_buckets[0], one.hot_buckets[0], one.hot_buckets[0], None]
+    per_cold = Dataset(load=None, hot_buckets={b: HotBucket(b, 3, 100 * b + 10, 100 * b + 50)
+                                               for b in (2, 5)})
+    assert [getattr(per_cold.hot_bucket_of(i), "b_index", None)
+            for i in (210, 250, 251, 300, 505, 510)] == [2, 2, None, None, None, 5]
+
 
 def test_a_query_before_uptime_waits_for_uptime(world):
     early = world.early

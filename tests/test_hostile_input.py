@@ -23,7 +23,7 @@ import pytest
 
 from coordinator import Coordinator
 from debl.bench.baselines import run_approach
-from debl.buckets import BucketMap
+from debl.buckets import HOT_MAP, BucketMap
 from debl.catalog import Catalog
 from debl.errors import BadInputError
 from debl.model import REJECT_PREFIX, Link
@@ -170,8 +170,9 @@ def test_crlf_files_load_exactly_as_their_lf_twins(hostile):
         hot_buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
                        for b in catalog.index.buckets(summary.load_id, hot=True)}
     assert buckets == expected_buckets(twin, cold, BucketMap.fixed(WIDTH), LIMIT)
-    # The hot files were bucketed too (read raw until MySQL took them over), as their twins.
-    assert hot_buckets == expected_buckets(twin, hot, BucketMap.fixed(WIDTH), LIMIT)
+    # The hot files were bucketed too (read raw until MySQL took them over), as their twins,
+    # into the one hot bucket.
+    assert hot_buckets == expected_buckets(twin, hot, HOT_MAP, LIMIT)
     assert summary.hot_rows == len(all_rows(reference_store(twin, hot, "hot", LIMIT)))
 
 

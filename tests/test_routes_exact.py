@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator import Coordinator
+from debl.buckets import MAX_ID
 from debl.catalog import Catalog
 from debl.webhdfs import WebHDFS
 from loaders import hot_phase
@@ -111,7 +112,8 @@ def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mys
     with Catalog(config) as catalog:
         load = catalog.loads.current()
         assert load.load_id == run.summary.load_id and load.hot_state == "loading"
-        assert catalog.index.buckets(load.load_id, hot=True)  # the hot files' buckets, read raw
+        hot = catalog.index.buckets(load.load_id, hot=True)  # the hot files', read raw
+        assert [(b.b_index, b.k_lo, b.k_hi) for b in hot] == [(0, 0, MAX_ID)]  # one bucket
     with Coordinator(config.replace(coordinator_raw_after=0.0, coordinator_poll_interval=0.1)) as c:
         sides = Counter()
         for key in data.keys:
