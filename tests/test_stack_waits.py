@@ -131,3 +131,13 @@ def _wait_for(daemon: Daemon, text: str, times: int = 1) -> None:
     while daemon.log_file.read_text().count(text) < times:
         assert time.monotonic() < deadline, daemon.log_file.read_text()
         time.sleep(0.05)
+
+
+def test_a_daemon_whose_log_cannot_be_written_fails_naming_it(tmp_path):
+    """A log that cannot be opened (here a directory stands in its place) is a StackError naming
+    the log and what to check, never an OSError's traceback; nothing is started."""
+    daemon = Daemon("unloggable", tmp_path)
+    daemon.log_file.mkdir()
+    with pytest.raises(StackError, match=f"cannot write its log {daemon.log_file}.*writable"):
+        daemon.start([sys.executable, "-c", f"print('started')  # {tmp_path}"])
+    assert not daemon.pid_file.exists()

@@ -70,7 +70,12 @@ class Daemon:
         on it to recognise the process."""
         self.home.mkdir(parents=True, exist_ok=True)
         self._rotate_log()
-        with open(self.log_file, "ab") as log:
+        try:
+            log = open(self.log_file, "ab")
+        except OSError as exc:
+            raise StackError(self.name, f"cannot write its log {self.log_file}: {exc}; check "
+                             f"that {self.home} is writable by this user") from exc
+        with log:
             log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
             log.flush()
             try:
@@ -86,11 +91,12 @@ class Daemon:
         """A log past ``LOG_ROTATE_BYTES`` becomes ``<log>.1`` (the one before it dropped), so
         that a stack restarted now and then keeps at most about twice that per daemon; a
         running daemon's own loggers stay quiet enough not to need more (docs/RUNTIME.md,
-        "Logs")."""
+        "Logs"). A log that cannot be rotated (none yet, or the directory not writable) is
+        appended to as before: opening it then fails with a StackError that says why."""
         try:
             if self.log_file.stat().st_size > LOG_ROTATE_BYTES:
                 self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
-        except FileNotFoundError:
+        except OSError:
             pass
 
     def stop(self, timeout: float = 60.0, crash: bool = False) -> bool:

@@ -31,8 +31,8 @@ JDK17_FLAGS = [
 
 # INFO, but not a line per HDFS operation: the NameNode's audit log (off, as in Hadoop's own
 # configuration), its block allocations, and the DataNode's lines per block written and deleted
-# (its clienttrace is a child of the DataNode logger). Those were 95% of the lines: 1.2 GB in
-# 20 hours of benches, and CPU on each of dist_ch's small files (docs/RUNTIME.md, "Logs").
+# (its clienttrace is a child of the DataNode logger). Those made most of the logs, which grew
+# without bound (docs/RUNTIME.md, "Logs", has the sizes).
 LOG4J2 = """\
 status = warn
 appender.console.type = Console
