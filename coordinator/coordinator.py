@@ -149,23 +149,31 @@ class Coordinator:
                      else timeout, deadline)
         route = self._route(id1, link_type, started, end, partial)
         request_cost.routed(time.monotonic() - started, route.route, route.hot, route.outcome)
+        answered = False
         try:
             links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
+            answered = True
         finally:
-            load_id = route.dataset.load.load_id
-            with self._cond:
-                self._fetching[load_id] -= 1
-                if route.hot is HotSide.RAW:
-                    self._hot_raw[load_id] -= 1
-        self._recorder.record(route.outcome, route.waited_s, started)
-        with self._cond:  # where the answer came from, for `debl status` and `debl ui`
-            if route.route in VIA:
-                self._via[VIA[route.route]] += 1
-            if route.hot is HotSide.RAW:
-                self._via["via_hot_raw"] += 1
+            self._done(route, started, answered)
         return Answer(links, route.route is not Route.PARTIAL, route.waited_s,
                       None if route.bucket is None else route.bucket.b_index, route.route,
-                      load_id, route.hot)
+                      route.dataset.load.load_id, route.hot)
+
+    def _done(self, route: RoutePlan, started: float, answered: bool) -> None:
+        """The query's counts, in one turn of the lock. Each turn is a chance for the client
+        threads to queue behind it: at four turns a query, 50 threads spent most of their time
+        waiting for this lock (docs/COORDINATOR.md, "Threads")."""
+        load_id = route.dataset.load.load_id
+        with self._cond:
+            self._fetching[load_id] -= 1
+            if route.hot is HotSide.RAW:
+                self._hot_raw[load_id] -= 1
+            if answered:  # where the answer came from, for `debl status` and `debl ui`
+                self._recorder.record(route.outcome, route.waited_s, started)
+                if route.route in VIA:
+                    self._via[VIA[route.route]] += 1
+                if route.hot is HotSide.RAW:
+                    self._via["via_hot_raw"] += 1
 
     def _route(self, id1: int, link_type: int, started: float, end: float | None,
                partial: bool) -> RoutePlan:
@@ -314,14 +322,16 @@ class Coordinator:
         self._fetching[load_id] += 1
         if hot is HotSide.RAW:
             self._hot_raw[load_id] += 1
-        return RoutePlan(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s)
+        stores = self._stores.get(load_id)
+        if stores is None:
+            stores = self._stores[load_id] = LoadStores(self.config, dataset.load)
+        return RoutePlan(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s, stores)
 
     def _fetch(self, route: RoutePlan, id1: int, link_type: int, min_time: int, max_time: int,
                offset: int, limit: int) -> list[Link]:
         """Run the query on the sources the route names (no lock held). The buckets whose files
         it reads (the hot one, the cold one) are one source: their files are read together."""
-        load = route.dataset.load
-        stores = self._stores_of(load)
+        load, stores = route.dataset.load, route.stores
         args = (id1, link_type, min_time, max_time, offset, limit)
         raw = []
         if route.hot is HotSide.RAW:
@@ -342,13 +352,6 @@ class Coordinator:
             return answer(mysql, files, *args)
         # the hot rows alone, from MySQL (one statement), or none
         return [] if mysql is None else mysql.get_link_list(*args)
-
-    def _stores_of(self, load: LoadRecord) -> LoadStores:
-        with self._cond:
-            stores = self._stores.get(load.load_id)
-            if stores is None:
-                stores = self._stores[load.load_id] = LoadStores(self.config, load)
-            return stores
 
     # ------------------------------------------------------------------ the poller's side
 

@@ -11,6 +11,7 @@ from enum import Enum
 
 from debl.model import Link
 from coordinator.early import EarlyView
+from coordinator.sources import LoadStores
 from coordinator.state import BucketState, Dataset, HotBucket
 
 
@@ -73,6 +74,7 @@ class RoutePlan:
     hot_bucket: HotBucket | None
     outcome: str  # for the stats: immediate / buffered / waited_uptime / raw / partial
     waited_s: float
+    stores: LoadStores  # the load's stores, found under the same lock
 
 
 @dataclass

@@ -85,6 +85,9 @@ class HdfsConfig(_Section):
     datanode_port: int = 9866
     datanode_http_port: int = 9864
     datanode_ipc_port: int = 9867
+    # Read a file whose blocks are on this host's DataNode from its block files (HDFS's local
+    # reads: docs/COORDINATOR.md, "Local block reads"); off, every read goes to the DataNode.
+    local_reads: bool = True
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,10 @@ Pitfalls:
   is renamed or rewritten, until its blocks are deleted (then the read fails). Exact bytes, never
   a mix; but a caller that must notice a file gone checks the listing itself (``RawReader`` does).
 - Reading past a file's end panics in the Rust client (a BaseException): ``read`` checks first.
+- With ``hdfs.local_reads`` (the default) a file whose blocks are all on this host's DataNode is
+  opened through its block files (``debl.hdfs_local``) and read by ``os.pread``, on the calling
+  thread (a local disk read does not hang); the rest as above. A file opened so keeps its bytes
+  even after its blocks are deleted (then the read over the network fails): the listing tells.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from hdfs_native import Client
 from debl import request_cost
 from debl.config import Config
 from debl.errors import ServiceError
+from debl.hadoop_rpc import RpcError
+from debl.hdfs_local import LocalBlocks, LocalFile
 
 
 class FileGone(ServiceError):
@@ -51,11 +57,13 @@ class HdfsTimeout(ServiceError):
 
 @dataclass(frozen=True)
 class OpenFile:
-    """A file opened for ranged reads (its block locations, as the NameNode gave them)."""
+    """A file opened for ranged reads: its block locations, as the NameNode gave them
+    (``handle``), or its block files on this host (``local``)."""
 
     path: str
     length: int
-    handle: Any  # hdfs_native.FileReader
+    handle: Any  # hdfs_native.FileReader; None when local
+    local: LocalFile | None = None
 
 
 class _Call:
@@ -82,6 +90,7 @@ class NativeHDFS:
     def __init__(self, config: Config, timeout: float | None = None, threads: int = 16) -> None:
         self.uri = config.hdfs.uri
         self.timeout = config.service_timeout if timeout is None else timeout
+        self.local = LocalBlocks(config, self.timeout) if config.hdfs.local_reads else None
         self._client = None
         self._client_lock = threading.Lock()
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
@@ -99,6 +108,8 @@ class NativeHDFS:
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(max(deadline - time.monotonic(), 0.0))
+        if self.local is not None:
+            self.local.close()
 
     # ------------------------------------------------------------------ calls
 
@@ -122,8 +133,11 @@ class NativeHDFS:
         calling thread's request's ``hdfs`` time (``debl.request_cost``), with the ranges."""
         started, datas = time.perf_counter(), []
         try:
-            datas = self._run([(read_file, r) for r in ranges],
-                              "read " + ", ".join(sorted({f.path for f, _, _ in ranges})))
+            if all(f.local is not None for f, _, _ in ranges):
+                datas = [read_file(*r) for r in ranges]
+            else:
+                datas = self._run([(read_file, r) for r in ranges],
+                                  "read " + ", ".join(sorted({f.path for f, _, _ in ranges})))
             return datas
         finally:
             request_cost.charge_reads(started, len(ranges), sum(map(len, datas)))
@@ -172,6 +186,15 @@ class NativeHDFS:
 
     def open_file(self, path: str) -> OpenFile:
         """``open`` on the calling thread, unbounded: only inside a call given to ``run``."""
+        if self.local is not None:
+            try:
+                local = self.local.open(path)
+            except RpcError as exc:
+                if "FileNotFoundException" in str(exc):
+                    raise FileGone(f"HDFS: {path} does not exist") from exc
+                local = None  # the network read below says what is wrong, in its words
+            if local is not None:
+                return OpenFile(path, local.length, None, local)
         try:
             handle = self._native().read(path)
         except FileNotFoundError as exc:
@@ -197,6 +220,12 @@ def read_file(f: OpenFile, offset: int, length: int) -> bytes:
     if offset < 0 or length < 0 or offset + length > f.length:
         raise ServiceError(f"HDFS read of {f.path} at {offset} for {length} bytes: the file has "
                            f"{f.length} bytes (did it change?)")
+    if f.local is not None:
+        try:
+            return f.local.read(offset, length)
+        except OSError as exc:
+            raise ServiceError(f"HDFS: the local block file of {f.path} could not be read at "
+                               f"{offset}: {exc}") from exc
     try:
         data = f.handle.read_range(offset, length)
     except FileNotFoundError as exc:

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from hdfs_native import Client, WriteOptions
 
 from debl.config import Config
 from debl.errors import ServiceError
@@ -49,8 +50,9 @@ def test_calls_run_in_parallel_and_give_results_in_order_and_their_first_error()
 
 
 @pytest.mark.stack
-def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
-    config = replace(stack_config, hdfs_root="/debl-hdfsreads")
+@pytest.mark.parametrize("local_reads", [True, False])
+def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config, local_reads):
+    config = replace(stack_config, hdfs_root="/debl-hdfsreads", hdfs_local_reads=local_reads)
     fs = WebHDFS(config)
     path = f"{config.hdfs.root}/f.bin"
     content = bytes(range(256)) * 4096  # 1 MiB: several HDFS packets
@@ -59,6 +61,8 @@ def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
     try:
         f = hdfs.open(path)
         assert f.length == len(content)
+        # The stack's DataNode is on this host and grants this user its block files.
+        assert (f.local is not None) == local_reads
         assert hdfs.read_many([(f, 0, 10), (f, 65536 * 3 + 5, 70000), (f, len(content) - 1, 1)]) \
             == [content[:10], content[65536 * 3 + 5:65536 * 3 + 5 + 70000], content[-1:]]
         with pytest.raises(ServiceError, match=rf"{path} at {len(content) - 5} for 10 bytes: the "
@@ -72,6 +76,57 @@ def test_reads_give_the_files_bytes_and_errors_name_the_file(stack_config):
         time.sleep(0.01)
         fs.rename(path, path + "-renamed")
         assert hdfs.modified_ms([directory])[0] > before  # a rename in it moves its time
+    finally:
+        hdfs.close()
+        fs.delete(config.hdfs.root, recursive=True)
+
+
+@pytest.mark.stack
+def test_a_file_of_several_blocks_reads_locally_across_them_and_keeps_its_bytes(stack_config):
+    """Local reads (debl.hdfs_local): a read that spans blocks is one answer; a file deleted
+    after its opening gives the bytes it had (the listing is what tells it is gone)."""
+    config = replace(stack_config, hdfs_root="/debl-hdfslocal")
+    fs = WebHDFS(config)
+    path = f"{config.hdfs.root}/blocks.bin"
+    content = bytes(i % 251 for i in range(3 * 1024 * 1024 + 17))
+    fs.mkdirs(config.hdfs.root)
+    writer = Client(config.hdfs.uri).create(path, WriteOptions(block_size=1024 * 1024,
+                                                               overwrite=True))
+    writer.write(content)
+    writer.close()
+    hdfs = NativeHDFS(config, timeout=30.0)
+    try:
+        f = hdfs.open(path)
+        assert f.local is not None and len(f.local._blocks) == 4
+        at = 1024 * 1024 - 100
+        assert hdfs.read(f, at, 2 * 1024 * 1024) == content[at:at + 2 * 1024 * 1024]
+        fs.delete(path)
+        assert hdfs.read(f, 5, 1000) == content[5:1005]
+        with pytest.raises(FileGone, match=f"{path} does not exist"):
+            hdfs.open(path)
+    finally:
+        hdfs.close()
+        fs.delete(config.hdfs.root, recursive=True)
+
+
+@pytest.mark.stack
+def test_a_user_the_datanode_does_not_grant_local_paths_reads_over_the_network(
+        stack_config, monkeypatch):
+    config = replace(stack_config, hdfs_root="/debl-hdfslocal-refused")
+    fs = WebHDFS(config)
+    path = f"{config.hdfs.root}/f.bin"
+    content = b"x" * 70000
+    fs.write(path, content, overwrite=True)
+    monkeypatch.setenv("HADOOP_USER_NAME", "debl-not-granted")
+    hdfs = NativeHDFS(config, timeout=30.0)
+    try:
+        f = hdfs.open(path)
+        assert f.local is None
+        assert hdfs.read(f, 100, 65536) == content[100:65636]
+        (refusal,) = hdfs.local.refusals.values()
+        assert "AccessControlException" in refusal
+        # Refused once: the next file costs the DataNode no call.
+        assert hdfs.open(path).local is None and len(hdfs.local.refusals) == 1
     finally:
         hdfs.close()
         fs.delete(config.hdfs.root, recursive=True)

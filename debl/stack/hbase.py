@@ -56,6 +56,11 @@ class HBase(JvmService):
             "hbase.mapreduce.bulkload.max.hfiles.perRegion.perFamily": 1024,
             "hbase.hstore.blockingStoreFiles": 200,
             "hbase.bulkload.retries.retryOnIOException": "true",
+            # The region server reads its HFiles from this host's block files, as DeBL's raw
+            # route reads its bucket files (docs/COORDINATOR.md, "Local block reads"): HDFS's
+            # local reader that needs no native library. The bench compares like with like.
+            **({"dfs.client.read.shortcircuit": "true",
+                "dfs.client.use.legacy.blockreader.local": "true"} if c.hdfs.local_reads else {}),
         }
 
     def start(self) -> None:

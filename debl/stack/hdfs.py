@@ -10,6 +10,7 @@ from pathlib import Path
 
 from debl.config import Config
 from debl.errors import StackError
+from debl.hadoop_rpc import local_user
 from debl.spark import HDFS_CLOSE_SETTINGS
 from debl.stack.daemon import Daemon
 from debl.stack.jvm_service import JvmService, site_xml
@@ -47,6 +48,10 @@ def hdfs_site(config: Config, home: Path) -> dict[str, object]:
         # A close completes a file whose last block the DataNode has finalized but not yet
         # reported: no close sleeps (docs/LOADING.md, "Closing many small files").
         "dfs.namenode.file.close.num-committed-allowed": 1,
+        # The raw route reads the block files of this host's DataNode itself (HDFS's local
+        # reads, docs/COORDINATOR.md, "Local block reads"): the DataNode tells their paths to
+        # this user only.
+        "dfs.block.local-path-access.user": local_user(),
     }
 
 
