@@ -43,6 +43,7 @@ from debl.catalog import Catalog, FalseClaim, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
+from coordinator.admission import FifoGate
 from coordinator.demand import new_coordinator_id
 from coordinator.merge import answer
 from coordinator.poller import EarlyServing, Poller, PollResult, Publication
@@ -88,6 +89,8 @@ class Coordinator:
         self._stores: dict[str, LoadStores] = {}
         catalog = Catalog(config)  # thread-safe: the poller's and the raw reader's
         self._raw = RawReader(config, catalog.index)
+        slots = config.coordinator.raw_slots
+        self._raw_gate = FifoGate(slots) if slots else None
         self._warmup = RawWarmup(self._raw)
         self._poller = Poller(self, catalog.serving, catalog.early,
                               config.coordinator.poll_interval)
@@ -349,6 +352,9 @@ class Coordinator:
                 return stores.hbase.get_link_list(*args)
             return answer(hot, stores.hbase, *args)
         if files is not None:
+            if mysql is None and self._raw_gate is not None and files.local():
+                with self._raw_gate:  # CPU alone: queued in arrival order (coordinator.admission)
+                    return answer(None, files, *args)
             return answer(mysql, files, *args)
         # the hot rows alone, from MySQL (one statement), or none
         return [] if mysql is None else mysql.get_link_list(*args)

@@ -188,6 +188,12 @@ class RawReader:
 
     # ------------------------------------------------------------------ queries
 
+    def reads_locally(self, buckets: Sequence[RawBucket]) -> bool:
+        """Whether every file of *buckets* (opened now if they are not) is read from this
+        host's block files (``debl.hdfs_local``): then an answer waits on no server."""
+        return all(f.opened.local is not None
+                   for bucket in buckets for f in self._open(bucket).files)
+
     def scan_newest_first(self, buckets: Sequence[RawBucket], id1: int, link_type: int,
                           min_time: int = 0) -> Iterator[Link]:
         """Every winner of (id1, link_type) with time >= min_time in the files of *buckets*

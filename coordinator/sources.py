@@ -52,3 +52,7 @@ class RawFiles:
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0):
         return self.reader.scan_newest_first(self.buckets, id1, link_type, min_time)
+
+    def local(self) -> bool:
+        """Whether reading them waits on no server (``RawReader.reads_locally``)."""
+        return self.reader.reads_locally(self.buckets)

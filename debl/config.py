@@ -322,6 +322,10 @@ class CoordinatorConfig(_Section):
     # The raw route's HDFS reads in flight per coordinator: more than the cores can serve only
     # queue at the DataNode and raise the p99 (docs/BENCHMARKS.md, "The read threads").
     raw_read_threads: int = 8
+    # Raw answers from local block files computed at once per coordinator, the others let in
+    # in arrival order: a fair queue for the interpreter lock (docs/COORDINATOR.md, "Threads").
+    # 0: no queue, every thread at once.
+    raw_slots: int = 4
     # A query through the coordinator that gives no timeout of its own waits at most this many
     # seconds for uptime or its bucket, then gets QueryTimeout: never forever.
     query_timeout: float = 600.0
@@ -332,6 +336,7 @@ class CoordinatorConfig(_Section):
         if self.raw_after is not None and not self.raw_after >= 0:
             raise ConfigError(f"coordinator.raw_after must be \"off\" or seconds >= 0, not "
                               f"{self.raw_after}")
+        check_not_negative(self, "raw_slots")
 
 
 @dataclass(frozen=True)

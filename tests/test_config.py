@@ -50,6 +50,8 @@ def test_toml_tables_and_env_override(tmp_path):
     ('[coordinator]\nraw_after = "soon"\n', "not a valid float"),
     ("[coordinator]\nraw_cache_bytes = 0\n", "coordinator.raw_cache_bytes must be positive"),
     ("[coordinator]\nraw_read_threads = 0\n", "coordinator.raw_read_threads must be positive"),
+    ("[coordinator]\nraw_slots = -1\n", "coordinator.raw_slots must be 0 or more"),
+    ('[hdfs]\nlocal_reads = "maybe"\n', "hdfs.local_reads"),
     ("[mysql\n", "debl.toml"),
     # mysql.user is quoted into the stack's CREATE USER / GRANT statements.
     ("[mysql]\nuser = \"x'@'%' IDENTIFIED BY 'y'; DROP DATABASE debl; -- \"\n",
