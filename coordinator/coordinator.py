@@ -163,9 +163,8 @@ class Coordinator:
                       route.dataset.load.load_id, route.hot)
 
     def _done(self, route: RoutePlan, started: float, answered: bool) -> None:
-        """The query's counts, in one turn of the lock. Each turn is a chance for the client
-        threads to queue behind it: at four turns a query, 50 threads spent most of their time
-        waiting for this lock (docs/COORDINATOR.md, "Threads")."""
+        """The query's counts, in one turn of the lock: the lock is where the client threads
+        queue (docs/COORDINATOR.md, "Threads")."""
         load_id = route.dataset.load.load_id
         with self._cond:
             self._fetching[load_id] -= 1

@@ -108,27 +108,28 @@ class LocalBlocks:
     def open(self, path: str) -> LocalFile | None:
         """*path* opened through its block files, or None when it cannot be (module's
         pitfalls). RpcError: the NameNode did not answer."""
-        answer = self._client(*self.namenode, _NAMENODE).call("getBlockLocations",
-                                     [(1, path), (2, 0), (3, _WHOLE_FILE)])
+        namenode = self._client(*self.namenode, _NAMENODE)
+        answer = namenode.call("getBlockLocations", [(1, path), (2, 0), (3, _WHOLE_FILE)])
         if 1 not in answer:
             raise RpcError(f"getBlockLocations: the NameNode has no {path}")
         located = decode(answer[1][0])
         if located[3][0]:  # under construction
             return None
-        length, blocks = located[1][0], []
-        try:
-            for raw in located.get(2, []):
-                block = decode(raw)
-                offset, size = block[2][0], decode(block[1][0]).get(4, [0])[0]
-                local_path = self._local_path(block)
-                if local_path is None:
-                    return None
-                fd = os.open(local_path, os.O_RDONLY | os.O_CLOEXEC)
-                blocks.append(_Block(offset, offset + size, fd))
-        except OSError:
-            _close_all([b.fd for b in blocks])
+        length, spans = located[1][0], []
+        for raw in located.get(2, []):
+            block = decode(raw)
+            local_path = self._local_path(block)
+            if local_path is None:
+                return None
+            offset, size = block[2][0], decode(block[1][0]).get(4, [0])[0]
+            spans.append((offset, offset + size, local_path))
+        if sum(stop - start for start, stop, _ in spans) != length:
             return None
-        if sum(b.stop - b.start for b in blocks) != length:
+        blocks: list[_Block] = []
+        try:
+            for start, stop, local_path in spans:
+                blocks.append(_Block(start, stop, os.open(local_path, os.O_RDONLY | os.O_CLOEXEC)))
+        except OSError:
             _close_all([b.fd for b in blocks])
             return None
         return LocalFile(path, length, blocks)
