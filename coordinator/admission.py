@@ -2,18 +2,19 @@
 one in the order they came (docs/COORDINATOR.md, "Threads").
 
 Why: a raw answer read from this host's block files is pure Python work, and the threads of one
-process run it under one interpreter lock. Left to themselves, 25 client threads of a process
-take that lock (and the coordinator's own) in whatever order the operating system wakes them:
-most answers finish in microseconds, and a few wait for dozens of others, which is the p99. In a
-queue served in arrival order each waits for the answers ahead of it, about the same for all.
+process run it under one interpreter lock. Left to themselves, many client threads take that
+lock (and the coordinator's own) in whatever order the operating system wakes them: most answers
+finish at once and a few wait behind many others, which is the p99. In a queue served in arrival
+order each waits for the answers ahead of it, about the same for all (docs/COORDINATOR.md,
+"Threads", has the measurement).
 
 Pitfalls:
 
 - Only for work that does not wait on another server: a slot held across a network call idles
   while the queue behind it waits. The coordinator admits here only raw answers whose files are
   all local.
-- No timeout: a caller waits for the answers ahead of it, each a fraction of a millisecond of
-  CPU. A deadline is checked before and after, never inside.
+- No timeout: a caller waits only for the answers ahead of it, each CPU work alone. A query's
+  deadline is decided when it is routed, before the queue.
 """
 
 from __future__ import annotations

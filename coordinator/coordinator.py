@@ -45,12 +45,11 @@ from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.admission import FifoGate
 from coordinator.demand import new_coordinator_id
-from coordinator.merge import answer
 from coordinator.poller import EarlyServing, Poller, PollResult, Publication
-from coordinator.raw import RawBucket, RawReader
+from coordinator.raw import RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
 from coordinator.routes import Answer, HotSide, PendingQuery, Route, RoutePlan, end_of
-from coordinator.sources import LoadStores, RawFiles
+from coordinator.sources import LoadStores, fetch
 from coordinator.state import BucketState, BucketView, Dataset, describe_newest, load_failure
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 
@@ -154,7 +153,8 @@ class Coordinator:
         request_cost.routed(time.monotonic() - started, route.route, route.hot, route.outcome)
         answered = False
         try:
-            links = self._fetch(route, id1, link_type, min_time, max_time, offset, limit)
+            links = fetch(route, self._raw, self._raw_gate,
+                          (id1, link_type, min_time, max_time, offset, limit))
             answered = True
         finally:
             self._done(route, started, answered)
@@ -328,35 +328,6 @@ class Coordinator:
         if stores is None:
             stores = self._stores[load_id] = LoadStores(self.config, dataset.load)
         return RoutePlan(kind, dataset, bucket, hot, hot_bucket, outcome, waited_s, stores)
-
-    def _fetch(self, route: RoutePlan, id1: int, link_type: int, min_time: int, max_time: int,
-               offset: int, limit: int) -> list[Link]:
-        """Run the query on the sources the route names (no lock held). The buckets whose files
-        it reads (the hot one, the cold one) are one source: their files are read together."""
-        load, stores = route.dataset.load, route.stores
-        args = (id1, link_type, min_time, max_time, offset, limit)
-        raw = []
-        if route.hot is HotSide.RAW:
-            raw.append(RawBucket(load.load_id, route.hot_bucket.b_index, route.hot_bucket.rows,
-                                 hot=True, growing=route.dataset.early is not None))
-        if route.route is Route.RAW or (route.route is Route.EARLY and route.bucket is not None):
-            # early: the load's files so far, every byte of id1 is here
-            raw.append(RawBucket(load.load_id, route.bucket.b_index, route.bucket.rows,
-                                 growing=route.route is Route.EARLY))
-        files = RawFiles(self._raw, raw) if raw else None
-        mysql = stores.mysql if route.hot is HotSide.MYSQL else None
-        if route.route is Route.MERGED:
-            hot = files or mysql
-            if hot is None:  # no hot row: push the whole query down to HBase
-                return stores.hbase.get_link_list(*args)
-            return answer(hot, stores.hbase, *args)
-        if files is not None:
-            if mysql is None and self._raw_gate is not None and files.local():
-                with self._raw_gate:  # CPU alone: queued in arrival order (coordinator.admission)
-                    return answer(None, files, *args)
-            return answer(mysql, files, *args)
-        # the hot rows alone, from MySQL (one statement), or none
-        return [] if mysql is None else mysql.get_link_list(*args)
 
     # ------------------------------------------------------------------ the poller's side
 

@@ -1,6 +1,7 @@
 """The sources a query of one load reads: that load's MySQL and HBase stores (opened on first
 use: a load without hot rows never opens its MySQL table; HBase is connected only once a bucket
-is loaded), and buckets' raw files in HDFS as one source of the merge (``NewestFirst``)."""
+is loaded), and buckets' raw files in HDFS as one source of the merge (``NewestFirst``); and
+``fetch``, which runs a routed query on the sources its route names."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from debl.catalog import LoadRecord
 from debl.config import Config
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
+from debl.model import Link
+from coordinator.admission import FifoGate
+from coordinator.merge import answer
 from coordinator.raw import RawBucket, RawReader
+from coordinator.routes import HotSide, Route, RoutePlan
 
 
 class LoadStores:
@@ -56,3 +61,32 @@ class RawFiles:
     def local(self) -> bool:
         """Whether reading them waits on no server (``RawReader.reads_locally``)."""
         return self.reader.reads_locally(self.buckets)
+
+
+def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None, args: tuple) -> list[Link]:
+    """Run the query (``get_link_list``'s *args*) on the sources *route* names (no lock held).
+    The buckets whose files it reads (the hot one, the cold one) are one source: their files
+    are read together. A raw answer from local files alone takes its turn at *gate*."""
+    load, stores = route.dataset.load, route.stores
+    raw = []
+    if route.hot is HotSide.RAW:
+        raw.append(RawBucket(load.load_id, route.hot_bucket.b_index, route.hot_bucket.rows,
+                             hot=True, growing=route.dataset.early is not None))
+    if route.route is Route.RAW or (route.route is Route.EARLY and route.bucket is not None):
+        # early: the load's files so far, every byte of id1 is here
+        raw.append(RawBucket(load.load_id, route.bucket.b_index, route.bucket.rows,
+                             growing=route.route is Route.EARLY))
+    files = RawFiles(reader, raw) if raw else None
+    mysql = stores.mysql if route.hot is HotSide.MYSQL else None
+    if route.route is Route.MERGED:
+        hot = files or mysql
+        if hot is None:  # no hot row: push the whole query down to HBase
+            return stores.hbase.get_link_list(*args)
+        return answer(hot, stores.hbase, *args)
+    if files is not None:
+        if mysql is None and gate is not None and files.local():
+            with gate:  # CPU alone: queued in arrival order (coordinator.admission)
+                return answer(None, files, *args)
+        return answer(mysql, files, *args)
+    # the hot rows alone, from MySQL (one statement), or none
+    return [] if mysql is None else mysql.get_link_list(*args)

@@ -85,8 +85,7 @@ class HdfsConfig(_Section):
     datanode_port: int = 9866
     datanode_http_port: int = 9864
     datanode_ipc_port: int = 9867
-    # Read a file whose blocks are on this host's DataNode from its block files (HDFS's local
-    # reads: docs/COORDINATOR.md, "Local block reads"); off, every read goes to the DataNode.
+    # Read this host's DataNode's block files directly (docs/COORDINATOR.md, "Local block reads")
     local_reads: bool = True
 
 
@@ -322,9 +321,8 @@ class CoordinatorConfig(_Section):
     # The raw route's HDFS reads in flight per coordinator: more than the cores can serve only
     # queue at the DataNode and raise the p99 (docs/BENCHMARKS.md, "The read threads").
     raw_read_threads: int = 8
-    # Raw answers from local block files computed at once per coordinator, the others let in
-    # in arrival order: a fair queue for the interpreter lock (docs/COORDINATOR.md, "Threads").
-    # 0: no queue, every thread at once.
+    # Raw answers from local files run at once, the rest queue in arrival order; 0: no queue
+    # (docs/COORDINATOR.md, "Threads").
     raw_slots: int = 4
     # A query through the coordinator that gives no timeout of its own waits at most this many
     # seconds for uptime or its bucket, then gets QueryTimeout: never forever.

@@ -5,8 +5,8 @@ native library): the NameNode gives the blocks (``getBlockLocations``), the Data
 block's file (``getBlockLocalPathInfo``, granted to the users of
 ``dfs.block.local-path-access.user`` only), and the reader opens it.
 
-A 64 KiB read costs the DataNode nothing and the client about a tenth of a data-transfer read
-(docs/COORDINATOR.md has the measurement).
+A read costs the DataNode nothing and the client a fraction of a data-transfer read
+(docs/COORDINATOR.md, "Local block reads", has the measurement).
 
 Pitfalls:
 

@@ -193,6 +193,8 @@ class NativeHDFS:
                 if "FileNotFoundException" in str(exc):
                     raise FileGone(f"HDFS: {path} does not exist") from exc
                 local = None  # the network read below says what is wrong, in its words
+            except (ValueError, KeyError, IndexError):
+                local = None  # an answer this client does not read: the network read instead
             if local is not None:
                 return OpenFile(path, local.length, None, local)
         try:
