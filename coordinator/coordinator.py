@@ -49,7 +49,8 @@ from coordinator.poller import EarlyServing, Poller, PollResult, Publication
 from coordinator.raw import RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
 from coordinator.routes import Answer, HotSide, PendingQuery, Route, RoutePlan, end_of
-from coordinator.sources import LoadStores, fetch
+from coordinator.load_stores import LoadStores
+from coordinator.sources import fetch
 from coordinator.state import BucketState, BucketView, Dataset, describe_newest, load_failure
 from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from enum import Enum
 
 from debl.model import Link
 from coordinator.early import EarlyView
+from coordinator.load_stores import LoadStores
 from coordinator.state import BucketState, Dataset, HotBucket
-
-if TYPE_CHECKING:  # sources imports routes
-    from coordinator.sources import LoadStores
 
 
 class Route(str, Enum):

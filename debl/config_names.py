@@ -113,7 +113,8 @@ def _caller_stacklevel() -> int:
     a warning points at the line that used the old spelling."""
     level, frame = 1, sys._getframe(1)
     while frame is not None and os.path.basename(frame.f_code.co_filename) in (
-            "config.py", "config_names.py", "config_values.py", "dataclasses.py"):
+            "config.py", "config_sections.py", "config_names.py", "config_values.py",
+            "dataclasses.py"):
         level, frame = level + 1, frame.f_back
     return level
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import coordinator.coordinator as coordinator_module
-import coordinator.sources as sources_module
+import coordinator.load_stores as load_stores_module
 from coordinator import Coordinator
 from coordinator.raw import RawBucket
 from coordinator.raw_warmup import RawWarmup
@@ -166,9 +166,9 @@ def world(monkeypatch):
     monkeypatch.setattr(coordinator_module, "Catalog", lambda config: FakeCatalog(world))
     world["hot"] = hot
     world["tables"] = []  # the tables the coordinator opened, in order
-    monkeypatch.setattr(sources_module, "MySQLStore",
+    monkeypatch.setattr(load_stores_module, "MySQLStore",
                         lambda config, table: world["tables"].append(table) or world["hot"])
-    monkeypatch.setattr(sources_module, "HBaseStore",
+    monkeypatch.setattr(load_stores_module, "HBaseStore",
                         lambda config, table: world["tables"].append(table) or cold)
     world["raw"] = FakeRawReader(cold)
     monkeypatch.setattr(coordinator_module, "RawReader", lambda config, index: world["raw"])
