@@ -388,12 +388,13 @@ class RawReader:
         chunks = self._index.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
         listings: dict[str, list[FileStatus]] = {}
         modified: dict[str, int | None] = {}
+        located: dict[str, bytes] = {}  # a file's blocks, when its listing gave them
         per_chunk = []
         for chunk in chunks:
             directory, stem = chunk.path.rsplit("/", 1)
             if directory not in listings:  # its time first: a change after it shows later
                 modified[directory] = self._hdfs.modified_ms([directory])[0]
-                listings[directory] = self._listings.list(bucket.b_index, directory)
+                listings[directory] = self._list(bucket, directory, located)
             found = [s for s in listings[directory]
                      if is_bucket_file(s.path.rsplit("/", 1)[1], stem)]
             if not found:
@@ -406,7 +407,8 @@ class RawReader:
         statuses = [s for _, found in per_chunk for s in found
                     if s.path not in known or known[s.path][0].opened.length != s.length]
         opened = dict(zip((s.path for s in statuses), self._hdfs.run(
-            [(self._open_file, (bucket, s)) for s in statuses], f"open bucket {bucket.b_index}")))
+            [(self._open_file, (bucket, s, located.get(s.path))) for s in statuses],
+            f"open bucket {bucket.b_index}")))
         for path, (f, bloom) in known.items():
             if path not in opened:  # its filter back in its index: the new _Bucket takes it
                 f.index = dataclasses.replace(f.index, bloom=bloom)
@@ -429,10 +431,23 @@ class RawReader:
                 "`debl verify`, and reload the input")
         return _Bucket(bucket, modified, [f for f in files if f.index.rows])
 
-    def _open_file(self, bucket: RawBucket, status: FileStatus) -> _File:
-        """One file opened and its index read (on a read thread)."""
+    def _list(self, bucket: RawBucket, directory: str,
+              located: dict[str, bytes]) -> list[FileStatus]:
+        """The files of one of *bucket*'s directories; with local reads, their blocks too, in
+        one NameNode call (into *located*), so that opening them asks the NameNode nothing more
+        (docs/COORDINATOR.md, "Local block reads")."""
+        listed = self._hdfs.list_located(directory)
+        if listed is None:
+            return self._listings.list(bucket.b_index, directory)
+        located.update((f.path, f.located) for f in listed if f.located)
+        return [FileStatus(f.path, f.length, f.is_dir, f.modification_time_ms) for f in listed]
+
+    def _open_file(self, bucket: RawBucket, status: FileStatus,
+                   located: bytes | None = None) -> _File:
+        """One file opened and its index read (on a read thread); *located*: its blocks, from
+        its listing."""
         try:
-            f = self._hdfs.open_file(status.path)
+            f = self._hdfs.open_file(status.path, located)
         except FileGone as exc:
             raise BucketFileError(
                 f"bucket {bucket.b_index}: its file {status.path} is gone from HDFS; run `debl "

@@ -44,7 +44,7 @@ from debl import request_cost
 from debl.config import Config
 from debl.errors import ServiceError
 from debl.hadoop_rpc import RpcError
-from debl.hdfs_local import LocalBlocks, LocalFile
+from debl.hdfs_local import Listed, LocalBlocks, LocalFile
 
 
 class FileGone(ServiceError):
@@ -184,11 +184,24 @@ class NativeHDFS:
                 self._client = Client(self.uri)  # its Rust runtime starts here, on first use
             return self._client
 
-    def open_file(self, path: str) -> OpenFile:
-        """``open`` on the calling thread, unbounded: only inside a call given to ``run``."""
+    def list_located(self, directory: str) -> list[Listed] | None:
+        """With local reads, *directory*'s entries and their blocks in one NameNode call, on
+        the calling thread (bounded by the timeout), for ``open_file``; None without local
+        reads, for a directory that does not exist, or when the NameNode's answer cannot be had:
+        the caller then lists over WebHDFS, whose errors name the cause."""
+        if self.local is None:
+            return None
+        try:
+            return self.local.list(directory)
+        except (RpcError, ValueError, KeyError, IndexError):
+            return None
+
+    def open_file(self, path: str, located: bytes | None = None) -> OpenFile:
+        """``open`` on the calling thread, unbounded: only inside a call given to ``run``;
+        *located*: the file's blocks from ``list_located`` (else the NameNode is asked)."""
         if self.local is not None:
             try:
-                local = self.local.open(path)
+                local = self.local.open(path, located)
             except RpcError as exc:
                 if "FileNotFoundException" in str(exc):
                     raise FileGone(f"HDFS: {path} does not exist") from exc

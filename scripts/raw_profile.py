@@ -82,7 +82,7 @@ def _instrument(without: set[str]) -> None:
         from debl.webhdfs import WebHDFS
         fs = WebHDFS(load_config(), timeout=30.0)
 
-        def open_file(self, path):
+        def open_file(self, path, located=None):
             status = fs.status(path)
             if status is None:
                 raise reads.FileGone(f"HDFS: {path} does not exist")

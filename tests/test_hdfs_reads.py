@@ -14,6 +14,7 @@ from hdfs_native import Client, WriteOptions
 
 from debl.config import Config
 from debl.errors import ServiceError
+from debl.hadoop_rpc import HadoopRPC
 from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS
 from debl.webhdfs import WebHDFS
 
@@ -104,6 +105,51 @@ def test_a_file_of_several_blocks_reads_locally_across_them_and_keeps_its_bytes(
         assert hdfs.read(f, 5, 1000) == content[5:1005]
         with pytest.raises(FileGone, match=f"{path} does not exist"):
             hdfs.open(path)
+    finally:
+        hdfs.close()
+        fs.delete(config.hdfs.root, recursive=True)
+
+
+@pytest.mark.stack
+def test_a_directory_listed_with_its_blocks_opens_its_files_without_asking_the_namenode_again(
+        stack_config, monkeypatch):
+    """``list_located`` (the raw route opening a bucket): the NameNode's one listing gives what
+    WebHDFS's does, and each file's blocks, so its opening asks only the DataNode."""
+    config = replace(stack_config, hdfs_root="/debl-hdfslisted")
+    fs = WebHDFS(config)
+    directory = f"{config.hdfs.root}/bucket"
+    contents = {f"{directory}/chunk-00001.0": b"small\n" * 10,
+                f"{directory}/chunk-00002.0": bytes(i % 251 for i in range(2 * 1024 * 1024 + 3))}
+    fs.mkdirs(f"{directory}/sub")
+    for path, content in contents.items():
+        writer = Client(config.hdfs.uri).create(path, WriteOptions(block_size=1024 * 1024,
+                                                                   overwrite=True))
+        writer.write(content)
+        writer.close()
+    hdfs = NativeHDFS(config, timeout=30.0)
+    calls: list[str] = []
+    real_call = HadoopRPC.call
+    monkeypatch.setattr(HadoopRPC, "call", lambda self, method, request: (
+        calls.append(method), real_call(self, method, request))[1])
+    try:
+        listed = hdfs.list_located(directory)
+        assert calls == ["getListing"]
+        assert {(f.path, f.length, f.is_dir, f.modification_time_ms) for f in listed} == {
+            (s.path, s.length, s.is_dir, s.modification_time_ms) for s in fs.list(directory)}
+        for f in listed:
+            if f.is_dir:
+                continue
+            opened = hdfs.open_file(f.path, f.located)
+            assert opened.local is not None
+            assert hdfs.read(opened, 0, opened.length) == contents[f.path]
+        assert "getBlockLocations" not in calls and calls.count("getBlockLocalPathInfo") == 4
+        assert hdfs.list_located(directory + "/missing") is None
+        # Without local reads there is no listing with blocks: the caller lists over WebHDFS.
+        plain = NativeHDFS(replace(config, hdfs_local_reads=False), timeout=30.0)
+        try:
+            assert plain.list_located(directory) is None
+        finally:
+            plain.close()
     finally:
         hdfs.close()
         fs.delete(config.hdfs.root, recursive=True)
