@@ -1,6 +1,6 @@
-"""Hadoop's RPC (its IPC protocol with the protobuf engine), for the two calls of local block
-reads (``debl.hdfs_local``): the NameNode's ``getBlockLocations`` and the DataNode's
-``getBlockLocalPathInfo``. Written from the protocol's published description (Hadoop's
+"""Hadoop's RPC (its IPC protocol with the protobuf engine), for the calls of local block reads
+(``debl.hdfs_local``): the NameNode's ``getListing`` and ``getBlockLocations`` and the
+DataNode's ``getBlockLocalPathInfo``. Written from the protocol's published description (Hadoop's
 ``RpcHeader``, ``IpcConnectionContext``, ``ProtobufRpcEngine2`` messages); only simple
 authentication, the stack's (a cluster with Kerberos gets an RpcError at the first call, and the
 caller falls back to the reads it had).
@@ -14,7 +14,7 @@ response back).
 Pitfalls:
 
 - One connection per ``HadoopRPC``, one call at a time on it (a lock): the calls here are made
-  when a file is opened, never per read.
+  when a directory is listed or a file opened, never per read.
 - A server that does not answer within *timeout* is an RpcError; the connection is then closed
   and opened again at the next call.
 """
