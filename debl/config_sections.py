@@ -209,8 +209,8 @@ class LoadingConfig(_Section):
     # buckets all the same, that id alone in the largest (debl bench --buckets N wants N).
     bucket_target_covers_heaviest: bool = True
     # The split-point sample: ranged reads per bucket_target_bytes of cold input (a bucket
-    # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. The
-    # defaults read 0.4% of the input.
+    # boundary is placed to about 1/this of a bucket per file), each of sample_bytes. What
+    # the defaults read and cost: docs/LOADING.md, "Bucket boundaries", "What the sample costs".
     sample_reads_per_bucket: int = 32
     sample_bytes: int = 4096
     dist_ch_tasks: int = 2  # parallel Spark tasks per chunk, each on a line-aligned slice
