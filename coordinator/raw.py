@@ -33,9 +33,9 @@ Pitfalls:
   others wait for it; HDFS reads run outside every lock.
 - A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
   bucket was opened, or fails. So a thread of the reader checks the opened buckets' directories
-  every ``coordinator.poll_interval`` seconds (``coordinator.raw_listing``), and a query about
-  to read from HDFS checks its buckets itself when that thread has not for two intervals: a file
-  gone or changed since is a BucketFileError naming it, within two intervals. A query answered
+  every ``coordinator.poll_interval`` seconds (``coordinator.raw_listing``): a file gone or
+  changed since is a BucketFileError naming it from the next query on that would read. A query
+  about to read checks its buckets itself only when that thread is far behind. A query answered
   from cached blocks alone reads nothing and checks nothing: those are the file's bytes as
   written.
 - The coordinator says which buckets are still read (``serve``): at a switch of day (or a

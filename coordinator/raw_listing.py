@@ -13,12 +13,15 @@ in it at once (a bucket is a directory; a load's buckets share a parent), so a s
 call or two however many buckets are opened. Checking them one NameNode call per bucket, one
 after another, fell behind under load with a change log's many opened buckets, and the queries
 then checked on their own path (docs/BENCHMARKS.md, "Tail latency and the change log (issue
-37)"). A query about to read HDFS checks its bucket itself only when the sweep is two intervals
-behind (``check``).
+37)"). A query about to read HDFS checks its bucket itself only when the sweep is
+``QUERY_CHECKS_AFTER`` intervals behind (``check``): a NameNode that answers slowly while gen_HF
+starts or MySQL takes over delays the sweep, and a query that checked then waited as long (it set
+the slowest answer of a change-log run). Meanwhile a read still returns the bytes the file had
+when opened, or fails and lists the bucket again, so an answer is never of mixed or smaller data.
 
-Pitfalls: a bucket that fails its check in a sweep is left unchecked, so its next query checks
-it and raises the error; a parent directory whose listing fails is left to the buckets' own
-checks, one call each, as before.
+Pitfalls: a bucket whose file a sweep finds gone or changed is marked due (``checked_at``
+-inf), so its next query checks it at once and raises the error; a parent directory whose listing fails is left
+to the buckets' own checks, one call each, as before.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from debl.hdfs_reads import NativeHDFS
 from debl.webhdfs import FileStatus, WebHDFS
 
 log = logging.getLogger("debl.coordinator")
+
+QUERY_CHECKS_AFTER = 10  # poll intervals without a passed check before a query checks itself
 
 
 class OpenedBucket(Protocol):
@@ -55,7 +60,9 @@ class ListingChecks:
     def sweep(self, opened: list[OpenedBucket]) -> None:
         """Check every bucket of *opened*: one listing per parent directory for the times of
         all their directories, a bucket whose time moved (or whose parent's listing failed)
-        checked on its own. Never raises: a bucket that fails is left to its queries."""
+        checked on its own. Never raises: a bucket whose file is gone or changed is marked due
+        for its next query, which checks it and raises the error; one whose check could not be
+        made (HDFS did not answer) is left to be overdue."""
         started = time.monotonic()
         parents: dict[str, list[OpenedBucket]] = defaultdict(list)
         for bucket in opened:
@@ -79,7 +86,11 @@ class ListingChecks:
                 continue
             try:
                 self.check(bucket, within=0.0)
-            except Exception as exc:  # noqa: BLE001 -- the queries' own check raises it
+            except BucketFileError as exc:
+                bucket.checked_at = float("-inf")  # its next query raises the error
+                log.info("raw route: bucket %d failed its listing check: %s",
+                         bucket.b_index, exc)
+            except Exception as exc:  # noqa: BLE001 -- a query checks it once it is overdue
                 log.info("raw route: bucket %d failed its listing check: %s",
                          bucket.b_index, exc)
 
@@ -87,10 +98,10 @@ class ListingChecks:
               within: float | None = None) -> None:
         """BucketFileError if a file of the bucket is gone or changed since the bucket was
         opened. Done when *force*d; else when the last check is older than *within* (by default
-        two intervals: the sweep checks every interval, a query only when the sweep is behind;
-        by one thread, the others go on), and then cheaply: a directory is listed again only
-        when its time moved."""
-        within = 2 * self.interval if within is None else within
+        ``QUERY_CHECKS_AFTER`` intervals: the sweep checks every interval, a query only when the
+        sweep is far behind or the bucket failed; by one thread, the others go on), and then
+        cheaply: a directory is listed again only when its time moved."""
+        within = QUERY_CHECKS_AFTER * self.interval if within is None else within
         if not force and time.monotonic() - opened.checked_at < within:
             return
         if not force and not opened.checking.acquire(blocking=False):

@@ -59,12 +59,25 @@ from loaders.jobs import DistChReport, RefusedLine
 HEAP_PER_SLICE = 8
 
 
+def slice_limit(config: Config) -> int:
+    """The most bytes one slice may hold: an eighth of its task's heap share."""
+    return max(1, task_heap(config).per_task // HEAP_PER_SLICE)
+
+
+def whole_waves(config: Config, chunk_bytes: int) -> int:
+    """*chunk_bytes*, or less so that its slices fill whole waves of ``loading.dist_ch_tasks``
+    tasks: a chunk a little over a wave takes a second wave with cores idle (260 MiB in a 2 GiB
+    driver on 2 cores: three slices, the third alone; 256 MiB is two)."""
+    tasks, slices = config.loading.dist_ch_tasks, slices_for(config, chunk_bytes)
+    if slices % tasks == 0:
+        return chunk_bytes
+    return (slices - slices % tasks) * slice_limit(config)
+
+
 def slices_for(config: Config, chunk_bytes: int) -> int:
     """How many slices (one task each) dist_ch cuts a chunk of *chunk_bytes* into:
-    ``loading.dist_ch_tasks``, or more so that no slice passes an eighth of its task's heap
-    share."""
-    limit = max(1, task_heap(config).per_task // HEAP_PER_SLICE)
-    return max(config.loading.dist_ch_tasks, -(-chunk_bytes // limit))
+    ``loading.dist_ch_tasks``, or more so that no slice passes ``slice_limit``."""
+    return max(config.loading.dist_ch_tasks, -(-chunk_bytes // slice_limit(config)))
 
 
 @dataclass(frozen=True)

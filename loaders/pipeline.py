@@ -16,8 +16,11 @@ Chunk size (docs/DESIGN.md section 4: small enough that the last dist_ch is shor
 that copying a chunk takes longer than bucketing it): the configured size is the start. A
 dist_ch that took longer than its chunk's copy means the pipeline is bucketing-bound, so the
 next chunk doubles (up to 4x) to amortise Spark's per-job overhead; a grown chunk is cut into
-more slices, never larger ones (``dist_ch.slices_for``). Towards the end chunks taper (at most
-half of what remains of the input), so the last dist_ch is short.
+more slices, never larger ones (``dist_ch.slices_for``), and its slices fill whole waves of
+dist_ch's tasks (``dist_ch.whole_waves``), so that no core waits through a last slice alone:
+4x 65 MiB was three slices on two cores, 256 MiB is two (docs/LOADING.md, "Decisions where
+DESIGN is silent"). Towards the end chunks taper (at most half of what remains of the input), so
+the last dist_ch is short.
 """
 
 from __future__ import annotations
@@ -84,10 +87,12 @@ class PipelinePlan:
 
 class _ChunkSize:
     """The next chunk's size: the configured one, doubled (up to 4x) each time dist_ch lags
-    behind the copy (see the module); with a ramp, from FIRST_CHUNK up to the configured one."""
+    behind the copy, a grown size trimmed by *fit* (``dist_ch.whole_waves``; see the module);
+    with a ramp, from FIRST_CHUNK up to the configured one."""
 
-    def __init__(self, size: int, ramp: bool = False):
-        self.first = size
+    def __init__(self, size: int, ramp: bool = False,
+                 fit: Callable[[int], int] = lambda size: size):
+        self.first, self.fit = size, fit
         self.next = min(FIRST_CHUNK, size) if ramp else size
 
     def took(self, chunk_bytes: int) -> None:
@@ -97,7 +102,7 @@ class _ChunkSize:
 
     def grow(self) -> None:
         if self.first <= self.next < 4 * self.first:
-            self.next *= 2
+            self.next = max(self.next, self.fit(min(2 * self.next, 4 * self.first)))
 
 
 class Bucketer:
@@ -159,7 +164,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     index = catalog.index
     hdfs = WebHDFS(config)
     hdfs.mkdirs(namespace.chunk_dir)
-    size = _ChunkSize(plan.chunk_size, plan.ramp)
+    size = _ChunkSize(plan.chunk_size, plan.ramp, lambda n: dist_ch.whole_waves(config, n))
     result = Copied(chunks=len(plan.done))
     coverage = ledger(plan)
     numbers = _numbers(plan.done)

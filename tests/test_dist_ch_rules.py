@@ -21,6 +21,7 @@ from debl.buckets import BucketMap
 from debl.config import Config
 from debl.model import CHECKSUM_MOD, ParseError, line_checksum, parse_line
 from loaders import dist_ch, jobs
+from loaders.pipeline import _ChunkSize
 from tests.hostile_lines import LIMIT, U63, every_line
 
 valid_number = st.integers(0, U63).map(lambda n: b"%d" % n) | st.sampled_from([b"0" * 25 + b"7",
@@ -194,6 +195,28 @@ def test_a_chunk_is_cut_into_as_many_slices_as_the_task_heap_needs(config, chunk
     larger ones (a 1 GiB chunk in two slices, and then in four, ran a 2 GiB driver out of
     heap)."""
     assert dist_ch.slices_for(config, chunk_mib << 20) == slices
+
+
+@pytest.mark.parametrize("first_mib, grown_mib", [
+    (65, [130, 256, 256]),  # 4x 65 MiB (260) would be three 128 MiB-bound slices on two cores
+    (100, [200, 400, 400]),  # 400 MiB: four slices, two whole waves
+    (256, [512, 1024, 1024]),  # the default chunk size grows 4x as before
+    (4, [8, 16, 16]),  # under one wave: two slices each
+])
+def test_a_grown_chunk_fills_whole_waves_of_dist_chs_tasks(first_mib, grown_mib):
+    """A chunk doubles (up to 4x) while dist_ch lags the copy; its slices fill whole waves of
+    ``loading.dist_ch_tasks`` tasks, so that no core waits while one slice runs alone."""
+    config = Config(spark_driver_memory="2g")  # local[2]: two tasks, 128 MiB slices
+    size = _ChunkSize(first_mib << 20, fit=lambda n: dist_ch.whole_waves(config, n))
+    seen = []
+    for _ in grown_mib:
+        size.grow()
+        seen.append(size.next >> 20)
+    assert seen == grown_mib
+    for mib in seen:
+        assert dist_ch.slices_for(config, mib << 20) % config.loading.dist_ch_tasks == 0
+    assert dist_ch.whole_waves(config, 260 << 20) == 256 << 20
+    assert dist_ch.whole_waves(config, 3 << 20) == 3 << 20  # two slices: one wave
 
 
 def test_a_report_names_each_line_by_its_slice_file_and_line(spark, tmp_path):

@@ -26,6 +26,7 @@ from coordinator import Coordinator
 from coordinator.raw import RawBucket, RawReader
 from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
 from debl.catalog import Catalog
+from debl.config import Config
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
 from debl.errors import BucketFileError
@@ -312,6 +313,20 @@ def test_a_dist_ch_temporary_file_is_never_read(raw):
         fs.delete(victim + "._COPYING_")
 
 
+def _raises_once_swept(c: Coordinator, key: tuple[int, int], config: Config,
+                       match: str) -> None:
+    """Once the listing thread has found bucket 1 changed (within a few of its sweeps), a query
+    of *key* raises the BucketFileError *match*. Until then a query answers from the bytes the
+    file had when opened (and caches them), so the test waits for the sweep before it asks."""
+    deadline = time.monotonic() + 20 * config.coordinator.poll_interval
+    while not any(b.b_index == 1 and b.checked_at == float("-inf")
+                  for b in c._raw._opened.values()):
+        assert time.monotonic() < deadline, "the listing thread did not find the change"
+        time.sleep(config.coordinator.poll_interval / 2)
+    with pytest.raises(BucketFileError, match=match):
+        c.get_link_list(*key)
+
+
 def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     config, reference, bucket_files = raw
     fs = WebHDFS(config)
@@ -323,15 +338,12 @@ def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     prefix = victim.rsplit(".", 1)[0]
     with Coordinator(config) as c:
         # Opened before the file goes (its index is kept, its blocks are not read yet): a read
-        # by block would still find the renamed file's bytes, so the reader lists the bucket
-        # again (its listing thread every poll_interval; a query that would read, once two
-        # have passed without a good check), and names the file.
+        # by block would still find the renamed file's bytes, so the reader's listing thread
+        # lists the bucket again, and the next query names the file.
         assert c.get_link_list(key[0], 0) == []  # no such link type: no block read
         fs.rename(victim, victim + "-gone")
-        time.sleep(2 * config.coordinator.poll_interval)
         try:
-            with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} is gone"):
-                c.get_link_list(*key)
+            _raises_once_swept(c, key, config, rf"bucket 1: its file {victim} is gone")
         finally:
             fs.rename(victim + "-gone", victim)
     fs.rename(victim, victim + "-gone")
@@ -378,10 +390,8 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
     with Coordinator(config) as c:
         assert c.get_link_list(key[0], 0) == []  # opens bucket 1, reads no block
         fs.write(victim, content, overwrite=True)
-        time.sleep(2 * config.coordinator.poll_interval)
-        with pytest.raises(BucketFileError, match=rf"bucket 1: its file {victim} changed in HDFS "
-                                                  r"since it was opened"):
-            c.get_link_list(*key)
+        _raises_once_swept(c, key, config,
+                           rf"bucket 1: its file {victim} changed in HDFS since it was opened")
     with Coordinator(config) as c:  # opened again: the same bytes, right again
         assert c.get_link_list(*key) == reference.get_link_list(*key)
 

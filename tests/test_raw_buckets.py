@@ -6,11 +6,13 @@ everything else is the reader's own code. The reader on real HDFS files: tests/t
 from __future__ import annotations
 
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from coordinator.raw import RawBucket, RawReader, _Bucket
-from coordinator.raw_listing import ListingChecks
+from coordinator.raw_listing import QUERY_CHECKS_AFTER, ListingChecks
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
 from debl.webhdfs import FileStatus
@@ -173,6 +175,8 @@ class _Directories:
 
     def modified_ms(self, paths: list[str]) -> list[int | None]:  # NativeHDFS.modified_ms
         self.calls.append(("status", *paths))
+        if self.failing & set(paths):
+            raise ServiceError(f"HDFS did not answer for {paths}")
         return [self.times.get(p) for p in paths]
 
 
@@ -203,3 +207,36 @@ def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_m
     checks.sweep(opened)
     assert sorted(c for c in hdfs.calls if c[0] == "status") == [
         ("status", "/L/hot/0"), ("status", "/L/hot/1")]  # the hot ones one by one
+
+
+def test_a_query_checks_only_when_the_sweep_is_far_behind_or_the_bucket_failed():
+    """A query that checked its bucket when the sweep was two intervals behind waited on a slow
+    NameNode while gen_HF started: 0.9 s, the slowest answer of a change-log run
+    (docs/BENCHMARKS.md, "Seventh session"). A query checks only when the last passed check is
+    ``QUERY_CHECKS_AFTER`` intervals old; a bucket the sweep found changed is due at once, and
+    its query raises the error naming the file."""
+    hdfs = _Directories({"/L/buckets/0": 100})
+    checks = ListingChecks(hdfs, hdfs, interval=0.5)  # type: ignore[arg-type]
+    gone = SimpleNamespace(opened=SimpleNamespace(path="/L/buckets/0/chunk-0.0", length=5),
+                           modified_ms=100)
+    bucket = _Bucket(RawBucket("L", 0, 0), {"/L/buckets/0": 100}, [])
+    bucket.files = [gone]  # the checks look at its path, length and time only
+    bucket.checked_at = time.monotonic() - 3 * checks.interval  # the sweep is behind
+    checks.check(bucket)
+    assert hdfs.calls == []  # not far enough behind: the query goes on to read
+    bucket.checked_at = time.monotonic() - (QUERY_CHECKS_AFTER + 1) * checks.interval
+    checks.check(bucket)
+    assert hdfs.calls == [("status", "/L/buckets/0")]  # far behind: it checks (nothing moved)
+    assert bucket.checked_at > time.monotonic() - 1
+
+    hdfs.calls.clear()
+    hdfs.times["/L/buckets/0"] = 101  # the file was renamed away
+    hdfs.failing.add("/L/buckets/0")  # ... and HDFS does not answer the bucket's own check
+    passed = bucket.checked_at
+    checks.sweep([bucket])
+    assert bucket.checked_at == passed  # not known to be wrong: overdue only in its own time
+    hdfs.failing.clear()
+    checks.sweep([bucket])
+    assert bucket.checked_at == float("-inf")  # the sweep found it gone: due for its query
+    with pytest.raises(BucketFileError, match="bucket 0: its file /L/buckets/0/chunk-0.0 is gone"):
+        checks.check(bucket)
