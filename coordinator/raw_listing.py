@@ -20,8 +20,8 @@ the slowest answer of a change-log run). Meanwhile a read still returns the byte
 when opened, or fails and lists the bucket again, so an answer is never of mixed or smaller data.
 
 Pitfalls: a bucket whose file a sweep finds gone or changed is marked due (``checked_at``
--inf), so its next query checks it at once and raises the error; a parent directory whose listing fails is left
-to the buckets' own checks, one call each, as before.
+-inf), so its next query checks it at once and raises the error; a parent directory whose
+listing fails is left to the buckets' own checks, one call each, as before.
 """
 
 from __future__ import annotations
