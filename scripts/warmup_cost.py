@@ -15,6 +15,7 @@ give the daemons; Linux only.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ with Coordinator(load_config()) as coordinator:
 
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime, stime in clock ticks (USER_HZ)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def main() -> None:
@@ -48,17 +49,27 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     hdfs_dir = load_config().state_dir / "hdfs"
-    daemons = {name: int((hdfs_dir / f"{name}.pid").read_text())
-               for name in ("namenode", "datanode")}
+    try:
+        daemons = {name: int((hdfs_dir / f"{name}.pid").read_text())
+                   for name in ("namenode", "datanode")}
+        for pid in daemons.values():
+            _cpu_s(pid)
+    except (OSError, ValueError):
+        sys.exit(f"no running HDFS found under {hdfs_dir}: start the stack (`debl stack up`)")
     print("way        opening s   NameNode CPU s   DataNode CPU s")
     for _ in range(args.runs):
         for way in ("per-file", "listed"):
             before = {name: _cpu_s(pid) for name, pid in daemons.items()}
-            out = subprocess.run([sys.executable, "-c", CHILD, way], capture_output=True,
-                                 text=True, check=True).stdout.split()[-1]
+            child = subprocess.run([sys.executable, "-c", CHILD, way], capture_output=True,
+                                   text=True)
+            if child.returncode != 0 or not child.stdout.split():
+                last = (child.stderr.strip().splitlines() or ["no output"])[-1]
+                sys.exit(f"the {way} coordinator failed: {last}")
+            out = child.stdout.split()[-1]
             spent = {name: _cpu_s(pid) - before[name] for name, pid in daemons.items()}
             opening = out if out == "timeout" else f"{float(out):.2f}"
-            print(f"{way:9s}  {opening:>9s}   {spent['namenode']:14.2f}   {spent['datanode']:14.2f}")
+            print(f"{way:9s}  {opening:>9s}   {spent['namenode']:14.2f}   "
+                  f"{spent['datanode']:14.2f}")
             time.sleep(1)
 
 

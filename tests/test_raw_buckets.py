@@ -211,7 +211,7 @@ def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_m
 
 def test_a_query_checks_only_when_the_sweep_is_far_behind_or_the_bucket_failed():
     """A query that checked its bucket when the sweep was two intervals behind waited on a slow
-    NameNode while gen_HF started: 0.9 s, the slowest answer of a change-log run
+    NameNode while gen_HF started, and set the slowest answer of a change-log run
     (docs/BENCHMARKS.md, "Seventh session"). A query checks only when the last passed check is
     ``QUERY_CHECKS_AFTER`` intervals old; a bucket the sweep found changed is due at once, and
     its query raises the error naming the file."""
