@@ -8,6 +8,7 @@ bucket emptied by a re-run, a checksum sum past 2^64, a connection killed under 
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 
@@ -127,6 +128,41 @@ def test_a_newer_catalog_is_refused_and_never_replaced(config):
                                                       f"{SCHEMA_VERSION + 1}"):
             Catalog(config, replace_older=replace_older)
     assert _sql(config, "SELECT load_id FROM debl_loads") == [("L1",)]
+
+
+def _create_at_once(config, barrier, replace_older: bool, results) -> None:
+    """A process's first command on the catalog, started with the others at the barrier."""
+    barrier.wait(30)
+    try:
+        Catalog(config, replace_older=replace_older)
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 -- reported to the test, which names it
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_commands_started_together_on_a_new_database_all_create_the_catalog(config):
+    """Issue 47, item 7: `debl status` twice, `debl links` and a first `debl load` started
+    together against a new database: each creates the catalog, none meets a table another
+    has just made (or a catalog half made taken for an older one), and the version is
+    recorded once. Processes, as the commands are, five rounds."""
+    fresh = config.replace(mysql_database="debl_catalograce")
+    context = multiprocessing.get_context("fork")
+    for round_no in range(5):
+        _sql(config, "DROP DATABASE IF EXISTS debl_catalograce")
+        engine_for(fresh).dispose()  # its pooled sessions were in the dropped database
+        barrier, results = context.Barrier(6), context.Queue()
+        procs = [context.Process(target=_create_at_once,
+                                 args=(fresh, barrier, i == 0 and round_no % 2 == 0, results))
+                 for i in range(6)]
+        for proc in procs:
+            proc.start()
+        outcomes = [results.get(timeout=120) for _ in procs]
+        for proc in procs:
+            proc.join(30)
+        assert outcomes == ["ok"] * len(procs), f"round {round_no}: {outcomes}"
+        assert _tables(fresh) == set(METADATA.tables)
+        assert _sql(fresh, "SELECT version FROM debl_schema") == [(SCHEMA_VERSION,)]
+    _sql(config, "DROP DATABASE debl_catalograce")
 
 
 # ---------------------------------------------------------------------------- loads and files
