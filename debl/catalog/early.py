@@ -10,13 +10,12 @@ on: rows only grow while a load copies.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from debl.catalog.base import CatalogEngine
-from debl.catalog.index import read_buckets
+from debl.catalog.index import read_buckets, write_false_claim
 from debl.catalog.loads import load_record
 from debl.catalog.records import EarlyProgress, EarlyState, FalseClaim
 from debl.catalog.schema import (claim_answers_table, early_table, false_claims_table,
@@ -65,17 +64,12 @@ class EarlyCatalog:
                 answerable_bytes=answerable_bytes, updated=time.time()))
 
     def record_false_claim(self, load_id: str, claim: FalseClaim) -> FalseClaim:
-        """A claim found false: recorded under the next number, and the load's early answers
-        stopped, in one transaction. Returns it with its number."""
-        t = false_claims_table
+        """A claim found false outside a chunk's check (a fetch on demand's bytes): recorded
+        under the next number, and the load's early answers stopped, in one transaction (one
+        a chunk's check found is recorded with the chunk: ``IndexCatalog.chunk_bucketed``).
+        Returns it with its number."""
         with self._transaction() as conn:
-            n = conn.execute(sa.select(sa.func.count()).where(t.c.load_id == load_id)).scalar()
-            claim = replace(claim, claim_no=int(n))
-            conn.execute(t.insert().values(load_id=load_id, found=time.time(), **asdict(claim)))
-            e = early_table
-            conn.execute(e.update().where(e.c.load_id == load_id)
-                         .values(state="stopped", updated=time.time()))
-        return claim
+            return write_false_claim(conn, load_id, claim)
 
     def false_claims(self, load_id: str) -> list[FalseClaim]:
         t = false_claims_table
