@@ -44,14 +44,13 @@ class IndexCatalog:
                        parts: list[BucketChunk], location: str, file_part: str,
                        per_file: dict[int, tuple[int, int]], started: float,
                        ended: float, phase: str | None = None,
-                       false_claim: FalseClaim | None = None) -> FalseClaim | None:
+                       false_claim: FalseClaim | None = None) -> None:
         """dist_ch bucketed a chunk: its share of every bucket and the buckets' index rows (a
         cold bucket new to the index gets a ``pending`` job), its per-file counts under
         *file_part*, its dist_ch phase, the chunk ``bucketed`` and *false_claim*, a claim its
         check found false (``write_false_claim``), in one transaction: a chunk is bucketed with
         all of that or not at all (a resume redoes it, and checks it again). *phase*: the phase
-        it is timed under (``dist_ch`` unless said: ``demand`` for a chunk fetched on demand).
-        Returns *false_claim* with its number."""
+        it is timed under (``dist_ch`` unless said: ``demand`` for a chunk fetched on demand)."""
         with self._transaction() as conn:
             _write_bucket_chunks(conn, load_id, chunk.chunk_no, chunk.hot, bucket_map, parts,
                                  location)
@@ -60,8 +59,7 @@ class IndexCatalog:
                         chunk.bytes, sum(p.rows for p in parts))
             _write_chunk(conn, load_id, chunk)
             if false_claim is not None:
-                return write_false_claim(conn, load_id, false_claim)
-        return None
+                write_false_claim(conn, load_id, false_claim)
 
     def forget_chunks(self, load_id: str, chunk_nos: list[int]) -> None:
         """Delete the rows of chunks a resumed load redoes (copied, never bucketed), in one
