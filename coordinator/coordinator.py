@@ -39,12 +39,13 @@ import time
 from collections import Counter
 
 from debl import request_cost
-from debl.catalog import Catalog, FalseClaim, LoadRecord
+from debl.catalog import Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.admission import FifoGate
 from coordinator.demand import new_coordinator_id
+from coordinator.early import EarlyAnswerTally
 from coordinator.poller import EarlyServing, Poller, PollResult, Publication
 from coordinator.raw import RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
@@ -86,6 +87,7 @@ class Coordinator:
         self._fetching: Counter = Counter()  # load id -> queries reading its stores now
         self._hot_raw: Counter = Counter()  # load id -> queries reading its hot files now
         self._via: Counter = Counter()  # answers per store they came from (VIA)
+        self.early_answers = EarlyAnswerTally()  # not yet in the catalog's counts
         self._stores: dict[str, LoadStores] = {}
         catalog = Catalog(config)  # thread-safe: the poller's and the raw reader's
         self._raw = RawReader(config, catalog.index)
@@ -158,12 +160,12 @@ class Coordinator:
                           (id1, link_type, min_time, max_time, offset, limit))
             answered = True
         finally:
-            self._done(route, started, answered)
+            self._done(route, started, answered, id1)
         return Answer(links, route.route is not Route.PARTIAL, route.waited_s,
                       None if route.bucket is None else route.bucket.b_index, route.route,
                       route.dataset.load.load_id, route.hot)
 
-    def _done(self, route: RoutePlan, started: float, answered: bool) -> None:
+    def _done(self, route: RoutePlan, started: float, answered: bool, id1: int) -> None:
         """The query's counts, in one turn of the lock: the lock is where the client threads
         queue (docs/COORDINATOR.md, "Threads")."""
         load_id = route.dataset.load.load_id
@@ -177,6 +179,8 @@ class Coordinator:
                     self._via[VIA[route.route]] += 1
                 if route.hot is HotSide.RAW:
                     self._via["via_hot_raw"] += 1
+                if route.route is Route.EARLY:  # for the claims found false later
+                    self.early_answers.count(load_id, id1)
 
     def _route(self, id1: int, link_type: int, started: float, end: float | None,
                partial: bool) -> RoutePlan:
@@ -236,7 +240,6 @@ class Coordinator:
         None: route again."""
         early = dataset.early
         if early.answers(query.id1):
-            early.answered[query.id1] += 1
             return self._plan(Route.EARLY, dataset, dataset.bucket_of(query.id1), query.id1,
                               query.link_type, "early", query.waited(now))
         if query.waiting_in is not early:
@@ -383,11 +386,13 @@ class Coordinator:
                 return
             self._cond.notify_all()
 
-    def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
-        """Early answers given for the id1s each false claim of the load served affects."""
-        with self._cond:
-            early = self._dataset.early if self._dataset is not None else None
-            return {} if early is None else early.claim_answers(claims)
+    def record_early_answers(self) -> None:
+        """Add the early answers given so far to the catalog's counts now, rather than at the
+        poller's next turn: a command that shows an answer and exits calls it first, so that a
+        claim found false later counts that answer (docs/COORDINATOR.md, "Answers before
+        uptime"). Raises ServiceError if MySQL cannot take them (they are kept for the next
+        try)."""
+        self._poller.record_early_answers()
 
     def _forget_stores(self, serving: str) -> None:
         """Close the stores of loads no query reads any more (a day the coordinator left)."""
@@ -415,7 +420,7 @@ class Coordinator:
                                load_id if alone else None,
                                alone and dataset.load.hot_in_mysql and not self._hot_raw[load_id],
                                None if early is None else EarlyServing(
-                                   load_id, early.gen, dict(early.waiting), not early.on))
+                                   load_id, early.gen, dict(early.waiting)))
 
     # ------------------------------------------------------------------ state, for callers
 

@@ -8,17 +8,21 @@ reader, hot and cold, merged by the one rule, exactly; any other key waits, and 
 demand: per bucket (what gen_HF will convert first at uptime) and per key (what the copy fetches
 first). At the load's uptime the coordinator takes the load as it takes any current load.
 
-The view keeps, besides the answerable keys, the id1s it answered early (to count, when a claim
-of the load's manifests is found false, the early answers given in the id1s it affects) and the
-keys its queries wait for. The coordinator's lock guards all of it.
+The view keeps, besides the answerable keys, the keys its queries wait for; the coordinator's
+lock guards it. The early answers given are counted per id1 apart (``EarlyAnswerTally``) and
+added to the catalog's counts (``debl_early_answers``) at the poller's next turn, within 0.1 s,
+or before a one-shot command shows its answer (``Coordinator.record_early_answers``): a claim
+of the load's manifests found false later counts those given in the id1s it affects, whatever
+the life of the process that gave them (a coordinator that kept its own count published it
+only if it lived to see the claim: issue 47).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from debl.catalog import FalseClaim
 from debl.keyspace import KeySet
 
 
@@ -31,7 +35,6 @@ class EarlyView:
     ids: tuple[int, int] | None = None  # the id1s the load's manifests claim (None: any)
     on: bool = True  # False once a claim was found false: no more early answers
     waiting: Counter = field(default_factory=Counter)  # id1 -> queries waiting for it now
-    answered: Counter = field(default_factory=Counter)  # id1 -> early answers given
 
     def answers(self, id1: int) -> bool:
         """Whether a query for *id1* is answered now."""
@@ -58,7 +61,28 @@ class EarlyView:
         if self.waiting[id1] <= 0:
             del self.waiting[id1]
 
-    def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
-        """Early answers given for the id1s each false claim affects (by claim number)."""
-        return {c.claim_no: sum(n for id1, n in self.answered.items()
-                                if c.affected_lo <= id1 <= c.affected_hi) for c in claims}
+
+class EarlyAnswerTally:
+    """The early answers a coordinator gave that the catalog does not count yet, per (load
+    id, id1). Thread-safe: client threads ``count``, the poller (or a one-shot command) ``take``
+    them to add to the catalog's counts, and ``give_back`` what it could not add. Holds only
+    what is not added yet: a few entries between two polls."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._new: Counter = Counter()
+
+    def count(self, load_id: str, id1: int) -> None:
+        with self._lock:
+            self._new[(load_id, id1)] += 1
+
+    def take(self) -> dict[tuple[str, int], int]:
+        """The answers counted since the last take, forgotten here."""
+        with self._lock:
+            taken, self._new = dict(self._new), Counter()
+        return taken
+
+    def give_back(self, taken: dict[tuple[str, int], int]) -> None:
+        """Answers taken that the catalog did not add: counted again for the next take."""
+        with self._lock:
+            self._new.update(taken)

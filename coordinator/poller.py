@@ -2,9 +2,9 @@
 current load and its job states, in one transaction), hands what it read to the coordinator
 (a ``PollResult``: a new current load, MySQL's take-over of the hot keys, buckets landed), and
 publishes what the coordinator knows (a ``Publication``): its demand (``coordinator.demand``'s
-policy), its answers per route, the queries asked per bucket, and its heartbeat, which says the
-load it serves and whether it reads that load's hot keys from MySQL only (docs/COORDINATOR.md,
-"Days", "Hot keys").
+policy), its answers per route, the queries asked per bucket, its early answers per id1 (added
+at every turn of its loop), and its heartbeat, which says the load it serves and whether it
+reads that load's hot keys from MySQL only (docs/COORDINATOR.md, "Days", "Hot keys").
 
 The hand-over is this module's two dataclasses and the ``Served`` protocol, which the
 coordinator implements: the poller never imports the coordinator, nor reaches into it.
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from debl.catalog import (EarlyCatalog, EarlyState, FalseClaim, LoadRecord, ServingCatalog,
-                          ServingState)
+from debl.catalog import EarlyCatalog, EarlyState, LoadRecord, ServingCatalog, ServingState
 from coordinator.demand import DemandPolicy
+from coordinator.early import EarlyAnswerTally
 
 log = logging.getLogger("debl.coordinator")
 
@@ -55,12 +55,11 @@ class PollResult:
 @dataclass(frozen=True)
 class EarlyServing:
     """A load served before its uptime, as the coordinator knows it: the generation of its
-    answerable keys it has, the keys its queries wait for, whether its early answers stopped."""
+    answerable keys it has, the keys its queries wait for."""
 
     load_id: str
     gen: int
     waiting: dict[int, int]
-    stopped: bool
 
 
 @dataclass(frozen=True)
@@ -90,6 +89,7 @@ class Served(Protocol):
     """What the poller needs of the coordinator it polls for."""
 
     coordinator_id: str
+    early_answers: EarlyAnswerTally  # its early answers not yet in the catalog's counts
 
     def demand(self) -> dict[int, int]:
         """The demand per bucket now (what the publication policy watches)."""
@@ -99,9 +99,6 @@ class Served(Protocol):
 
     def publication(self, now: float) -> Publication:
         """What to publish, at the ``time.monotonic()`` *now*."""
-
-    def claim_answers(self, claims: list[FalseClaim]) -> dict[int, int]:
-        """Its early answers for the id1s each false claim affects (by claim number)."""
 
 
 class Poller:
@@ -162,10 +159,12 @@ class Poller:
             found[0], early.gen if early is not None and early.load_id == found[0] else -1)
 
     def publish(self, now: float) -> None:
-        """Publish the demand when the policy says so, the answer counts when they changed (at
-        most once per poll interval), the asks at most every ASKS_EVERY_S; before uptime, the
-        keys waited for soon after they change, and the early answers a false claim touched."""
+        """Add the early answers given since the last turn to the catalog's counts; publish
+        the demand when the policy says so, the answer counts when they changed (at most once
+        per poll interval), the asks at most every ASKS_EVERY_S; before uptime, the keys waited
+        for soon after they change."""
         coordinator = self.coordinator
+        self.record_early_answers()
         said = coordinator.publication(now)
         if said.early is not None:
             self._publish_early(said.early, now)
@@ -189,10 +188,18 @@ class Poller:
                                           early.waiting)
             self.key_policy.done(early.waiting, now)
             self._keys_of = early.load_id if early.waiting else None
-        if early.stopped:
-            claims = self.early.false_claims(early.load_id)
-            self.early.publish_claim_answers(early.load_id, coordinator.coordinator_id,
-                                             coordinator.claim_answers(claims))
+
+    def record_early_answers(self) -> None:
+        """Add the coordinator's early answers not yet counted to the catalog's counts
+        (``debl_early_answers``); what MySQL did not take is kept for the next turn, and its
+        ServiceError raised."""
+        tally = self.coordinator.early_answers
+        taken = tally.take()
+        try:
+            self.early.add_early_answers(taken)
+        except BaseException:
+            tally.give_back(taken)
+            raise
 
     def _forget_keys(self) -> None:
         if self._keys_of is not None:
@@ -208,8 +215,9 @@ class Poller:
         return True
 
     def publish_last(self) -> None:
-        """At close: no demand any more, the final counts."""
+        """At close: the early answers not yet counted, no demand any more, the final counts."""
         coordinator = self.coordinator
+        self.record_early_answers()
         said = coordinator.publication(time.monotonic())
         self.serving.forget_coordinator(coordinator.coordinator_id)
         self._forget_keys()

@@ -49,7 +49,8 @@ def check_name(key: str, value: str) -> None:
     with room for the names DeBL derives from it."""
     check_identifier(value, key)
     # Names built from these must stay within MySQL's 64 characters: the hot path's
-    # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_load.<db>`.
+    # `<link_table>_staging`, the locks `debl_gen_hf.<database>`, `debl_schema.<db>`,
+    # `debl_load.<db>`.
     longest = _NAME_ROOM.get(key, 64)
     if len(value) > longest:
         raise ConfigError(f"{key}={value!r} is longer than {longest} characters (DeBL "

@@ -25,6 +25,9 @@ POINTS = {
                      "it is not recorded yet (docs/LOADING.md, \"The copy follows demand\")",
     "answerable": "a chunk is recorded as bucketed; the keys it makes answerable are not "
                   "published yet",
+    "false-claim": "a chunk whose check found a manifest's claim false is recorded as "
+                   "bucketed (its claim with it, in one transaction; issue 47 found it recorded "
+                   "in a second one, lost by a kill here)",
 }
 
 

@@ -124,8 +124,8 @@ def _early(catalog: Catalog, load_id: str) -> dict | None:
     ``demand_bytes`` (fetched on demand, ahead of the bulk copy), ``keys_waiting`` (distinct
     id1s queries wait for now), and ``false_claims`` (the first ``CLAIMS_SHOWN`` of
     ``false_claims_total``, each with its file, offset, kind, what was claimed and found, the
-    id1s it may have made wrong, and the ``early_answers`` given in them, summed over every
-    coordinator; ``answers_in_false_claims`` sums them over every claim).
+    id1s it may have made wrong, and the ``early_answers`` given in them, by every process
+    that gave them; ``answers_in_false_claims`` sums them over every claim).
 
     Pitfall: after the uptime the shares are those last published before it (the load stops
     publishing); a coordinator withdraws its waiting keys once it sees the load up or closes,

@@ -8,9 +8,11 @@ publishes the answerable keys (``Catalog.publish_answerable``), and coordinators
 from the running load by the raw route's reader. Each bucketed segment's lines are checked
 against its file's manifest as dist_ch buckets them (``segment_claims``: on the JVM,
 ``debl.jobs.DistCh.Claims``; in this process, ``debl.manifest.claim_violations``); the first
-claim found false stops early answers for the load at once (``Catalog.record_false_claim``):
-the load goes on to its uptime as any other, and loses or doubles nothing, since what is copied
-and bucketed is decided by bytes, never by claims.
+claim found false stops early answers for the load at once, recorded in the transaction that
+records its chunk bucketed (``IndexCatalog.chunk_bucketed``: a resumed load never answers
+early from a chunk shown to break a claim): the load goes on to its uptime as any other, and
+loses or doubles nothing, since what is copied and bucketed is decided by bytes, never by
+claims.
 
 Thread-safe: the bucketer calls ``bucketed`` under its recording lock, fetches on demand ask
 ``missing`` from their own thread.
@@ -74,15 +76,21 @@ class EarlyAnswers:
         """The claims of each of *chunk*'s segments, for dist_ch's check."""
         return tuple(segment_claims(self.manifests.get(s.file_seq), s) for s in chunk.segments)
 
-    def bucketed(self, chunk: Chunk, violations: list[ClaimViolation]) -> None:
-        """*chunk* is recorded as bucketed, and its check found *violations*: stop early
-        answers at the first claim found false, else publish the keys answerable now."""
+    def false_claim(self, violations: list[ClaimViolation]) -> FalseClaim | None:
+        """What to record with a chunk whose check found *violations* (the first claim found
+        false stops early answers): None when there is none, or early answers stopped before."""
+        with self._lock:
+            if not violations or self.stopped:
+                return None
+            return self._false_claim(min(violations, key=lambda v: (v.file_seq, v.offset)))
+
+    def bucketed(self, chunk: Chunk, claim: FalseClaim | None) -> None:
+        """*chunk* is recorded as bucketed, with *claim* if its check found one false (which
+        stopped early answers in that same transaction): publish the keys answerable now,
+        unless early answers stopped."""
         with self._lock:
             self._add(chunk)
-            if violations and not self.stopped:
-                self.stopped = True
-                first = min(violations, key=lambda v: (v.file_seq, v.offset))
-                self.catalog.record_false_claim(self.load_id, self._false_claim(first))
+            self.stopped = self.stopped or claim is not None
             reached(self.config, "answerable")
             if not self.stopped:
                 self._publish()

@@ -140,11 +140,17 @@ class Bucketer:
         self.rejects.write_part(chunk_part(chunk.chunk_no),
                                 [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
         with self._recording:
+            # A claim found false is recorded with its chunk, in one transaction
+            # (docs/LOADING.md, "Answers before the copy ends", row "A claim found false").
+            claim = early and early.false_claim(out.violations)
             self.index.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
-                                        out.parts, where, chunk_name(chunk.chunk_no),
-                                        out.per_file, t0, time.time(), phase=phase)
+                                      out.parts, where, chunk_name(chunk.chunk_no),
+                                      out.per_file, t0, time.time(), phase=phase,
+                                      false_claim=claim)
+            if out.violations:
+                reached(self.config, "false-claim")
             if early is not None:
-                early.bucketed(chunk, out.violations)
+                early.bucketed(chunk, claim)
         return out
 
 

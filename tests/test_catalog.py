@@ -8,6 +8,7 @@ bucket emptied by a re-run, a checksum sum past 2^64, a connection killed under 
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 
@@ -15,7 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from debl.buckets import MAX_ID, BucketMap
-from debl.catalog import METADATA, SCHEMA_VERSION, BucketChunk, Catalog, LoadFile, engine_for
+from debl.catalog import (METADATA, SCHEMA_VERSION, BucketChunk, Catalog, FalseClaim, LoadFile,
+                          engine_for)
+from debl.catalog.schema import RETIRED_TABLES
 from debl.cli import main
 from debl.errors import CatalogVersionError, GenHFLockHeld, LoadStateError, ServiceError
 from debl.key_filter import KeyFilterBuilder
@@ -51,6 +54,8 @@ def config(stack_config):
     config = stack_config.replace(mysql_database="debl_catalogtest")
     _sql(config, "DROP TABLE IF EXISTS debl_loads")  # an unversioned one has no metadata twin
     METADATA.drop_all(engine_for(config))
+    for name in RETIRED_TABLES:  # an older version's, left by an older DeBL's run of the tests
+        _sql(config, f"DROP TABLE IF EXISTS {name}")
     return config
 
 
@@ -127,6 +132,41 @@ def test_a_newer_catalog_is_refused_and_never_replaced(config):
                                                       f"{SCHEMA_VERSION + 1}"):
             Catalog(config, replace_older=replace_older)
     assert _sql(config, "SELECT load_id FROM debl_loads") == [("L1",)]
+
+
+def _create_at_once(config, barrier, replace_older: bool, results) -> None:
+    """A process's first command on the catalog, started with the others at the barrier."""
+    barrier.wait(30)
+    try:
+        Catalog(config, replace_older=replace_older)
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 -- reported to the test, which names it
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_commands_started_together_on_a_new_database_all_create_the_catalog(config):
+    """Issue 47, item 7: `debl status` twice, `debl links` and a first `debl load` started
+    together against a new database: each creates the catalog, none meets a table another
+    has just made (or a catalog half made taken for an older one), and the version is
+    recorded once. Processes, as the commands are, five rounds."""
+    fresh = config.replace(mysql_database="debl_catalograce")
+    context = multiprocessing.get_context("fork")
+    for round_no in range(5):
+        _sql(config, "DROP DATABASE IF EXISTS debl_catalograce")
+        engine_for(fresh).dispose()  # its pooled sessions were in the dropped database
+        barrier, results = context.Barrier(6), context.Queue()
+        procs = [context.Process(target=_create_at_once,
+                                 args=(fresh, barrier, i == 0 and round_no % 2 == 0, results))
+                 for i in range(6)]
+        for proc in procs:
+            proc.start()
+        outcomes = [results.get(timeout=120) for _ in procs]
+        for proc in procs:
+            proc.join(30)
+        assert outcomes == ["ok"] * len(procs), f"round {round_no}: {outcomes}"
+        assert _tables(fresh) == set(METADATA.tables)
+        assert _sql(fresh, "SELECT version FROM debl_schema") == [(SCHEMA_VERSION,)]
+    _sql(config, "DROP DATABASE debl_catalograce")
 
 
 # ---------------------------------------------------------------------------- loads and files
@@ -327,6 +367,19 @@ def test_asks_and_answers_are_kept_per_load(config):
         assert catalog.serving.asks("L1") == {0: 7, 4: 1} and catalog.serving.asks("L2") == {}
         assert catalog.serving.answers("L1") == ({"raw": 4, "immediate": 2}, 1)
         assert catalog.serving.answers("L2") == ({"raw": 1}, 1)
+
+
+def test_early_answers_add_up_per_id1_and_count_in_the_ids_of_each_claim(config):
+    """Each process adds the early answers it gave per id1, whenever it gave them: a claim
+    found later counts those in its id1s, by every process, one load apart from another."""
+    with Catalog(config) as catalog:
+        catalog.early.add_early_answers({("L1", 5): 2, ("L1", 150): 1, ("L1", 300): 4,
+                                         ("L2", 150): 7})
+        catalog.early.add_early_answers({("L1", 150): 3})  # another process, the same id1
+        assert catalog.early.claim_answers("L1") == {}  # no claim found false: none counts
+        for lo, hi in ((100, 199), (0, 400), (500, 600)):
+            catalog.early.record_false_claim("L1", FalseClaim(-1, 0, "span", 0, "", lo, hi))
+        assert catalog.early.claim_answers("L1") == {0: 4, 1: 10}
 
 
 # ---------------------------------------------------------------------------- connections

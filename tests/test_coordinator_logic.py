@@ -20,7 +20,7 @@ from coordinator.raw import RawBucket
 from coordinator.raw_warmup import RawWarmup
 from debl import request_cost
 from debl.buckets import BucketMap
-from debl.catalog import Bucket, EarlyState, FalseClaim, LoadRecord, ServingState
+from debl.catalog import Bucket, EarlyState, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import BucketFileError, QueryTimeout, ServiceError
 from debl.key_filter import KeyFilterBuilder
@@ -107,8 +107,11 @@ class FakeCatalog:
     def false_claims(self, load_id):
         return self.world.get("claims", [])
 
-    def publish_claim_answers(self, load_id, coordinator, answered):
-        self.world["claim_answers"] = dict(answered)
+    def add_early_answers(self, answered):
+        self._maybe_fail()
+        counts = self.world.setdefault("early_answers", {})
+        for key, n in answered.items():
+            counts[key] = counts.get(key, 0) + n
 
     def heartbeat(self, coordinator, load_id, hot_mysql, interval_s):
         self.world.setdefault("heartbeats", {})[coordinator] = load_id
@@ -595,17 +598,44 @@ def test_the_uptime_takes_over_the_queries_that_wait_before_it(world):
 
 
 def test_a_false_claim_stops_early_answers_and_counts_those_given(world):
+    """Every early answer is added to the catalog's counts per id1 (a claim found false counts
+    those in its id1s there: tests/test_early_status.py), and a claim found false stops them."""
     _early_world(world, [0, 199])
     with Coordinator(BUFFERING, "early-coordinator") as c:
         assert c.wait_until_up(2)
         assert c.query(5, LT).route == "early"
         assert c.query(150, LT).route == "early"
-        world["claims"] = [FalseClaim(0, 3, "span", 1234, "links-003.tsv (file 3), byte 1234",
-                                      100, 199)]
+        assert c.query(150, LT).route == "early"
+        assert _eventually(lambda: world.get("early_answers") == {("L2", 5): 1,
+                                                                  ("L2", 150): 2})
         world["early"]["state"] = "stopped"
-        assert _eventually(lambda: world.get("claim_answers") == {0: 1})
-        with pytest.raises(QueryTimeout, match="not up yet"):
-            c.query(5, LT, timeout=0.3)
+
+        def waits() -> bool:
+            try:
+                c.query(5, LT, timeout=0.05)
+            except QueryTimeout as exc:
+                assert "not up yet" in str(exc)
+                return True
+            return False
+        assert _eventually(waits)  # once its poll has seen the load stopped
+    answered = world["early_answers"]
+    assert answered[("L2", 150)] == 2 and set(answered) == {("L2", 5), ("L2", 150)}
+
+
+def test_an_early_answer_is_counted_before_a_one_shot_command_shows_it(world):
+    """Issue 47, item 4: `debl links` records its early answer before it prints it; a
+    catalog that cannot take it now keeps it for the next try (and says so)."""
+    _early_world(world, [0, 199])
+    with Coordinator(BUFFERING.replace(coordinator_poll_interval=60.0), "one-shot") as c:
+        assert c.wait_until_up(2)
+        c._poller.stop()  # no turn of the poller's: only the command records the answer
+        assert c.query(5, LT).route == "early"
+        world["fail"] = 1
+        with pytest.raises(ConnectionError):
+            c.record_early_answers()
+        assert "early_answers" not in world
+        c.record_early_answers()
+        assert world["early_answers"] == {("L2", 5): 1}
 class SlowReader:
     """A reader whose ``open_ahead`` takes a while, counting the opens in flight at once."""
 

@@ -6,13 +6,18 @@ follows demand"), on the real stack, against the in-memory reference of the raw 
   (route ``early``), and the keys that queries wait for are fetched ahead of the bulk copy;
 - a manifest that lies at a spot no sample reads is caught as its bytes are bucketed: early
   answers stop, the false claim is recorded with the file and the offset, and the load reaches
-  its uptime with every line once (``debl verify``).
+  its uptime with every line once (``debl verify``);
+- a load killed the moment it records the chunk that broke a claim resumes with early answers
+  stopped (the claim is recorded with its chunk).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -23,10 +28,11 @@ from coordinator.routes import Route
 from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.errors import QueryTimeout, ServiceError
+from debl.keyspace import KeySet
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.cleanup import drop_every_load
-from loaders.load import LoadOptions, LoadRun
+from loaders.load import LoadOptions, LoadRun, run_load
 from loaders.verify import verify_load
 from tests.awkward import write_awkward_input
 from tests.dataset import reference_store
@@ -223,5 +229,51 @@ def test_a_manifest_that_lies_where_no_sample_reads_is_caught_and_loses_nothing(
     claim = claims[0]
     assert name in claim.detail and claim.kind in ("point", "span")
     assert claim.affected_lo <= claim.affected_hi
+    report = verify_load(config, load_id)
+    assert report.ok, report.failures
+
+
+def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stopped(
+        stack_config, tmp_path):
+    """Issue 47, item 5: a real `debl load` killed (its own fault point ``false-claim``) the
+    moment the chunk whose check found a claim false is recorded as bucketed. The claim was
+    recorded in a transaction of its own after the chunk's, and the kill lost it: the resume
+    counted the chunk done, checked it no more, and early answers went on for a manifest shown
+    to lie. Now the claim is recorded with its chunk: at the kill early answers are stopped, a
+    coordinator answers no key early, and the resumed load keeps them stopped."""
+    directory = tmp_path / "in"
+    generate(directory, GenerateSpec(max_id=30001, files=3, days=3, seed=4, layout="ranges",
+                                     max_degree=30))
+    name = sorted(p.name for p in directory.iterdir() if p.name != "index.json")[1]
+    entries = json.loads((directory / "index.json").read_text())
+    _lie(directory, name, len(next(e for e in entries if e["name"] == name)["manifest"]
+                              ["offsets"]) // 2)
+    config = _fresh(stack_config, "debl_early_lie_kill")
+    argv = [sys.executable, "-m", "debl", "load", str(directory), "--approach", "debl-cold",
+            "--chunk-size", "256KiB"]
+    killed = subprocess.run(argv, env=config.child_env(DEBL_FAULT_POINT="false-claim"),
+                            capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    with Catalog(config) as catalog:
+        load_id = catalog.loads.load().load_id
+        state = catalog.early.early_state(load_id)
+        claims = catalog.early.false_claims(load_id)
+    assert (state.state, len(claims)) == ("stopped", 1)
+    # Keys answerable before the lying chunk: a coordinator answers none of them early now.
+    answerable = KeySet.from_json(state.answerable)
+    keys = [k for k in sorted(reference_store(directory, set()).keys()) if k[0] in answerable]
+    assert keys, "no key was answerable before the lying chunk: the check would be vacuous"
+    with Coordinator(config, default_timeout=0.5) as c:
+        assert c.wait_until_up(10)
+        for key in keys[:5]:
+            with pytest.raises(QueryTimeout, match="not up yet"):
+                c.query(*key)
+    summary = run_load(config, str(directory), LoadOptions(approach="debl-cold",
+                                                           chunk_size=256 << 10),
+                       resume=load_id)
+    with Catalog(config) as catalog:
+        assert catalog.early.early_progress(load_id).state == "stopped"
+        assert catalog.early.false_claims(load_id) == claims
+    assert summary.early["state"] == "stopped" and len(summary.early["false_claims"]) == 1
     report = verify_load(config, load_id)
     assert report.ok, report.failures

@@ -8,7 +8,9 @@ real stack, from the status read to the CLI's text and the page's payload:
   counted by route; after its uptime it stays listed, everything answerable;
 - a load whose manifest lies where the bulk copy reaches late: early answers stop, and the claim
   is named (file, offset, what was claimed and found, the id1s affected) with the early answers
-  a coordinator gave in those id1s before it was found.
+  a coordinator gave in those id1s before it was found;
+- the same with the early answers of `debl links` processes that exited before the claim was
+  found: each counted with it.
 
 The page's own drawing of these fields is tested in a browser (tests/test_ui_page.py).
 """
@@ -17,8 +19,11 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from click.testing import CliRunner
@@ -30,12 +35,14 @@ from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.commands.status import status as status_command
 from debl.errors import QueryTimeout
+from debl.keyspace import KeySet
 from debl.ui.payload import encode, page_data
 from debl.ui.rejects import RejectSample
 from debl.ui.sampler import StatusSampler
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.cleanup import drop_every_load
+from loaders.early import EarlyAnswers
 from loaders.load import LoadOptions, LoadRun
 from tests.dataset import reference_store
 
@@ -303,3 +310,69 @@ def test_a_false_claim_is_named_with_the_early_answers_given_in_its_ids(stack_co
     assert "  early      stopped at a false claim before the uptime; " in text_after
     assert f"\n             id1 {claim.affected_lo}..{claim.affected_hi} affected: " \
            f"{len(answered):,} early answer(s) given in them\n" in text_after
+
+
+
+def _links(config, key: tuple[int, int]) -> dict:
+    """``debl links ID1 LINK_TYPE --json``, a process of its own that exits once it printed
+    its answer."""
+    out = subprocess.run([sys.executable, "-m", "debl", "links", str(key[0]), str(key[1]),
+                          "--json", "--timeout", "120"], env=config.child_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def test_early_answers_of_commands_that_exit_count_with_the_claim_found_after_them(
+        stack_config, tmp_path, monkeypatch):
+    """Issue 47, item 4, in small: `debl links` answered early, each in a process that exits
+    once it printed its answer, before the load finds that a manifest lies; then the claim is
+    found. Every one of those answers is counted with the claim, in `debl status` and in the
+    load's summary (before, only coordinators alive when the claim was found counted theirs:
+    0 here). A change log: every file holds every id1, so the claim puts every key in doubt.
+    The load waits at the lying chunk (before it records it) until the answers are given."""
+    directory = tmp_path / "in"
+    generate(directory, GenerateSpec(max_id=20001, files=3, days=3, seed=5, max_degree=30))
+    entries = json.loads((directory / "index.json").read_text())
+    deltas = entries[-1]["manifest"]["id1s"]
+    _lie(directory, entries[-1]["name"],
+         next(i for i in range(3 * len(deltas) // 4, len(deltas) - 1) if deltas[i + 1] > 0))
+    reference = reference_store(directory, set())
+    config = _fresh(stack_config, "debl_early_status_links")
+    at_lie, go_on = threading.Event(), threading.Event()
+    false_claim = EarlyAnswers.false_claim
+
+    def held(self, violations):
+        if violations:
+            at_lie.set()
+            go_on.wait(300)
+        return false_claim(self, violations)
+    monkeypatch.setattr(EarlyAnswers, "false_claim", held)
+    with LoadRun(config, str(directory),
+                 LoadOptions(approach="debl-cold", chunk_size=64 << 10)) as run:
+        loading = _Loading(run)
+        try:
+            assert at_lie.wait(300) and not loading.up.is_set(), "the lie was never reached"
+            with Catalog(config) as catalog:
+                state = catalog.early.early_state(run.summary.load_id)
+            answerable = KeySet.from_json(state.answerable)
+            keys = [k for k in sorted(reference.keys()) if k[0] in answerable][:3]
+            assert state.state == "on" and keys, "nothing answerable before the lie"
+            with ThreadPoolExecutor(len(keys)) as pool:
+                answers = list(pool.map(lambda k: _links(config, k), keys))
+        finally:
+            go_on.set()
+        loading.done()
+        run.finish()
+    after = _status(config)
+    text_after = _cli(config)
+
+    assert [a["route"] for a in answers] == ["early"] * len(keys)
+    e = after["load"]["early"]
+    assert after["load"]["state"] == "up" and e["state"] == "stopped"
+    assert e["false_claims_total"] == 1
+    claim = e["false_claims"][0]
+    assert all(claim["affected"][0] <= k[0] <= claim["affected"][1] for k in keys)
+    assert claim["early_answers"] == len(keys) == e["answers_in_false_claims"]
+    assert run.summary.early["false_claims"][0]["early_answers"] == len(keys)
+    assert f"affected: {len(keys):,} early answer(s) given in them\n" in text_after

@@ -154,6 +154,25 @@ def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
         assert trial.clean, (trial.target, trial.landed, trial.problems, trial.examples)
 
 
+@pytest.mark.stack
+def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stopped(
+        stack_config, tmp_path):
+    """Issue 47, item 5, in the kill campaign (target ``early-lie``): a load answering early
+    from a lying manifest, killed the moment it records the chunk that breaks the claim, then
+    resumed as the docs say: the claim is on record, early answers stay stopped, and the client
+    asking throughout gets none from the resume on; nothing lost or doubled."""
+    from debl.faultpoints import POINTS
+    from debl.faults.early_kills import EARLY_KILLS
+    from debl.faults.runner import run_campaign
+
+    result, _ = run_campaign(stack_config, tmp_path / "campaign", [EARLY_KILLS["early-lie"]], 1,
+                             seed=1, report=lambda text: print(text, file=sys.stderr),
+                             answers=100)
+    (trial,) = result.trials
+    assert trial.landed == [POINTS["false-claim"]], trial.problems
+    assert trial.clean, (trial.problems, trial.examples)
+
+
 # --------------------------------------------------------------------------- hung services
 
 # A call to a hung service must end with an error, not wait: HANG_S is far above the timeout

@@ -66,7 +66,9 @@ Schema version: ``debl_schema`` holds ``SCHEMA_VERSION``. A database whose catal
 version (or DeBL tables without ``debl_schema``: a DeBL from before versioning, version 0) is
 refused with ``CatalogVersionError``, which says what to do. A new load (``replace_older=True``)
 drops an *older* catalog and starts afresh: one dataset lives in a database, and the old
-catalog's loads could not be read anyway. A newer catalog is never touched.
+catalog's loads could not be read anyway. A newer catalog is never touched. Whoever creates
+(or replaces) the catalog holds the named lock ``debl_schema.<database>``, and the version is
+read again under it: commands started together on a new database never race.
 
 Pitfalls:
 

@@ -13,13 +13,11 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from debl.catalog.engines import engine_for
+from debl.catalog.engines import engine_for, named_lock
 from debl.catalog.schema import METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table, schema_version
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
 from debl.mysql import describe
-
-_ER_TABLE_EXISTS = 1050
 
 
 class CatalogEngine:
@@ -48,37 +46,50 @@ class CatalogEngine:
     # -- the schema
 
     def _check_schema(self, replace_older: bool) -> None:
+        """Read the version; any other than this DeBL's is read again under the named lock
+        ``debl_schema.<database>``, which whoever creates (or replaces) the catalog holds:
+        commands started together against a new database would otherwise race, one's CREATE
+        TABLE meeting a table another has just made, or one reading a catalog half made as an
+        older one (docs/LOADING.md, "The catalog")."""
         with self.transaction() as conn:
             found = schema_version(conn)
-        if found is not None and found < SCHEMA_VERSION and replace_older:
-            with self.transaction() as conn:
-                METADATA.drop_all(conn)
-                for name in RETIRED_TABLES:
-                    conn.execute(sa.schema.DropTable(sa.Table(name, sa.MetaData()),
-                                                     if_exists=True))
-            found = None
-        if found is None:
-            found = self._create()
+        if found != SCHEMA_VERSION:
+            found = self._settle(replace_older)
         if found != SCHEMA_VERSION:
             raise CatalogVersionError(self._version_message(found))
 
-    def _create(self) -> int | None:
-        """Create what is missing and record the version; returns the version now recorded.
-        Two processes may race here on a fresh database: the loser's CREATE finds the table
-        made, which is what it wanted, and it looks again."""
+    def _settle(self, replace_older: bool) -> int | None:
+        """Under the schema lock: the version once more; an older catalog dropped if
+        *replace_older*; what is missing created and the version recorded. Returns the version
+        now recorded."""
+        # Half the connection's read timeout: GET_LOCK's wait must end before the socket's.
+        wait = self.config.service_timeout / 2
+        lock = named_lock(self.config, f"debl_schema.{self.config.mysql.database}", wait=wait)
+        if lock is None:
+            raise ServiceError(
+                f"another DeBL command has been creating the catalog in MySQL database "
+                f"{self.config.mysql.database!r} for over {wait:g} s "
+                "(it holds the MySQL lock debl_schema.<database>): look for a hung `debl` "
+                "command, end it, and try again")
         try:
             with self.transaction() as conn:
-                METADATA.create_all(conn)
-        except ServiceError as exc:
-            orig = getattr(exc.__cause__, "orig", None)
-            if not (orig is not None and orig.args and orig.args[0] == _ER_TABLE_EXISTS):
-                raise
+                found = schema_version(conn)
+            if found is not None and found < SCHEMA_VERSION and replace_older:
+                with self.transaction() as conn:
+                    METADATA.drop_all(conn)
+                    for name in RETIRED_TABLES:
+                        conn.execute(sa.schema.DropTable(sa.Table(name, sa.MetaData()),
+                                                         if_exists=True))
+                found = None
+            if found is not None:  # this version (made meanwhile), or another: not ours to touch
+                return found
             with self.transaction() as conn:
                 METADATA.create_all(conn)
-        with self.transaction() as conn:
-            conn.execute(mysql.insert(schema_table).prefix_with("IGNORE")
-                         .values(version=SCHEMA_VERSION))
-            return schema_version(conn)
+                conn.execute(mysql.insert(schema_table).prefix_with("IGNORE")
+                             .values(version=SCHEMA_VERSION))
+                return schema_version(conn)
+        finally:
+            lock.release()
 
     def _version_message(self, found: int | None) -> str:
         where = f"the catalog in MySQL database {self.config.mysql.database!r}"

@@ -1,6 +1,7 @@
 """The catalog's side of answering before uptime (docs/LOADING.md, "Answers before the copy
 ends"): a load's manifests, its answerable keys as the copy lands, the keys queries wait for
-(the demand the copy follows), and the claims found false with the early answers they touched.
+(the demand the copy follows), the early answers given per id1, and the claims found false with
+the early answers they touched.
 
 The loader writes the answerable keys after each chunk it records as bucketed, so a coordinator
 that reads them (``early_state``) and then the buckets' rows sees every chunk those keys stand
@@ -10,16 +11,15 @@ on: rows only grow while a load copies.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from debl.catalog.base import CatalogEngine
-from debl.catalog.index import read_buckets
+from debl.catalog.index import read_buckets, write_false_claim
 from debl.catalog.loads import load_record
 from debl.catalog.records import EarlyProgress, EarlyState, FalseClaim
-from debl.catalog.schema import (claim_answers_table, early_table, false_claims_table,
+from debl.catalog.schema import (early_answers_table, early_table, false_claims_table,
                                  key_demand_table, loads_table, manifests_table, phases_table)
 
 
@@ -65,17 +65,12 @@ class EarlyCatalog:
                 answerable_bytes=answerable_bytes, updated=time.time()))
 
     def record_false_claim(self, load_id: str, claim: FalseClaim) -> FalseClaim:
-        """A claim found false: recorded under the next number, and the load's early answers
-        stopped, in one transaction. Returns it with its number."""
-        t = false_claims_table
+        """A claim found false outside a chunk's check (a fetch on demand's bytes): recorded
+        under the next number, and the load's early answers stopped, in one transaction (one
+        a chunk's check found is recorded with the chunk: ``IndexCatalog.chunk_bucketed``).
+        Returns it with its number."""
         with self._transaction() as conn:
-            n = conn.execute(sa.select(sa.func.count()).where(t.c.load_id == load_id)).scalar()
-            claim = replace(claim, claim_no=int(n))
-            conn.execute(t.insert().values(load_id=load_id, found=time.time(), **asdict(claim)))
-            e = early_table
-            conn.execute(e.update().where(e.c.load_id == load_id)
-                         .values(state="stopped", updated=time.time()))
-        return claim
+            return write_false_claim(conn, load_id, claim)
 
     def false_claims(self, load_id: str) -> list[FalseClaim]:
         t = false_claims_table
@@ -137,18 +132,20 @@ class EarlyCatalog:
             if rows:
                 conn.execute(t.insert(), rows)
 
-    def publish_claim_answers(self, load_id: str, coordinator: str,
-                              answered: dict[int, int]) -> None:
-        """This coordinator's early answers per false claim of *load_id* (cumulative)."""
+    def add_early_answers(self, answered: dict[tuple[str, int], int]) -> None:
+        """Add early answers given, per (load id, id1), to the catalog's counts, in one
+        transaction (a caller whose call raised still holds them: none were added)."""
         if not answered:
             return
+        t = early_answers_table
         now = time.time()
-        upsert = mysql.insert(claim_answers_table)
+        upsert = mysql.insert(t)
         with self._transaction() as conn:
-            conn.execute(upsert.on_duplicate_key_update(answered=upsert.inserted.answered,
+            conn.execute(upsert.on_duplicate_key_update(answered=t.c.answered
+                                                        + upsert.inserted.answered,
                                                         updated=upsert.inserted.updated),
-                         [{"load_id": load_id, "coordinator": coordinator, "claim_no": k,
-                           "answered": n, "updated": now} for k, n in answered.items()])
+                         [{"load_id": load_id, "id1": id1, "answered": n, "updated": now}
+                          for (load_id, id1), n in answered.items()])
 
     # -- status
 
@@ -169,9 +166,12 @@ class EarlyCatalog:
                              int(row.total_bytes), int(demand), int(waiting or 0))
 
     def claim_answers(self, load_id: str) -> dict[int, int]:
-        """Early answers per false claim of *load_id*, summed over every coordinator."""
-        t = claim_answers_table
+        """Early answers per false claim of *load_id*: those given in the id1s it affects,
+        by every process that gave them (a claim without any is left out)."""
+        c, a = false_claims_table, early_answers_table
+        query = (sa.select(c.c.claim_no, sa.func.sum(a.c.answered))
+                 .join_from(c, a, sa.and_(a.c.load_id == c.c.load_id,
+                                          a.c.id1.between(c.c.affected_lo, c.c.affected_hi)))
+                 .where(c.c.load_id == load_id).group_by(c.c.claim_no))
         with self._transaction() as conn:
-            return {int(c): int(n) for c, n in conn.execute(
-                sa.select(t.c.claim_no, sa.func.sum(t.c.answered))
-                .where(t.c.load_id == load_id).group_by(t.c.claim_no))}
+            return {int(k): int(n) for k, n in conn.execute(query)}

@@ -1,6 +1,7 @@
 """The catalog's chunks and bucket index: one transaction per chunk step (``chunk_copied``,
-``chunk_bucketed``), so that a resumed load reads one consistent state, and the bucket index of
-each load (its cold buckets, and the buckets of its hot files) with the job states.
+``chunk_bucketed``, with the claim its check found false), so that a resumed load reads one
+consistent state, and the bucket index of each load (its cold buckets, and the buckets of its
+hot files) with the job states.
 
 A bucket's index row is recomputed from its ``debl_bucket_chunks`` rows, so re-running the
 dist_ch of a chunk replaces exactly that chunk's share.
@@ -8,14 +9,18 @@ dist_ch of a chunk replaces exactly that chunk's share.
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict, replace
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from debl.buckets import BucketMap
 from debl.catalog.base import CatalogEngine
 from debl.catalog.loads import write_file_counts, write_phase
-from debl.catalog.records import Bucket, BucketChunk, ChunkRecord
-from debl.catalog.schema import bucket_chunks_table, buckets_table, chunks_table, jobs_table
+from debl.catalog.records import Bucket, BucketChunk, ChunkRecord, FalseClaim
+from debl.catalog.schema import (bucket_chunks_table, buckets_table, chunks_table, early_table,
+                                 false_claims_table, jobs_table)
 
 _CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
 
@@ -38,12 +43,14 @@ class IndexCatalog:
     def chunk_bucketed(self, load_id: str, chunk: ChunkRecord, bucket_map: BucketMap,
                        parts: list[BucketChunk], location: str, file_part: str,
                        per_file: dict[int, tuple[int, int]], started: float,
-                       ended: float, phase: str | None = None) -> None:
+                       ended: float, phase: str | None = None,
+                       false_claim: FalseClaim | None = None) -> None:
         """dist_ch bucketed a chunk: its share of every bucket and the buckets' index rows (a
         cold bucket new to the index gets a ``pending`` job), its per-file counts under
-        *file_part*, its dist_ch phase, and the chunk ``bucketed``, in one transaction: a chunk
-        is bucketed with all of that or not at all (a resume redoes it). *phase*: the phase it
-        is timed under (``dist_ch`` unless said: ``demand`` for a chunk fetched on demand)."""
+        *file_part*, its dist_ch phase, the chunk ``bucketed`` and *false_claim*, a claim its
+        check found false (``write_false_claim``), in one transaction: a chunk is bucketed with
+        all of that or not at all (a resume redoes it, and checks it again). *phase*: the phase
+        it is timed under (``dist_ch`` unless said: ``demand`` for a chunk fetched on demand)."""
         with self._transaction() as conn:
             _write_bucket_chunks(conn, load_id, chunk.chunk_no, chunk.hot, bucket_map, parts,
                                  location)
@@ -51,6 +58,8 @@ class IndexCatalog:
             write_phase(conn, load_id, phase or "dist_ch", _item(chunk), started, ended,
                         chunk.bytes, sum(p.rows for p in parts))
             _write_chunk(conn, load_id, chunk)
+            if false_claim is not None:
+                write_false_claim(conn, load_id, false_claim)
 
     def forget_chunks(self, load_id: str, chunk_nos: list[int]) -> None:
         """Delete the rows of chunks a resumed load redoes (copied, never bucketed), in one
@@ -103,6 +112,21 @@ def read_buckets(conn, load_id: str, hot: bool) -> list[Bucket]:
              .where(b.c.load_id == load_id, b.c.hot == hot)
              .order_by(b.c.b_index))
     return [Bucket(*row) for row in conn.execute(query)]
+
+
+def write_false_claim(conn, load_id: str, claim: FalseClaim) -> FalseClaim:
+    """In the transaction of *conn*: *claim*, found false, recorded under the load's next
+    number, and its early answers stopped. Here, with the chunks: a claim is found as a chunk
+    is bucketed, and recorded with it (``chunk_bucketed``); recorded after it, a kill between
+    the two left a resumed load answering early from a manifest shown to lie (issue 47, item
+    5). Returns *claim* with its number."""
+    t, e = false_claims_table, early_table
+    n = conn.execute(sa.select(sa.func.count()).where(t.c.load_id == load_id)).scalar()
+    claim = replace(claim, claim_no=int(n))
+    now = time.time()
+    conn.execute(t.insert().values(load_id=load_id, found=now, **asdict(claim)))
+    conn.execute(e.update().where(e.c.load_id == load_id).values(state="stopped", updated=now))
+    return claim
 
 
 def _item(chunk: ChunkRecord) -> str:

@@ -25,7 +25,10 @@ from sqlalchemy.engine import Connection
 # its answerable keys before uptime, the keys queries wait for, and claims found false
 # (docs/LOADING.md, "Answers before the copy ends").
 # 8: the ids a load's manifests claim (debl_early.id_lo, id_hi).
-SCHEMA_VERSION = 8
+# 9: the early answers given per id1 (debl_early_answers), recorded as they are given, replace
+# each coordinator's count per false claim (debl_claim_answers), published only by coordinators
+# that lived to see the claim (issue 47).
+SCHEMA_VERSION = 9
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -270,12 +273,13 @@ false_claims_table = sa.Table(
     sa.Column("affected_hi", sa.BigInteger, nullable=False),
     sa.Column("found", sa.Double, nullable=False), **_UTF8)
 
-# Early answers each coordinator gave for id1s a false claim affects (by claim_no).
-claim_answers_table = sa.Table(
-    "debl_claim_answers", METADATA,
+# The early answers given per id1 of a load, summed over every process that gave them, each
+# added as it is given (a one-shot command's before it shows its answer): a claim found false
+# later counts those in the id1s it affects (docs/LOADING.md, "Answers before the copy ends").
+early_answers_table = sa.Table(
+    "debl_early_answers", METADATA,
     sa.Column("load_id", sa.String(40), primary_key=True),
-    sa.Column("coordinator", sa.String(64), primary_key=True),
-    _key("claim_no", sa.Integer),
+    _key("id1"),
     sa.Column("answered", sa.BigInteger, nullable=False),
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
@@ -284,7 +288,7 @@ claim_answers_table = sa.Table(
 DATASET_TABLES = (bucket_chunks_table, buckets_table, jobs_table, demand_table, answers_table,
                   asks_table, hot_keys_table, manifests_table, early_table, key_demand_table)
 # Tables of an older schema that this one no longer has: dropped with an older catalog.
-RETIRED_TABLES: tuple[str, ...] = ()
+RETIRED_TABLES: tuple[str, ...] = ("debl_claim_answers",)
 
 
 def schema_version(conn: Connection) -> int | None:
