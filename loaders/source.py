@@ -37,7 +37,7 @@ source's password comes from the config
 owner may read), never from the URL: a URL with a password is refused, since it would sit in
 ``debl load``'s argv (readable by any local user in /proc) and the shell's history. The user is
 ``source.user`` or the URL's ``user@``. ``describe()`` and every message show a URL without a
-password (``redact_url``).
+password (``loaders.source_url``).
 
 Connections: an HTTP source keeps its connections open between requests (HTTP/1.1 keep-alive,
 a few idle ones per source, reused by any thread), and a kept-alive connection the server has
@@ -68,6 +68,7 @@ from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credent
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
 from loaders.source_index import INDEX, DirectoryIndex
+from loaders.source_url import check_no_password, redacted
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
 
@@ -284,8 +285,8 @@ class HttpSource(Source):
                  credentials: Credentials | None = None):
         parsed = urllib.parse.urlparse(url.rstrip("/"))
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise SourceError(f"not an http(s) URL: {_redacted(parsed)}")
-        self.url = _redacted(parsed)
+            raise SourceError(f"not an http(s) URL: {redacted(parsed)}")
+        self.url = redacted(parsed)
         check_no_password(url)
         user = (credentials.user if credentials and credentials.user is not None
                 else urllib.parse.unquote(parsed.username) if parsed.username is not None
@@ -453,38 +454,6 @@ class HttpSource(Source):
 
     def describe(self) -> str:
         return self.url
-
-
-def _redacted(parsed: urllib.parse.ParseResult) -> str:
-    """The URL without its password (the user name stays: it says which account)."""
-    if parsed.password is None:
-        return parsed.geturl()
-    host = parsed.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parsed.username}@{host}" + (f":{parsed.port}" if parsed.port else "")
-    return parsed._replace(netloc=netloc).geturl()
-
-
-def check_no_password(spec: str | Path) -> None:
-    """SourceError if *spec* is an http(s) URL that holds a password (refused: see the module
-    docstring); the message shows the URL without it and says where the password goes."""
-    text = str(spec)
-    if not text.startswith(("http://", "https://")):
-        return
-    if urllib.parse.urlparse(text).password is not None:
-        raise SourceError(
-            f"source {redact_url(text)}: the URL holds a password, which would be in the "
-            "command line (readable by every local user in /proc) and in the shell's history: "
-            "give the URL without it, and the password in DEBL_SOURCE_PASSWORD or in a file "
-            "only you can read named by source.password_file (README, \"Configuration\")")
-
-
-def redact_url(text: str) -> str:
-    """*text* with the password of an http(s) URL dropped; any other text unchanged."""
-    if not text.startswith(("http://", "https://")):
-        return text
-    return _redacted(urllib.parse.urlparse(text))
 
 
 def open_source(spec: str | Path, config: Config | None = None, *,
