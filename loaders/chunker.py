@@ -333,7 +333,9 @@ class ChunkCopier:
             self.turn.bulk_read(len(more))
             if not more:
                 data = b"".join(parts)
-                if self._bounded:  # at a range a fetch took, at a line start
+                # At the range a fetch took, a line start: a stream that ends short of it raises
+                # (loaders.source).
+                if self._bounded:
                     self._close_stream()
                     return data, False
                 if data and not data.endswith(b"\n"):

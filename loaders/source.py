@@ -29,7 +29,8 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
 - Opened with the file's ``listed`` entry, a stream checks at its end that it gave exactly the
   listed size and that the file's size and mtime are still the listed ones (``stat``): a file
   shorter or longer than its listing, or one that changed while it was read, is a SourceError
-  and never a silent mix of two versions.
+  and never a silent mix of two versions. A stream bounded by ``end`` checks that it reached
+  ``end``: a file truncated under it is a SourceError too.
 
 Credentials (docs/LOADING.md, "Decisions where DESIGN is silent", row "HTTP sources"): an HTTP
 source's password comes from the config
@@ -188,9 +189,10 @@ class _CheckedStream:
                  seen: SourceFile | None = None):
         self._source, self._listed = source, listed
         self.stream: BinaryIO | None = None  # opened after the first stat, by Source.open
-        self._pos = offset
-        # A stream that stops before the file's end has no end to check.
-        self._checked = end is not None and end < listed.size
+        self._pos, self._offset = offset, offset
+        self._end = listed.size if end is None else min(end, listed.size)
+        # A stream that stops before the file's end has no end to check (but its own).
+        self._checked = self._end < listed.size
         self._start = self.seen = seen or source.stat(listed.name)
         if self._start.size != listed.size or (source.mtime_as_listed
                                                and self._start.mtime != listed.mtime):
@@ -210,12 +212,15 @@ class _CheckedStream:
             raise self._error(f"it holds more than the {f.size} bytes its listing gave (read "
                               f"{self._pos} so far): it changed after it was listed, or the "
                               "listing is wrong")
+        if not data and self._pos < self._end:
+            # A stream bounded by *end* that ended short is no range a fetch took: the bulk
+            # copy once opened it again and again (docs/LOADING.md, "The copy follows demand").
+            came = (f"it ended after {self._pos} bytes" if self._end == f.size else
+                    f"a read of bytes {self._offset}..{self._end} ended at byte {self._pos}")
+            raise self._error(f"{came}, its listing gave {f.size}: it changed after it was "
+                              "listed, or the listing is wrong")
         if not data and not self._checked:
             self._checked = True
-            if self._pos < f.size:
-                raise self._error(f"it ended after {self._pos} bytes, its listing gave "
-                                  f"{f.size}: it changed after it was listed, or the listing "
-                                  "is wrong")
             now = self._source.stat(f.name)
             if (now.size, now.mtime) != (self._start.size, self._start.mtime):
                 raise self._error(f"it changed while it was read: {self._start.size} bytes, "

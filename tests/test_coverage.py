@@ -293,3 +293,65 @@ def test_the_bulk_copy_does_not_read_its_stream_while_a_fetch_reads(tmp_path, mo
     copier.close()
     assert read.is_set() and chunks[0].bytes == len(data)
     assert hdfs.files[chunks[0].path] == data
+
+
+@pytest.mark.parametrize("kind", ["local", "http"])
+@pytest.mark.parametrize("cut", ["at a line end", "mid-line"])
+def test_a_file_truncated_under_a_stretch_of_the_bulk_copy_is_a_clear_error(
+        tmp_path, monkeypatch, kind, cut):
+    """Issue 47: two ranges taken by fetches on demand bound the bulk copy's streams; the file
+    is truncated once the bulk copy reaches the first. The stream to the second ended short and
+    the copy took that for the second range: it opened the file again and again (the HTTP
+    source: a request each time), or, cut inside a line, failed with an AttributeError. A
+    bounded stream that ends short is a SourceError naming the file, the bytes expected and
+    those that came."""
+    import os
+    import threading
+
+    from debl.bench.source_server import make_server
+    from debl.errors import SourceError
+    from loaders import chunker
+    from loaders.chunker import ChunkCopier
+    from loaders.source import HttpSource, LocalSource
+
+    monkeypatch.setattr(chunker, "BLOCK", 4096)
+    data = _file(2000, 6)
+    (tmp_path / "f.tsv").write_bytes(data)
+    starts = _line_starts(data)
+    coverage = Coverage({0: len(data)})
+    for first in (600, 1600):
+        coverage.take(0, starts[first], data[starts[first]:starts[first + 20]])
+    truncated_at = starts[1000] + (0 if cut == "at a line end" else 5)
+    if kind == "http":
+        server = make_server(tmp_path, port=0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        source = HttpSource(f"http://127.0.0.1:{server.server_address[1]}")
+    else:
+        server, source = None, LocalSource(tmp_path)
+    opened, opens = source._open, []
+
+    def counted(name, offset, end=None):
+        opens.append((offset, end))
+        assert len(opens) < 20, f"the copy spins: {opens[-3:]}"
+        return opened(name, offset, end)
+    monkeypatch.setattr(source, "_open", counted)
+    sent = [0]
+
+    def truncate_at_the_first_range(n: int) -> None:
+        sent[0] += n
+        if sent[0] == starts[600]:
+            os.truncate(tmp_path / "f.tsv", truncated_at)
+    numbers = iter(range(100))
+    copier = ChunkCopier(source, [(0, source.list()[0])], _Chunks(), "/c", coverage,
+                         lambda: next(numbers), progress=truncate_at_the_first_range)
+    try:
+        with pytest.raises(SourceError, match=rf"'f\.tsv': .*bytes {starts[620]}\.\."
+                                              rf"{starts[1600]}.*ended at byte {truncated_at}"):
+            copier.copy_next(1 << 20)
+    finally:
+        copier.close()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    assert opens == [(0, starts[600]), (starts[620], starts[1600])]
+
