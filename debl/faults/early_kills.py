@@ -45,11 +45,13 @@ def _demand_on(camp: Campaign) -> Iterator[None]:
 
 
 class _Served:
-    """The campaign's input over HTTP, capped so that its copy lasts about COPY_S."""
+    """The campaign's input over HTTP, capped so that its copy lasts about COPY_S; *timeout*:
+    how long the server keeps a connection that sends no request (``make_server``)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, timeout: float = 60.0):
         total = sum(p.stat().st_size for p in directory.iterdir() if not p.name.startswith("."))
-        self.server = make_server(directory, port=0, rate_mb_s=total / COPY_S / 1e6)
+        self.rate = total / COPY_S  # bytes a second
+        self.server = make_server(directory, port=0, rate_mb_s=self.rate / 1e6, timeout=timeout)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
