@@ -191,7 +191,7 @@ class _CheckedStream:
         self.stream: BinaryIO | None = None  # opened after the first stat, by Source.open
         self._pos, self._offset = offset, offset
         self._end = listed.size if end is None else min(end, listed.size)
-        # A stream that stops before the file's end has no end to check (but its own).
+        # A stream that stops before the file's end checks only that it reaches *end* (read).
         self._checked = self._end < listed.size
         self._start = self.seen = seen or source.stat(listed.name)
         if self._start.size != listed.size or (source.mtime_as_listed

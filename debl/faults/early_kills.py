@@ -116,9 +116,6 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         return f"debl load URL --chunk-size {CHUNK} --hot-bytes {camp.hot_bytes} (URL: the " \
                f"input over HTTP, {COPY_S:g} s of copy), a client asking throughout"
 
-    def _argv(self, camp: Campaign, url: str) -> list[str]:
-        return ["load", url, "--chunk-size", CHUNK, "--hot-bytes", str(camp.hot_bytes)]
-
     def measure(self, camp: Campaign) -> Window:
         with _demand_on(camp):
             return self._measure(camp)
@@ -131,7 +128,7 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         drop_every_load(camp.config)
         served = _Served(camp.input_dir)
         try:
-            running = camp.start(self._argv(camp, served.url), f"{self.name}-measure")
+            running = camp.start(camp.load_argv(source=served.url), f"{self.name}-measure")
             outcome, window = _watch(running, 1800.0)
         finally:
             served.close()
@@ -145,7 +142,7 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         served = _Served(camp.input_dir)
         asking = _Asking(camp, trial.seed)
         try:
-            argv = self._argv(camp, served.url)
+            argv = camp.load_argv(source=served.url)
             self.strike(camp, trial, rng, window, argv, lambda: load_point(camp.config, None))
             load = camp.latest_load()
             if load is None:

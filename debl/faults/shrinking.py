@@ -47,9 +47,6 @@ class ShrinkingFileTarget(Target):
         return f"debl load URL --chunk-size {CHUNK} --hot-bytes {camp.hot_bytes} (URL: a copy " \
                f"of the input over HTTP, {COPY_S:g} s of copy), a day current"
 
-    def _argv(self, camp: Campaign, url: str) -> list[str]:
-        return ["load", url, "--chunk-size", CHUNK, "--hot-bytes", str(camp.hot_bytes)]
-
     def measure(self, camp: Campaign) -> Window:
         # The truncation follows the copy's progress, not a moment: nothing to measure.
         return Window(COPY_S)
@@ -63,7 +60,7 @@ class ShrinkingFileTarget(Target):
         shutil.copytree(camp.input_dir, directory)  # mtimes kept: the same listing's order
         served = _Served(directory, timeout=SERVER_TIMEOUT_S)
         try:
-            argv = self._argv(camp, served.url)
+            argv = camp.load_argv(source=served.url)
             load_id = self._shrink_under(camp, trial, argv, directory, current, served.rate)
             if load_id is None:
                 return
