@@ -282,14 +282,17 @@ class ChunkCopier:
         goes on in the next blocks. So memory stays within a few blocks whatever the lines
         (dist_ch rejects a line over ``max_line_bytes``), and no read copies more than two
         blocks. A block is claimed in the ledger before it is kept: it ends where a fetch on
-        demand took bytes (empty, not at EOF, when the next byte is taken)."""
+        demand took bytes (empty, not at EOF, when the next byte is taken); one that ends
+        inside a line holds the rest of that line for the bulk copy (``loaders.coverage``), so
+        no fetch takes it."""
         if self._pending:  # read and claimed already
             data, self._pending = self._pending, b""
             return data, self._eof
         data, at_eof = self._read_raw()
         seq = self.files[self._index][0]
         keep = self.coverage.claim(seq, self._offset, len(data),
-                                   lambda n: data.count(b"\n", 0, n))
+                                   lambda n: data.count(b"\n", 0, n),
+                                   in_line=not data.endswith(b"\n"))
         if keep < len(data):  # a fetch took the bytes from there on
             if not self._read_through(seq, data, keep):
                 self._close_stream()
@@ -333,7 +336,9 @@ class ChunkCopier:
             self.turn.bulk_read(len(more))
             if not more:
                 data = b"".join(parts)
-                if self._bounded:  # at a range a fetch took, at a line start
+                # At the range a fetch took, a line start: a stream that ends short of it raises
+                # (loaders.source).
+                if self._bounded:
                     self._close_stream()
                     return data, False
                 if data and not data.endswith(b"\n"):

@@ -9,6 +9,13 @@ fetch took before it; a fetch ``take``s only the bytes no one took, after it che
 bytes start and end at line starts. Every taken range therefore starts and ends at a line start
 (or the file's end), and its lines are counted when it is taken.
 
+Pitfall: inside a line longer than a block, the bulk copy keeps a block that ends mid-line. Its
+claim then reaches to that line's end, wherever it is: the bytes after the block, up to the next
+taken range, are *held* for the bulk copy until a claim of it ends at a line end. A fetch that
+took them once started at the mid-line point: the line's last bytes loaded as a row, and the
+bulk copy glued the line's first block onto the next line it copied (docs/LOADING.md, "The copy
+follows demand").
+
 The line counts give each range its first line number (``first_line``): the bulk copy walks its
 files in order, so when it reaches a byte, every byte before it is taken and counted. A fetched
 piece's first line is known only once the bulk copy has passed it; the load resolves its
@@ -39,6 +46,8 @@ class Coverage:
     def __init__(self, sizes: dict[int, int]):
         self._sizes = dict(sizes)
         self._taken: dict[int, list[Taken]] = {seq: [] for seq in sizes}
+        # Per file, the bytes [start, end) held for the bulk copy inside a line (the module).
+        self._held: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     def add(self, file_seq: int, start: int, end: int, lines: int) -> None:
@@ -58,16 +67,24 @@ class Coverage:
 
     # -- the bulk copy
 
+    def _spans(self, file_seq: int) -> list[tuple[int, int]]:
+        """``(start, end)`` of the file's taken ranges and held bytes, in order (under the
+        lock)."""
+        spans = [(t.start, t.end) for t in self._taken[file_seq]]
+        if file_seq in self._held:
+            bisect.insort(spans, self._held[file_seq])
+        return spans
+
     def next_gap(self, file_seq: int, at: int) -> int | None:
-        """The first byte at or after *at* that no range has taken (None: the rest of the file
-        is taken)."""
+        """The first byte at or after *at* that no range has taken or holds (None: the rest of
+        the file is taken)."""
         with self._lock:
-            for t in self._taken[file_seq]:
-                if t.end <= at:
+            for start, end in self._spans(file_seq):
+                if end <= at:
                     continue
-                if t.start > at:
+                if start > at:
                     break
-                at = t.end
+                at = end
             return at if at < self._sizes[file_seq] else None
 
     def next_taken(self, file_seq: int, at: int) -> int | None:
@@ -78,21 +95,28 @@ class Coverage:
             i = bisect.bisect_right(ranges, at, key=lambda t: t.start)
             return ranges[i].start if i < len(ranges) else None
 
-    def claim(self, file_seq: int, start: int, length: int, lines_of) -> int:
+    def claim(self, file_seq: int, start: int, length: int, lines_of,
+              in_line: bool = False) -> int:
         """The bulk copy read *length* bytes from *start*: take those up to the next taken range
         and return how many that is (0 when a fetch took *start* itself since the bulk copy
         found it untaken). ``lines_of(n)`` counts the lines of the first *n* bytes read (the
-        lines of what the bulk keeps)."""
+        lines of what the bulk keeps). *in_line*: the bytes read end inside a line; kept whole,
+        the bytes after them up to the next taken range are held for the bulk copy until its
+        next claim (see the module)."""
         with self._lock:
+            self._held.pop(file_seq, None)  # its next claim: at the held bytes' start
             ranges = self._taken[file_seq]
             i = bisect.bisect_right(ranges, start, key=lambda t: t.start)
             if i > 0 and ranges[i - 1].end > start:
                 return 0
-            keep = length if i == len(ranges) else min(length, ranges[i].start - start)
+            limit = self._sizes[file_seq] if i == len(ranges) else ranges[i].start
+            keep = length if i == len(ranges) else min(length, limit - start)
             if keep:
                 self._merge_bulk(file_seq, i, Taken(start, min(start + keep,
                                                                self._sizes[file_seq]),
                                                     lines_of(keep)))
+            if in_line and keep == length and start + keep < limit:
+                self._held[file_seq] = (start + keep, limit)
             return keep
 
     def _merge_bulk(self, file_seq: int, i: int, taken: Taken) -> None:
@@ -115,19 +139,20 @@ class Coverage:
     def take(self, file_seq: int, start: int, data: bytes) -> list[tuple[int, int, int]]:
         """Take what nobody took of the bytes ``[start, start + len(data))``, which the caller
         fetched (*data*) and checked to start and end at line starts (or the file's end); the
-        ranges it gets start and end at ranges already taken, which start at line starts too.
-        Returns ``(start, end, lines)`` of each range taken, in order."""
+        ranges it gets start and end at ranges already taken, which start at line starts too,
+        or at bytes held for the bulk copy, which end at one. Returns ``(start, end, lines)``
+        of each range taken, in order."""
         end = start + len(data)
         with self._lock:
             free, at = [], start
-            for t in self._taken[file_seq]:
-                if t.end <= at:
+            for t_start, t_end in self._spans(file_seq):
+                if t_end <= at:
                     continue
-                if t.start >= end:
+                if t_start >= end:
                     break
-                if t.start > at:
-                    free.append((at, t.start))
-                at = max(at, t.end)
+                if t_start > at:
+                    free.append((at, t_start))
+                at = max(at, t_end)
             if at < end:
                 free.append((at, end))
             taken = []

@@ -96,7 +96,7 @@ class DemandFetcher:
                 if (p.file_seq, p.start) in chosen or p.size > MAX_PIECE:
                     continue
                 if self.coverage.next_gap(p.file_seq, p.start) not in range(p.start, p.end):
-                    continue  # taken whole already: it lands with its chunk
+                    continue  # taken (or held: loaders.coverage) whole: lands with its chunk
                 chosen[(p.file_seq, p.start)] = p
                 total += p.size
             if total >= ROUND_BYTES:

@@ -12,7 +12,7 @@ silent", row "HTTP sources").
   (docs/RELIABILITY.md, "Sources that misbehave").
 - **Credentials** (``source_credentials``): ``source.password`` (``DEBL_SOURCE_PASSWORD``),
   else the first line of ``source.password_file``, which must be its owner's alone; the user
-  ``source.user``. Never from a URL (``loaders.source.check_no_password``).
+  ``source.user``. Never from a URL (``loaders.source_url.check_no_password``).
 - **Several ranges** (``range_header``, ``parse_byteranges``): ``Range: bytes=A-B,C-D,...``
   answered 206 with a ``multipart/byteranges`` body (RFC 9110 section 14.6), each part with its
   ``Content-Range``. A part is cut by its length, never by searching for the boundary, which

@@ -65,7 +65,8 @@ from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket, number_li
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name
 from loaders.resume import ResumeState, drop_stale_files, resume_state
 from loaders.sampling import sample_bucket_map
-from loaders.source import Source, SourceFile, open_source, redact_url
+from loaders.source import Source, SourceFile, open_source
+from loaders.source_url import redact_url
 from loaders.split import split_files
 
 

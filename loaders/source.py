@@ -29,7 +29,8 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
 - Opened with the file's ``listed`` entry, a stream checks at its end that it gave exactly the
   listed size and that the file's size and mtime are still the listed ones (``stat``): a file
   shorter or longer than its listing, or one that changed while it was read, is a SourceError
-  and never a silent mix of two versions.
+  and never a silent mix of two versions. A stream bounded by ``end`` checks that it reached
+  ``end``: a file truncated under it is a SourceError too.
 
 Credentials (docs/LOADING.md, "Decisions where DESIGN is silent", row "HTTP sources"): an HTTP
 source's password comes from the config
@@ -37,7 +38,7 @@ source's password comes from the config
 owner may read), never from the URL: a URL with a password is refused, since it would sit in
 ``debl load``'s argv (readable by any local user in /proc) and the shell's history. The user is
 ``source.user`` or the URL's ``user@``. ``describe()`` and every message show a URL without a
-password (``redact_url``).
+password (``loaders.source_url``).
 
 Connections: an HTTP source keeps its connections open between requests (HTTP/1.1 keep-alive,
 a few idle ones per source, reused by any thread), and a kept-alive connection the server has
@@ -68,6 +69,7 @@ from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credent
                                  HttpStream, basic_auth, coalesce, parse_byteranges,
                                  range_header, read_whole, source_credentials)
 from loaders.source_index import INDEX, DirectoryIndex
+from loaders.source_url import check_no_password, redacted
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
 
@@ -187,9 +189,10 @@ class _CheckedStream:
                  seen: SourceFile | None = None):
         self._source, self._listed = source, listed
         self.stream: BinaryIO | None = None  # opened after the first stat, by Source.open
-        self._pos = offset
-        # A stream that stops before the file's end has no end to check.
-        self._checked = end is not None and end < listed.size
+        self._pos, self._offset = offset, offset
+        self._end = listed.size if end is None else min(end, listed.size)
+        # A stream that stops before the file's end checks only that it reaches *end* (read).
+        self._checked = self._end < listed.size
         self._start = self.seen = seen or source.stat(listed.name)
         if self._start.size != listed.size or (source.mtime_as_listed
                                                and self._start.mtime != listed.mtime):
@@ -209,12 +212,15 @@ class _CheckedStream:
             raise self._error(f"it holds more than the {f.size} bytes its listing gave (read "
                               f"{self._pos} so far): it changed after it was listed, or the "
                               "listing is wrong")
+        if not data and self._pos < self._end:
+            # A stream bounded by *end* that ended short is no range a fetch took: the bulk
+            # copy once opened it again and again (docs/LOADING.md, "The copy follows demand").
+            came = (f"it ended after {self._pos} bytes" if self._end == f.size else
+                    f"a read of bytes {self._offset}..{self._end} ended at byte {self._pos}")
+            raise self._error(f"{came}, its listing gave {f.size}: it changed after it was "
+                              "listed, or the listing is wrong")
         if not data and not self._checked:
             self._checked = True
-            if self._pos < f.size:
-                raise self._error(f"it ended after {self._pos} bytes, its listing gave "
-                                  f"{f.size}: it changed after it was listed, or the listing "
-                                  "is wrong")
             now = self._source.stat(f.name)
             if (now.size, now.mtime) != (self._start.size, self._start.mtime):
                 raise self._error(f"it changed while it was read: {self._start.size} bytes, "
@@ -284,8 +290,8 @@ class HttpSource(Source):
                  credentials: Credentials | None = None):
         parsed = urllib.parse.urlparse(url.rstrip("/"))
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise SourceError(f"not an http(s) URL: {_redacted(parsed)}")
-        self.url = _redacted(parsed)
+            raise SourceError(f"not an http(s) URL: {redacted(parsed)}")
+        self.url = redacted(parsed)
         check_no_password(url)
         user = (credentials.user if credentials and credentials.user is not None
                 else urllib.parse.unquote(parsed.username) if parsed.username is not None
@@ -453,38 +459,6 @@ class HttpSource(Source):
 
     def describe(self) -> str:
         return self.url
-
-
-def _redacted(parsed: urllib.parse.ParseResult) -> str:
-    """The URL without its password (the user name stays: it says which account)."""
-    if parsed.password is None:
-        return parsed.geturl()
-    host = parsed.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parsed.username}@{host}" + (f":{parsed.port}" if parsed.port else "")
-    return parsed._replace(netloc=netloc).geturl()
-
-
-def check_no_password(spec: str | Path) -> None:
-    """SourceError if *spec* is an http(s) URL that holds a password (refused: see the module
-    docstring); the message shows the URL without it and says where the password goes."""
-    text = str(spec)
-    if not text.startswith(("http://", "https://")):
-        return
-    if urllib.parse.urlparse(text).password is not None:
-        raise SourceError(
-            f"source {redact_url(text)}: the URL holds a password, which would be in the "
-            "command line (readable by every local user in /proc) and in the shell's history: "
-            "give the URL without it, and the password in DEBL_SOURCE_PASSWORD or in a file "
-            "only you can read named by source.password_file (README, \"Configuration\")")
-
-
-def redact_url(text: str) -> str:
-    """*text* with the password of an http(s) URL dropped; any other text unchanged."""
-    if not text.startswith(("http://", "https://")):
-        return text
-    return _redacted(urllib.parse.urlparse(text))
 
 
 def open_source(spec: str | Path, config: Config | None = None, *,

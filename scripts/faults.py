@@ -22,9 +22,10 @@ from debl.faults.early_kills import EARLY_KILLS
 from debl.faults.kills import KILLS
 from debl.faults.outages import OUTAGES
 from debl.faults.runner import run_campaign
+from debl.faults.shrinking import SHRINKING
 from debl.faults.table import markdown
 
-TARGETS = {**KILLS, **EARLY_KILLS, **OUTAGES}
+TARGETS = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
 
 
 @click.command()
@@ -32,7 +33,8 @@ TARGETS = {**KILLS, **EARLY_KILLS, **OUTAGES}
               help="Trials per target.")
 @click.option("--targets", default="kills", show_default=True,
               help="Comma-separated targets; 'kills' (every kill target), 'outages' (every "
-                   f"service outage) and 'all' stand for groups. Targets: {', '.join(TARGETS)}.")
+                   "service outage), 'source' (a source that misbehaves mid-load) and 'all' "
+                   f"stand for groups. Targets: {', '.join(TARGETS)}.")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Seed of the kill moments (one seed gives the same schedule).")
 @click.option("--answers", type=click.IntRange(min=1), default=200, show_default=True,
@@ -43,7 +45,8 @@ def main(trials: int, targets: str, seed: int, answers: int, out: Path | None) -
     """Kill DeBL's commands at random moments, recover them as the docs say, and check that
     nothing was lost, doubled, left running or left unexplained."""
     config = load_config()
-    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES), "all": list(TARGETS)}
+    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES),
+              "source": list(SHRINKING), "all": list(TARGETS)}
     names = [n for t in targets.split(",") if t.strip() for n in groups.get(t.strip(), [t.strip()])]
     unknown = [n for n in names if n not in TARGETS]
     if unknown:

@@ -1,5 +1,7 @@
-"""The copy's ledger (loaders.coverage): the bulk copy and fetches on demand never take a byte
-twice, and every byte's line number is known once the bulk copy has passed it."""
+"""The copy's ledger (loaders.coverage) and the bulk copy that claims from it (loaders.chunker):
+the bulk copy and fetches on demand never take a byte twice, a fetch takes whole lines only,
+every byte's line number is known once the bulk copy has passed it, and a stream that ends
+short is a clear error."""
 
 from __future__ import annotations
 
@@ -29,14 +31,15 @@ def _line_starts(data: bytes) -> list[int]:
 def test_the_bulk_copy_and_fetches_take_every_byte_once_with_its_lines(lines, seed, fetches,
                                                                        block):
     """Fetches take line-aligned ranges anywhere while the bulk copy walks the file block by
-    block: in the end every byte is taken exactly once, and each range's first line number is
-    the true one."""
+    block (inside a line longer than a block, a block that ends mid-line): in the end every
+    byte is taken exactly once, a fetch takes whole lines only, and each range's first line
+    number is the true one."""
     data = _file(lines, seed)
     starts = _line_starts(data)
     coverage = Coverage({0: len(data)})
     owner = [None] * len(data)
     pending = list(fetches)
-    at, line_no = 0, 1
+    at, line_no, in_line = 0, 1, False
     taken_ranges = []
     while True:
         if pending:  # a fetch lands ahead of (or behind) the bulk copy
@@ -45,29 +48,34 @@ def test_the_bulk_copy_and_fetches_take_every_byte_once_with_its_lines(lines, se
             a = starts[first]
             b = starts[first + n] if first + n < len(starts) else len(data)
             for x, y, counted in coverage.take(0, a, data[a:b]):
+                assert x in starts and (y in starts or y == len(data)), (x, y)
                 assert counted == data[x:y].count(b"\n")
                 taken_ranges.append((x, y))
                 for i in range(x, y):
                     assert owner[i] is None
                     owner[i] = "fetch"
-        gap = coverage.next_gap(0, at)
-        if gap is None:
-            break
-        if gap > at:
-            line_no += coverage.lines_between(0, at, gap)
-            at = gap
+        if not in_line:  # (inside a line, the bulk copy goes on where it is)
+            gap = coverage.next_gap(0, at)
+            if gap is None:
+                break
+            if gap > at:
+                line_no += coverage.lines_between(0, at, gap)
+                at = gap
         assert coverage.first_line(0, at) == data[:at].count(b"\n") + 1 == line_no
-        # The bulk reads up to `block` whole lines from `at` and keeps what it may.
-        end = at
-        while end < len(data) and end - at < block:
-            end = data.index(b"\n", end) + 1
-        chunk = data[at:end]
-        keep = coverage.claim(0, at, len(chunk), lambda k: chunk.count(b"\n", 0, k))
+        # The bulk reads up to `block` bytes from `at`, cut after their last newline, and keeps
+        # what it may.
+        chunk = data[at:at + block]
+        chunk = chunk[:chunk.rfind(b"\n") + 1] or chunk
+        keep = coverage.claim(0, at, len(chunk), lambda k: chunk.count(b"\n", 0, k),
+                              in_line=not chunk.endswith(b"\n"))
+        if in_line:  # no fetch took the rest of the line the bulk copy is in
+            assert keep >= (chunk.find(b"\n") + 1 or len(chunk))
         for i in range(at, at + keep):
             assert owner[i] is None
             owner[i] = "bulk"
         line_no += chunk.count(b"\n", 0, keep)
         at += keep
+        in_line = keep > 0 and not chunk[:keep].endswith(b"\n")
     assert None not in owner
     assert coverage.done()
     for x, _ in taken_ranges:
@@ -293,3 +301,164 @@ def test_the_bulk_copy_does_not_read_its_stream_while_a_fetch_reads(tmp_path, mo
     copier.close()
     assert read.is_set() and chunks[0].bytes == len(data)
     assert hdfs.files[chunks[0].path] == data
+
+
+class _Missing:
+    """What a round of fetches reads of the load's early answers: the pieces each waiting key
+    misses (always the same here: the ledger says which are taken)."""
+
+    stopped = False
+
+    def __init__(self, missing: dict):
+        self._missing = missing
+
+    def missing(self, id1: int) -> list:
+        return self._missing.get(id1, [])
+
+
+def _fetcher(source, listed, coverage: Coverage, missing: dict) -> tuple:
+    """A DemandFetcher of file 0 whose rounds keep their chunks' parts (segment, bytes) in a
+    list instead of writing them to HDFS: (the fetcher, the parts)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from loaders.chunker import LinkTurn
+    from loaders.demand import DemandFetcher
+
+    fetcher = object.__new__(DemandFetcher)
+    fetcher.source, fetcher.files, fetcher.hot = source, {0: listed}, set()
+    fetcher.coverage, fetcher.early, fetcher.turn = coverage, _Missing(missing), LinkTurn()
+    fetcher._readers = ThreadPoolExecutor(2)
+    parts: list = []
+    fetcher._record = lambda hot, got, t0: parts.extend(got)
+    return fetcher, parts
+
+
+@pytest.mark.parametrize("after_line", ["short", "long"])
+def test_a_fetch_never_takes_the_rest_of_a_line_the_bulk_copy_is_in(tmp_path, monkeypatch,
+                                                                    after_line):
+    """Issue 47: a bad line longer than a block, the bulk copy inside it, a round of fetches
+    for the piece that holds it. The fetch took the line's rest from the bulk copy's last claim
+    (mid-line): its last bytes, which look like a line, became a row, and the bulk copy's chunk
+    glued the line's first block onto the next line it copied (read through when the piece's
+    rest was *short*, after a new stream when *long*). Every range either copies is whole
+    lines, every byte once, each where it comes from."""
+    from debl.manifest import Piece
+    from loaders import chunker
+    from loaders.chunker import ChunkCopier
+    from loaders.source import LocalSource
+
+    monkeypatch.setattr(chunker, "BLOCK", 4096)
+    monkeypatch.setattr(chunker, "READ_THROUGH", 1024)
+    good = [b"%d\t123456789\t%d\t1\tok\t1000\t1\n" % (k // 20 + 1, k) for k in range(400)]
+    long = b"y" * 4096 + b"5\t123456789\t6\t1\tevil\t1000\t1\n"  # its tail looks like a line
+    head = b"".join(good[:100])
+    data = head + long + b"".join(good[100:])
+    (tmp_path / "f.tsv").write_bytes(data)
+    starts = set(_line_starts(data)) | {len(data)}
+    # The piece that holds the long line ends past the line's end by a short or a long way.
+    end = min(s for s in starts if s >= len(head) + len(long) + (512 if after_line == "short"
+                                                                   else 4096))
+    source = LocalSource(tmp_path)
+    listed = source.list()[0]
+    coverage = Coverage({0: len(data)})
+    last = min(s for s in starts if s >= len(data) - 1000)  # a piece the bulk copy reaches last
+    fetcher, fetched = _fetcher(source, listed, coverage, {
+        7: [Piece(0, len(head), end, 5, 7)], 20: [Piece(0, last, len(data), 20, 20)]})
+    sent = [0]
+
+    def a_round_each_block(n: int) -> None:  # once the bulk copy is past the line's start
+        sent[0] += n
+        if sent[0] > len(head) and (chosen := fetcher._choose({7: 2, 20: 1})):
+            fetcher._fetch(chosen)
+    numbers, hdfs = iter(range(100)), _Chunks()
+    copier = ChunkCopier(source, [(0, listed)], hdfs, "/c", coverage, lambda: next(numbers),
+                         progress=a_round_each_block)
+    chunks = []
+    while (chunk := copier.copy_next(64 << 10)) is not None:
+        chunks.append(chunk)
+    copier.close()
+    fetcher._readers.shutdown()
+    assert fetched, "no round fetched anything"
+    copied = [(s, hdfs.files[c.path][_at(c, s):_at(c, s) + s.end - s.start])
+              for c in chunks for s in c.segments] + fetched
+    for s, body in copied:
+        assert s.start in starts and min(s.end, len(data)) in starts, (s.start, s.end)
+        assert body == data[s.start:s.end], (s.start, s.end)
+        assert s.lines == body.count(b"\n")
+    assert sorted((s.start, s.end) for s, _ in copied) == _tiled(copied, len(data))
+    assert coverage.done()
+
+
+def _at(chunk, segment) -> int:
+    """Where *segment* starts in its chunk's bytes."""
+    return sum(s.end - s.start for s in chunk.segments[:chunk.segments.index(segment)])
+
+
+def _tiled(copied: list, size: int) -> list[tuple[int, int]]:
+    """The copied ranges, checked to tile ``[0, size)`` exactly (every byte once)."""
+    ranges = sorted((s.start, s.end) for s, _ in copied)
+    assert ranges[0][0] == 0 and ranges[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges
+    return ranges
+
+
+@pytest.mark.parametrize("kind", ["local", "http"])
+@pytest.mark.parametrize("cut", ["at a line end", "mid-line"])
+def test_a_file_truncated_under_a_stretch_of_the_bulk_copy_is_a_clear_error(
+        tmp_path, monkeypatch, kind, cut):
+    """Issue 47: two ranges taken by fetches on demand bound the bulk copy's streams; the file
+    is truncated once the bulk copy reaches the first. The stream to the second ended short and
+    the copy took that for the second range: it opened the file again and again (the HTTP
+    source: a request each time), or, cut inside a line, failed with an AttributeError. A
+    bounded stream that ends short is a SourceError naming the file, the bytes expected and
+    those that came."""
+    import os
+    import threading
+
+    from debl.bench.source_server import make_server
+    from debl.errors import SourceError
+    from loaders import chunker
+    from loaders.chunker import ChunkCopier
+    from loaders.source import HttpSource, LocalSource
+
+    monkeypatch.setattr(chunker, "BLOCK", 4096)
+    data = _file(2000, 6)
+    (tmp_path / "f.tsv").write_bytes(data)
+    starts = _line_starts(data)
+    coverage = Coverage({0: len(data)})
+    for first in (600, 1600):
+        coverage.take(0, starts[first], data[starts[first]:starts[first + 20]])
+    truncated_at = starts[1000] + (0 if cut == "at a line end" else 5)
+    if kind == "http":
+        server = make_server(tmp_path, port=0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        source = HttpSource(f"http://127.0.0.1:{server.server_address[1]}")
+    else:
+        server, source = None, LocalSource(tmp_path)
+    opened, opens = source._open, []
+
+    def counted(name, offset, end=None):
+        opens.append((offset, end))
+        assert len(opens) < 20, f"the copy spins: {opens[-3:]}"
+        return opened(name, offset, end)
+    monkeypatch.setattr(source, "_open", counted)
+    sent = [0]
+
+    def truncate_at_the_first_range(n: int) -> None:
+        sent[0] += n
+        if sent[0] == starts[600]:
+            os.truncate(tmp_path / "f.tsv", truncated_at)
+    numbers = iter(range(100))
+    copier = ChunkCopier(source, [(0, source.list()[0])], _Chunks(), "/c", coverage,
+                         lambda: next(numbers), progress=truncate_at_the_first_range)
+    try:
+        with pytest.raises(SourceError, match=rf"'f\.tsv': .*bytes {starts[620]}\.\."
+                                              rf"{starts[1600]}.*ended at byte {truncated_at}"):
+            copier.copy_next(1 << 20)
+    finally:
+        copier.close()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    assert opens == [(0, starts[600]), (starts[620], starts[1600])]
+

@@ -138,10 +138,12 @@ def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
     from debl.faults.kills import KILLS
     from debl.faults.outages import OUTAGES
     from debl.faults.runner import run_campaign
+    from debl.faults.shrinking import SHRINKING
     from debl.faults.table import markdown
 
-    registry = {**KILLS, **EARLY_KILLS, **OUTAGES}
-    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES), "all": list(registry)}
+    registry = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
+    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES),
+              "source": list(SHRINKING), "all": list(registry)}
     wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
     trials = int(os.environ.get("FAULTS_TRIALS", "3"))
@@ -171,6 +173,27 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
     (trial,) = result.trials
     assert trial.landed == [POINTS["false-claim"]], trial.problems
     assert trial.clean, (trial.problems, trial.examples)
+
+
+def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifies(
+        stack_config, tmp_path):
+    """The campaign's trial point "a file shrinking mid-load" (issue 47), one trial: a cold
+    file truncated mid-line while the load copies it, a day current. The load fails with a
+    message naming the file, is recorded failed, the day stays current; restored, the file's
+    load resumes to its uptime, `debl verify` agrees, nothing lost or doubled, answers exact."""
+    from debl.faults.runner import run_campaign
+    from debl.faults.shrinking import SHRINKING
+    from debl.faults.trial import MISSED
+
+    result, _ = run_campaign(stack_config, tmp_path / "campaign", list(SHRINKING.values()), 1,
+                             seed=1, report=lambda text: print(text, file=sys.stderr),
+                             answers=50)
+    trial, = result.trials
+    assert trial.landed != [MISSED] and "mid-line" in trial.landed[0], trial.landed
+    failed, resumed = trial.steps[:2]
+    assert failed.returncode not in (0, None) and failed.clear, failed
+    assert resumed.returncode == 0 and trial.verify_ok, (resumed, trial.verify_failures)
+    assert trial.clean, (trial.landed, trial.problems, trial.examples)
 
 
 # --------------------------------------------------------------------------- hung services

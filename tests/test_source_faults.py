@@ -13,7 +13,8 @@ import os
 import pytest
 
 from debl.errors import SourceError
-from loaders.source import HttpSource, LocalSource, SourceFile, redact_url
+from loaders.source import HttpSource, LocalSource, SourceFile
+from loaders.source_url import redact_url
 from tests.hostile_http import HostileSource, rewrite_later
 
 BODY = b"".join(b"%d\t1\t%d\t1\tdata-%d\t%d\t99999\n" % (i, i, i, 1000 + i) for i in range(2000))

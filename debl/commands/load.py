@@ -13,7 +13,7 @@ from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.buckets import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
-from loaders.source import check_no_password
+from loaders.source_url import check_no_password
 
 
 class _Bars(LoadProgress):

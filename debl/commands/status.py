@@ -11,7 +11,7 @@ import click
 from debl.catalog import Catalog
 from debl.commands.common import config_of, friendly_errors, printable
 from debl.status import read_status
-from loaders.source import redact_url
+from loaders.source_url import redact_url
 
 
 def _when(epoch: float | None) -> str:

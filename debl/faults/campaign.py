@@ -100,8 +100,9 @@ class Campaign:
 
     # -- the standard commands
 
-    def load_argv(self, hot: bool = True) -> list[str]:
-        argv = ["load", str(self.input_dir), "--chunk-size", CHUNK]
+    def load_argv(self, hot: bool = True, source: str | None = None) -> list[str]:
+        """``debl load``'s arguments for the input (or *source*, the input served elsewhere)."""
+        argv = ["load", source or str(self.input_dir), "--chunk-size", CHUNK]
         return argv + (["--hot-bytes", str(self.hot_bytes)] if hot else ["--no-hot"])
 
     def latest_load(self):

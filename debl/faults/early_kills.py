@@ -54,11 +54,13 @@ def _demand_on(camp: Campaign) -> Iterator[None]:
 
 
 class _Served:
-    """The campaign's input over HTTP, capped so that its copy lasts about COPY_S."""
+    """The campaign's input over HTTP, capped so that its copy lasts about COPY_S; *timeout*:
+    how long the server keeps a connection that sends no request (``make_server``)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, timeout: float = 60.0):
         total = sum(p.stat().st_size for p in directory.iterdir() if not p.name.startswith("."))
-        self.server = make_server(directory, port=0, rate_mb_s=total / COPY_S / 1e6)
+        self.rate = total / COPY_S  # bytes a second
+        self.server = make_server(directory, port=0, rate_mb_s=self.rate / 1e6, timeout=timeout)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
@@ -143,9 +145,6 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         return f"debl load URL --chunk-size {CHUNK} --hot-bytes {camp.hot_bytes} (URL: the " \
                f"input over HTTP, {COPY_S:g} s of copy), a client asking throughout"
 
-    def _argv(self, camp: Campaign, url: str) -> list[str]:
-        return ["load", url, "--chunk-size", CHUNK, "--hot-bytes", str(camp.hot_bytes)]
-
     def measure(self, camp: Campaign) -> Window:
         with _demand_on(camp):
             return self._measure(camp)
@@ -162,7 +161,7 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         drop_every_load(camp.config)
         served = _Served(self._input(camp))
         try:
-            running = camp.start(self._argv(camp, served.url), f"{self.name}-measure")
+            running = camp.start(camp.load_argv(source=served.url), f"{self.name}-measure")
             outcome, window = _watch(running, 1800.0)
         finally:
             served.close()
@@ -176,7 +175,7 @@ class EarlyAimedTarget(_Aimed, LoadTarget):
         served = _Served(self._input(camp))
         asking = _Asking(camp, trial.seed)
         try:
-            argv = self._argv(camp, served.url)
+            argv = camp.load_argv(source=served.url)
             self.strike(camp, trial, rng, window, argv, lambda: load_point(camp.config, None))
             load = camp.latest_load()
             resumed_at = time.monotonic()
