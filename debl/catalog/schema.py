@@ -25,7 +25,9 @@ from sqlalchemy.engine import Connection
 # its answerable keys before uptime, the keys queries wait for, and claims found false
 # (docs/LOADING.md, "Answers before the copy ends").
 # 8: the ids a load's manifests claim (debl_early.id_lo, id_hi).
-SCHEMA_VERSION = 8
+# 9: debl_loads.dropping, marked before cleanup drops a load's first store (docs/LOADING.md,
+# "Days"): a cleanup killed mid-drop left a day that rollback could serve.
+SCHEMA_VERSION = 9
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -85,6 +87,7 @@ loads_table = sa.Table(
     sa.Column("hot_state", sa.String(16), nullable=False, server_default="none"),
     sa.Column("taken_over", sa.Double),  # when MySQL took the hot keys over
     sa.Column("switched", sa.Double),  # when it became the current load (last time)
+    sa.Column("dropping", sa.Double),  # when cleanup began dropping its stores (never served)
     sa.Column("dropped", sa.Double), **_UTF8)  # when cleanup dropped its stores
 
 # The load every coordinator serves (one row); ``previous``: the one it replaced, while its
