@@ -25,6 +25,10 @@ POINTS = {
                      "it is not recorded yet (docs/LOADING.md, \"The copy follows demand\")",
     "answerable": "a chunk is recorded as bucketed; the keys it makes answerable are not "
                   "published yet",
+    "cleanup-marked": "cleanup marked a load dropping under the days lock; none of its stores "
+                      "is dropped yet (docs/LOADING.md, \"Days\")",
+    "cleanup-dropped": "cleanup dropped a load's stores; its dataset rows are not forgotten "
+                       "and it is not marked dropped yet",
 }
 
 
