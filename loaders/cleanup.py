@@ -79,8 +79,8 @@ def days_lock(config: Config, wait: float) -> NamedLock | None:
     return named_lock(config, f"{DAYS_LOCK}.{config.mysql.database}", wait=wait)
 
 
-def droppable_now(catalog: Catalog, config: Config) -> tuple[list[LoadRecord],
-                                                              LoadRecord | None]:
+def _droppable_now(catalog: Catalog, config: Config) -> tuple[list[LoadRecord],
+                                                               LoadRecord | None]:
     """The loads whose stores may go now (``droppable``, coordinators aside), and the current
     load they were decided on."""
     loads, current, previous = catalog.loads.days()
@@ -96,7 +96,7 @@ def cleanup(config: Config, wait: bool = False,
     later. Each load is dropped under the days lock, once it is checked again there (a rollback
     may have made it current or previous since it was picked) and marked dropping."""
     with Catalog(config) as catalog:
-        candidates, _ = droppable_now(catalog, config)
+        candidates, _ = _droppable_now(catalog, config)
         if not candidates:
             return []
         deadline = time.monotonic() + (config.loading.coordinator_ack_timeout if wait else 0.0)
@@ -129,7 +129,7 @@ def cleanup(config: Config, wait: bool = False,
 
 def _mark_dropping(catalog: Catalog, config: Config, load_id: str) -> bool:
     """Under the days lock: whether *load_id* may still go, marking it dropping if so."""
-    found, current = droppable_now(catalog, config)
+    found, current = _droppable_now(catalog, config)
     return (load_id in {d.load_id for d in found}
             and catalog.loads.mark_dropping(load_id, current))
 
