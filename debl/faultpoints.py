@@ -28,6 +28,10 @@ POINTS = {
     "false-claim": "a chunk whose check found a manifest's claim false is recorded as "
                    "bucketed (its claim with it, in one transaction; issue 47 found it recorded "
                    "in a second one, lost by a kill here)",
+    "cleanup-marked": "cleanup marked a load dropping under the days lock; none of its stores "
+                      "is dropped yet (docs/LOADING.md, \"Days\")",
+    "cleanup-dropped": "cleanup dropped a load's stores; its dataset rows are not forgotten "
+                       "and it is not marked dropped yet",
 }
 
 

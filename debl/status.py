@@ -2,13 +2,13 @@
 
 The current load (the day every coordinator serves: its state, uptime, hot path and MySQL's
 take-over, bucket map, input, per-phase timings and rejected lines), a newer load being loaded
-beside it (the same, and its buckets) and the previous one while its stores exist
-(docs/LOADING.md, "Days"), the current load's buckets per job state (and, asked for, every bucket
-with its demand), the demand summed over coordinators, the queries the coordinators answered per
-route, the gen_HF jobs running now, and full availability once every bucket is loaded. A load
-that answers before its uptime says how far (``early``: the shares answerable, the bytes fetched
-on demand, the keys waiting, the claims found false; docs/LOADING.md, "Answers before the copy
-ends").
+beside it (the same, and its buckets), the previous one while its stores exist and the loads
+whose stores are being dropped (docs/LOADING.md, "Days"), the current load's buckets per job
+state (and, asked for, every bucket with its demand), the demand summed over coordinators, the
+queries the coordinators answered per route, the gen_HF jobs running now, and full availability
+once every bucket is loaded. A load that answers before its uptime says how far (``early``: the
+shares answerable, the bytes fetched on demand, the keys waiting, the claims found false;
+docs/LOADING.md, "Answers before the copy ends").
 Everything comes from MySQL: the report is the same from any machine and does not need a
 coordinator: it is the application's reading of the catalog (docs/ARCHITECTURE.md), and imports
 neither the coordinator nor a store. ``debl status --json`` prints it and ``debl ui`` serves it
@@ -34,7 +34,9 @@ CLAIMS_SHOWN = 20  # false claims listed per load (a load records its first; a r
 def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> dict:
     """The status of the current load (or, before any is up, of the newest); ``{"load": None,
     ...}`` when there never was one. ``loading``: a newer load being loaded (or failed) beside
-    the current one; ``previous``: the load the current one replaced, while its stores exist.
+    the current one; ``previous``: the load the current one replaced, while its stores exist;
+    ``dropping``: the loads whose stores a cleanup began dropping (``dropping_s`` ago) and has
+    not finished: never served again, and the next cleanup finishes a drop that was stopped.
     With *every_bucket*, ``buckets["list"]`` holds one entry per bucket of the index: b_index,
     k_lo, k_hi, c_lo and c_hi (the id1 span of its cold rows), rows, bytes, state, demand (as
     gen_HF reads it: summed over live coordinators) and asked (queries that needed it, every
@@ -69,6 +71,8 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         "load": None,
         "loading": None,
         "previous": None if previous is None else _brief(catalog.loads.load(previous), now),
+        "dropping": [{**_brief(d, now), "dropping_s": now - d.dropping}
+                     for d in catalog.loads.being_dropped()],
         "phases": [],
         "buckets": _bucket_summary(buckets),
         "demand": {

@@ -27,6 +27,12 @@ it would restore is being dropped waits for the drop, then refuses it naming the
 rollback made current again is never dropped. Without the lock, a rollback during the slow
 drop (HBase's disable and delete, HDFS's delete) made current a day whose tables were going
 away, and marking it dropped then failed.
+
+The lock dies with a killed cleanup's session, so the load is marked ``dropping`` under it
+before its first store goes (issue 47.6): a kill between the drops and the forget once freed
+the lock with the load not marked at all, and rollback made current a day whose stores were
+gone. A load marked dropping is never current or previous again; the next cleanup finishes
+its drop, whatever the rules above would say of it now.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from collections.abc import Callable
 from debl.catalog import Catalog, LoadRecord, NamedLock, ServingCatalog, named_lock
 from debl.config import Config
 from debl.errors import LoadStateError
+from debl.faultpoints import reached
 from debl.store.mysql import MySQLStore
 from debl.webhdfs import WebHDFS
 
@@ -49,6 +56,9 @@ def droppable(loads: list[LoadRecord], current: LoadRecord | None, previous: str
     found = []
     for load in loads:
         if load.dropped is not None or (current is not None and load.load_id == current.load_id):
+            continue
+        if load.dropping is not None:  # a drop a killed cleanup began: finished
+            found.append(load)
             continue
         if load is newest and load.state != "up" and (
                 current is None or load.started > current.started):
@@ -69,9 +79,13 @@ def days_lock(config: Config, wait: float) -> NamedLock | None:
     return named_lock(config, f"{DAYS_LOCK}.{config.mysql.database}", wait=wait)
 
 
-def _droppable_now(catalog: Catalog, config: Config) -> list[LoadRecord]:
+def _droppable_now(catalog: Catalog, config: Config) -> tuple[list[LoadRecord],
+                                                               LoadRecord | None]:
+    """The loads whose stores may go now (``droppable``, coordinators aside), and the current
+    load they were decided on."""
     loads, current, previous = catalog.loads.days()
-    return droppable(loads, current, previous, config.loading.keep_previous_load, time.time())
+    return (droppable(loads, current, previous, config.loading.keep_previous_load, time.time()),
+            current)
 
 
 def cleanup(config: Config, wait: bool = False,
@@ -80,9 +94,9 @@ def cleanup(config: Config, wait: bool = False,
     *wait*, waits for running coordinators to leave a load (at most
     ``loading.coordinator_ack_timeout`` s); without, a load some coordinator serves is left for
     later. Each load is dropped under the days lock, once it is checked again there (a rollback
-    may have made it current or previous since it was picked)."""
+    may have made it current or previous since it was picked) and marked dropping."""
     with Catalog(config) as catalog:
-        candidates = _droppable_now(catalog, config)
+        candidates, _ = _droppable_now(catalog, config)
         if not candidates:
             return []
         deadline = time.monotonic() + (config.loading.coordinator_ack_timeout if wait else 0.0)
@@ -100,15 +114,24 @@ def cleanup(config: Config, wait: bool = False,
                        f"for {config.service_timeout:g} s; a later cleanup drops its stores")
                 continue
             try:
-                if load.load_id not in {d.load_id for d in _droppable_now(catalog, config)}:
+                if not _mark_dropping(catalog, config, load.load_id):
                     continue  # dropped by another cleanup meanwhile, or served again (rollback)
+                reached(config, "cleanup-marked")
                 drop_stores(config, load)
+                reached(config, "cleanup-dropped")
                 catalog.loads.forget_dataset(load.load_id)
             finally:
                 lock.release()
             report(f"load {load.load_id}: stores dropped")
             dropped.append(load.load_id)
     return dropped
+
+
+def _mark_dropping(catalog: Catalog, config: Config, load_id: str) -> bool:
+    """Under the days lock: whether *load_id* may still go, marking it dropping if so."""
+    found, current = _droppable_now(catalog, config)
+    return (load_id in {d.load_id for d in found}
+            and catalog.loads.mark_dropping(load_id, current))
 
 
 def _served(serving: ServingCatalog, load_id: str) -> bool:
@@ -147,7 +170,7 @@ def drop_every_load(config: Config) -> None:
         with Catalog(config) as catalog:
             catalog.loads.clear_current()
             for load in catalog.loads.loads():
-                if load.dropped is None:
+                if catalog.loads.mark_dropping(load.load_id, None):
                     drop_stores(config, load)
                     catalog.loads.forget_dataset(load.load_id)
     finally:
@@ -158,7 +181,7 @@ def rollback(config: Config) -> tuple[str, str]:
     """Make the previous load current again (coordinators move at their next poll); returns
     (the load that was current, the one that is now). LoadStateError when its stores are gone,
     or being dropped: then it waits for the drop (the days lock, at most ``service_timeout``)
-    and refuses."""
+    and refuses; a drop a killed cleanup began is refused at once (the lock died with it)."""
     lock = days_lock(config, wait=config.service_timeout)
     if lock is None:
         raise LoadStateError(_lock_held(config, "nothing was rolled back"))

@@ -259,14 +259,15 @@ class GenHF:
     def _forget_run_output(self, load: LoadRecord, run_id: str) -> None:
         """Delete the HFiles of a run whose day is over. The HFile writer makes its directory,
         and with it the load's, again if cleanup deleted them under the run: once the load is
-        dropped, all of its directory goes. Under the days lock, so that a cleanup of the load
-        is either done or not begun; failing, it is reported (the directory is then
+        dropped (or marked dropping by a cleanup killed mid-drop), all of its directory goes.
+        Under the days lock, so that a live cleanup of the load is either done or not begun;
+        failing, it is reported (the directory is then
         ``debl verify``'s and the next cleanup's to find)."""
         fs, lock = WebHDFS(self.config), None
         try:
             lock = days_lock(self.config, wait=self.config.service_timeout)
             record = self.catalog.loads.load(load.load_id)
-            dropped = record is None or record.dropped is not None
+            dropped = record is None or record.dropping is not None or record.dropped is not None
             fs.delete(load.namespace.hdfs_dir if dropped
                       else f"{load.namespace.hdfs_dir}/hfiles/{run_id}", recursive=True)
         except DeblError as exc:

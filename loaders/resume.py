@@ -51,8 +51,9 @@ def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
         raise LoadStateError(f"load {load_id} cannot be resumed: load {newest.load_id} started "
                              "after it (only the newest load can be resumed; the current day "
                              "keeps serving whatever happens to a newer one)")
-    if load.dropped is not None:
-        raise LoadStateError(f"load {load_id} cannot be resumed: its stores were dropped")
+    if load.dropped is not None or load.dropping is not None:
+        raise LoadStateError(f"load {load_id} cannot be resumed: its stores were dropped (or "
+                             "are being dropped) by cleanup; run `debl load` anew")
     hot_done = load.hot_state in ("mysql", "none")
     if load.state == "up" and hot_done:
         raise LoadStateError(f"load {load_id} is already up; nothing to resume")

@@ -65,9 +65,10 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
         load = loads.load(load_id) if load_id else (loads.current() or loads.load())
         if load is None:
             raise LoadStateError(f"no load {load_id!r}" if load_id else "no load has run yet")
-        if load.dropped is not None:
-            raise LoadStateError(f"load {load.load_id}'s stores were dropped (a newer day "
-                                 "replaced it): only loads whose stores exist can be verified")
+        if load.dropped is not None or load.dropping is not None:
+            raise LoadStateError(f"load {load.load_id}'s stores were dropped, or are being "
+                                 "dropped (a newer day replaced it): only loads whose stores "
+                                 "exist can be verified")
         load_id = load.load_id
         report = VerifyReport(load_id, load.state)
         files = [replace(f, name=unescape_name(f.name)) for f in catalog.files.files(load_id)]

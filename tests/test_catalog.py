@@ -535,6 +535,37 @@ def test_rollback_serves_the_previous_day_again_while_its_stores_exist(config):
             catalog.loads.rollback()
 
 
+def test_a_load_marked_dropping_is_never_current_or_previous_again(config):
+    """Issue 47.6: cleanup marks a load dropping before its first store goes, in one
+    transaction with a last look at the current load: never a load a switch made current or
+    previous since cleanup read the days; once marked, rollback and make_current refuse it and
+    it is no previous day; marking it again (a cleanup finishing a killed one's drop) is
+    allowed."""
+    with Catalog(config) as catalog:
+        for load_id in ("L1", "L2"):
+            _begin(catalog, load_id)
+            catalog.loads.make_current(load_id, time.time())
+        seen = catalog.loads.current()
+        catalog.loads.rollback()  # L1 current again, after cleanup read the days
+        assert not catalog.loads.mark_dropping("L1", seen)
+        assert not catalog.loads.mark_dropping("L2", seen)
+        catalog.loads.rollback()
+        assert not catalog.loads.mark_dropping("L2", catalog.loads.current())  # the current
+        assert catalog.loads.mark_dropping("L1", catalog.loads.current())
+        assert catalog.loads.mark_dropping("L1", None)  # already marked: its drop is finished
+        assert catalog.loads.previous() is None and catalog.loads.days()[2] is None
+        assert [d.load_id for d in catalog.loads.being_dropped()] == ["L1"]
+        with pytest.raises(LoadStateError, match="L1 can no longer be served: a cleanup began "
+                                                 "dropping its stores .* `debl cleanup` "
+                                                 "finishes the drop"):
+            catalog.loads.rollback()
+        with pytest.raises(LoadStateError, match="L1 cannot become current"):
+            catalog.loads.make_current("L1", time.time())
+        assert catalog.loads.current().load_id == "L2"
+        catalog.loads.forget_dataset("L1")
+        assert catalog.loads.being_dropped() == [] and not catalog.loads.mark_dropping("L1", None)
+
+
 def test_a_dropped_or_superseded_load_never_becomes_current(config):
     """Issue 38.5: make_current checked neither: a load that lost its lock while a newer one
     ran (and cleanup dropped its stores) became current at its uptime, its tables gone."""

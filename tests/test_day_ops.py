@@ -26,6 +26,7 @@ def test_a_seed_draws_the_same_operations_and_only_the_allowed_ones():
     assert a == draw(random.Random(7), 40)
     assert set(a) <= set(OPERATIONS) and len(set(a)) > 5
     assert set(draw(random.Random(7), 40, ("rollback", "cleanup"))) == {"rollback", "cleanup"}
+    assert "kill-cleanup" in draw(random.Random(7), 40)
 
 
 # --------------------------------------------------------------------------- the timeline
@@ -75,9 +76,9 @@ def _world(windows=()):
                                           None))
 
 
-def _loads(dropped_b: float | None = None):
-    return {"A": SimpleNamespace(source="/in/0", dropped=None),
-            "B": SimpleNamespace(source="/in/1", dropped=dropped_b)}
+def _loads(dropped_b: float | None = None, dropping_b: float | None = None):
+    return {"A": SimpleNamespace(source="/in/0", dropping=None, dropped=None),
+            "B": SimpleNamespace(source="/in/1", dropping=dropping_b, dropped=dropped_b)}
 
 
 def test_each_answer_is_its_days_and_its_day_was_current():
@@ -106,6 +107,18 @@ def test_wrong_answers_are_told_apart_and_dropped_or_stale_days_are_caught():
     assert (t.wrong, t.wrong_day, t.mixed) == (2, 1, 1)
     assert t.not_current == 1 and t.from_dropped == 1 and t.unknown_load == 1
     assert len(t.problems()) == 4 and len(t.examples) == 5
+
+
+def test_an_answer_after_cleanup_began_dropping_its_day_is_from_a_dropped_day():
+    """A day's stores start going once cleanup marks it dropping (a killed cleanup may never
+    mark it dropped): an answer of it that came back after the mark is a finding."""
+    w = _watcher([(100.0, "A"), (200.0, "B")])
+    t = AnswerTally()
+    tally(_world(), w, [Record(250.0, 250.1, 1, "B", digest(_links(3)), "raw"),
+                        Record(250.0, 250.5, 1, "B", digest(_links(3)), "raw")],
+          t, _loads(dropping_b=250.3))
+    assert t.answers == 2 and t.from_dropped == 1 and t.problems() == ["1 answers from a "
+                                                                        "dropped day"]
 
 
 def test_errors_count_inside_an_outage_only_and_a_raw_error_is_a_finding():
@@ -147,22 +160,28 @@ def test_scan_logs_finds_a_traceback_once(tmp_path):
 
 @pytest.mark.stack
 def test_a_short_sequence_of_day_operations_is_clean(stack_config, tmp_path):
-    """The next day's load, a kill -9 of it, a rollback (refused: nothing to roll back to),
-    then the end: the killed load resumed, cleanup, the disk; two clients asking throughout,
-    on tiny days. Every check of the campaign must pass."""
+    """The next day's load and a kill -9 of it; the next day loaded again and a cleanup killed
+    while it drops the previous day, then a rollback (refused: that day is being dropped) and
+    a cleanup that finishes the drop; a rollback (refused: that day was dropped); then the end:
+    cleanup, the disk; two clients asking throughout, on tiny days. Every check of the campaign
+    must pass. keep_previous_load is long enough that the gen_HF service's own cleanup does
+    not drop the previous day before the killed cleanup reaches it."""
     from debl.faults.days_runner import markdown, run_day_ops
     from debl.faults.days_world import DayOpsSpec
 
     spec = DayOpsSpec(sequences=1, seed=5, max_id=5001, files=3, clients=2, threads=2,
-                      keys=300, keep_previous_s=5.0, pause_s=1.0, look_s=0.0,
-                      fixed=("next-day", "kill-load", "rollback"))
+                      keys=300, keep_previous_s=30.0, pause_s=1.0, look_s=0.0,
+                      fixed=("next-day", "kill-load", "kill-cleanup", "rollback"))
     results = run_day_ops(stack_config, tmp_path / "dayops", spec,
                           report=lambda text: print(text, file=sys.stderr))
     print(markdown(spec, results))
     (result,) = results
-    assert result.drawn == ["next-day", "kill-load", "rollback"]
+    assert result.drawn == ["next-day", "kill-load", "kill-cleanup", "rollback"]
     assert result.clean, result.problems
-    assert result.answers.answers > 0 and result.current.verified >= 4
-    assert result.links.answers == result.current.links >= 4
-    assert [op.name for op in result.ops] == ["first day", "next-day", "kill-load", "rollback",
-                                              "end"]
+    assert result.answers.answers > 0 and result.current.verified >= 5
+    assert result.links.answers == result.current.links >= 5
+    assert [op.name for op in result.ops] == ["first day", "next-day", "kill-load",
+                                              "kill-cleanup", "rollback", "end"]
+    killed = result.ops[3]
+    assert killed.label.startswith("killed at cleanup-") and "rollback refused" in killed.label
+    assert "began dropping" in killed.detail, killed.detail

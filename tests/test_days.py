@@ -254,6 +254,42 @@ def test_rollback_never_makes_current_a_day_cleanup_is_dropping(days, monkeypatc
     assert out.exit_code == 1 and "dropped by cleanup" in out.output and "Traceback" not in out.output
 
 
+def test_a_cleanup_killed_mid_drop_leaves_a_day_rollback_refuses_and_the_next_drops(days):
+    """Issue 47.6: cleanup dropped a day's stores, then marked it dropped; killed in between,
+    its days lock died with its session and the day was not marked at all, so `debl rollback`
+    made current a day whose stores were gone (every coordinator moved to it and failed). The
+    day is marked dropping before its first store goes: the rollback refuses it, naming why and
+    what to do; `debl status` shows it being dropped; the next cleanup finishes the drop.
+    Starts from: any current load. Leaves: day 1 current, the day before dropped."""
+    config, refs = days
+    with Catalog(config) as catalog:
+        previous = catalog.loads.current()
+    current = run_load(config.replace(loading_keep_previous_load=3600.0), str(refs[1][0]),
+                       OPTIONS).load_id
+    killed = subprocess.run([sys.executable, "-m", "debl", "cleanup"], capture_output=True,
+                            env=config.replace(fault_point="cleanup-dropped").child_env(),
+                            text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert _store_exists(config, previous) == {"mysql": False, "hbase": False, "hdfs": False}
+    with pytest.raises(LoadStateError, match=rf"previous load {previous.load_id} can no longer "
+                                             "be served: a cleanup began dropping its stores"):
+        rollback(config)
+    out = CliRunner().invoke(rollback_command, [], obj=config)
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    assert "`debl cleanup` finishes the drop" in out.output and "debl load" in out.output
+    with Catalog(config) as catalog:
+        assert catalog.loads.current().load_id == current
+        assert catalog.loads.previous() is None
+    status = CliRunner().invoke(status_command, [], obj=config)
+    assert f"dropping   load {previous.load_id}" in status.output, status.output
+    assert cleanup(config) == [previous.load_id]
+    with Catalog(config) as catalog:
+        assert catalog.loads.load(previous.load_id).dropped is not None
+        assert catalog.loads.being_dropped() == []
+    with pytest.raises(LoadStateError, match="dropped by cleanup"):
+        rollback(config)
+
+
 def _held_hot_path(monkeypatch) -> threading.Event:
     """MySQL's hot path of the loads from now on waits until the returned event is set."""
     gate = threading.Event()

@@ -101,25 +101,22 @@ class LoadsCatalog:
             return read_current(conn)
 
     def previous(self) -> str | None:
-        """The load the current one replaced, while its stores exist (else None)."""
-        c, t = current_table, loads_table
+        """The load the current one replaced, while its stores exist and cleanup has not begun
+        dropping them (else None)."""
         with self._transaction() as conn:
-            return conn.execute(
-                sa.select(c.c.previous).select_from(c.join(t, t.c.load_id == c.c.previous))
-                .where(c.c.slot == _SLOT, t.c.dropped.is_(None))).scalar()
+            return _read_previous(conn)
 
     def days(self) -> tuple[list[LoadRecord], LoadRecord | None, str | None]:
         """Every load (newest first), the current one and the previous one (while its stores
-        exist), read in one transaction: what cleanup decides on (a switch between separate
-        reads could pair one moment's current load with another's previous)."""
-        c, t = current_table, loads_table
+        exist and are not being dropped), read in one transaction: what cleanup decides on (a
+        switch between separate reads could pair one moment's current load with another's
+        previous)."""
+        t = loads_table
         with self._transaction() as conn:
             loads = [load_record(row) for row in
                      conn.execute(sa.select(t).order_by(t.c.started.desc())).mappings()]
             current = read_current(conn)
-            previous = conn.execute(
-                sa.select(c.c.previous).select_from(c.join(t, t.c.load_id == c.c.previous))
-                .where(c.c.slot == _SLOT, t.c.dropped.is_(None))).scalar()
+            previous = _read_previous(conn)
         return loads, current, previous
 
     def make_current(self, load_id: str, uptime: float, summary: dict | None = None) -> None:
@@ -127,9 +124,9 @@ class LoadsCatalog:
         so that every coordinator moves to it at its next poll and no reader ever sees it up
         but not current (or current but not up). The load it replaces becomes the previous.
 
-        Raises LoadStateError, changing nothing, for a load whose stores cleanup dropped or
-        that a later load superseded: a load that lost its lock while another ran once became
-        current with its tables gone (issue 38.5)."""
+        Raises LoadStateError, changing nothing, for a load whose stores cleanup dropped (or
+        began dropping) or that a later load superseded: a load that lost its lock while another
+        ran once became current with its tables gone (issue 38.5)."""
         now = time.time()
         t, c = loads_table, current_table
         values: dict[str, Any] = {"state": "up", "uptime": uptime, "switched": now}
@@ -137,14 +134,14 @@ class LoadsCatalog:
             values["summary"] = summary
         with self._transaction() as conn:
             conn.execute(sa.select(c.c.slot).where(c.c.slot == _SLOT).with_for_update())
-            row = conn.execute(sa.select(t.c.started, t.c.dropped).where(t.c.load_id == load_id)
-                               .with_for_update()).first()
+            row = conn.execute(sa.select(t.c.started, t.c.dropping, t.c.dropped)
+                               .where(t.c.load_id == load_id).with_for_update()).first()
             if row is None:
                 raise LoadStateError(f"no load {load_id}: it cannot become current")
-            if row.dropped is not None:
+            if row.dropping is not None or row.dropped is not None:
                 raise LoadStateError(f"load {load_id} cannot become current: its stores were "
-                                     "dropped by cleanup (a newer load superseded it); run "
-                                     "`debl load` anew")
+                                     "dropped (or are being dropped) by cleanup (a newer load "
+                                     "superseded it); run `debl load` anew")
             newer = conn.execute(sa.select(t.c.load_id).where(t.c.started > row.started)
                                  .order_by(t.c.started.desc()).limit(1)).scalar()
             if newer is not None:
@@ -162,7 +159,8 @@ class LoadsCatalog:
     def rollback(self) -> tuple[str, str]:
         """Make the previous load current again, in one transaction; returns (the load that
         was current, the one that is now). Raises LoadStateError when there is no previous
-        load whose stores still exist."""
+        load whose stores still exist: none, dropped, or being dropped (a cleanup killed
+        mid-drop leaves some of its stores gone, issue 47.6)."""
         t, c = loads_table, current_table
         now = time.time()
         with self._transaction() as conn:
@@ -171,12 +169,21 @@ class LoadsCatalog:
             if row is None or row.previous is None:
                 raise LoadStateError("there is no previous load to roll back to: only one load "
                                      "has been up since the stores were last cleaned")
-            previous = conn.execute(sa.select(t.c.state, t.c.dropped)
+            previous = conn.execute(sa.select(t.c.state, t.c.dropping, t.c.dropped)
                                     .where(t.c.load_id == row.previous)).first()
+            if previous is not None and previous.dropped is None and previous.dropping:
+                raise LoadStateError(f"the previous load {row.previous} can no longer be "
+                                     "served: a cleanup began dropping its stores "
+                                     f"{now - previous.dropping:.0f} s ago and has not finished "
+                                     "(it was stopped, or still runs), so some may be gone; "
+                                     "`debl cleanup` finishes the drop; to serve that day "
+                                     "again, load its dump anew (`debl load SOURCE`)")
             if previous is None or previous.dropped is not None or previous.state != "up":
                 raise LoadStateError(f"the previous load {row.previous} can no longer be "
                                      "served: its stores were dropped by cleanup (the "
-                                     "keep_previous_load setting says how long they are kept)")
+                                     "keep_previous_load setting says how long they are kept); "
+                                     "to serve that day again, load its dump anew (`debl load "
+                                     "SOURCE`)")
             conn.execute(c.update().where(c.c.slot == _SLOT)
                          .values(load_id=row.previous, previous=row.load_id, switched=now))
             conn.execute(t.update().where(t.c.load_id == row.previous).values(switched=now))
@@ -229,6 +236,40 @@ class LoadsCatalog:
         each approach; never part of serving)."""
         with self._transaction() as conn:
             conn.execute(current_table.delete())
+
+    def mark_dropping(self, load_id: str, current: LoadRecord | None) -> bool:
+        """Cleanup is about to drop the load's stores: mark it dropping, in one transaction
+        with a last look at the days, and only while *current* (what cleanup decided on) is
+        still the current load, switched at the same instant (a rollback or a new day's uptime
+        since may have made the load current or previous). Returns whether it is marked; also
+        True, changing nothing, for a load a cleanup killed mid-drop marked before (its drop is
+        to be finished). From then on the load is never current again (``make_current``,
+        ``rollback`` refuse it) and is no previous day (docs/LOADING.md, "Days")."""
+        t, c = loads_table, current_table
+        with self._transaction() as conn:
+            slot = conn.execute(sa.select(c.c.load_id, c.c.switched).where(c.c.slot == _SLOT)
+                                .with_for_update()).first()
+            row = conn.execute(sa.select(t.c.dropping, t.c.dropped).where(t.c.load_id == load_id)
+                               .with_for_update()).first()
+            if row is None or row.dropped is not None:
+                return False
+            if row.dropping is not None:
+                return True
+            seen = None if current is None else (current.load_id, current.switched)
+            if (None if slot is None else tuple(slot)) != seen or (
+                    seen is not None and load_id == seen[0]):
+                return False
+            conn.execute(t.update().where(t.c.load_id == load_id).values(dropping=time.time()))
+        return True
+
+    def being_dropped(self) -> list[LoadRecord]:
+        """The loads marked dropping and not dropped yet, oldest mark first: a cleanup is
+        dropping their stores, or was stopped doing it (the next one finishes)."""
+        t = loads_table
+        query = (sa.select(t).where(t.c.dropping.is_not(None), t.c.dropped.is_(None))
+                 .order_by(t.c.dropping))
+        with self._transaction() as conn:
+            return [load_record(row) for row in conn.execute(query).mappings()]
 
     def forget_dataset(self, load_id: str) -> None:
         """Cleanup dropped the load's stores: delete its dataset rows (buckets, jobs, demand,
@@ -336,6 +377,15 @@ def read_current(conn) -> LoadRecord | None:
     row = conn.execute(sa.select(t).select_from(t.join(c, c.c.load_id == t.c.load_id))
                        .where(c.c.slot == _SLOT)).mappings().first()
     return None if row is None else load_record(row)
+
+
+def _read_previous(conn) -> str | None:
+    """In the transaction of *conn*: the load the current one replaced, while its stores exist
+    and are not being dropped (else None)."""
+    c, t = current_table, loads_table
+    return conn.execute(
+        sa.select(c.c.previous).select_from(c.join(t, t.c.load_id == c.c.previous))
+        .where(c.c.slot == _SLOT, t.c.dropping.is_(None), t.c.dropped.is_(None))).scalar()
 
 
 def write_file_counts(conn, load_id: str, part: str, counts: dict[int, tuple[int, int]]) -> None:

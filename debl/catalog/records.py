@@ -35,6 +35,7 @@ class LoadRecord:
     taken_over: float | None = None
     switched: float | None = None  # when it last became the current load
     dropped: float | None = None  # when cleanup dropped its stores
+    dropping: float | None = None  # when cleanup began dropping them (it may have been killed)
 
     @property
     def namespace(self) -> Namespace:

@@ -28,7 +28,9 @@ from sqlalchemy.engine import Connection
 # 9: the early answers given per id1 (debl_early_answers), recorded as they are given, replace
 # each coordinator's count per false claim (debl_claim_answers), published only by coordinators
 # that lived to see the claim (issue 47).
-SCHEMA_VERSION = 9
+# 10: debl_loads.dropping, marked before cleanup drops a load's first store (docs/LOADING.md,
+# "Days"): a cleanup killed mid-drop left a day that rollback could serve.
+SCHEMA_VERSION = 10
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -88,6 +90,7 @@ loads_table = sa.Table(
     sa.Column("hot_state", sa.String(16), nullable=False, server_default="none"),
     sa.Column("taken_over", sa.Double),  # when MySQL took the hot keys over
     sa.Column("switched", sa.Double),  # when it became the current load (last time)
+    sa.Column("dropping", sa.Double),  # when cleanup began dropping its stores (never served)
     sa.Column("dropped", sa.Double), **_UTF8)  # when cleanup dropped its stores
 
 # The load every coordinator serves (one row); ``previous``: the one it replaced, while its

@@ -106,6 +106,10 @@ def render(s: dict) -> str:
             if other.get("early"):
                 out.extend("  " + line for line in _early(
                     other["early"], other["uptime"] is not None, other["state"] == "failed"))
+    for d in s.get("dropping", []):
+        out.append(f"  dropping   load {d['load_id']} ({d['approach']}) from {d['source']}: "
+                   f"cleanup began dropping its stores {d['dropping_s']:,.0f} s ago; never "
+                   "served again (a cleanup that was stopped: `debl cleanup` finishes it)")
     if s["phases"]:
         out.append("  phases     items   sum s  wall s        bytes")
         for p in s["phases"]:
@@ -178,7 +182,7 @@ def status(ctx: click.Context, as_json: bool, top: int, every_bucket: bool) -> N
     load, and a new load beside it."""
     with Catalog(config_of(ctx)) as catalog:
         report = read_status(catalog, top=top, every_bucket=every_bucket)
-    for role in ("load", "loading", "previous"):  # recorded without a password; a catalog
-        if isinstance(report.get(role), dict) and report[role].get("source"):  # is not trusted
-            report[role]["source"] = redact_url(report[role]["source"])
+    for brief in (report["load"], report["loading"], report["previous"], *report["dropping"]):
+        if brief and brief.get("source"):  # recorded without a password; a catalog is not trusted
+            brief["source"] = redact_url(brief["source"])
     click.echo(json.dumps(report, indent=2) if as_json else render(report))

@@ -13,7 +13,7 @@ each operation and at the end of a sequence:
   traceback, no signal), and a command expected to succeed fails only in or after an outage;
 - **logs** (``scan_logs``): no traceback in any command's or client's output;
 - **the disk** (``check_disk``), at the end: the stores hold the current day and at most the
-  previous one, and nothing of a dropped day is left.
+  previous one, every drop a cleanup began was finished, and nothing of a dropped day is left.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from debl.catalog import Catalog, LoadRecord
+from debl.config import Config
 from debl.errors import DeblError
 from debl.faults import procs
 from debl.faults.checks import check_hdfs, check_mysql
@@ -184,10 +185,11 @@ def tally(world: World, watcher: CurrentWatcher, records: list[Record], t: Answe
             t.note(f"key {world.keys[r.key]} from {r.load_id} (input {day.number}) at "
                    f"{r.t0:.2f}: " + (f"the answer of input {others[0]}" if others
                                       else "no day's answer"))
-        if load.dropped is not None and load.dropped < r.t1:
+        gone = load.dropping or load.dropped  # its first store goes once it is marked dropping
+        if gone is not None and gone < r.t1:
             t.from_dropped += 1
             t.note(f"key {world.keys[r.key]} answered by {r.load_id} at {r.t1:.2f}, dropped "
-                   f"at {load.dropped:.2f}")
+                   f"from {gone:.2f}")
         late = watcher.lateness(r.load_id, r.t0, r.t1)
         if late is None or late > SLACK_S:
             t.not_current += 1
@@ -226,7 +228,8 @@ def _dropped_since(world: World, load: LoadRecord) -> bool:
     a new day, then cleanup): the check's failure is not one."""
     with Catalog(world.config) as catalog:
         now, current = catalog.loads.load(load.load_id), catalog.loads.current()
-    return now.dropped is not None and current is not None and current.load_id != load.load_id
+    return ((now.dropping or now.dropped) is not None and current is not None
+            and current.load_id != load.load_id)
 
 
 def check_current(world: World, op: OpRecord, c: CurrentCheck, rng: random.Random) -> None:
@@ -325,36 +328,30 @@ def scan_logs(paths: list[Path], seen: dict[Path, int]) -> list[str]:
 
 def check_disk(world: World, since: float, keep_passed: bool) -> list[str]:
     """The stores at the end of a sequence: the loads not dropped are the current one and,
-    unless *keep_passed*, the previous; a dropped load has no MySQL table, HBase table or HDFS
-    directory left, and no HDFS load directory belongs to no live load."""
+    unless *keep_passed*, the previous; no load is left marked dropping (a drop begun and never
+    finished); a dropped load has no MySQL table, HBase table or HDFS directory left, and no
+    HDFS load directory belongs to no live load."""
     problems = []
     with Catalog(world.config) as catalog:
         current, previous = catalog.loads.current(), catalog.loads.previous()
         loads = [load for load in catalog.loads.loads() if load.started >= since]
     allowed = {current.load_id} | ({previous} if previous and not keep_passed else set())
-    live = [load.load_id for load in loads if load.dropped is None]
+    live = [load.load_id for load in loads if load.dropped is None and load.dropping is None]
     extra = [load_id for load_id in live if load_id not in allowed]
     if extra:
         problems.append(f"stores of {', '.join(extra)} are kept besides the current day "
                         f"{current.load_id}" + (f" and the previous {previous}"
                                                 if previous and not keep_passed else ""))
-    fs = WebHDFS(world.config)
-    for load in loads:
-        if load.dropped is None:
-            continue
-        ns = load.namespace
-        left = []
-        for table in (ns.link_table, f"{ns.link_table}_staging"):
-            with MySQLStore(world.config, table) as mysql:
-                if mysql.table_exists():
-                    left.append(f"MySQL table {table}")
-        with HBaseStore(world.config, ns.hbase_table) as hbase:
-            if hbase.table_exists():
-                left.append(f"HBase table {ns.hbase_table}")
-        if fs.status(ns.hdfs_dir) is not None:
-            left.append(f"HDFS {ns.hdfs_dir}")
+    unfinished = [load.load_id for load in loads
+                  if load.dropping is not None and load.dropped is None]
+    if unfinished:
+        problems.append(f"the drop of {', '.join(unfinished)} was begun and no cleanup "
+                        "finished it")
+    for load in [load for load in loads if load.dropped is not None]:
+        left = stores_left(world.config, load)
         if left:
             problems.append(f"dropped load {load.load_id} left {', '.join(left)}")
+    fs = WebHDFS(world.config)
     root = f"{world.config.hdfs.root.rstrip('/')}/loads"
     live_dirs = {load.namespace.hdfs_dir for load in loads if load.dropped is None}
     if fs.status(root) is not None:  # every load before the sequence was dropped at its start
@@ -362,3 +359,19 @@ def check_disk(world: World, since: float, keep_passed: bool) -> list[str]:
         if stray:
             problems.append(f"HDFS directories of no live load: {', '.join(stray)}")
     return problems
+
+
+def stores_left(config: Config, load: LoadRecord) -> list[str]:
+    """The stores of *load* that exist: its MySQL tables, HBase table, HDFS directory."""
+    ns = load.namespace
+    left = []
+    for table in (ns.link_table, f"{ns.link_table}_staging"):
+        with MySQLStore(config, table) as mysql:
+            if mysql.table_exists():
+                left.append(f"MySQL table {table}")
+    with HBaseStore(config, ns.hbase_table) as hbase:
+        if hbase.table_exists():
+            left.append(f"HBase table {ns.hbase_table}")
+    if WebHDFS(config).status(ns.hdfs_dir) is not None:
+        left.append(f"HDFS {ns.hdfs_dir}")
+    return left

@@ -11,6 +11,10 @@ while clients ask, drawn at random (``draw``) and run in turn (``Operations.run`
   the time with a ``debl cleanup`` started at the same moment; while a new day loads, once it
   is up;
 - ``cleanup``: ``debl cleanup``, with ``--wait`` or without;
+- ``kill-cleanup``: ``debl cleanup`` killed at one of its fault points while it drops the
+  previous day (marked dropping, or its stores dropped and it not marked dropped yet), then
+  ``debl rollback``, which must not serve that day, and ``debl cleanup --wait``, which must
+  finish its drop;
 - ``gen-hf``: the gen_HF service started (``debl gen-hf``), or a second one beside it, which must
   be refused;
 - ``kill-gen-hf``: kill -9 the gen_HF service or its Spark JVM (a supervisor starts it again
@@ -33,7 +37,7 @@ import time
 from debl.catalog import Catalog
 from debl.errors import DeblError
 from debl.faults import procs
-from debl.faults.days_checks import judge_step
+from debl.faults.days_checks import judge_step, stores_left
 from debl.faults.days_clients import ClientPool
 from debl.faults.days_world import Background, OpRecord, World
 from debl.faults.kill_points import gen_hf_point, load_point
@@ -42,11 +46,15 @@ from debl.faults.trial import Step
 
 # Relative weights of the draw: loads and the operations around them most often.
 OPERATIONS = {"next-day": 3.0, "kill-load": 2.0, "resume": 2.0, "rollback": 2.0, "cleanup": 2.0,
-              "gen-hf": 1.0, "kill-gen-hf": 1.5, "restart": 1.5, "kill-client": 1.0}
+              "kill-cleanup": 1.5, "gen-hf": 1.0, "kill-gen-hf": 1.5, "restart": 1.5,
+              "kill-client": 1.0}
 SERVICES = ("mariadb", "hdfs", "hbase", "thrift")
 JVM_SHARE = 0.3  # of kills that take the Spark JVM rather than the command
 RACE_SHARE = 0.5  # of rollbacks with a cleanup started at the same moment
 COMMAND_S = 300.0  # time limit of a foreground command
+# Where kill-cleanup's cleanup kills itself (debl.faultpoints): before any store of the day
+# goes, and after they all went but before the day is marked dropped.
+CLEANUP_POINTS = ("cleanup-marked", "cleanup-dropped")
 
 
 def draw(rng: random.Random, n: int, allowed: tuple[str, ...] = ()) -> list[str]:
@@ -112,7 +120,7 @@ class Operations:
             return
         day = self.world.day_of_source(newest.source)
         busy = self.world.running_loads()
-        resumable = newest.dropped is None and (
+        resumable = newest.dropping is None and newest.dropped is None and (
             newest.state != "up" or newest.hot_state in ("loading", "failed"))
         self.world.start("resume", day.load_argv(self.world.spec.chunk)
                          + ["--resume", newest.load_id], op,
@@ -159,6 +167,60 @@ class Operations:
         outcome = self._command(op, ["cleanup"] + (["--wait"] if wait else []), "cleanup")
         op.detail = ("--wait: " if wait else "") + _last_line(outcome.output)
         op.label = ("--wait, " if wait else "") + _dropped(outcome.output)
+
+    def kill_cleanup(self, op: OpRecord) -> None:
+        """``debl cleanup`` with ``keep_previous_load`` 0 (someone frees the previous day now)
+        killed at one of CLEANUP_POINTS while it drops the previous day (issue 47.6), then
+        ``debl rollback`` and ``debl cleanup --wait``. Set up so that the previous day is the
+        killed cleanup's first drop: the running loads waited for, a cleanup of what may go
+        already, the next day loaded if there is no previous one. Right: killed, the day is
+        marked dropping; the rollback refuses it (never a current day with a drop begun); the
+        second cleanup finishes the drop (marked dropped, no store left)."""
+        self._loads_ended()
+        self._command(op, ["cleanup"], "cleanup-before")
+        if self._previous() is None:
+            day = self.world.take_input()
+            self._command(op, day.load_argv(self.world.spec.chunk), "next-day")
+        point = self.rng.choice(CLEANUP_POINTS)
+        started = time.time()
+        now_config = self.world.config.replace(loading_keep_previous_load=0.0, fault_point=point)
+        outcome = procs.run(["cleanup"], now_config.child_env(),
+                            self.camp.log(f"{op.index:02d}-cleanup-killed"), COMMAND_S,
+                            cwd=self.camp.work_dir)
+        op.steps.append(Step.of(outcome))
+        with Catalog(self.world.config) as catalog:
+            dropping = [d.load_id for d in catalog.loads.being_dropped()]
+        if outcome.returncode == -9:  # it killed itself at the point
+            op.label = f"killed at {point}"
+            if not dropping:
+                op.problems.append(f"cleanup killed at {point} left no load marked dropping")
+        else:  # nothing dropped: the gen_HF service's cleanup was first, or a coordinator
+            # still served the day
+            judge_step(self.world, op, op.steps[-1], "ok", started)
+            op.label = f"not killed ({_dropped(outcome.output)})"
+        rolled = self._command(op, ["rollback"], "rollback-after-kill", expect="either")
+        now = self.camp.current_load()
+        if now.dropping is not None or now.dropped is not None:
+            op.problems.append(f"rollback made current {now.load_id}, whose stores cleanup "
+                               "began dropping")
+        op.label += "; rollback " + ("done" if rolled.ok else "refused")
+        finish = self._command(op, ["cleanup", "--wait"], "cleanup-after-kill")
+        with Catalog(self.world.config) as catalog:
+            after = [catalog.loads.load(load_id) for load_id in dropping]
+        for load in after if finish.ok else []:
+            left = stores_left(self.world.config, load)
+            if load.dropped is None or left:
+                op.problems.append(f"the cleanup after the kill did not finish the drop of "
+                                   f"{load.load_id}: " + (", ".join(left) or "not marked "
+                                                          "dropped"))
+        op.detail = (f"{op.label}, dropping {', '.join(dropping) or 'none'}; rollback: "
+                     f"{_last_line(rolled.output)}; then: {_last_line(finish.output)}")
+
+    def _loads_ended(self) -> None:
+        """Wait (at most COMMAND_S) for the running loads to end."""
+        deadline = time.monotonic() + COMMAND_S
+        while self.world.running_loads() and time.monotonic() < deadline:
+            time.sleep(0.5)
 
     # -- gen_HF
 
