@@ -52,7 +52,6 @@ import email.utils
 import http.client
 import json
 import os
-import re
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
@@ -64,9 +63,9 @@ from debl.config import Config
 from debl.errors import SourceError
 from debl.manifest import Manifest, json_int, manifest_of_entry
 from loaders.file_names import checked_entry, path_in
-from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
-                                 HttpStream, basic_auth, coalesce, parse_byteranges,
-                                 range_header, read_whole, source_credentials)
+from loaders.http_client import (MAX_RANGES, Connections, Credentials, HttpStream, basic_auth,
+                                 coalesce, content_range, parse_byteranges, range_header,
+                                 read_whole, shown_header, source_credentials)
 from loaders.source_index import INDEX, DirectoryIndex
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
@@ -355,17 +354,18 @@ class HttpSource(Source):
         an empty file), mtime from its ``Last-Modified`` (0 if the server sends none)."""
         conn, resp = self._get(self._path(name), {"Range": "bytes=0-0"}, accept=(206, 416))
         try:
-            m = re.match(r"^bytes (?:\d+-\d+|\*)/(\d+)$", resp.getheader("Content-Range", ""))
-            if m is None:
+            header = resp.getheader("Content-Range")
+            found = content_range(header)
+            if found is None or found[2] is None:
                 raise SourceError(f"source {self.url}: {name!r} answered a ranged read with "
-                                  f"Content-Range {resp.getheader('Content-Range')!r}")
+                                  f"Content-Range {shown_header(header)}")
             modified = resp.getheader("Last-Modified")
             try:
                 mtime = email.utils.parsedate_to_datetime(modified).timestamp() if modified else 0.0
             except (TypeError, ValueError):
                 mtime = 0.0
             read_whole(resp, f"{self.url}/{self._path(name)}")
-            return SourceFile(name, int(m.group(1)), mtime)
+            return SourceFile(name, found[2], mtime)
         finally:
             self.done(conn, resp)
 
@@ -427,15 +427,14 @@ class HttpSource(Source):
         if resp.status == 416:
             return []
         ctype = resp.getheader("Content-Type", "")
-        try:
-            if ctype.lower().startswith("multipart/byteranges"):
+        # An answer this source cannot read (None) is read again one range a request.
+        if ctype.lower().startswith("multipart/byteranges"):
+            try:
                 return parse_byteranges(ctype, body)
-            m = CONTENT_RANGE.match(resp.getheader("Content-Range", ""))
-            if m is None:
-                raise ValueError(f"Content-Range {resp.getheader('Content-Range')!r}")
-        except ValueError:
-            return None  # not an answer this source can read: one range a request
-        return [(int(m.group(1)), body, None if m.group(3) == "*" else int(m.group(3)))]
+            except ValueError:
+                return None
+        found = content_range(resp.getheader("Content-Range"))
+        return None if found is None or found[0] is None else [(found[0], body, found[2])]
 
     def _cut(self, name: str, parts: list[tuple[int, bytes, int | None]], offset: int,
              length: int) -> bytes:
