@@ -267,6 +267,10 @@ class SourceConfig(_Section):
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     password_file: Path | None = None
+    # HTTP basic authentication is the password in clear text: over http:// to a host outside
+    # the loopback, anyone on the way reads it. Refused unless this says to send it anyway
+    # (then with a warning); https:// and the loopback need nothing.
+    allow_password_over_http: bool = False
 
     def __post_init__(self) -> None:
         check_not_negative(self, "retries")

@@ -12,7 +12,8 @@ silent", row "HTTP sources").
   (docs/RELIABILITY.md, "Sources that misbehave").
 - **Credentials** (``source_credentials``): ``source.password`` (``DEBL_SOURCE_PASSWORD``),
   else the first line of ``source.password_file``, which must be its owner's alone; the user
-  ``source.user``. Never from a URL (``loaders.source.check_no_password``).
+  ``source.user``. Never from a URL (``loaders.source.check_no_password``), never over plain
+  http to a host outside the loopback unless the config says so (``check_transport``).
 - **Numbers in headers** (``header_size``, ``content_range``): a number past any file (over
   2^63-1, thousands of digits included) makes its header unreadable, a SourceError naming
   it, never ``int()``'s ValueError.
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import base64
 import http.client
+import ipaddress
+import logging
 import os
 import re
 import stat
@@ -42,6 +45,8 @@ from debl.config import Config
 from debl.errors import ConfigError, SourceError
 from loaders.file_names import MAX_SIZE
 
+log = logging.getLogger(__name__)
+
 IDLE_CONNECTIONS = 32  # kept-alive connections a pool keeps for the next requests
 MAX_RANGES = 128  # ranges per request: a Range header of a few KiB, which any server takes
 RETRY_PAUSE_S = 0.1  # before a stream's resume; doubled after each fruitless one
@@ -51,10 +56,11 @@ _CONTENT_RANGE = re.compile(r"^bytes (?:([0-9]+)-([0-9]+)|\*)/([0-9]+|\*)$")
 @dataclass(frozen=True)
 class Credentials:
     """HTTP basic authentication for a source; *user* None: the URL's ``user@``. Never shown:
-    ``repr`` leaves the password out."""
+    ``repr`` leaves the password out. *over_http*: ``source.allow_password_over_http``."""
 
     user: str | None
     password: str = field(repr=False)
+    over_http: bool = False
 
 
 def source_credentials(config: Config) -> Credentials | None:
@@ -78,7 +84,33 @@ def source_credentials(config: Config) -> Credentials | None:
                               ) from None
     if password is None:
         return None
-    return Credentials(config.source.user, password)
+    return Credentials(config.source.user, password, config.source.allow_password_over_http)
+
+
+def check_transport(scheme: str, host: str, credentials: Credentials | None,
+                    shown: str) -> None:
+    """SourceError if a configured password would go over plain ``http://`` to a host outside
+    the loopback, where anyone on the way reads it (basic authentication is the password in
+    clear text); with ``source.allow_password_over_http`` a warning instead. A name other
+    than ``localhost`` is not taken for the loopback: it may resolve anywhere."""
+    if credentials is None or scheme != "http" or _loopback(host):
+        return
+    what = (f"source {shown}: its password would cross the network in clear text (HTTP basic "
+            "authentication over http:// to a host outside the loopback)")
+    if not credentials.over_http:
+        raise SourceError(f"{what}: give its https:// URL, or set "
+                          "source.allow_password_over_http = true "
+                          "(DEBL_SOURCE_ALLOW_PASSWORD_OVER_HTTP=1) to send it anyway")
+    log.warning("warning: %s; sent anyway, as source.allow_password_over_http says", what)
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def basic_auth(user: str, password: str) -> dict[str, str]:

@@ -64,8 +64,8 @@ from debl.errors import SourceError
 from debl.manifest import Manifest, json_int, manifest_of_entry
 from loaders.file_names import checked_entry, path_in
 from loaders.http_client import (MAX_RANGES, Connections, Credentials, HttpStream, basic_auth,
-                                 coalesce, content_range, parse_byteranges, range_header,
-                                 read_whole, shown_header, source_credentials)
+                                 check_transport, coalesce, content_range, parse_byteranges,
+                                 range_header, read_whole, shown_header, source_credentials)
 from loaders.source_index import INDEX, DirectoryIndex
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
@@ -292,6 +292,7 @@ class HttpSource(Source):
         if credentials is not None and user is None:
             raise SourceError(f"source {self.url}: a source password is configured but no "
                               "user: set source.user (DEBL_SOURCE_USER) or give user@ in the URL")
+        check_transport(parsed.scheme, parsed.hostname, credentials, self.url)
         password = credentials.password if credentials is not None else ""
         self._auth = basic_auth(user, password) if user is not None else {}
         self._parsed = parsed
