@@ -383,13 +383,15 @@ class HttpStream:
         self.close()
 
 
-def read_whole(resp: http.client.HTTPResponse, what: str) -> bytes:
-    """A small body whole, or SourceError if it ends before its Content-Length."""
+def read_whole(resp: http.client.HTTPResponse, what: str, most: int | None = None) -> bytes:
+    """A small body whole, or SourceError if it ends before its Content-Length; with *most*,
+    at most that many bytes (a longer body is cut there, and its connection is not reused:
+    the caller refuses it)."""
     try:
-        body = resp.read()
+        body = resp.read() if most is None else resp.read(most)
     except (OSError, http.client.HTTPException) as exc:
         raise SourceError(f"{what}: the transfer failed: {exc}") from exc
     length = header_size(resp.getheader("Content-Length"))
-    if length is not None and len(body) != length:
+    if length is not None and len(body) != length and (most is None or len(body) < most):
         raise SourceError(f"{what}: {len(body)} bytes received of the {length} announced")
     return body
