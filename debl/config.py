@@ -29,7 +29,7 @@ from debl.config_names import Setting, Spellings
 from debl.config_sections import (SECTIONS, ClientConfig, CoordinatorConfig, GenHFConfig,
                                   HBaseConfig, HdfsConfig, LoadingConfig, MysqlConfig,
                                   SourceConfig, SparkConfig, UIConfig)
-from debl.config_values import read_settings, settings_env
+from debl.config_values import check_seconds, read_settings, settings_env
 from debl.errors import ConfigError
 
 # The settings Config holds itself, not in a section.
@@ -80,9 +80,7 @@ class Config:
             sections[section] = dataclasses.replace(sections[section], **values)
         for name, value in {**top, **sections}.items():
             object.__setattr__(self, name, value)
-        if not self.service_timeout > 0:
-            raise ConfigError(f"service_timeout must be positive seconds, not "
-                              f"{self.service_timeout}")
+        check_seconds("service_timeout", self.service_timeout)
 
     def setting(self, name: str) -> Any:
         """The value of the setting *name* (``"mysql.port"``); ConfigError naming the nearest

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from debl.config_values import (ENGINES, USER_NAME, check_name, check_not_negative,
-                                check_positive, jvm_bytes)
+                                check_positive, check_seconds, jvm_bytes)
 from debl.errors import ConfigError
 
 MiB = 1 << 20
@@ -238,8 +238,10 @@ class LoadingConfig(_Section):
         for name in ("chunk_size", "bucket_target_bytes", "dist_ch_tasks", "max_line_bytes",
                      "sample_reads_per_bucket", "sample_bytes"):
             check_positive(self, name)
-        for name in ("coordinator_ack_timeout", "keep_previous_load"):
-            check_not_negative(self, name)
+        check_seconds(self.name_of("coordinator_ack_timeout"), self.coordinator_ack_timeout,
+                      zero="no wait")
+        check_seconds(self.name_of("keep_previous_load"), self.keep_previous_load,
+                      zero="dropped once no coordinator serves it")
         if self.hot_path_start not in ("uptime", "copied"):
             raise ConfigError(f"loading.hot_path_start must be \"uptime\" or \"copied\", not "
                               f"{self.hot_path_start!r}")
@@ -265,6 +267,10 @@ class SourceConfig(_Section):
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     password_file: Path | None = None
+    # HTTP basic authentication is the password in clear text: over http:// to a host outside
+    # the loopback, anyone on the way reads it. Refused unless this says to send it anyway
+    # (then with a warning); https:// and the loopback need nothing.
+    allow_password_over_http: bool = False
 
     def __post_init__(self) -> None:
         check_not_negative(self, "retries")
@@ -296,6 +302,8 @@ class CoordinatorConfig(_Section):
 
     SECTION: ClassVar[str] = "coordinator"
 
+    # Seconds between the poller's reads of the catalog (the current load, its buckets' states)
+    # and the raw reader's checks of its buckets' listings; gen_HF retries after multiples of it.
     poll_interval: float = 0.5
     # The raw route (docs/COORDINATOR.md): a query whose bucket is not loaded waits at most this
     # many seconds for gen_HF, then is answered exactly from the bucket's files in HDFS; "off"
@@ -315,11 +323,13 @@ class CoordinatorConfig(_Section):
     query_timeout: float = 600.0
 
     def __post_init__(self) -> None:
-        for name in ("raw_cache_bytes", "raw_read_threads", "query_timeout"):
+        for name in ("raw_cache_bytes", "raw_read_threads"):
             check_positive(self, name)
-        if self.raw_after is not None and not self.raw_after >= 0:
-            raise ConfigError(f"coordinator.raw_after must be \"off\" or seconds >= 0, not "
-                              f"{self.raw_after}")
+        for name in ("poll_interval", "query_timeout"):
+            check_seconds(self.name_of(name), getattr(self, name))
+        if self.raw_after is not None:
+            check_seconds(self.name_of("raw_after"), self.raw_after,
+                          zero='the raw route at once; "off": never')
         check_not_negative(self, "raw_slots")
 
 

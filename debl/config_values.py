@@ -1,13 +1,15 @@
 """Setting values for debl.config: read from ``debl.toml`` and ``DEBL_*`` (``read_settings``),
 each turned into its setting's type, and checked: SQL identifiers, the MySQL user name, JVM
-memory sizes, positive and non-negative numbers; and written as ``DEBL_*`` for a child process
-(``settings_env``). Every error is a ConfigError naming the setting by its name
-(``mysql.pool_size``). The settings themselves, their defaults and their sections are
-debl.config's; their spellings debl.config_names's.
+memory sizes, positive and non-negative numbers, durations (``check_seconds``: finite, at most
+``MAX_SECONDS``); and written as ``DEBL_*`` for a child process (``settings_env``). Every error
+is a ConfigError naming the setting by its name (``mysql.pool_size``). The settings
+themselves, their defaults and their sections are debl.config's; their spellings
+debl.config_names's.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -58,17 +60,37 @@ def check_name(key: str, value: str) -> None:
 
 
 def check_positive(section: Any, name: str) -> None:
-    """ConfigError unless the field *name* of the config section *section* is above 0."""
-    if getattr(section, name) <= 0:
+    """ConfigError unless the field *name* of the config section *section* is above 0 (NaN
+    is not)."""
+    if not getattr(section, name) > 0:
         raise ConfigError(f"{section.name_of(name)} must be positive, not "
                           f"{getattr(section, name)}")
 
 
 def check_not_negative(section: Any, name: str) -> None:
-    """ConfigError unless the field *name* of the config section *section* is 0 or above."""
-    if getattr(section, name) < 0:
+    """ConfigError unless the field *name* of the config section *section* is 0 or above (NaN
+    is not)."""
+    if not getattr(section, name) >= 0:
         raise ConfigError(f"{section.name_of(name)} must be 0 or more, not "
                           f"{getattr(section, name)}")
+
+
+# The longest duration a setting may give: 24.8 days, the most milliseconds a Java int holds
+# (the HBase client and ZooKeeper take service_timeout in them); Python's waits (threading,
+# sockets) overflow past about 9.2e9 s. One bound for every duration: no wait of DeBL is meant
+# to last weeks, and a value past it is a typo.
+MAX_SECONDS = 2_147_483
+
+
+def check_seconds(key: str, value: float, zero: str | None = None) -> None:
+    """ConfigError naming the setting *key* unless *value* is a duration: finite seconds above
+    0, or from 0 when *zero* says what 0 means, at most ``MAX_SECONDS``. NaN passes every
+    ``<`` check and inf overflows a wait later: neither is one."""
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)
+            and value <= MAX_SECONDS):
+        allowed = f"0 ({zero}) or more" if zero else "positive"
+        raise ConfigError(f"{key} must be {allowed} seconds, at most {MAX_SECONDS:,} (24 days), "
+                          f"not {value}")
 
 
 _JVM_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

@@ -39,6 +39,11 @@ from debl.model import MAX_ID
 MANIFEST_VERSION = 1
 ID1_MAX = MAX_ID  # 2**63 - 1
 STEP = 64 * 1024  # bytes between points, at least (docs/LOADING.md, "The manifest": sizes)
+# The most points a manifest may have (docs/LOADING.md, "The listing's bounds"): the catalog
+# keeps each manifest in a MEDIUMTEXT column (16 MiB), where a point takes at worst 38 bytes
+# of JSON (an offset's delta of 14 digits, an unsorted file's id1 delta of 20 characters):
+# 2**18 points are 10 MB. A 16 GiB file's at DeBL's step.
+MAX_POINTS = 1 << 18
 _FIELDS = ("version", "id1_lo", "id1_hi", "sorted", "step", "offsets", "id1s")
 
 
@@ -130,6 +135,11 @@ class _Reader:
         if len(offsets) != len(id1s):
             raise self.fail("id1s", f"{len(id1s)} values for {len(offsets)} offsets")
         self.check_offsets(offsets)
+        most = -(-self.size // step)
+        if len(offsets) > most:
+            raise self.fail("offsets", f"{len(offsets):,} points in {self.size:,} bytes at step "
+                                       f"{_shown(step)}: a map has at most a point a step "
+                                       f"({most:,})")
         self.check_id1s(id1s, lo, hi, obj["sorted"])
         return Manifest(lo, hi, obj["sorted"], offsets, id1s, lines, step)
 
@@ -146,6 +156,9 @@ class _Reader:
         deltas = obj[field]
         if not isinstance(deltas, list):
             raise self.fail(field, f"{_kind(deltas)}, not a list")
+        if len(deltas) > MAX_POINTS:
+            raise self.fail(field, f"{len(deltas):,} values, more than the {MAX_POINTS:,} "
+                                   "points a manifest may have")
         for i, d in enumerate(deltas):
             if type(d) is not int:
                 raise self.fail(field, f"value {i} is {_kind(d)}, not an integer")

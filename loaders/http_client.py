@@ -12,7 +12,11 @@ silent", row "HTTP sources").
   (docs/RELIABILITY.md, "Sources that misbehave").
 - **Credentials** (``source_credentials``): ``source.password`` (``DEBL_SOURCE_PASSWORD``),
   else the first line of ``source.password_file``, which must be its owner's alone; the user
-  ``source.user``. Never from a URL (``loaders.source_url.check_no_password``).
+  ``source.user``. Never from a URL (``loaders.source_url.check_no_password``), never over plain
+  http to a host outside the loopback unless the config says so (``check_transport``).
+- **Numbers in headers** (``header_size``, ``content_range``): a number past any file (over
+  2^63-1, thousands of digits included) makes its header unreadable, a SourceError naming
+  it, never ``int()``'s ValueError.
 - **Several ranges** (``range_header``, ``parse_byteranges``): ``Range: bytes=A-B,C-D,...``
   answered 206 with a ``multipart/byteranges`` body (RFC 9110 section 14.6), each part with its
   ``Content-Range``. A part is cut by its length, never by searching for the boundary, which
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import base64
 import http.client
+import ipaddress
+import logging
 import os
 import re
 import stat
@@ -37,21 +43,24 @@ from typing import Protocol
 
 from debl.config import Config
 from debl.errors import ConfigError, SourceError
+from loaders.file_names import MAX_SIZE
+
+log = logging.getLogger(__name__)
 
 IDLE_CONNECTIONS = 32  # kept-alive connections a pool keeps for the next requests
 MAX_RANGES = 128  # ranges per request: a Range header of a few KiB, which any server takes
 RETRY_PAUSE_S = 0.1  # before a stream's resume; doubled after each fruitless one
-CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
-_PART_RANGE = re.compile(rb"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_CONTENT_RANGE = re.compile(r"^bytes (?:([0-9]+)-([0-9]+)|\*)/([0-9]+|\*)$")
 
 
 @dataclass(frozen=True)
 class Credentials:
     """HTTP basic authentication for a source; *user* None: the URL's ``user@``. Never shown:
-    ``repr`` leaves the password out."""
+    ``repr`` leaves the password out. *over_http*: ``source.allow_password_over_http``."""
 
     user: str | None
     password: str = field(repr=False)
+    over_http: bool = False
 
 
 def source_credentials(config: Config) -> Credentials | None:
@@ -75,7 +84,33 @@ def source_credentials(config: Config) -> Credentials | None:
                               ) from None
     if password is None:
         return None
-    return Credentials(config.source.user, password)
+    return Credentials(config.source.user, password, config.source.allow_password_over_http)
+
+
+def check_transport(scheme: str, host: str, credentials: Credentials | None,
+                    shown: str) -> None:
+    """SourceError if a configured password would go over plain ``http://`` to a host outside
+    the loopback, where anyone on the way reads it (basic authentication is the password in
+    clear text); with ``source.allow_password_over_http`` a warning instead. A name other
+    than ``localhost`` is not taken for the loopback: it may resolve anywhere."""
+    if credentials is None or scheme != "http" or _loopback(host):
+        return
+    what = (f"source {shown}: its password would cross the network in clear text (HTTP basic "
+            "authentication over http:// to a host outside the loopback)")
+    if not credentials.over_http:
+        raise SourceError(f"{what}: give its https:// URL, or set "
+                          "source.allow_password_over_http = true "
+                          "(DEBL_SOURCE_ALLOW_PASSWORD_OVER_HTTP=1) to send it anyway")
+    log.warning("warning: %s; sent anyway, as source.allow_password_over_http says", what)
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def basic_auth(user: str, password: str) -> dict[str, str]:
@@ -131,6 +166,38 @@ class Connections:
             conn.close()
 
 
+def header_size(text: str | None) -> int | None:
+    """A header's byte count or offset (ASCII digits), or None when it is not one or is past
+    any file (over 2^63-1). A hostile server's number of thousands of digits is such a None,
+    never ``int()``'s ValueError past 4,300 digits (docs/RELIABILITY.md, "Sources that
+    misbehave")."""
+    text = (text or "").strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 19 and int(digits) <= MAX_SIZE else None
+
+
+def content_range(header: str | None) -> tuple[int | None, int | None, int | None] | None:
+    """``(first, last, size)`` of a ``Content-Range`` of ``bytes A-B/SIZE``, ``bytes A-B/*``
+    or ``bytes */SIZE`` (None for a ``*``); None when the header is none of these or a number
+    in it is past any file (``header_size``)."""
+    m = _CONTENT_RANGE.match((header or "").strip())
+    if m is None:
+        return None
+    first, last, size = (None if g in (None, "*") else header_size(g) for g in m.groups())
+    if (m.group(1) is not None and None in (first, last)) or (m.group(3) != "*" and size is None):
+        return None  # a number past any file
+    if first is None and size is None:
+        return None  # bytes */*
+    return first, last, size
+
+
+def shown_header(value: str | None) -> str:
+    """A header's value as a message shows it: quoted, and cut after 60 characters."""
+    return repr(value if value is None or len(value) <= 60 else value[:60] + "...")
+
+
 def coalesce(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Half-open byte spans ``[start, end)`` sorted, with those that overlap or touch merged
     (a server may refuse overlapping ranges)."""
@@ -168,15 +235,14 @@ def parse_byteranges(content_type: str, body: bytes) -> list[tuple[int, bytes, i
         for line in body[pos:head_end].split(b"\r\n"):
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-range":
-                found = _PART_RANGE.match(value.strip())
-        if found is None:
+                found = content_range(value.decode("latin-1"))
+        if found is None or found[0] is None:
             raise ValueError("a part without a valid Content-Range")
-        first, last = int(found.group(1)), int(found.group(2))
+        first, last, size = found
         start = head_end + 4
         if last < first or start + last - first + 1 > len(body):
             raise ValueError(f"a part of bytes {first}-{last} longer than the body")
-        parts.append((first, body[start:start + last - first + 1],
-                      None if found.group(3) == b"*" else int(found.group(3))))
+        parts.append((first, body[start:start + last - first + 1], size))
         pos = body.find(delimiter, start + last - first + 1)
     raise ValueError("no closing delimiter")
 
@@ -215,35 +281,35 @@ class HttpStream:
         ranged = self._pos > 0 or self._end is not None
         if not ranged:
             conn, resp = self._source.get_file(self._name, {}, (200,))
-            length = resp.getheader("Content-Length")
-            total = end = int(length) if length is not None and length.isdigit() else None
+            total = end = header_size(resp.getheader("Content-Length"))
         else:
             last = "" if self._end is None else str(self._end - 1)
             conn, resp = self._source.get_file(self._name,
                                                {"Range": f"bytes={self._pos}-{last}"},
                                                (206, 416))
-            header = resp.getheader("Content-Range", "")
-            m = CONTENT_RANGE.match(header)
+            header = resp.getheader("Content-Range")
+            found = content_range(header)
             if resp.status == 416:
                 try:
                     resp.read()  # its (empty) body: the connection can take the next request
                 except (OSError, http.client.HTTPException):
                     pass
                 self._source.done(conn, resp)
-                m = re.match(r"^bytes \*/(\d+)$", header)
-                total = int(m.group(1)) if m else None
+                total = found[2] if found is not None else None
                 self._check_total(total)
                 if total is None or total > self._pos:
                     raise SourceError(f"source {self._source.url}: {self._name!r} from byte "
-                                      f"{self._pos} answered HTTP 416 ({header!r})")
+                                      f"{self._pos} answered HTTP 416 "
+                                      f"({shown_header(header)})")
                 self._end = self._pos  # nothing from pos on
                 return
-            if m is None or int(m.group(1)) != self._pos:
+            if found is None or found[0] != self._pos:
                 conn.close()
                 raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
-                                  f"byte {self._pos} and answered Content-Range {header!r}")
-            total = None if m.group(3) == "*" else int(m.group(3))
-            end = int(m.group(2)) + 1
+                                  f"byte {self._pos} and answered Content-Range "
+                                  f"{shown_header(header)}")
+            _, last, total = found
+            end = last + 1
         try:
             self._check_total(total)
         except SourceError:
@@ -317,13 +383,15 @@ class HttpStream:
         self.close()
 
 
-def read_whole(resp: http.client.HTTPResponse, what: str) -> bytes:
-    """A small body whole, or SourceError if it ends before its Content-Length."""
+def read_whole(resp: http.client.HTTPResponse, what: str, most: int | None = None) -> bytes:
+    """A small body whole, or SourceError if it ends before its Content-Length; with *most*,
+    at most that many bytes (a longer body is cut there, and its connection is not reused:
+    the caller refuses it)."""
     try:
-        body = resp.read()
+        body = resp.read() if most is None else resp.read(most)
     except (OSError, http.client.HTTPException) as exc:
         raise SourceError(f"{what}: the transfer failed: {exc}") from exc
-    length = resp.getheader("Content-Length")
-    if length is not None and length.isdigit() and len(body) != int(length):
+    length = header_size(resp.getheader("Content-Length"))
+    if length is not None and len(body) != length and (most is None or len(body) < most):
         raise SourceError(f"{what}: {len(body)} bytes received of the {length} announced")
     return body

@@ -11,13 +11,14 @@ slices of every file that way, a file's at once (``read_ranges``; a server that 
 ranges is asked one a request instead).
 
 Files are ordered oldest first (by mtime, then name); that order is the ``file_seq`` of the
-merge rule ("the later file wins").
+merge rule ("the later file wins"). ``index.json`` is read within its bounds and its entries
+checked by ``loaders.listing``.
 
 Manifests (docs/LOADING.md, "The manifest"): an entry of ``index.json`` may carry the file's
 ``"manifest"``; a local directory's own ``index.json`` gives them the same way
 (``loaders.source_index``: an entry is used only while the file keeps its size and mtime, and
 ``index.json`` itself is never a data file). A file without one, or with one that is malformed
-(``manifest_error`` says why), claims every id1: the load goes on.
+or past the listing's bounds (``manifest_error`` says why), claims every id1: the load goes on.
 
 What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
 
@@ -51,38 +52,26 @@ from __future__ import annotations
 import bisect
 import email.utils
 import http.client
-import json
 import os
-import re
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from debl.config import Config
 from debl.errors import SourceError
-from debl.manifest import Manifest, json_int, manifest_of_entry
-from loaders.file_names import checked_entry, path_in
-from loaders.http_client import (CONTENT_RANGE, MAX_RANGES, Connections, Credentials,
-                                 HttpStream, basic_auth, coalesce, parse_byteranges,
-                                 range_header, read_whole, source_credentials)
+from loaders.file_names import path_in
+from loaders.http_client import (MAX_RANGES, Connections, Credentials, HttpStream, basic_auth,
+                                 check_transport, coalesce, content_range, parse_byteranges,
+                                 range_header, read_whole, shown_header, source_credentials)
+from loaders.listing import (MAX_INDEX_BYTES, SourceFile, check_listing_entry, listed_files,
+                             ordered, parse_index)
 from loaders.source_index import INDEX, DirectoryIndex
 from loaders.source_url import check_no_password, redacted
 
 RETRIES = 5  # resumes in a row without a byte before a transfer is given up
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    name: str
-    size: int
-    mtime: float
-    # What the listing says of its lines (None: it claims every id1), and why it has none when
-    # it was given one that cannot be used; neither is part of the file's identity.
-    manifest: Manifest | None = field(default=None, compare=False, repr=False)
-    manifest_error: str | None = field(default=None, compare=False)
 
 
 class Source(ABC):
@@ -134,17 +123,6 @@ class Source(ABC):
     def close(self) -> None:
         """Let go of what the source keeps open between reads (an HTTP source's kept-alive
         connections); it may still be used afterwards."""
-
-
-def check_listing_entry(entry: Any, where: str, *, plain_text: bool = True) -> SourceFile:
-    """One entry of a source's listing as a SourceFile, checked (``loaders.file_names.
-    checked_entry``: a plain name, a whole size, a finite mtime), else SourceError naming
-    *where*."""
-    return SourceFile(*checked_entry(entry, where, plain_text))
-
-
-def _ordered(files: list[SourceFile]) -> list[SourceFile]:
-    return sorted(files, key=lambda f: (f.mtime, f.name))
 
 
 def changed_files(source: Source, recorded: list[SourceFile]) -> list[str]:
@@ -256,7 +234,12 @@ class LocalSource(Source):
                     f"source {self.path}: file {entry.name!r}", plain_text=False)
                 manifest, error = self._index.manifest(entry.name, st.st_size, st.st_mtime)
                 files.append(replace(checked, manifest=manifest, manifest_error=error))
-        return _ordered(files)
+        return ordered(files)
+
+    def index_problem(self) -> str | None:
+        """Why the directory's ``index.json`` gives no manifest at all (None: it does, or there
+        is none); each file's ``manifest_error`` says it too."""
+        return self._index.problem()
 
     def stat(self, name: str) -> SourceFile:
         path = path_in(self.path, name)
@@ -299,6 +282,7 @@ class HttpSource(Source):
         if credentials is not None and user is None:
             raise SourceError(f"source {self.url}: a source password is configured but no "
                               "user: set source.user (DEBL_SOURCE_USER) or give user@ in the URL")
+        check_transport(parsed.scheme, parsed.hostname, credentials, self.url)
         password = credentials.password if credentials is not None else ""
         self._auth = basic_auth(user, password) if user is not None else {}
         self._parsed = parsed
@@ -343,14 +327,8 @@ class HttpSource(Source):
     def list(self) -> list[SourceFile]:
         conn, resp = self._get("index.json")
         try:
-            entries = json.loads(read_whole(resp, f"{self.url}/index.json"), parse_int=json_int)
-            if not isinstance(entries, list):
-                raise ValueError("a JSON list of {name, size, mtime} objects was expected")
-            files = [check_listing_entry(e, f"source {self.url}: index.json entry {k}")
-                     for k, e in enumerate(entries, 1)]
-            return _ordered([replace(f, **dict(zip(("manifest", "manifest_error"),
-                                                   manifest_of_entry(e, f.name, f.size))))
-                             for f, e in zip(files, entries)])
+            entries = parse_index(read_whole(resp, f"{self.url}/index.json", MAX_INDEX_BYTES + 1))
+            return listed_files(entries, f"source {self.url}: index.json")
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"{self.url}/index.json is not a file listing: {exc}") from exc
         finally:
@@ -361,17 +339,18 @@ class HttpSource(Source):
         an empty file), mtime from its ``Last-Modified`` (0 if the server sends none)."""
         conn, resp = self._get(self._path(name), {"Range": "bytes=0-0"}, accept=(206, 416))
         try:
-            m = re.match(r"^bytes (?:\d+-\d+|\*)/(\d+)$", resp.getheader("Content-Range", ""))
-            if m is None:
+            header = resp.getheader("Content-Range")
+            found = content_range(header)
+            if found is None or found[2] is None:
                 raise SourceError(f"source {self.url}: {name!r} answered a ranged read with "
-                                  f"Content-Range {resp.getheader('Content-Range')!r}")
+                                  f"Content-Range {shown_header(header)}")
             modified = resp.getheader("Last-Modified")
             try:
                 mtime = email.utils.parsedate_to_datetime(modified).timestamp() if modified else 0.0
             except (TypeError, ValueError):
                 mtime = 0.0
             read_whole(resp, f"{self.url}/{self._path(name)}")
-            return SourceFile(name, int(m.group(1)), mtime)
+            return SourceFile(name, found[2], mtime)
         finally:
             self.done(conn, resp)
 
@@ -433,15 +412,14 @@ class HttpSource(Source):
         if resp.status == 416:
             return []
         ctype = resp.getheader("Content-Type", "")
-        try:
-            if ctype.lower().startswith("multipart/byteranges"):
+        # An answer this source cannot read (None) is read again one range a request.
+        if ctype.lower().startswith("multipart/byteranges"):
+            try:
                 return parse_byteranges(ctype, body)
-            m = CONTENT_RANGE.match(resp.getheader("Content-Range", ""))
-            if m is None:
-                raise ValueError(f"Content-Range {resp.getheader('Content-Range')!r}")
-        except ValueError:
-            return None  # not an answer this source can read: one range a request
-        return [(int(m.group(1)), body, None if m.group(3) == "*" else int(m.group(3)))]
+            except ValueError:
+                return None
+        found = content_range(resp.getheader("Content-Range"))
+        return None if found is None or found[0] is None else [(found[0], body, found[2])]
 
     def _cut(self, name: str, parts: list[tuple[int, bytes, int | None]], offset: int,
              length: int) -> bytes:

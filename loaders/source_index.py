@@ -4,7 +4,9 @@
 The file is the HTTP listing's format, ``[{"name", "size", "mtime", "manifest": {...}}, ...]``
 (``debl generate`` writes it). A file's manifest is used only when its entry matches the file as
 it is now: same name, same size, same mtime (to ``MTIME_SLACK``); otherwise the file has no
-manifest and a message saying why (it then claims every id1; the load goes on). A directory
+manifest and a message saying why (it then claims every id1; the load goes on). An
+``index.json`` past the listing's bounds, not JSON, or not a list (``loaders.listing``) gives
+no file a manifest, each with a message naming it and the cause: the load goes on. A directory
 without ``index.json`` loads as before, without manifests and without messages.
 
 Pitfalls: the name ``index.json`` is reserved: it is never one of the directory's data files.
@@ -14,13 +16,13 @@ manifest validated once per version of it: a local source is listed several time
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from pathlib import Path
 
-from debl.manifest import Manifest, json_int, manifest_of_entry
+from debl.manifest import Manifest, manifest_of_entry
+from loaders.listing import MAX_INDEX_BYTES, parse_index, points_fault
 
 INDEX = "index.json"
 MTIME_SLACK = 1e-6  # seconds: a float's rounding, never a rewrite of the file
@@ -46,7 +48,8 @@ class DirectoryIndex:
             if not self._read():
                 return None, None
             if self._error is not None:
-                return None, f"{name}: {self._error}"
+                return None, (f"{name}: {self._error}: no file has a manifest, each claims "
+                              "every id1")
             key = (name, size, mtime)
             if key not in self._found:
                 self._found[key] = self._match(name, size, mtime)
@@ -60,26 +63,34 @@ class DirectoryIndex:
             self._version = None
             return False
         except OSError as exc:
-            self._version, self._error = None, f"cannot read {self.path}: {exc.strerror}"
+            self._version, self._error = None, f"{self.path} cannot be read ({exc.strerror})"
             return True
         # A rewritten index.json may keep its size and mtime (debl generate sets its mtime):
         # its inode and ctime change whatever the writer does to the mtime.
         version = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if version != self._version:
             self._version, self._entries, self._found = version, {}, {}
-            self._error = None
+            doc: list = []
             try:
-                doc = json.loads(self.path.read_bytes(), parse_int=json_int)
-            except (OSError, ValueError) as exc:
-                doc, self._error = None, f"{self.path} cannot be read as JSON ({exc})"
-            if doc is not None and not isinstance(doc, list):
-                self._error = f"{self.path} is not a list of files"
-            for entry in doc if isinstance(doc, list) else ():
+                with open(self.path, "rb") as f:
+                    doc = parse_index(f.read(MAX_INDEX_BYTES + 1))
+                self._error = points_fault(doc)
+            except OSError as exc:
+                self._error = f"cannot be read ({exc.strerror})"
+            except ValueError as exc:  # the same road as a file without manifest
+                self._error = f"is not a listing DeBL reads: {exc}"
+            if self._error is not None:
+                self._error, doc = f"{self.path} {self._error}", []
+            for entry in doc:
                 if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                     self._entries.setdefault(entry["name"], entry)
-            if self._error is not None:
-                self._error += ": no file has a manifest, each claims every id1"
         return True
+
+    def problem(self) -> str | None:
+        """Why the directory's ``index.json`` cannot be used at all, naming it (None: it can,
+        or there is none)."""
+        with self._lock:
+            return self._error if self._read() else None
 
     def _match(self, name: str, size: int, mtime: float) -> tuple[Manifest | None, str | None]:
         entry = self._entries.get(name)

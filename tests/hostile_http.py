@@ -12,8 +12,8 @@ demand:
 - ``require_auth(user, password)``: every request without that HTTP basic authentication is
   answered 401;
 - ``serve_listing(entries, files)``: index.json is *entries* as given (any JSON: names that
-  climb out of a directory, numbers that are not, NaN), and ``files/NAME`` is answered with the
-  directory's file ``files[NAME]``.
+  climb out of a directory, numbers that are not, NaN; bytes: sent as they are), and
+  ``files/NAME`` is answered with the directory's file ``files[NAME]``.
 
 A ``Range`` of several ranges is ignored (the whole file, 200), as a simple server does.
 
@@ -44,7 +44,7 @@ class HostileSource:
         self.mutations: dict[str, tuple[int, Callable[[Path], None]]] = {}
         self.gates: dict[str, threading.Event] = {}
         self.auth: str | None = None  # the Authorization header every request must carry
-        self.listing: list | None = None  # index.json as given (None: the directory's)
+        self.listing: list | bytes | None = None  # index.json as given (None: the directory's)
         self.aliases: dict[str, str] = {}  # a listed name -> the file that answers it
         self.peers: set[tuple[str, int]] = set()
         self.ranges: dict[str, list[str | None]] = defaultdict(list)
@@ -68,7 +68,8 @@ class HostileSource:
                     self.end_headers()
                     return
                 if self.path.endswith("/index.json") and source.listing is not None:
-                    body = json.dumps(source.listing).encode()
+                    body = (source.listing if isinstance(source.listing, bytes)
+                            else json.dumps(source.listing).encode())
                     self.send_response(200)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
@@ -163,7 +164,7 @@ class HostileSource:
     def require_auth(self, user: str, password: str) -> None:
         self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
-    def serve_listing(self, entries: list, files: dict[str, str] | None = None) -> None:
+    def serve_listing(self, entries: list | bytes, files: dict[str, str] | None = None) -> None:
         self.listing = entries
         self.aliases = dict(files or {})
 

@@ -85,6 +85,41 @@ def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
     assert load_config(path, env=env).coordinator.raw_after == expected
 
 
+# Issue 47.10: every duration-like setting, and what 0 means where it means something.
+DURATIONS = {"service_timeout": None, "coordinator.poll_interval": None,
+             "coordinator.query_timeout": None, "coordinator.raw_after": "the raw route at once",
+             "loading.coordinator_ack_timeout": "no wait",
+             "loading.keep_previous_load": "dropped once no coordinator serves it"}
+
+
+@pytest.mark.parametrize("name", DURATIONS)
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf", "-1", "1e10", "0"])
+def test_a_duration_that_is_no_finite_positive_seconds_is_refused_naming_it(tmp_path, name, bad):
+    """``poll_interval`` of 0, -1 or NaN was taken (the sweep and the poller spun against the
+    NameNode and MySQL), NaN timeouts passed their checks and ``service_timeout = inf`` failed
+    later with OverflowError. Each is refused at load, in the file and in the environment,
+    with the setting's name and what it may be; 0 only where it means something."""
+    section, _, field = name.rpartition(".")
+    zero = DURATIONS[name]
+    if bad == "0" and zero is not None:
+        assert Config().replace(**{name.replace(".", "_"): 0.0}).setting(name) == 0.0
+        return
+    message = f"{name} must be " + (f"0 ({zero}" if zero else "positive")
+    toml, empty = tmp_path / "debl.toml", tmp_path / "empty.toml"
+    toml.write_text((f"[{section}]\n" if section else "") + f"{field} = {bad}\n")
+    empty.write_text("")
+    for path, env in ((toml, {}), (empty, {"DEBL_" + name.replace(".", "_").upper(): bad})):
+        with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+            load_config(path, env=env)
+        assert "at most 2,147,483 (24 days)" in str(caught.value)
+
+
+def test_the_longest_duration_is_taken_and_off_still_switches_the_raw_route_off():
+    config = Config(**{name.replace(".", "_"): 2_147_483.0 for name in DURATIONS})
+    assert [config.setting(name) for name in DURATIONS] == [2_147_483.0] * len(DURATIONS)
+    assert Config(coordinator_raw_after=None).coordinator.raw_after is None
+
+
 def test_mysql_user_from_the_environment_is_validated_too():
     with pytest.raises(ConfigError, match="mysql.user"):
         load_config(env={"DEBL_MYSQL_USER": "debl'@'%"})

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlalchemy.dialects import mysql
 
+from debl.catalog.schema import manifests_table
 from debl.errors import DeblError, ManifestError
-from debl.manifest import (ID1_MAX, MANIFEST_VERSION, STEP, ClaimViolation, Manifest, Piece,
-                           claim_violations, json_int, manifest_of_entry, piece_at, pieces)
+from debl.manifest import (ID1_MAX, MANIFEST_VERSION, MAX_POINTS, STEP, ClaimViolation, Manifest,
+                           Piece, claim_violations, json_int, manifest_of_entry, piece_at, pieces)
 
 SORTED = Manifest(10, 90, True, (0, 100, 250), (10, 40, 40), lines=30, step=100)
 
@@ -27,7 +29,7 @@ def test_the_json_form_is_versioned_delta_encoded_and_round_trips():
                    "step": 100, "offsets": [0, 100, 150], "id1s": [10, 30, 0], "lines": 30}
     assert Manifest.from_json(json.loads(json.dumps(doc)), "f.tsv", 300) == SORTED
     for m in (Manifest(None, None, True, lines=3), Manifest(5, 5, False, step=STEP),
-              Manifest(0, ID1_MAX, True, (0, 1), (0, ID1_MAX))):
+              Manifest(0, ID1_MAX, True, (0, 1), (0, ID1_MAX), step=1)):
         assert Manifest.from_json(json.loads(json.dumps(m.to_json())), "f", 10) == m
 
 
@@ -67,6 +69,10 @@ BAD = [
     (obj(id1s=[10, 30, -1]), "id1s", "not nondecreasing at point 2 though 'sorted' is true"),
     (obj(id1s=[11, 29, 0]), "id1s", "point 0 is 11, not id1_lo (10)"),
     (obj(id1_lo=None, id1_hi=None), "id1s", "points in a file whose id1_lo and id1_hi are null"),
+    # Issue 47.8: points denser than the step says (1 byte apart, whatever the step) passed.
+    (obj(step=200), "offsets", "3 points in 300 bytes at step 200: a map has at most a point a "
+                               "step (2)"),
+    (obj(offsets=[0, 1, 1], step=STEP), "offsets", "3 points in 300 bytes at step 65536"),
 ]
 
 
@@ -98,6 +104,35 @@ def test_an_unsorted_file_may_carry_points_in_any_order_and_an_empty_file_none()
     with pytest.raises(ManifestError, match="'offsets': point 2 is at 250, not before the file's "
                                             "end \\(0 bytes\\)"):
         Manifest.from_json(obj(lines=None), "f", 0)
+
+
+def test_a_manifest_of_more_points_than_its_bound_is_refused_before_they_are_read():
+    """Issue 47.8: a manifest's points had no bound (a million for a 1 MB file cost 3.8 s and
+    403 MiB; past about 3 million it overflowed its catalog column)."""
+    size = MAX_POINTS * 4
+    ok = Manifest(0, 0, True, tuple(range(0, size, 4)), (0,) * MAX_POINTS, step=4)
+    assert Manifest.from_json(ok.to_json(), "f", size) == ok
+    for field in ("offsets", "id1s"):
+        doc = ok.to_json()
+        doc[field] = doc[field] + [1]
+        with pytest.raises(ManifestError, match=f"'{field}': 262,145 values, more than the "
+                                                "262,144 points a manifest may have"):
+            Manifest.from_json(doc, "f", size + 10)
+
+
+def test_a_manifest_at_its_bound_fits_its_catalog_column_at_worst():
+    """What MAX_POINTS is for: the largest manifest validation lets through, with the widest
+    deltas (offsets spread over the largest file, an unsorted file's id1s jumping from one end
+    of the range to the other), still fits ``debl_manifests.manifest`` as the catalog writes
+    it."""
+    size = 2 ** 63 - 1
+    offsets = tuple(i * (size // MAX_POINTS) for i in range(MAX_POINTS))
+    id1s = tuple(ID1_MAX * (i % 2) for i in range(MAX_POINTS))
+    widest = Manifest.from_json(Manifest(0, ID1_MAX, False, offsets, id1s, step=1).to_json(),
+                                "f", size)
+    column = manifests_table.c.manifest.type
+    assert isinstance(column.impl, mysql.MEDIUMTEXT)  # at most 2**24 - 1 bytes
+    assert len(column.process_bind_param(widest.to_json(), None).encode()) < 2 ** 24
 
 
 def test_a_hostile_number_in_a_listing_is_a_fields_error_not_an_unreadable_listing():

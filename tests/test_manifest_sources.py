@@ -23,10 +23,11 @@ from click.testing import CliRunner
 
 from debl.bench.source_server import make_server
 from debl.cli import main
-from debl.manifest import Manifest, pieces
+from debl.manifest import MAX_POINTS, Manifest, pieces
 from debl.manifest_build import manifest_of_file
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
+from loaders.listing import MAX_INDEX_BYTES, MAX_LISTING_POINTS
 from loaders.source import HttpSource, LocalSource
 
 SPEC = dict(max_id=3001, files=3, days=3, seed=5, max_degree=40)
@@ -112,6 +113,70 @@ def test_a_malformed_manifest_or_index_names_the_cause_and_the_file_claims_every
         (out / "index.json").write_text(text)
         for f in LocalSource(out).list():
             assert f.manifest is None and f.manifest_error.startswith(f"{f.name}: ")
+
+
+def _bounds_broken(out: Path) -> dict[str, bytes]:
+    """index.json of *out* past each bound of a listing (docs/LOADING.md, "The listing's
+    bounds"), each otherwise its own: every file would have its manifest but for the bound."""
+    entries = json.loads((out / "index.json").read_text())
+    text = json.dumps(entries).encode()
+    heavy = [dict(e, manifest=dict(e["manifest"], offsets=[0] + [1] * (MAX_POINTS - 1)))
+             for e in entries[:1]] * (MAX_LISTING_POINTS // MAX_POINTS + 1)  # no file of out
+    return {"over 32 MiB": text + b" " * MAX_INDEX_BYTES,
+            "nests deeper than JSON's parser goes": b"[" * 100_000 + text[1:],
+            "points in all, more than the 1,048,576 a listing may": json.dumps(
+                [dict(e, name=f"gone-{k}") for k, e in enumerate(heavy)] + entries).encode(),
+            "is not JSON": b"\x00" + text}
+
+
+def test_an_index_json_past_its_bounds_gives_no_manifest_and_the_load_goes_on(tmp_path):
+    """Issue 47.8: a local ``index.json`` was read whole however large, and one nested past the
+    parser raised RecursionError out of the listing. Now each is the road of an index that
+    cannot be used: every file is listed, without manifest, with a message naming index.json
+    and the cause."""
+    out = gen(tmp_path)
+    for cause, text in _bounds_broken(out).items():
+        (out / "index.json").write_bytes(text)
+        files = LocalSource(out).list()
+        assert [f.name for f in files] == [f"links-{k:03d}.tsv" for k in range(3)]
+        for f in files:
+            assert f.manifest is None, cause
+            assert f.manifest_error.startswith(f"{f.name}: {out / 'index.json'} "), cause
+            assert cause in f.manifest_error and "no file has a manifest" in f.manifest_error
+
+
+def test_the_source_server_says_once_that_index_json_is_not_used(tmp_path):
+    """Issue 47.8: a served directory's ``index.json`` that is not JSON was ignored without a
+    word once the manifests it should have given were cached."""
+    out = gen(tmp_path / "dir")
+    cache = tmp_path / "state" / "manifests"
+    (out / "index.json").write_text("{not json")
+    for _ in range(2):  # computed, then every manifest from the cache
+        lines: list[str] = []
+        stop(*serve(out, manifest_cache=cache, progress=lines.append))
+        assert lines[0].startswith(f"{out / 'index.json'} is not a listing DeBL reads: it is "
+                                   "not JSON (")
+        assert lines[0].endswith(": the manifests are computed from the files")
+        assert len(lines) == 4
+
+
+def test_the_source_server_lists_no_manifest_past_the_listings_bound(tmp_path, monkeypatch):
+    """The server never lists more points than its clients take: past the bound it lists its
+    files without manifests (a small listing, a load without early answers) and says so once.
+    The bound is lowered to the three files' six points: the real one is a 64 GiB dump's."""
+    out = gen(tmp_path / "dir")
+    (out / "index.json").unlink()
+    points = sum(len(m.offsets) for m in built(out).values())
+    for bound, used in ((points, True), (points - 1, False)):
+        monkeypatch.setattr("loaders.listing.MAX_LISTING_POINTS", bound)
+        lines: list[str] = []
+        server, source = serve(out, progress=lines.append)
+        try:
+            files = source.list()
+        finally:
+            stop(server, source)
+        assert all((f.manifest is not None) == used and f.manifest_error is None for f in files)
+        assert lines[-1].endswith("its files are listed without manifests") != used, lines
 
 
 def test_a_rewritten_index_json_is_read_again_even_with_its_size_and_mtime(tmp_path):

@@ -7,6 +7,7 @@ the state directory holds it. The stream-level tests need no stack; the last two
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -79,6 +80,33 @@ def test_debl_load_refuses_a_url_with_a_password_before_anything_starts(tmp_path
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert "holds a password" in result.output and "hunter2" not in result.output
     assert "http://bob@127.0.0.1:1/links" in result.output
+
+
+def test_a_password_never_crosses_the_network_over_plain_http_unless_allowed(caplog):
+    """Issue 47.11: the source's password went over plain http to any host (basic
+    authentication is the password in clear text). Refused before any request, naming https://
+    and the setting that allows it; with the setting, sent with a warning. https://, the
+    loopback and a source without password need nothing."""
+    config = Config(source_user="alice", source_password=SECRET)
+    for url in ("http://192.0.2.7/links", "http://links.example.org:8080/d",
+                "http://[2001:db8::1]/x", "http://127.0.0.1.example.org/"):
+        with pytest.raises(SourceError) as err:
+            open_source(url, config)
+        message = str(err.value)
+        assert "its password would cross the network in clear text" in message, url
+        assert "https://" in message and "source.allow_password_over_http = true" in message
+        assert SECRET not in message
+    caplog.set_level(logging.WARNING)
+    for url in ("https://links.example.org/d", "http://127.0.0.1:8800/", "http://127.5.0.1/",
+                "http://localhost/x", "http://LocalHost/x", "http://[::1]:80/"):
+        assert open_source(url, config).describe() == url.rstrip("/")  # nothing asked yet
+    assert open_source("http://192.0.2.7/links", Config()).describe() == "http://192.0.2.7/links"
+    assert caplog.records == []
+    allowed = config.replace(source_allow_password_over_http=True)
+    assert open_source("http://192.0.2.7/links", allowed).describe() == "http://192.0.2.7/links"
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING and "sent anyway" in record.getMessage()
+    assert "http://192.0.2.7/links" in record.getMessage() and SECRET not in record.getMessage()
 
 
 def test_a_password_file_must_be_its_owners_alone(tmp_path, guarded):

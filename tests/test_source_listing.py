@@ -1,9 +1,11 @@
 """A source's listing checked entry by entry before anything is read (issues 38.2 and 38.9,
 docs/RELIABILITY.md, "Security" and "Sources that misbehave"): an HTTP source's ``index.json``
 names only plain file names with whole sizes and finite mtimes, or the listing is refused with
-a SourceError naming the entry; a path built from a name stays inside its directory. Names
-shown on a terminal: tests/test_security.py. No stack: the HTTP source is
-tests/hostile_http.py."""
+a SourceError naming the entry; a path built from a name stays inside its directory. The
+listing within its bounds (issue 47.8, docs/LOADING.md, "The listing's bounds"): one over 32
+MiB or nested past the parser is refused naming it; manifests of too many points together are
+not used, and the files are listed. Names shown on a terminal: tests/test_security.py. No
+stack: the HTTP source is tests/hostile_http.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import math
 import pytest
 
 from debl.errors import SourceError
+from debl.manifest import MAX_POINTS, STEP, Manifest
+from loaders.listing import MAX_INDEX_BYTES, MAX_LISTING_POINTS
 from loaders.source import HttpSource, LocalSource, SourceFile, check_listing_entry, path_in
 from tests.hostile_http import HostileSource
 
@@ -73,6 +77,50 @@ def test_an_http_listing_whose_fields_are_not_the_protocols_is_refused(tmp_path,
 def test_a_listing_that_is_not_a_list_is_refused(tmp_path):
     with pytest.raises(SourceError, match="not a file listing"):
         _listed(tmp_path, {"files": [GOOD]})  # type: ignore[arg-type]
+
+
+def _manifest(points: int) -> dict:
+    """An honest manifest of *points* points a step apart (DeBL's step)."""
+    return Manifest(0, points - 1, True, tuple(range(0, points * STEP, STEP)),
+                    tuple(range(points)), step=STEP).to_json()
+
+
+def test_an_http_listing_over_its_bound_is_refused_naming_it(tmp_path):
+    """Issue 47.8: ``index.json`` was read whole, however large."""
+    padded = [{**GOOD, "padding": "x" * MAX_INDEX_BYTES}]  # a field no reader knows
+    with pytest.raises(SourceError, match=r"/index.json is not a file listing: it is over 32 MiB"):
+        _listed(tmp_path, padded)
+    assert _listed(tmp_path, [{**GOOD, "padding": "x" * (MAX_INDEX_BYTES - 100)}]) == [
+        SourceFile("links-01.tsv", 12, 1700000000.5)]
+
+
+def test_an_http_listing_nested_past_the_parser_is_a_message_not_a_recursion_error(tmp_path):
+    """Issue 47.8: a deeply nested ``index.json`` raised RecursionError through the
+    listing's handler."""
+    for body in (b"[" * 100_000, b'[{"name": "a.tsv", "size": 1, "mtime": 1, "manifest": '
+                 + b"[" * 100_000 + b"]" * 100_000 + b"}]"):
+        with pytest.raises(SourceError, match="index.json is not a file listing: it nests "
+                                              "deeper than JSON's parser goes"):
+            _listed(tmp_path, body)  # type: ignore[arg-type]
+
+
+def test_manifests_over_the_listings_bound_are_not_used_and_the_listing_goes_on(tmp_path):
+    """Issue 47.8: a listing's manifests together had no bound. Past MAX_LISTING_POINTS none
+    is used, each file says why, and the files are listed: the load goes on."""
+    per_file = MAX_POINTS - 1
+    files = MAX_LISTING_POINTS // per_file + 1
+    entries = [{"name": f"f{k}.tsv", "size": per_file * STEP, "mtime": k,
+                "manifest": _manifest(per_file)} for k in range(files)]
+    listed = _listed(tmp_path, entries + [GOOD])
+    assert [f.name for f in listed] == [f"f{k}.tsv" for k in range(files)] + ["links-01.tsv"]
+    for f in listed[:-1]:
+        assert f.manifest is None and f.manifest_error.startswith(
+            f"{f.name}: source http://127.0.0.1:")
+        assert (f"index.json holds manifests of {files * per_file:,} points in all, more than "
+                "the 1,048,576 a listing may") in f.manifest_error
+    assert listed[-1].manifest_error is None  # it had none to lose
+    fewer = _listed(tmp_path, entries[:files - 1])
+    assert all(f.manifest is not None and f.manifest_error is None for f in fewer)
 
 
 def test_a_good_listing_is_read_as_it_was_and_oldest_first(tmp_path):

@@ -5,10 +5,12 @@ HTTP source asks for it, the local source seeks; both read the same bytes. The s
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import struct
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -156,6 +158,73 @@ def test_a_server_without_ranges_is_a_clear_error(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _Numbers(BaseHTTPRequestHandler):
+    """Answers ``files/f.tsv`` with BODY, its ``Content-Range`` and ``Content-Length`` numbers
+    written as the class says: ``size`` the size as sent, ``zeros`` leading zeros before each
+    number of a range (a hostile server's thousands of digits)."""
+
+    protocol_version = "HTTP/1.1"
+    size = str(len(BODY))
+    zeros = ""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self) -> None:
+        m = re.match(r"^bytes=(\d+)-(\d*)$", self.headers.get("Range") or "")
+        first = int(m.group(1)) if m else 0
+        last = min(int(m.group(2)), len(BODY) - 1) if m and m.group(2) else len(BODY) - 1
+        self.send_response(206 if m else 200)
+        if m:
+            self.send_header("Content-Range", f"bytes {self.zeros}{first}-{self.zeros}{last}/"
+                                              f"{self.size}")
+            self.send_header("Content-Length", str(last - first + 1))
+        else:
+            self.send_header("Content-Length", self.size)
+            self.close_connection = True  # a length it cannot read: the close ends the body
+        self.end_headers()
+        self.wfile.write(BODY[first:last + 1])
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # the source closes a connection whose answer it refused
+
+
+@pytest.fixture()
+def numbers():
+    # A class of this test's own: the test sets its numbers.
+    server = _QuietServer(("127.0.0.1", 0), type("Numbers", (_Numbers,), {}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.RequestHandlerClass, HttpSource(f"http://127.0.0.1:{server.server_address[1]}",
+                                                 retries=0)
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_number_of_thousands_of_digits_in_an_answer_is_a_source_error(numbers):
+    """Issue 47.12: a 5,000-digit number in ``Content-Range`` (or ``Content-Length``) raised
+    ``int()``'s ValueError out of the source. A number past any file is a SourceError naming
+    the header, shortened; leading zeros are only zeros."""
+    handler, source = numbers
+    handler.size = "9" * 5000
+    with pytest.raises(SourceError, match=r"'f.tsv' answered a ranged read with Content-Range "
+                                          r"'bytes 0-0/9+\.\.\.'$"):
+        source.stat("f.tsv")
+    for read in (lambda: source.read_range("f.tsv", 5, 10),
+                 lambda: source.read_ranges("f.tsv", [(5, 10), (100, 2)])):
+        with pytest.raises(SourceError, match=r"'f.tsv' was asked from byte 5 and answered "
+                                              r"Content-Range 'bytes 5-14/9+\.\.\.'$"):
+            read()
+    with source.open("f.tsv") as stream:  # a Content-Length past any file: read to the close
+        assert b"".join(iter(lambda: stream.read(4096), b"")) == BODY
+    handler.size, handler.zeros = "0" * 5000 + str(len(BODY)), "0" * 5000
+    assert source.stat("f.tsv").size == len(BODY)
+    assert source.read_range("f.tsv", 5, 10) == BODY[5:15]
 
 
 def test_a_client_that_hangs_up_mid_request_leaves_no_traceback(served, capsys):

@@ -7,7 +7,9 @@ mtime): in memory, and in a cache file under the config's state directory (never
 directory, which may be read-only), so a restarted server computes nothing again.
 
 ``prepare`` computes what is missing before the server answers (a progress line per file), so
-a listing never waits for it; a file changed later is computed again by the next listing.
+a listing never waits for it; a file changed later is computed again by the next listing. A
+directory whose manifests hold more points together than a listing may (docs/LOADING.md, "The
+listing's bounds") is listed without them, as its clients would use none.
 
 Pitfall: a file that changes while its manifest is computed is read again (up to ``TRIES``
 times); a manifest is never cached for a size and mtime it was not computed from.
@@ -26,6 +28,7 @@ from pathlib import Path
 from debl.errors import ManifestError
 from debl.manifest import Manifest, json_int
 from debl.manifest_build import manifest_of_file
+from loaders.listing import points_fault
 from loaders.source import LocalSource, SourceFile
 
 TRIES = 3  # reads of a file that keeps changing while its manifest is computed
@@ -54,13 +57,24 @@ class ServedManifests:
     def prepare(self, files: list[SourceFile] | None = None) -> None:
         """Make sure every listed file has a manifest (computing the missing ones)."""
         files = self.source.list() if files is None else files
+        problem = self.source.index_problem()
+        if problem is not None:  # said once, even when every manifest comes from the cache
+            self.progress(f"{problem}: the manifests are computed from the files")
         for i, f in enumerate(files, 1):
             self._manifest(f, f"[{i}/{len(files)}] ", True)
+        fault = points_fault([{"manifest": self._manifest(f, "", False)} for f in files])
+        if fault is not None:
+            self.progress(f"the listing {fault}: its files are listed without manifests")
 
     def entries(self, files: list[SourceFile]) -> list[dict]:
-        """The listing's entries of *files*, each with its manifest."""
-        return [{"name": f.name, "size": f.size, "mtime": f.mtime,
-                 "manifest": self._manifest(f, "", False)} for f in files]
+        """The listing's entries of *files*, each with its manifest; none at all when they
+        hold more points together than a client takes (``loaders.listing.points_fault``):
+        the listing stays small, and a client would not use them anyway."""
+        entries = [{"name": f.name, "size": f.size, "mtime": f.mtime,
+                    "manifest": self._manifest(f, "", False)} for f in files]
+        if points_fault(entries) is not None:
+            return [{**e, "manifest": None} for e in entries]
+        return entries
 
     def _manifest(self, f: SourceFile, counter: str, say: bool) -> dict | None:
         """*f*'s manifest (JSON); *say*: a progress line even when nothing is computed."""
@@ -121,7 +135,8 @@ class ServedManifests:
             return found
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, ManifestError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ManifestError,
+                RecursionError) as exc:
             self.progress(f"manifest cache {self.cache_file} not used ({exc!r}): computing again")
             return {}
 
