@@ -331,3 +331,36 @@ def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_p
         assert all(offset == 0 or data[offset - 1:offset] == b"\n"
                    for offset, _ in chunk.slices)
         hdfs.delete(chunk.path)
+
+
+# -- a truncated upload
+
+def test_a_truncated_uploads_last_line_is_one_reject_and_the_load_goes_on(stack_config, spark,
+                                                                          tmp_path):
+    """Defect (issue 47.3): ten good lines, then a run of one byte without tab or newline to
+    the file's end (a truncated upload). The run ended on the end of one of the copy's blocks,
+    the copy sent it without the newline it gives a last line, its segment did not count it,
+    and dist_ch failed (ArrayIndexOutOfBoundsException in DistCh.bucketSlice). Each file's run
+    is one reject, named by its file and line, and every other line loads."""
+    from debl.model import too_long
+    from loaders.chunker import BLOCK
+    from loaders.local_dist_ch import LOCAL_MAX
+
+    config = replace(stack_config, mysql_database="debl_truncatedtest",
+                     mysql_link_table="truncated_links", hbase_table="truncated_links",
+                     hdfs_root="/debl-truncatedtest", loading_max_line_bytes=LIMIT)
+    tail = b"y" * (9 * BLOCK)  # ends on a block's end; over LOCAL_MAX: bucketed by the JVM
+    assert len(tail) > LOCAL_MAX
+    (tmp_path / "src").mkdir()
+    for name, first in (("a.tsv", 1), ("b.tsv", 101)):
+        (tmp_path / "src" / name).write_bytes(b"".join(
+            b"%d\t%d\t%d\t1\tx\t5\t6\n" % (first + i, LT, i) for i in range(10)) + tail)
+    summary = run_approach(config, str(tmp_path / "src"),
+                           LoadOptions(chunk_size=16 << 20, bucket_width=WIDTH,
+                                       approach="debl-cold"))
+    reason = str(too_long(len(tail), LIMIT))
+    assert read_rejects(reject_path(config, summary.load_id)) == [
+        ("a.tsv", 11, reason, tail[:REJECT_PREFIX]), ("b.tsv", 11, reason, tail[:REJECT_PREFIX])]
+    assert (summary.cold_rows, summary.rejects) == (20, 2)
+    report = verify_load(config)
+    assert report.ok, report.failures

@@ -10,9 +10,11 @@ import pytest
 
 from debl.bucket_file import parse_tail
 from debl.buckets import BucketMap
+from debl.model import REJECT_PREFIX, too_long
 from debl.webhdfs import WebHDFS
 from loaders import dist_ch
 from loaders.chunker import Chunk, Segment
+from loaders.dist_ch import Reject
 from loaders.local_dist_ch import bucket_locally
 from tests.hostile_lines import LIMIT, U63, every_line
 
@@ -60,5 +62,63 @@ def test_a_chunk_bucketed_here_equals_the_same_chunk_bucketed_by_the_jvm(stack_c
             assert a == fs.read(f"{root}/local/{p.b_index}/chunk-00012.0")
             assert a == fs.read(f"{root}/given/{p.b_index}/chunk-00012.0")
             assert parse_tail(p.path, len(a), a).rows == p.rows
+    finally:
+        fs.delete(root, recursive=True)
+
+
+def _good(n: int, at: int = 0) -> bytes:
+    return b"".join(b"%d\t123456789\t%d\t1\tx\t5\t0\n" % (at + i, i) for i in range(n))
+
+
+_LONG = b"y" * (2 * LIMIT)  # over the limit and over the JVM reader's hold: read past
+_VALID = b"7\t123456789\t1\t1\tx\t5\t0"
+_AT_LIMIT = b"0" * (LIMIT - len(_VALID)) + _VALID  # valid (leading zeros), exactly LIMIT bytes
+_HEAD = _good(5) + _LONG + b"\n"
+# Chunks as [(a segment's bytes, the lines its plan counts)] and the byte offsets of their slices
+# after the first. Each ends in a last line without its newline, which a chunk copied before
+# issue 47.3 left out of its segment's count when that line ended on the end of a copy block.
+_LAYOUTS = {
+    "the last line uncounted": ([(_good(10) + _LONG, 10)], []),
+    "a chunk that is all one line": ([(_LONG, 0)], []),
+    "exactly max_line_bytes": ([(_good(10) + _AT_LIMIT, 11)], []),
+    "one byte over max_line_bytes": ([(_good(10) + _AT_LIMIT + b"0", 11)], []),
+    "at a slice boundary": ([(_HEAD + _good(5, 50) + _LONG, 11)], [len(_HEAD)]),
+    "at a segment boundary": ([(_HEAD, 6), (_good(5, 50) + _LONG, 5)], [len(_HEAD)]),
+}
+
+
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_a_last_line_without_its_newline_is_the_same_line_in_both_paths(stack_config, spark,
+                                                                        layout):
+    """Defect (issue 47.3): a chunk whose last line has no newline and is not counted by its
+    segment made dist_ch's JVM task walk past its last segment (ArrayIndexOutOfBounds); the
+    Python path kept the line as one more line of the last segment. Both now give that line
+    the same number, the same reject and the same counts, at a slice or segment boundary
+    too, and a line of exactly max_line_bytes loads in both."""
+    config = stack_config.replace(loading_max_line_bytes=LIMIT)
+    fs = WebHDFS(config)
+    root = f"{config.hdfs.root}/test-last-line-{os.getpid()}"
+    parts, cuts = _LAYOUTS[layout]
+    segments, at = [], 0
+    for seq, (data, lines) in enumerate(parts):
+        segments.append(Segment(seq, f"f{seq}.tsv", 0, len(data), 1, lines, at))
+        at += lines
+    data = b"".join(d for d, _ in parts)
+    starts = ((0, 0),) + tuple((cut, data[:cut].count(b"\n")) for cut in cuts)
+    chunk = Chunk(3, f"{root}/chunks/chunk-00003", len(data), tuple(segments), starts)
+    fs.write(chunk.path, data, overwrite=True)
+    try:
+        jvm = dist_ch.bucket_chunk(spark, config, chunk, BucketMap.fixed(1000), f"{root}/jvm")
+        local = bucket_locally(config, fs, chunk, BucketMap.fixed(1000), f"{root}/local")
+        assert [(p.b_index, p.rows, p.bytes, p.checksum) for p in jvm.parts] \
+            == [(p.b_index, p.rows, p.bytes, p.checksum) for p in local.parts]
+        assert jvm.rejects == local.rejects and jvm.per_file == local.per_file
+        last = parts[-1][0].rsplit(b"\n", 1)[-1]
+        name, line_no = segments[-1].name, parts[-1][0].count(b"\n") + 1
+        if len(last) > LIMIT:
+            assert jvm.rejects[-1] == Reject(name, line_no, str(too_long(len(last), LIMIT)),
+                                             last[:REJECT_PREFIX])
+        else:
+            assert jvm.rejects == [] and jvm.rows == line_no
     finally:
         fs.delete(root, recursive=True)

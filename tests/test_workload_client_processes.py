@@ -216,3 +216,59 @@ def test_worker_processes_end_with_a_client_killed_by_sigkill(tmp_path):
         assert left == [], [p.describe() for p in left]
     finally:
         os.killpg(client.pid, signal.SIGKILL) if client.poll() is None else None
+
+
+class DiesHoldingLocks(Stuck):
+    """In worker process 1, the first query kills its process while it holds every lock it
+    shares with the other processes (the worst moment a kill -9 can land); in the others every
+    query waits for ever, as buffered ones do."""
+
+    def get_link_list(self, id1: int, link_type: int) -> list[Link]:
+        import gc
+        import multiprocessing
+        import os
+        import signal
+        from multiprocessing.synchronize import SemLock
+
+        if multiprocessing.current_process().name == "debl-client-p1":
+            gc.unfreeze()  # the requesters froze what the process held (get_objects skips it)
+            for lock in [o for o in gc.get_objects() if isinstance(o, SemLock)]:
+                lock.acquire(False)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().get_link_list(id1, link_type)
+
+
+_DYING_WORKER = """
+import sys
+sys.path.insert(0, {root!r})
+from debl.errors import ServiceError
+from debl.workload.client import ClientSpec, TargetSource, run_client
+from debl.workload.requests import RequestSpec
+from tests.test_workload_client_processes import DiesHoldingLocks
+try:
+    run_client(TargetSource(open=DiesHoldingLocks),
+               ClientSpec(RequestSpec(max_id=100, seed=1), threads=4, total=8, processes=2))
+except ServiceError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_a_client_whose_worker_dies_says_which_and_exits():
+    """Defect (issue 47.13): a worker killed while it held a lock of the client's shared Events
+    or Queue left it held, and the client waited for ever in ``stop.set()`` (the kill campaign's
+    `coordinator` target saw it hang). The client now names the dead worker and exits non-zero,
+    its other worker's waiting queries stopped. The timeout only catches a hang."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    try:
+        done = subprocess.run([sys.executable, "-c", _DYING_WORKER.format(root=root)],
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the client hung after its worker died") from None
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "client worker process debl-client-p1 (pid " in done.stdout
+    assert "died (killed by signal 9) before reporting" in done.stdout

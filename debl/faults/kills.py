@@ -295,8 +295,11 @@ class CoordinatorTarget(Target):
         running = camp.start(argv, f"{self.name}-{trial.number}", DEBL_COORDINATOR_RAW_AFTER="off")
         deadline = time.monotonic() + 120.0
         load_id = camp.current_load().load_id
+        # Wait for this client's own buffered queries: the rows of a coordinator killed in an
+        # earlier trial stay in the demand table for a minute, and a kill timed by them came
+        # while the client was starting, before it had any worker to kill.
         with Catalog(camp.config) as catalog:
-            while not catalog.serving.demand(load_id) and not running.done() and \
+            while _buffered(catalog, running, load_id) == 0 and not running.done() and \
                     time.monotonic() < deadline:
                 time.sleep(0.1)
         at = running.elapsed() + rng.uniform(0.0, window.seconds)
@@ -308,11 +311,9 @@ class CoordinatorTarget(Target):
             trial.steps.append(Step.of(running.wait(0)))
         else:
             tree = running.tree()
-            workers = [p for p in tree if p.ppid != running.pid and p.pid != running.pid
-                       and "forkserver" in p.cmdline
-                       and any(q.pid == p.ppid and "forkserver" in q.cmdline for q in tree)]
+            workers = _workers(running, tree)
             with Catalog(camp.config) as catalog:
-                waiting = sum(catalog.serving.demand(load_id).values())
+                waiting = _buffered(catalog, running, load_id, tree)
             trial.landed = [f"{victim} killed, {waiting} queries buffered"]
             target = rng.choice(workers) if victim == "worker" and workers else tree[0]
             trial.kill_at_s = round(running.elapsed(), 2)
@@ -338,6 +339,24 @@ class CoordinatorTarget(Target):
             trial.problems.append("the restarted client failed")
         trial.steps.append(Step.of(gen_hf.wait(600.0)))
         camp.verify_and_compare(trial, hbase=True)
+
+
+def _workers(running: procs.Running, tree: list[procs.Proc]) -> list[procs.Proc]:
+    """The query client's worker processes in *tree*: the children of its forkserver."""
+    return [p for p in tree if p.ppid != running.pid and p.pid != running.pid
+            and "forkserver" in p.cmdline
+            and any(q.pid == p.ppid and "forkserver" in q.cmdline for q in tree)]
+
+
+def _buffered(catalog: Catalog, running: procs.Running, load_id: str,
+              tree: list[procs.Proc] | None = None) -> int:
+    """The queries the client's workers hold buffered now, from the demand they published (a
+    coordinator's id holds its process's pid: ``coordinator.demand.new_coordinator_id``)."""
+    pids = {str(p.pid) for p in _workers(running, running.tree() if tree is None else tree)}
+    if not pids:
+        return 0
+    rows = catalog.serving.published_demand(load_id, max_age=60.0)
+    return sum(r.waiting for r in rows if r.coordinator.rsplit("-", 2)[-2] in pids)
 
 
 class BenchTarget(Target):

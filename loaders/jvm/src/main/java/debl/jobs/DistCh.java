@@ -187,7 +187,10 @@ public final class DistCh {
     Claims[] claims = plan.claims(slice);
     try (LineReader lines = open(conf, plan, slice)) {
       for (; lines.next(); index++) {
-        while (index >= segEnd) {
+        // A line past the plan's last one (a last line without its newline that the copy did
+        // not count: chunks copied before issue 47.3) stays in the last segment, as in
+        // loaders.local_dist_ch: one more line of its file, never a walk past the segments.
+        while (index >= segEnd && seg + 1 < segs.length) {
           seg++;
           segEnd = segs[seg][3] + segs[seg][2];
         }
