@@ -12,8 +12,8 @@ The reader's listing thread sweeps every opened bucket each ``coordinator.poll_i
 in it at once (a bucket is a directory; a load's buckets share a parent), so a sweep costs a
 call or two however many buckets are opened. Checking them one NameNode call per bucket, one
 after another, fell behind under load with a change log's many opened buckets, and the queries
-then checked on their own path (docs/BENCHMARKS.md, "Tail latency and the change log (issue
-37)"). A query about to read HDFS checks its bucket itself only when the sweep is
+then checked on their own path (docs/BENCHMARKS.md, "What changed, one step at a time"). A
+query about to read HDFS checks its bucket itself only when the sweep is
 ``QUERY_CHECKS_AFTER`` intervals behind (``check``): a NameNode that answers slowly while gen_HF
 starts or MySQL takes over delays the sweep, and a query that checked then waited as long (it set
 the slowest answer of a change-log run). Meanwhile a read still returns the bytes the file had

@@ -13,7 +13,7 @@ the warm-up finds it opened.
 Buckets are opened ``AT_ONCE`` at a time, in order: opening one is a few round trips one after
 another (the catalog, the directory's time and listing, then its files in parallel), so one at a
 time left the NameNode and the DataNode mostly waiting, and the clients waited for the warm-up
-(docs/BENCHMARKS.md, "Tail latency and the change log (issue 37)").
+(docs/BENCHMARKS.md, "What changed, one step at a time").
 
 Pitfalls: the warm-up opens buckets only while the opened ones take under half of
 ``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read (the

@@ -11,7 +11,7 @@ the segments are read in the file's order).
 The chunks are read over HDFS's own protocols (``debl.hdfs_reads``), 1 MiB a request, not over
 WebHDFS, which costs the DataNode far more CPU: while MySQL takes the hot keys over, the raw
 route serves from the same DataNode, and a WebHDFS stream of a chunk held its reads up
-(docs/BENCHMARKS.md, "Tail latency and the change log (issue 37)", has the measurement).
+(docs/BENCHMARKS.md, "What changed, one step at a time", has the measurement).
 
 Pitfalls: a file whose last line has no newline reads back with the newline the copier added
 (``loaders.chunker``), one byte more than its listing: the hot path treats both the same. A

@@ -2,7 +2,7 @@
 """Where the slowest 1% of a bench's answers come from: ``debl bench`` as it runs, its query
 client's every request traced (``scripts/tail_trace.py``), then the slowest 1% of each approach
 broken down by route and by cause
-(docs/BENCHMARKS.md, "Tail latency and the change log (issue 37)").
+(docs/BENCHMARKS.md, "The tool: scripts/tail_profile.py").
 
     python scripts/tail_profile.py [--out FILE.json] -- --size 1GiB --layout days \\
         --approaches bulkLoad-hbase,debl-raw --threads 50 --requests 50000

@@ -1,5 +1,5 @@
 """The worker side of scripts/tail_profile.py: a query target that records, per request, where
-its time went (docs/BENCHMARKS.md, "Tail latency and the change log (issue 37)").
+its time went (docs/BENCHMARKS.md, "The tool: scripts/tail_profile.py").
 
 Imported by name in the query client's worker processes (forkserver: the scripts directory is
 on their ``sys.path`` because it is on the parent's), so it must not be run as ``__main__``.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """The Thrift path under other settings of the Thrift server and its clients (docs/BENCHMARKS.md,
-"HBase's own client: the anchor"): the query client's requests through ``HBaseStore`` against
+"The Thrift path and its variants"): the query client's requests through ``HBaseStore`` against
 the stack's Thrift server as configured (binary protocol, buffered transport) and against a
 second Thrift1 server started here with the compact protocol and the framed transport (``-c
 -f``), the happybase connections set to match; alternated, ``--rounds`` times each.

@@ -1,6 +1,6 @@
 """What opening the raw route's buckets costs: a fresh coordinator on the current load, its
 ``wait_warm()`` timed, and the CPU the stack's NameNode and DataNode spent meanwhile
-(docs/BENCHMARKS.md, "Sixth session").
+(docs/BENCHMARKS.md, "Opening the buckets").
 
     python scripts/warmup_cost.py [--runs 3]
 

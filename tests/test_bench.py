@@ -349,7 +349,7 @@ def test_queries_from_the_load_are_answered_before_uptime(config, spark,
         "--days", "10", "--input-seed", "3", "--data", str(data), "--source-rate", "0.1",
         "--threads", "4", "--requests", "200", "--chunk-size", "131072",
         "--bucket-width", "1500", "--query-timeout", "600", "--queries-from", "load", "--json"],
-        obj=config.replace(loading_demand_fetch=True))  # waited keys fetched: answered early
+        obj=config)  # fetches on demand (the default) bring the waited keys: answered early
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     directory = Path(doc["directory"])

@@ -4,9 +4,11 @@ none of them a grab-bag. Pure: no MySQL (the roles' behaviour is tests/test_cata
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 
-from debl.catalog import Catalog
+import debl.catalog
+from debl.catalog import METADATA, Catalog
 
 MAX_PUBLIC_METHODS = 20
 ROLES = ("loads", "files", "phases", "index", "jobs", "serving", "probes")
@@ -44,3 +46,24 @@ def test_no_method_is_in_two_roles():
         for name in _public_methods(cls):
             assert name not in seen, f"{name} is in both {seen[name]} and {role}"
             seen[name] = role
+
+
+def _docstring_tables(doc: str) -> list[str]:
+    """The names in the first column of the package docstring's table of tables."""
+    return re.findall(r"^(debl_\w+) ", doc, re.M)
+
+
+def test_the_package_docstring_names_every_table_and_every_role():
+    """debl.catalog's docstring is where a reader finds each table and each role: it names
+    every table of METADATA once and nothing else, and every role a Catalog has (it listed 15
+    of the 20 tables and no ``catalog.early`` once the tables of early answers came)."""
+    doc = debl.catalog.__doc__
+    assert sorted(_docstring_tables(doc)) == sorted(METADATA.tables)
+    roles = set(typing.get_type_hints(Catalog))
+    assert roles == set(re.findall(r"^``catalog\.(\w+)``", doc, re.M))
+
+
+def test_the_docstring_check_sees_a_table_left_out():
+    assert _docstring_tables("debl_loads             load: ...\n  debl_x in a sentence\n"
+                             "debl_jobs              (load, bucket)\n") == ["debl_loads",
+                                                                         "debl_jobs"]

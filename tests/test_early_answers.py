@@ -50,8 +50,7 @@ def _serve(directory, rate_mb_s: float):
 def _fresh(stack_config, database: str):
     # Fixed-width buckets: no sample reads compete with the slow copy.
     config = stack_config.replace(mysql_database=database, hbase_table=database,
-                                  hdfs_root=f"/{database}", loading_bucket_width=2000,
-                                  loading_demand_fetch=True)
+                                  hdfs_root=f"/{database}", loading_bucket_width=2000)
     Catalog(config, replace_older=True).close()
     drop_every_load(config)
     return config

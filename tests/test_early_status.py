@@ -64,8 +64,7 @@ def _fresh(stack_config, database: str):
     config = stack_config.replace(mysql_database=database, hbase_table=database,
                                   hdfs_root=f"/{database}",
                                   loading_bucket_target_bytes=64 << 10,
-                                  loading_bucket_target_covers_heaviest=False,
-                                  loading_demand_fetch=True)
+                                  loading_bucket_target_covers_heaviest=False)
     Catalog(config, replace_older=True).close()
     drop_every_load(config)
     return config

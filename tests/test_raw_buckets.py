@@ -182,8 +182,8 @@ class _Directories:
 
 def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_moved():
     """The listing thread fell behind a change log's many opened buckets, one NameNode call
-    each, and the queries checked on their own path (docs/BENCHMARKS.md, "Tail latency and the
-    change log (issue 37)"): a sweep asks one listing per parent directory; a bucket whose
+    each, and the queries checked on their own path (docs/BENCHMARKS.md, "What changed, one step
+    at a time"): a sweep asks one listing per parent directory; a bucket whose
     directory's time has not moved is checked by it, one whose time moved, or whose parent
     could not be listed, is checked on its own."""
     hdfs = _Directories({f"/L/buckets/{b}": 100 + b for b in range(4)}
@@ -212,9 +212,9 @@ def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_m
 def test_a_query_checks_only_when_the_sweep_is_far_behind_or_the_bucket_failed():
     """A query that checked its bucket when the sweep was two intervals behind waited on a slow
     NameNode while gen_HF started, and set the slowest answer of a change-log run
-    (docs/BENCHMARKS.md, "Seventh session"). A query checks only when the last passed check is
-    ``QUERY_CHECKS_AFTER`` intervals old; a bucket the sweep found changed is due at once, and
-    its query raises the error naming the file."""
+    (docs/BENCHMARKS.md, "The listing check off the query's path"). A query checks only when
+    the last passed check is ``QUERY_CHECKS_AFTER`` intervals old; a bucket the sweep found
+    changed is due at once, and its query raises the error naming the file."""
     hdfs = _Directories({"/L/buckets/0": 100})
     checks = ListingChecks(hdfs, hdfs, interval=0.5)  # type: ignore[arg-type]
     gone = SimpleNamespace(opened=SimpleNamespace(path="/L/buckets/0/chunk-0.0", length=5),

@@ -33,8 +33,7 @@ def early_stack(stack_config, tmp_path):
     config = stack_config.replace(mysql_database="debl_uitest_early",
                                   hdfs_root="/debl_uitest_early", hbase_table="uitest_early",
                                   loading_bucket_target_bytes=64 << 10,
-                                  loading_bucket_target_covers_heaviest=False,
-                                  loading_demand_fetch=True)
+                                  loading_bucket_target_covers_heaviest=False)
     Catalog(config, replace_older=True).close()
     drop_every_load(config)
     directory = tmp_path / "in"

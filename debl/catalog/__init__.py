@@ -5,7 +5,8 @@ table                  one row per
 =====================  =============================================================
 debl_schema            (one row) the schema version of these tables
 debl_loads             load: approach, source, namespace (its store names), bucket map,
-                       state, uptime, hot state (MySQL took the hot keys over), summary
+                       state, uptime, hot state (MySQL took the hot keys over), summary,
+                       when cleanup began dropping and dropped its stores
 debl_current           (one row) the load every coordinator serves, and the one it replaced
 debl_load_files        source file of a load: size, mtime, hot or cold
 debl_file_counts       (file, part): rows and rejects a part of the load took from it
@@ -25,6 +26,16 @@ debl_hot_keys          load: the key filter of its hot rows in MySQL
 debl_coordinators      running coordinator: the load it serves with no query of another in
                        flight, whether it reads that load's hot keys from MySQL only, its
                        heartbeat
+debl_manifests         (load, file): the manifest its source listed (a resume takes its
+                       pieces from here)
+debl_early             load that answers before its uptime: on or stopped, the keys
+                       answerable so far and their share (docs/LOADING.md, "Answers before
+                       the copy ends")
+debl_key_demand        (load, coordinator, id1): queries waiting for the key before uptime
+                       (what the copy fetches first)
+debl_false_claims      (load, claim): a manifest's claim found false, where, and the id1s
+                       whose early answers it may have touched
+debl_early_answers     (load, id1): early answers given, summed over every process
 =====================  =============================================================
 
 The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA``), created by
@@ -44,6 +55,8 @@ tables:
 ``catalog.jobs``       the job status of each bucket (``jobs.JobsCatalog``)
 ``catalog.serving``    what coordinators read and publish, their heartbeats
                        (``serving.ServingCatalog``)
+``catalog.early``      manifests, answerable keys, key demand, early answers and false
+                       claims (``early.EarlyCatalog``)
 ``catalog.probes``     the reliability campaigns' view of MySQL's sessions
                        (``probes.ProbesCatalog``)
 =====================  =============================================================

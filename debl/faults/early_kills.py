@@ -43,8 +43,8 @@ LIE_FILE = -3  # the lying file of ``early-lie``: the last cold one (the newest 
 
 @contextmanager
 def _demand_on(camp: Campaign) -> Iterator[None]:
-    """The target's loads fetch on demand (``loading.demand_fetch``, off by default), so that
-    the aimed point ``demand-copied`` is reached."""
+    """The target's loads fetch on demand (``loading.demand_fetch``, on by default) even when
+    the campaign's config turns it off, so that the aimed point ``demand-copied`` is reached."""
     config = camp.config
     camp.config = config.replace(loading_demand_fetch=True)
     try:
