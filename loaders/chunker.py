@@ -10,7 +10,7 @@ several files (``loaders.demand``); a segment of it may not know its first line'
 (``first_line`` None). A file whose last line has
 no newline gets one, so lines of two files never run together.
 
-Each chunk is written under a temporary name and renamed (``WebHDFS.write_atomic``): a killed
+Each chunk is written under a temporary name and renamed (``HdfsClient.write_atomic``): a killed
 copy never leaves a half chunk behind. The copy streams: a block read from the source is sent to
 HDFS before the next one is read.
 """
@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from debl.catalog import ChunkRecord
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
 
@@ -159,7 +159,7 @@ class ChunkCopier:
     number (``loaders.pipeline``: fetches on demand number their chunks from the same counter).
     """
 
-    def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: WebHDFS,
+    def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: HdfsClient,
                  directory: str, coverage: Coverage, numbers: Callable[[], int],
                  progress: Callable[[int], None] = lambda n: None, hot: bool = False,
                  turn: LinkTurn | None = None):

@@ -10,7 +10,7 @@ import pytest
 
 from debl.bucket_file import parse_tail
 from debl.buckets import BucketMap
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders import dist_ch
 from loaders.chunker import Chunk, Segment
 from loaders.local_dist_ch import bucket_locally
@@ -40,7 +40,7 @@ def _chunk(path: str) -> tuple[Chunk, bytes]:
 def test_a_chunk_bucketed_here_equals_the_same_chunk_bucketed_by_the_jvm(stack_config, spark,
                                                                          bucket_map):
     config = stack_config.replace(loading_max_line_bytes=LIMIT)
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     root = f"{config.hdfs.root}/test-local-dist_ch-{os.getpid()}"
     chunk, data = _chunk(f"{root}/chunks/chunk-00012")
     fs.write(chunk.path, data, overwrite=True)

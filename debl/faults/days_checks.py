@@ -32,10 +32,10 @@ from debl.faults.days_clients import ERROR, Record, digest
 from debl.faults.days_timeline import CurrentWatcher
 from debl.faults.days_world import Background, OpRecord, World
 from debl.faults.trial import Step
+from debl.hdfs import HdfsClient
 from debl.model import Link
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 
 # A coordinator moves to a new current day at its next poll (coordinator.poll_interval, set
 # by the campaign, plus the poll itself): an answer routed within this after a switch may name
@@ -338,7 +338,7 @@ def check_disk(world: World, since: float, keep_passed: bool) -> list[str]:
         problems.append(f"stores of {', '.join(extra)} are kept besides the current day "
                         f"{current.load_id}" + (f" and the previous {previous}"
                                                 if previous and not keep_passed else ""))
-    fs = WebHDFS(world.config)
+    fs = HdfsClient(world.config)
     for load in loads:
         if load.dropped is None:
             continue
