@@ -25,6 +25,7 @@ the last dist_ch is short.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -277,8 +278,9 @@ def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog,
           namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
           numbers: Callable[[], int], turn: LinkTurn, size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
-    """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch. A
-    resumed load copies only the bytes its bucketed chunks do not hold."""
+    """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch once
+    its file is closed, which goes on while the next chunk is sent (``ChunkCopier.start_next``).
+    A resumed load copies only the bytes its bucketed chunks do not hold."""
     hot_chunks = [c for c in plan.done if c.hot]
     # Chunks taper towards the end of the whole input, not of the hot files: cold chunks follow
     # those at once, and a run of small hot chunks would cost a Spark job each.
@@ -287,21 +289,45 @@ def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog,
     for hot, files in ((True, plan.hot), (False, plan.cold)):
         copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, coverage, numbers,
                              progress.copied, hot=hot, turn=turn)
+        sent: list = []  # (chunk, its copy's start and end, wait for its close): one at most
+
+        def settle() -> None:
+            """The chunk sent before, once closed: recorded and handed to dist_ch. Its copy
+            took its own sending and the wait for its close, not the next chunk's sending."""
+            for chunk, t0, t1, finished in sent:
+                waited = time.time()
+                finished()
+                t1 += time.time() - waited
+                index.chunk_copied(load_id, chunk.record("copied"), t0, t1, chunk.lines)
+                if chunk.hot:
+                    hot_chunks.append(chunk)
+                hand_over((chunk, t1 - t0))
+            sent.clear()
+
         try:
             while files and not stopped():
                 t0 = time.time()
                 want = tapered(size.next, remaining)
-                chunk = copier.copy_next(want, dist_ch.slices_for(config, want))
+                try:
+                    chunk, finished = copier.start_next(want, dist_ch.slices_for(config, want))
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        settle()  # the chunk before is in HDFS: it is bucketed all the same
+                    raise
+                t1 = time.time()
+                settle()
                 if chunk is None:
                     break
                 remaining -= chunk.bytes
                 size.took(chunk.bytes)
-                index.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
-                                   chunk.lines)
-                if hot:
-                    hot_chunks.append(chunk)
-                hand_over((chunk, time.time() - t0))
+                sent.append((chunk, t0, t1, finished))
+            settle()
         finally:
+            for _, _, _, finished in sent:  # failed: no call left under way
+                try:
+                    finished()
+                except Exception:  # noqa: BLE001 -- the copy's own error is the one raised
+                    pass
             copier.close()
         if stopped():
             return
