@@ -5,8 +5,8 @@ dist_ch writes every bucket file sorted by (id1, link_type, time) with a sparse 
 Bloom filter of its keys as its footer (debl.bucket_file). For a query the reader
 
 1. opens the bucket once per load: its files (the catalog's path prefix per chunk, one
-   directory listing), each opened for reads over HDFS's own protocols (``debl.hdfs_reads``:
-   the NameNode's block locations) and its index and filter read (a ranged read of the file's
+   directory listing), each opened for reads over HDFS's own protocols (``debl.hdfs``: the
+   NameNode's block locations) and its index and filter read (a ranged read of the file's
    tail), all files in parallel; it checks that each chunk's files hold exactly the rows
    dist_ch recorded for it, and the bucket the rows of the bucket index, so that a file gone or
    changed is an error naming it, never a smaller answer;
@@ -31,7 +31,7 @@ Pitfalls:
 
 - Thread-safe: the client threads share one reader; one thread opens a bucket while the
   others wait for it; HDFS reads run outside every lock.
-- A read is by block (``debl.hdfs_reads``): it returns the file's bytes as they were when the
+- A read is by block (``debl.hdfs``): it returns the file's bytes as they were when the
   bucket was opened, or fails. So a thread of the reader checks the opened buckets' directories
   every ``coordinator.poll_interval`` seconds (``coordinator.raw_listing``): a file gone or
   changed since is a BucketFileError naming it from the next query on that would read. A query
@@ -51,15 +51,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
 from debl.catalog import IndexCatalog
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
-from debl.hdfs_reads import FileGone, HdfsTimeout, NativeHDFS, OpenFile, read_file
+from debl.hdfs import (FileChanged, FileGone, HdfsClient, HdfsFile, HdfsTimeout, OpenFile,
+                       read_file)
 from debl.model import Link
 from debl.request_cost import HDFS_META, Timed
-from debl.webhdfs import FileStatus, WebHDFS
 from coordinator.raw_cache import BlockCache
 from coordinator.raw_listing import ListingChecks
 from coordinator.merge import NewestFirstMerge
@@ -106,9 +107,8 @@ class RawBucket:
 class _File:
     """One file of an opened bucket; ``opened`` is replaced when it is opened again."""
 
-    opened: OpenFile
+    opened: OpenFile  # with the file as listed, to tell a file rewritten since
     index: BucketIndex  # keys and offsets; its filter is in the bucket's FileFilters
-    modified_ms: int  # the listing's, to tell a file rewritten since
 
 
 class _Bucket:
@@ -154,10 +154,9 @@ class RawReader:
     def __init__(self, config: Config, index: IndexCatalog) -> None:
         self.config = config
         self.cache = BlockCache(config.coordinator.raw_cache_bytes)
-        self._hdfs = NativeHDFS(config, timeout=READ_TIMEOUT_S,
+        self._hdfs = HdfsClient(config, timeout=READ_TIMEOUT_S,
                                 threads=config.coordinator.raw_read_threads)
-        self._listings = ListingChecks(self._hdfs, WebHDFS(config, timeout=READ_TIMEOUT_S),
-                                       config.coordinator.poll_interval)
+        self._listings = ListingChecks(self._hdfs, config.coordinator.poll_interval)
         self._index = index
         self._lock = threading.Lock()  # guards the three below
         self._opened: OrderedDict[tuple, _Bucket] = OrderedDict()
@@ -190,7 +189,7 @@ class RawReader:
 
     def reads_locally(self, buckets: Sequence[RawBucket]) -> bool:
         """Whether every file of *buckets* (opened now if they are not) is read from this
-        host's block files (``debl.hdfs_local``): then an answer waits on no server."""
+        host's block files (``debl.hdfs.local_reads``): then an answer waits on no server."""
         return all(f.opened.local is not None
                    for bucket in buckets for f in self._open(bucket).files)
 
@@ -285,7 +284,7 @@ class RawReader:
             for bucket in opened:
                 self._listings.check(bucket, force=True)
             for f, again in zip(files, self._hdfs.run(
-                    [(self._hdfs.open_file, (f.opened.path,)) for f in files], "open again")):
+                    [(self._hdfs.open_file, (f.opened.file,)) for f in files], "open again")):
                 f.opened = again
             return self._hdfs.read_many([(f.opened, o, n) for f, o, n in ranges])
 
@@ -386,17 +385,16 @@ class RawReader:
         """The bucket's files opened with their indexes, checked against the bucket index's
         rows; a growing bucket opened before (*previous*) opens only its new files."""
         chunks = self._index.bucket_chunks(bucket.b_index, bucket.load_id, bucket.hot)
-        listings: dict[str, list[FileStatus]] = {}
+        listings: dict[str, list[HdfsFile]] = {}
         modified: dict[str, int | None] = {}
-        located: dict[str, bytes] = {}  # a file's blocks, when its listing gave them
+        located: dict[str, Any] = {}  # a file's blocks, when its listing gave them
         per_chunk = []
         for chunk in chunks:
             directory, stem = chunk.path.rsplit("/", 1)
             if directory not in listings:  # its time first: a change after it shows later
                 modified[directory] = self._hdfs.modified_ms([directory])[0]
                 listings[directory] = self._list(bucket, directory, located)
-            found = [s for s in listings[directory]
-                     if is_bucket_file(s.path.rsplit("/", 1)[1], stem)]
+            found = [s for s in listings[directory] if is_bucket_file(s.name, stem)]
             if not found:
                 raise BucketFileError(
                     f"bucket {bucket.b_index}: no file {chunk.path}.<slice> in HDFS, though "
@@ -432,30 +430,27 @@ class RawReader:
         return _Bucket(bucket, modified, [f for f in files if f.index.rows])
 
     def _list(self, bucket: RawBucket, directory: str,
-              located: dict[str, bytes]) -> list[FileStatus]:
+              located: dict[str, Any]) -> list[HdfsFile]:
         """The files of one of *bucket*'s directories; with local reads, their blocks too, in
         one NameNode call (into *located*), so that opening them asks the NameNode nothing more
         (docs/COORDINATOR.md, "Local block reads")."""
         listed = self._hdfs.list_located(directory)
         if listed is None:
             return self._listings.list(bucket.b_index, directory)
-        located.update((f.path, f.located) for f in listed if f.located)
-        return [FileStatus(f.path, f.length, f.is_dir, f.modification_time_ms) for f in listed]
+        located.update((f.path, blocks) for f, blocks in listed if blocks is not None)
+        return [f for f, _ in listed]
 
-    def _open_file(self, bucket: RawBucket, status: FileStatus,
-                   located: bytes | None = None) -> _File:
+    def _open_file(self, bucket: RawBucket, status: HdfsFile, located: Any = None) -> _File:
         """One file opened and its index read (on a read thread); *located*: its blocks, from
         its listing."""
         try:
-            f = self._hdfs.open_file(status.path, located)
+            f = self._hdfs.open_file(status, located)
         except FileGone as exc:
             raise BucketFileError(
                 f"bucket {bucket.b_index}: its file {status.path} is gone from HDFS; run `debl "
                 "verify`, and reload the input") from exc
-        if f.length != status.length:
-            raise BucketFileError(
-                f"bucket {bucket.b_index}: its file {status.path} changed while it was opened "
-                f"({status.length} bytes listed, {f.length} opened); run `debl verify`")
+        except FileChanged as exc:
+            raise BucketFileError(f"bucket {bucket.b_index}: {exc}; run `debl verify`") from exc
         index = read_index(f.path, f.length, lambda offset, n: read_file(f, offset, n))
-        return _File(f, index, status.modification_time_ms)
+        return _File(f, index)
 

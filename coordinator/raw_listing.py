@@ -2,7 +2,7 @@
 (docs/COORDINATOR.md, "The raw route").
 
 A read by block returns a file's bytes as they were when it was opened, or fails
-(``debl.hdfs_reads``), so a file deleted or rewritten since would go unnoticed. A directory's
+(``debl.hdfs``), so a file deleted or rewritten since would go unnoticed. A directory's
 modification time changes with every file created, deleted or renamed in it: a bucket whose
 directories' times have not moved still has its files; one whose time moved is listed again,
 and a file gone or changed is a BucketFileError naming it.
@@ -33,8 +33,7 @@ from collections import defaultdict
 from typing import Any, Protocol
 
 from debl.errors import BucketFileError, ServiceError
-from debl.hdfs_reads import NativeHDFS
-from debl.webhdfs import FileStatus, WebHDFS
+from debl.hdfs import FileGone, HdfsClient, HdfsFile
 
 log = logging.getLogger("debl.coordinator")
 
@@ -46,7 +45,7 @@ class OpenedBucket(Protocol):
 
     b_index: int
     directories: dict[str, int | None]  # directory -> its modification time when listed
-    files: list[Any]  # each with ``opened`` (path, length) and ``modified_ms``
+    files: list[Any]  # each with ``opened``: its ``file`` as listed when it was opened
     checked_at: float  # time.monotonic() of the last check that passed
     checking: threading.Lock  # held by the one thread checking it
 
@@ -54,8 +53,8 @@ class OpenedBucket(Protocol):
 class ListingChecks:
     """Checks opened buckets against HDFS's listings; *interval*: ``coordinator.poll_interval``."""
 
-    def __init__(self, hdfs: NativeHDFS, fs: WebHDFS, interval: float) -> None:
-        self._hdfs, self._fs, self.interval = hdfs, fs, interval
+    def __init__(self, hdfs: HdfsClient, interval: float) -> None:
+        self._hdfs, self.interval = hdfs, interval
 
     def sweep(self, opened: list[OpenedBucket]) -> None:
         """Check every bucket of *opened*: one listing per parent directory for the times of
@@ -71,7 +70,7 @@ class ListingChecks:
         times: dict[str, int | None] = {}
         for parent, buckets in parents.items():
             try:
-                listed = {s.path: s.modification_time_ms for s in self._fs.list(parent)}
+                listed = {s.path: s.modification_time_ms for s in self._hdfs.list(parent)}
             except ServiceError as exc:
                 log.info("raw route: listing %s failed, its buckets checked one by one: %s",
                          parent, exc)
@@ -125,19 +124,17 @@ class ListingChecks:
             if not force:
                 opened.checking.release()
 
-    def list(self, b_index: int, directory: str) -> list[FileStatus]:
+    def list(self, b_index: int, directory: str) -> list[HdfsFile]:
         """The files of bucket *b_index*'s directory; BucketFileError naming it if it is gone."""
         try:
-            return self._fs.list(directory)
-        except ServiceError as exc:
-            if self._fs.status(directory) is None:
-                raise BucketFileError(
-                    f"bucket {b_index}: its directory {directory} is gone from HDFS; "
-                    "run `debl verify`, and reload the input") from exc
-            raise
+            return self._hdfs.list(directory)
+        except FileGone as exc:
+            raise BucketFileError(
+                f"bucket {b_index}: its directory {directory} is gone from HDFS; "
+                "run `debl verify`, and reload the input") from exc
 
 
-def _check_file(b_index: int, f: Any, status: FileStatus | None) -> None:
+def _check_file(b_index: int, f: Any, status: HdfsFile | None) -> None:
     """BucketFileError naming the file if it is gone from the listing or changed since opened."""
     path = f.opened.path
     if status is None:
@@ -145,7 +142,7 @@ def _check_file(b_index: int, f: Any, status: FileStatus | None) -> None:
             f"bucket {b_index}: its file {path} is gone from HDFS, so the query cannot be "
             "answered from the raw files; run `debl verify`, and reload the input if the file "
             "is lost")
-    if (status.length, status.modification_time_ms) != (f.opened.length, f.modified_ms):
+    if status != f.opened.file:
         raise BucketFileError(
             f"bucket {b_index}: its file {path} changed in HDFS since it was opened "
             f"({f.opened.length} bytes then, {status.length} now); run `debl verify`, and "

@@ -50,7 +50,7 @@ class Config:
     # runtime (lib/), load rejects, bench runs. Relative to the working directory.
     state_dir: Path = Path(".debl")
     # The longest DeBL waits on a service that does not answer (a MySQL statement of the
-    # query path or the catalog, a WebHDFS request, a Thrift call, the HBase client of the
+    # query path or the catalog, an HDFS call, a Thrift call, the HBase client of the
     # JVM jobs), in seconds: past it the command fails with a message naming the service.
     # The hot path's LOAD DATA, merge and index build may run longer and are not bounded by it
     # (a server that dies still ends them at once: its socket closes). docs/RELIABILITY.md.

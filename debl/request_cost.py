@@ -13,11 +13,11 @@ request in ``begin()`` ... ``finish()``; in between, each timed step on that thr
 - ``hbase``: a Thrift call to HBase, its rows decoded, the wait for a pooled connection
   included (``debl.store.hbase``);
 - ``hdfs``: the raw route's block reads, the wait for a read thread included
-  (``debl.hdfs_reads``), with the ranges read and their bytes;
+  (``debl.hdfs``), with the ranges read and their bytes;
 - ``hdfs_meta``: the raw route's other HDFS calls on the query's own path: a bucket opened
   (its files' block locations and indexes, its listing, its chunks in the catalog) or waited
   for while another thread opens it, a listing checked (``coordinator.raw``,
-  ``debl.hdfs_reads``, ``debl.webhdfs``);
+  ``debl.hdfs``);
 - ``merge``: the time inside the merge of the sides and of a bucket's files that no store took
   (the rows parsed and merged, the block cache looked up), with the sorted runs merged;
 - ``late``: open loop only, how late the client sent the request after its intended instant.

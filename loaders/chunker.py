@@ -10,9 +10,11 @@ several files (``loaders.demand``); a segment of it may not know its first line'
 (``first_line`` None). A file whose last line has
 no newline gets one, so lines of two files never run together.
 
-Each chunk is written under a temporary name and renamed (``WebHDFS.write_atomic``): a killed
+Each chunk is written under a temporary name and renamed (``HdfsClient.write_atomic``): a killed
 copy never leaves a half chunk behind. The copy streams: a block read from the source is sent to
-HDFS before the next one is read.
+HDFS before the next one is read; a chunk's file closes while the next chunk is sent
+(``ChunkCopier.start_next``: a close may wait 0.5 s for the NameNode, docs/RUNTIME.md, "HDFS
+from Python").
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from debl.catalog import ChunkRecord
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
 
@@ -159,7 +161,7 @@ class ChunkCopier:
     number (``loaders.pipeline``: fetches on demand number their chunks from the same counter).
     """
 
-    def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: WebHDFS,
+    def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: HdfsClient,
                  directory: str, coverage: Coverage, numbers: Callable[[], int],
                  progress: Callable[[int], None] = lambda n: None, hot: bool = False,
                  turn: LinkTurn | None = None):
@@ -181,6 +183,16 @@ class ChunkCopier:
         self._mid_line = False  # the last block sent ended inside a line
 
     def copy_next(self, chunk_size: int, slices: int = 1) -> Chunk | None:
+        """The next chunk copied into HDFS (None when the input is used up)."""
+        chunk, finished = self.start_next(chunk_size, slices)
+        finished()
+        return chunk
+
+    def start_next(self, chunk_size: int,
+                   slices: int = 1) -> tuple[Chunk | None, Callable[[], None]]:
+        """``copy_next`` in two steps: the chunk once its bytes are sent, and a function that
+        waits for its file's close and rename (and raises their error); the chunk is in HDFS
+        only then."""
         segments: list[Segment] = []
         starts: list[tuple[int, int]] = [(0, 0)]
         slice_size = max(1, chunk_size // slices)
@@ -226,11 +238,12 @@ class ChunkCopier:
                 if at_eof:
                     self._next_stretch(True)
 
-        self.hdfs.write_atomic(path, blocks())
+        finished = self.hdfs.start_write_atomic(path, blocks())
         if sent == 0:
+            finished()
             self.hdfs.delete(path)
-            return None
-        return Chunk(chunk_no, path, sent, tuple(segments), tuple(starts), self.hot)
+            return None, lambda: None
+        return Chunk(chunk_no, path, sent, tuple(segments), tuple(starts), self.hot), finished
 
     def _find_stretch(self) -> bool:
         """Make the stream point at the next byte to copy, skipping what fetches took; False

@@ -45,8 +45,8 @@ from debl.catalog import Catalog, LoadRecord, NamedLock, ServingCatalog, named_l
 from debl.config import Config
 from debl.errors import LoadStateError
 from debl.faultpoints import reached
+from debl.hdfs import HdfsClient
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 
 
 def droppable(loads: list[LoadRecord], current: LoadRecord | None, previous: str | None,
@@ -153,7 +153,7 @@ def drop_stores(config: Config, load: LoadRecord) -> None:
             mysql.drop_table()
     with HBaseStore(config, ns.hbase_table) as hbase:
         hbase.drop_table()
-    WebHDFS(config).delete(ns.hdfs_dir, recursive=True)
+    HdfsClient(config).delete(ns.hdfs_dir, recursive=True)
     shutil.rmtree(config.state_dir / "filecopy" / config.mysql.database / load.load_id,
                   ignore_errors=True)
 

@@ -38,7 +38,6 @@ from debl.catalog import EarlyCatalog, FalseClaim, IndexCatalog
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.manifest import Piece
-from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk, LinkTurn, Segment, chunk_name
 from loaders.coverage import Coverage
 from loaders.early import EarlyAnswers
@@ -58,7 +57,7 @@ class DemandFetcher:
     def __init__(self, config, source: Source, load_id: str, chunk_dir: str,
                  files: list[tuple[int, SourceFile]], hot: set[int], coverage: Coverage,
                  numbers: Callable[[], int], early: EarlyAnswers, bucket, catalog: EarlyCatalog,
-                 index: IndexCatalog, progress, turn: LinkTurn):
+                 index: IndexCatalog, progress, turn: LinkTurn, hdfs):
         self.config, self.source, self.load_id, self.chunk_dir = config, source, load_id, chunk_dir
         self.files = dict(files)
         self.hot = hot
@@ -66,7 +65,7 @@ class DemandFetcher:
         self.bucket = bucket  # Bucketer.bucket
         self.catalog, self.index, self.progress = catalog, index, progress
         self.turn = turn  # the bulk copy waits while a round reads
-        self.hdfs = WebHDFS(config)
+        self.hdfs = hdfs  # the pipeline's HdfsClient
         self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="demand-read")
         self.fetched_bytes = 0
         self.chunks = 0

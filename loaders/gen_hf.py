@@ -43,8 +43,8 @@ from debl.catalog import Bucket, Catalog, LoadRecord
 from debl.config import SPELLINGS, Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
+from debl.hdfs import HdfsClient
 from debl.spark import spark_session, task_heap
-from debl.webhdfs import WebHDFS
 from loaders import jobs
 from loaders.cleanup import cleanup, days_lock
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table
@@ -263,7 +263,7 @@ class GenHF:
         Under the days lock, so that a live cleanup of the load is either done or not begun;
         failing, it is reported (the directory is then
         ``debl verify``'s and the next cleanup's to find)."""
-        fs, lock = WebHDFS(self.config), None
+        fs, lock = HdfsClient(self.config), None
         try:
             lock = days_lock(self.config, wait=self.config.service_timeout)
             record = self.catalog.loads.load(load.load_id)
@@ -348,7 +348,7 @@ class GenHF:
         phases["bulkload"] = time.time() - t
         self.catalog.phases.phase_end(load_id, "bulkload", run_id, rows=cells)
         reached(config, "bulk-loaded")
-        WebHDFS(config).delete(out, recursive=True)
+        HdfsClient(config).delete(out, recursive=True)
         per_bucket = {b.b_index: (w.winners, w.checksum) for b, w in zip(chosen, written)}
         return sum(w.rows for w in written), cells, per_bucket, phases
 

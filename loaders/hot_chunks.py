@@ -8,8 +8,8 @@ order from the segments of the chunks that hold it (a file may span chunks, a ch
 several files, and a piece fetched on demand may sit in a later chunk than the bytes after it:
 the segments are read in the file's order).
 
-The chunks are read over HDFS's own protocols (``debl.hdfs_reads``), 1 MiB a request, not over
-WebHDFS, which costs the DataNode far more CPU: while MySQL takes the hot keys over, the raw
+The chunks are read over HDFS's own protocols (``debl.hdfs``), 1 MiB a request, not over
+WebHDFS, which cost the DataNode far more CPU: while MySQL takes the hot keys over, the raw
 route serves from the same DataNode, and a WebHDFS stream of a chunk held its reads up
 (docs/BENCHMARKS.md, "What changed, one step at a time", has the measurement).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from debl.errors import SourceError
-from debl.hdfs_reads import NativeHDFS
+from debl.hdfs import HdfsClient
 from loaders.chunker import Chunk
 from loaders.source import SourceFile
 
@@ -33,7 +33,7 @@ _BLOCK = 1 << 20
 class HotChunkSource:
     """The hot files of a load, read back from its hot chunks in HDFS."""
 
-    def __init__(self, hdfs: NativeHDFS, chunks: list[Chunk]):
+    def __init__(self, hdfs: HdfsClient, chunks: list[Chunk]):
         self.hdfs = hdfs
         # (chunk path, offset in the chunk, length) of each file's segments, in file order
         found: dict[str, list[tuple[int, int, str, int]]] = {}
@@ -71,7 +71,7 @@ class HotChunkSource:
 class _Stream:
     """A readable stream over a file's segments in the chunks (``read``, ``close``, ``with``)."""
 
-    def __init__(self, hdfs: NativeHDFS, parts: list[tuple[str, int, int]]):
+    def __init__(self, hdfs: HdfsClient, parts: list[tuple[str, int, int]]):
         self._blocks: Iterator[bytes] = (block for path, at, n in parts if n
                                          for block in _blocks(hdfs, path, at, n))
         self._pending = b""
@@ -98,11 +98,11 @@ class _Stream:
         self.close()
 
 
-def _blocks(hdfs: NativeHDFS, path: str, at: int, n: int) -> Iterator[bytes]:
+def _blocks(hdfs: HdfsClient, path: str, at: int, n: int) -> Iterator[bytes]:
     """Bytes [at, at + n) of the chunk *path*, ``_BLOCK`` a read."""
     f = hdfs.open(path)
     if f.length < at + n:
         raise SourceError(f"hot chunk {path} holds {f.length} bytes, its segments need "
                           f"{at + n}: it changed after it was copied; load the input again")
     for offset in range(at, at + n, _BLOCK):
-        yield hdfs.read(f, offset, min(_BLOCK, at + n - offset))
+        yield hdfs.read_many([(f, offset, min(_BLOCK, at + n - offset))])[0]

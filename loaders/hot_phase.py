@@ -28,9 +28,8 @@ import time
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.faultpoints import reached
+from debl.hdfs import HdfsClient
 from debl.namespace import Namespace
-from debl.hdfs_reads import NativeHDFS
-from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
 from loaders.hot_chunks import HotChunkSource
 from loaders.mysql_bulk import HotResult, load_hot
@@ -57,7 +56,7 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
         catalog.phases.phase_start(load_id, "hot", "all")
         try:
             if chunks is not None:
-                hdfs = NativeHDFS(config, threads=2)
+                hdfs = HdfsClient(config, threads=2)
                 try:
                     result = load_hot(config, HotChunkSource(hdfs, chunks), hot, _Recorded(),
                                       -1, progress=progress.hot,  # type: ignore[arg-type]
@@ -100,7 +99,7 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
                              "MySQL: the hot bucket files are kept until the load is cleaned up")
             return False
         t0 = time.time()
-        WebHDFS(config).delete(namespace.hot_dir, recursive=True)
+        HdfsClient(config).delete(namespace.hot_dir, recursive=True)
         catalog.phases.record_phase(load_id, "hot_files_removed", "all", t0, time.time())
     return True
 

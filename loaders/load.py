@@ -55,8 +55,8 @@ from debl.catalog import Catalog, LoadFile, NamedLock, Phase, named_lock
 from debl.config import Config
 from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
                          SourceError)
+from debl.hdfs import HdfsClient
 from debl.namespace import Namespace
-from debl.webhdfs import WebHDFS
 from loaders.chunker import Chunk
 from loaders.cleanup import cleanup
 from loaders.hot_phase import drop_hot_buckets, load_hot_files
@@ -340,7 +340,7 @@ class LoadRun:
         if self.resume:  # the parts to redo start afresh
             rejects.keep(([HOT_PART] if state.hot_done else [])
                          + [chunk_part(c.chunk_no) for c in state.done])
-            drop_stale_files(WebHDFS(config), namespace.chunk_dir,
+            drop_stale_files(HdfsClient(config), namespace.chunk_dir,
                              [namespace.bucket_dir, namespace.hot_dir],
                              {c.chunk_no for c in state.done})
         chunk_size = self.options.chunk_size or config.loading.chunk_size

@@ -35,7 +35,7 @@ from debl.errors import ServiceError
 from debl.manifest import Manifest, claim_violations
 from debl.model import CHECKSUM_MOD, REJECT_PREFIX, ParseError, line_body, line_checksum, \
     parse_line, too_long
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders.chunker import Chunk, Segment, chunk_name
 from loaders.dist_ch import DistResult, Reject
 from loaders.rejects import pending_line
@@ -62,7 +62,7 @@ class _Bucket:
         self.lo, self.hi = min(self.lo, id1), max(self.hi, id1)
 
 
-def bucket_locally(config: Config, hdfs: WebHDFS, chunk: Chunk, bucket_map: BucketMap,
+def bucket_locally(config: Config, hdfs: HdfsClient, chunk: Chunk, bucket_map: BucketMap,
                    bucket_dir: str, data: bytes | None = None,
                    manifests: dict[int, Manifest | None] | None = None,
                    sizes: dict[int, int] | None = None) -> DistResult:
@@ -121,7 +121,7 @@ def bucket_locally(config: Config, hdfs: WebHDFS, chunk: Chunk, bucket_map: Buck
     return DistResult(chunk.chunk_no, parts, rejects, per_file, violations)
 
 
-def _write(hdfs: WebHDFS, path: str, data: bytes, attempts: int = 3) -> None:
+def _write(hdfs: HdfsClient, path: str, data: bytes, attempts: int = 3) -> None:
     """Write one bucket file (a temporary name renamed over *path*: written again whole if a
     DataNode dropped the connection, as a busy one does; the last failure is raised)."""
     for attempt in range(attempts):

@@ -25,6 +25,7 @@ the last dist_ch is short.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -38,9 +39,9 @@ from debl.catalog import Catalog, IndexCatalog
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
+from debl.hdfs import HdfsClient
 from debl.namespace import Namespace
 from debl.spark import spark_session
-from debl.webhdfs import WebHDFS
 from loaders import dist_ch
 from loaders.chunker import Chunk, ChunkCopier, LinkTurn, chunk_name
 from loaders.coverage import Coverage
@@ -53,6 +54,9 @@ from loaders.source import Source, SourceFile
 
 MIN_CHUNK = 4 << 20
 FIRST_CHUNK = 2 << 20  # a load that answers early starts with chunks this small, doubling
+# HDFS calls at once: the copy's chunk, dist_ch's bucket files in this process
+# (loaders.local_dist_ch: four at a time) and a fetch on demand's chunk.
+HDFS_THREADS = 8
 
 
 def tapered(size: int, remaining: int) -> int:
@@ -112,7 +116,7 @@ class Bucketer:
     Records one chunk at a time (the bucket index sums every chunk of a bucket)."""
 
     def __init__(self, config: Config, load_id: str, namespace: Namespace, index: IndexCatalog,
-                 hdfs: WebHDFS, spark: Future, decided: Future, rejects: RejectWriter,
+                 hdfs: HdfsClient, spark: Future, decided: Future, rejects: RejectWriter,
                  early: EarlyAnswers | None = None):
         self.config, self.load_id, self.namespace = config, load_id, namespace
         self.index, self.hdfs, self.spark, self.decided = index, hdfs, spark, decided
@@ -168,8 +172,6 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     abort = threading.Event()
     catalog = Catalog(config)  # thread-safe: the threads' of the copy, of dist_ch, of fetches
     index = catalog.index
-    hdfs = WebHDFS(config)
-    hdfs.mkdirs(namespace.chunk_dir)
     size = _ChunkSize(plan.chunk_size, plan.ramp, lambda n: dist_ch.whole_waves(config, n))
     result = Copied(chunks=len(plan.done))
     coverage = ledger(plan)
@@ -197,7 +199,9 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     # Leaving the pools waits for the copy thread, which stops at its next chunk boundary once
     # `abort` is set, for Spark's start, and for a fetch on demand's round.
     stop_fetching = threading.Event()
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="chunk-copy") as pool:
+    with HdfsClient(config, threads=HDFS_THREADS) as hdfs, \
+            ThreadPoolExecutor(max_workers=3, thread_name_prefix="chunk-copy") as pool:
+        hdfs.mkdirs(namespace.chunk_dir)
         copying = pool.submit(copy_all)
         # Spark starts while the first chunks are copied (and bucketed here meanwhile).
         spark = pool.submit(spark_session, config, "debl-dist_ch")
@@ -208,7 +212,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
             fetcher = DemandFetcher(config, source, load_id, namespace.chunk_dir,
                                     [*plan.hot, *plan.cold], {seq for seq, _ in plan.hot},
                                     coverage, numbers, early, bucketer.bucket, catalog.early,
-                                    index, progress, turn)
+                                    index, progress, turn, hdfs)
             fetching = pool.submit(fetcher.run, stop_fetching)
         try:
             while (item := _next(copied, fetching)) is not None:
@@ -276,12 +280,13 @@ def _numbers(done: list[Chunk]) -> Callable[[], int]:
     return next_number
 
 
-def _copy(config: Config, source: Source, hdfs: WebHDFS, index: IndexCatalog, load_id: str,
+def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog, load_id: str,
           namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
           numbers: Callable[[], int], turn: LinkTurn, size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
-    """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch. A
-    resumed load copies only the bytes its bucketed chunks do not hold."""
+    """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch once
+    its file is closed, which goes on while the next chunk is sent (``ChunkCopier.start_next``).
+    A resumed load copies only the bytes its bucketed chunks do not hold."""
     hot_chunks = [c for c in plan.done if c.hot]
     # Chunks taper towards the end of the whole input, not of the hot files: cold chunks follow
     # those at once, and a run of small hot chunks would cost a Spark job each.
@@ -290,21 +295,45 @@ def _copy(config: Config, source: Source, hdfs: WebHDFS, index: IndexCatalog, lo
     for hot, files in ((True, plan.hot), (False, plan.cold)):
         copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, coverage, numbers,
                              progress.copied, hot=hot, turn=turn)
+        sent: list = []  # (chunk, its copy's start and end, wait for its close): one at most
+
+        def settle() -> None:
+            """The chunk sent before, once closed: recorded and handed to dist_ch. Its copy
+            took its own sending and the wait for its close, not the next chunk's sending."""
+            for chunk, t0, t1, finished in sent:
+                waited = time.time()
+                finished()
+                t1 += time.time() - waited
+                index.chunk_copied(load_id, chunk.record("copied"), t0, t1, chunk.lines)
+                if chunk.hot:
+                    hot_chunks.append(chunk)
+                hand_over((chunk, t1 - t0))
+            sent.clear()
+
         try:
             while files and not stopped():
                 t0 = time.time()
                 want = tapered(size.next, remaining)
-                chunk = copier.copy_next(want, dist_ch.slices_for(config, want))
+                try:
+                    chunk, finished = copier.start_next(want, dist_ch.slices_for(config, want))
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        settle()  # the chunk before is in HDFS: it is bucketed all the same
+                    raise
+                t1 = time.time()
+                settle()
                 if chunk is None:
                     break
                 remaining -= chunk.bytes
                 size.took(chunk.bytes)
-                index.chunk_copied(load_id, chunk.record("copied"), t0, time.time(),
-                                   chunk.lines)
-                if hot:
-                    hot_chunks.append(chunk)
-                hand_over((chunk, time.time() - t0))
+                sent.append((chunk, t0, t1, finished))
+            settle()
         finally:
+            for _, _, _, finished in sent:  # failed: no call left under way
+                try:
+                    finished()
+                except Exception:  # noqa: BLE001 -- the copy's own error is the one raised
+                    pass
             copier.close()
         if stopped():
             return

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from debl.buckets import BucketMap
 from debl.catalog import Catalog, LoadRecord
 from debl.errors import LoadStateError
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient, HdfsFile
 from loaders.chunker import Chunk, chunk_no_of
 from loaders.rejects import unescape_name
 from loaders.source import Source, SourceFile, changed_files
@@ -83,23 +83,23 @@ def _check_unchanged(catalog: Catalog, source: Source, load_id: str) -> None:
                              f"was listed ({shown}); start a new load (`debl load SOURCE`)")
 
 
-def drop_stale_files(hdfs: WebHDFS, chunk_dir: str, bucket_dirs: list[str],
+def drop_stale_files(hdfs: HdfsClient, chunk_dir: str, bucket_dirs: list[str],
                      done: set[int]) -> None:
     """Delete the chunk files and bucket files of every chunk not in *done* (not recorded as
     bucketed: redone, maybe cut differently) that a killed copy or dist_ch may have left."""
-    def stale(status) -> bool:
-        chunk_no = chunk_no_of(status.path.rsplit("/", 1)[1])
+    def stale(file: HdfsFile) -> bool:
+        chunk_no = chunk_no_of(file.name)
         return chunk_no is not None and chunk_no not in done
 
     if hdfs.status(chunk_dir) is not None:
-        for status in hdfs.list(chunk_dir):
-            if not status.is_dir and stale(status):
-                hdfs.delete(status.path)
+        for file in hdfs.list(chunk_dir):
+            if not file.is_dir and stale(file):
+                hdfs.delete(file.path)
     for bucket_dir in bucket_dirs:
         if hdfs.status(bucket_dir) is None:
             continue
         for directory in hdfs.list(bucket_dir):
             if directory.is_dir:
-                for status in hdfs.list(directory.path):
-                    if stale(status):
-                        hdfs.delete(status.path)
+                for file in hdfs.list(directory.path):
+                    if stale(file):
+                        hdfs.delete(file.path)

@@ -20,9 +20,9 @@ from debl.bucket_file import is_bucket_file, read_index
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import LoadStateError
+from debl.hdfs import HdfsClient
 from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 from loaders.load import reject_path
 from loaders.rejects import read_rejects, unescape_name
 from loaders.source import open_source
@@ -93,15 +93,15 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
             report.checks.append(Check(f"file {f.name}: lines = loaded + rejected", lines,
                                        good[f.file_seq] + rejects[f.name]))
 
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     for b in buckets:
         progress(f"bucket {b.b_index}")
         rows, checksum = 0, 0
         for prefix in part_paths[b.b_index]:
             directory, stem = prefix.rsplit("/", 1)
-            for status in fs.list(directory):
-                if is_bucket_file(status.path.rsplit("/", 1)[1], stem):
-                    n, s = _bucket_file_sum(fs, status.path, status.length)
+            for file in fs.list(directory):
+                if is_bucket_file(file.name, stem):
+                    n, s = _bucket_file_sum(fs, file.path, file.length)
                     rows, checksum = rows + n, (checksum + s) % CHECKSUM_MOD
         report.checks.append(Check(f"bucket {b.b_index}: HDFS rows, checksum = index",
                                    (b.rows, b.checksum), (rows, checksum)))
@@ -130,7 +130,7 @@ def _count_lines(stream) -> int:
     return lines + (last != b"\n")
 
 
-def _bucket_file_sum(fs: WebHDFS, path: str, length: int) -> tuple[int, int]:
+def _bucket_file_sum(fs: HdfsClient, path: str, length: int) -> tuple[int, int]:
     """Rows and checksum of the lines of one bucket file (its data part: not its index)."""
     index = read_index(path, length, lambda offset, n: fs.read_range(path, offset, n))
     rows, checksum, tail = 0, 0, b""

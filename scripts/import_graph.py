@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("loaders", "pipeline"),
     ("coordinator", "query"),
     # foundation: everything else in debl/ (config, model, errors, buckets, bucket_file, the
-    # service clients mysql/spark/webhdfs, catalog, store/)
+    # service clients mysql/spark/hdfs, catalog, store/)
     ("debl", "foundation"),
 )
 RANK = {"foundation": 0, "pipeline": 1, "query": 1, "application": 2}

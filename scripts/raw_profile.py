@@ -12,9 +12,10 @@ block cache's hits, the client's CPU; with ``--watch PID`` also the CPU each of 
 same way.
 
 ``--without STEP`` (repeatable) runs the reader with one of its optimisations undone, for an A/B
-of what each buys: ``native`` (reads through WebHDFS, by path, as before), ``filters`` (each
-file's filter tested alone, all 7 positions computed), ``search`` (the key's run found by a regular expression scanning the
-block), ``pool`` (a single read on the query's own thread, unbounded).
+of what each buys: ``filters`` (each file's filter tested alone, all 7 positions computed),
+``search`` (the key's run found by a regular expression scanning the block), ``pool`` (a single
+read on the query's own thread, unbounded). (``native``, reads through WebHDFS by path, went
+with DeBL's WebHDFS client.)
 
     DEBL_COORDINATOR_RAW_AFTER=0 python scripts/raw_profile.py --threads 16 --requests 20000 \\
         --max-id 4002910 [--recency-share 0.9] [--watch NAMENODE_PID DATANODE_PID]
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-WITHOUT = ("native", "filters", "search", "pool")
+WITHOUT = ("filters", "search", "pool")
 _local = threading.local()
 _lock = threading.Lock()
 _counts: Counter = Counter()
@@ -74,24 +75,10 @@ def _instrument(without: set[str]) -> None:
     import coordinator.raw as raw
     import coordinator.raw_listing as listing
     import coordinator.raw_scan as scan
-    import debl.hdfs_reads as reads
+    import debl.hdfs.calls as calls
+    import debl.hdfs.client as reads
     from debl.bucket_file import bloom_holds
 
-    if "native" in without:
-        from debl.config import load_config
-        from debl.webhdfs import WebHDFS
-        fs = WebHDFS(load_config(), timeout=30.0)
-
-        def open_file(self, path, located=None):
-            status = fs.status(path)
-            if status is None:
-                raise reads.FileGone(f"HDFS: {path} does not exist")
-            return reads.OpenFile(path, status.length, None)
-
-        def read_file(f, offset, length):
-            return fs.read_range(f.path, offset, length)
-        reads.NativeHDFS.open_file = open_file
-        reads.read_file = raw.read_file = read_file
     if "filters" in without:
         def holding(self, id1, link_type):
             return [i for i, (bloom, _) in enumerate(self._filters)
@@ -103,13 +90,13 @@ def _instrument(without: set[str]) -> None:
             return run.group().split(b"\n")[:-1] if run else []
         raw.key_lines = key_lines
     if "pool" in without:
-        many = reads.NativeHDFS.read_many
+        many = reads.HdfsClient.read_many
 
         def read_many(self, ranges):
             return [reads.read_file(*ranges[0])] if len(ranges) == 1 else many(self, ranges)
-        reads.NativeHDFS.read_many = read_many
+        reads.HdfsClient.read_many = read_many
 
-    run = reads.NativeHDFS._run  # every call's way to the read threads
+    run = calls.CallThreads.run  # every call's way to the read threads
 
     def timed_run(self, calls, what):
         submitted = time.perf_counter()
@@ -120,8 +107,8 @@ def _instrument(without: set[str]) -> None:
                 return fn(*args)
             return call
         return run(self, [(waited(fn), args) for fn, args in calls], what)
-    reads.NativeHDFS._run = timed_run
-    _timed(reads.NativeHDFS, "read_many", "hdfs_call")
+    calls.CallThreads.run = timed_run
+    _timed(reads.HdfsClient, "read_many", "hdfs_call")
     _timed(reads, "read_file", "hdfs_range", lambda f, offset, length: length)
     raw.read_file = reads.read_file
     _timed(raw.RawReader, "_open", "bucket")

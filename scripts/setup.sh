@@ -66,6 +66,24 @@ for part in stack spark; do
   fi
 done
 
+# --- Hadoop's protobuf descriptors (debl/hdfs/proto) -----------------------------------------
+# DeBL's own Hadoop RPC calls (local block reads, the safe mode) build their messages from
+# Hadoop's descriptors, taken from the stack's Hadoop jars: they ship no .proto files, but their
+# generated classes carry the compiled descriptors (docs/RUNTIME.md, "HDFS from Python").
+proto=debl/hdfs/proto
+want=$(cat "$lib/stack/.stamp" scripts/HadoopDescriptors.java | sha256sum | cut -d' ' -f1)
+if ! stamp_ok "$proto/.stamp" "$want"; then
+  log "extracting Hadoop's protobuf descriptors from its jars"
+  mkdir -p "$proto"
+  java -cp "$lib/stack/*" scripts/HadoopDescriptors.java "$proto/hadoop.pb" \
+    org.apache.hadoop.ipc.protobuf.RpcHeaderProtos \
+    org.apache.hadoop.ipc.protobuf.IpcConnectionContextProtos \
+    org.apache.hadoop.ipc.protobuf.ProtobufRpcEngine2Protos \
+    org.apache.hadoop.hdfs.protocol.proto.ClientNamenodeProtocolProtos \
+    org.apache.hadoop.hdfs.protocol.proto.ClientDatanodeProtocolProtos
+  echo "$want" > "$proto/.stamp"
+fi
+
 # --- DeBL's JVM tasks (loaders/jvm) ----------------------------------------------------------
 # Online: the first build fetches the few compile-time jars (provided scope) into ~/.m2.
 bash scripts/build_jobs_jar.sh --online

@@ -65,13 +65,14 @@ def instrument() -> None:
         return
     _instrumented[0] = True
     import coordinator.raw as raw
-    import debl.hdfs_reads as reads
+    import debl.hdfs.calls as calls
+    import debl.hdfs.client as reads
     from debl.store.mysql import MySQLStore
 
     _timed(raw.RawReader, "_read_files", "open")
     _timed(raw.RawReader, "_check_listing", "listing")
-    _timed(reads.NativeHDFS, "read_many", "hdfs")
-    run = reads.NativeHDFS._run  # every call's way to the read threads
+    _timed(reads.HdfsClient, "read_many", "hdfs")
+    run = calls.CallThreads.run  # every call's way to the read threads
 
     def timed_run(self, calls, what):
         submitted = time.perf_counter_ns()
@@ -85,7 +86,7 @@ def instrument() -> None:
                 return fn(*args)
             return call
         return run(self, [(waited(fn), args) for fn, args in calls], what)
-    reads.NativeHDFS._run = timed_run
+    calls.CallThreads.run = timed_run
     _timed(MySQLStore, "_read", "mysql")
     try:
         from debl.store.hbase import HBaseStore

@@ -5,8 +5,8 @@
     python scripts/warmup_cost.py [--runs 3]
 
 Each run alternates the two ways of listing a bucket: ``listed`` (one NameNode call per
-directory gives its files and their blocks: ``NativeHDFS.list_located``, as DeBL ships) and
-``per-file`` (a WebHDFS listing, then one ``getBlockLocations`` per file, as before), each in a
+directory gives its files and their blocks: ``HdfsClient.list_located``, as DeBL ships) and
+``per-file`` (a plain listing, then one ``getBlockLocations`` per file, as before), each in a
 child process of its own so that neither finds the other's buckets opened. Load something first
 (``debl load``) and run no gen_HF: its converted buckets are not opened. The stack's pid files
 give the daemons; Linux only.
@@ -25,9 +25,9 @@ from debl.config import load_config
 
 CHILD = """
 import sys, time
-import debl.hdfs_reads as reads
+import debl.hdfs.client as client
 if sys.argv[1] == "per-file":
-    reads.NativeHDFS.list_located = lambda self, directory: None
+    client.HdfsClient.list_located = lambda self, directory: None
 from coordinator import Coordinator
 from debl.config import load_config
 with Coordinator(load_config()) as coordinator:

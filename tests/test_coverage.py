@@ -144,6 +144,10 @@ class _Chunks:
     def write_atomic(self, path: str, blocks) -> None:
         self.files[path] = b"".join(blocks)
 
+    def start_write_atomic(self, path: str, blocks):
+        self.write_atomic(path, blocks)
+        return lambda: None
+
     def delete(self, path: str) -> None:
         self.files.pop(path, None)
 

@@ -28,9 +28,9 @@ from debl.catalog import Catalog
 from debl.commands.days import rollback as rollback_command
 from debl.commands.status import status as status_command
 from debl.errors import LoadStateError
+from debl.hdfs import HdfsClient
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 from loaders import gen_hf as gen_hf_module
 from loaders.cleanup import cleanup, drop_every_load, rollback
 from loaders.gen_hf import GenHF
@@ -73,7 +73,7 @@ def _store_exists(config, load) -> dict[str, bool]:
     ns = load.namespace
     with MySQLStore(config, ns.link_table) as mysql, HBaseStore(config, ns.hbase_table) as hbase:
         return {"mysql": mysql.table_exists(), "hbase": hbase.table_exists(),
-                "hdfs": WebHDFS(config).status(ns.hdfs_dir) is not None}
+                "hdfs": HdfsClient(config).status(ns.hdfs_dir) is not None}
 
 
 def test_clients_asking_across_the_next_days_load_get_each_days_exact_answer(days, spark):

@@ -255,7 +255,7 @@ def _within(seconds: float, call):
 
 
 @pytest.mark.stack
-@pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "webhdfs"])
+@pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "hdfs"])
 def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, service):
     from debl.errors import ServiceError
     from debl.stack.hbase import HBase
@@ -278,10 +278,10 @@ def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, ser
         store.table_exists()  # connected
         call, daemon, words = store.table_exists, HBase(config).daemons[1], "HBase Thrift at"
     else:
-        from debl.webhdfs import WebHDFS
+        from debl.hdfs import HdfsClient
 
         store = None
-        call = lambda: WebHDFS(config).status("/")  # noqa: E731
+        call = lambda: HdfsClient(config).status("/")  # noqa: E731
         daemon, words = HDFS(config).daemons[0], "HDFS at"
     try:
         with _frozen(daemon):
@@ -483,7 +483,7 @@ def test_a_load_stopped_by_a_service_is_failed_and_says_how_to_resume(stack_conf
     from loaders.load import LoadOptions, run_load
 
     config = stack_config.replace(mysql_database="debl_faults_resume",
-                                  hdfs_http_port=_closed_port())
+                                  hdfs_uri=f"hdfs://127.0.0.1:{_closed_port()}")
     conn = pymysql.connect(host=config.mysql.host, port=config.mysql.port,
                            user=config.mysql.user, password=config.mysql_secret)
     with conn, conn.cursor() as cur:

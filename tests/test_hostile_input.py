@@ -298,7 +298,7 @@ def test_the_hot_path_passes_over_a_long_line_in_bounded_memory(stack_config, tm
 
 
 def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_path):
-    from debl.webhdfs import WebHDFS
+    from debl.hdfs import HdfsClient
     from loaders.chunker import ChunkCopier
     from loaders.coverage import Coverage
 
@@ -307,7 +307,7 @@ def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_p
     body = lines + b"y" * (40 << 20) + b"\r\n" + lines + b"last line, no newline"
     (tmp_path / "long.tsv").write_bytes(body)
     source = LocalSource(tmp_path)
-    hdfs = WebHDFS(config)
+    hdfs = HdfsClient(config)
     listed = source.list()[0]
     numbers = iter(range(1 << 20))
     copier = ChunkCopier(source, [(0, listed)], hdfs, "/debl-hostiletest/memtest",

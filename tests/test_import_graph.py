@@ -50,7 +50,7 @@ def test_no_import_cycle_in_the_tree(graph):
 
 def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
     layers = {name: import_graph.layer_of(name) for name in graph.modules}
-    assert layers["debl.catalog"] == layers["debl.webhdfs"] == layers["debl.store.mysql"] \
+    assert layers["debl.catalog"] == layers["debl.hdfs.client"] == layers["debl.store.mysql"] \
         == "foundation"
     assert layers["loaders.dist_ch"] == "pipeline" and layers["coordinator.raw"] == "query"
     assert {layers[m] for m in graph.modules if m.startswith("debl.bench")} == {"application"}

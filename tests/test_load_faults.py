@@ -23,7 +23,7 @@ from loaders.load import LoadOptions, run_load
 from loaders.resume import drop_stale_files
 from loaders.source import LocalSource
 from loaders.verify import verify_load
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from tests.dataset import make_dataset, reference_store
 from tests.hostile_http import HostileSource, rewrite_later
 
@@ -173,7 +173,7 @@ def test_a_resume_refuses_a_source_changed_since_the_listing(stack_config, faile
 def test_a_resume_never_reads_bucket_files_left_by_chunks_it_redoes(stack_config, spark,
                                                                     failed_midway):
     directory, server, load_id, done = failed_midway
-    fs = WebHDFS(stack_config)
+    fs = HdfsClient(stack_config)
     bucket_dir = Namespace.of(stack_config, load_id).bucket_dir
     # What a dist_ch killed in the chunk after the last bucketed one may leave: slice files of
     # that chunk (cut otherwise after the resume), here copies of a real bucket file.
@@ -231,7 +231,7 @@ def test_a_resume_drops_the_stale_bucket_files_of_chunks_past_99999(stack_config
     """Chunk numbers have five digits or more; only five were read back, so a resume past chunk
     99,999 kept (and later read) the stale bucket files of the chunks it redoes. Only the
     chunks recorded as bucketed keep their files, whatever their numbers."""
-    fs = WebHDFS(stack_config)
+    fs = HdfsClient(stack_config)
     root = f"{stack_config.hdfs.root}/test-stale-{os.getpid()}"
     names = ["chunk-99999.0", "chunk-100000.0", "chunk-100001.1", "chunk-1000000.0",
              "chunk-99999.0._COPYING_", "other.0"]

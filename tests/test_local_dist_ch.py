@@ -11,7 +11,7 @@ import pytest
 from debl.bucket_file import parse_tail
 from debl.buckets import BucketMap
 from debl.model import REJECT_PREFIX, too_long
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders import dist_ch
 from loaders.chunker import Chunk, Segment
 from loaders.dist_ch import Reject
@@ -42,7 +42,7 @@ def _chunk(path: str) -> tuple[Chunk, bytes]:
 def test_a_chunk_bucketed_here_equals_the_same_chunk_bucketed_by_the_jvm(stack_config, spark,
                                                                          bucket_map):
     config = stack_config.replace(loading_max_line_bytes=LIMIT)
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     root = f"{config.hdfs.root}/test-local-dist_ch-{os.getpid()}"
     chunk, data = _chunk(f"{root}/chunks/chunk-00012")
     fs.write(chunk.path, data, overwrite=True)
@@ -96,7 +96,7 @@ def test_a_last_line_without_its_newline_is_the_same_line_in_both_paths(stack_co
     the same number, the same reject and the same counts, at a slice or segment boundary
     too, and a line of exactly max_line_bytes loads in both."""
     config = stack_config.replace(loading_max_line_bytes=LIMIT)
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     root = f"{config.hdfs.root}/test-last-line-{os.getpid()}"
     parts, cuts = _LAYOUTS[layout]
     segments, at = [], 0

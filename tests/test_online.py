@@ -189,9 +189,9 @@ def test_gen_hf_refuses_a_bucket_whose_files_lost_rows(online):
     counts, before its bulk load, and the bucket is left `failed`; with the file back, the next
     run loads it and verify agrees."""
     config = online[0]
-    from debl.webhdfs import WebHDFS
+    from debl.hdfs import HdfsClient
 
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     load_id = _current(config)
     with Catalog(config) as catalog:
         bucket = catalog.index.buckets(load_id)[0]

@@ -10,6 +10,7 @@ does. Tests run in file order: the conversion comes last.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -24,15 +25,17 @@ from click.testing import CliRunner
 
 from coordinator import Coordinator
 from coordinator.raw import RawBucket, RawReader
+from coordinator.raw_warmup import RawWarmup
 from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
 from debl.errors import BucketFileError
+from debl.hdfs import HdfsClient
+from debl.hdfs.local_reads import CONNECTIONS
 from debl.model import Link, Origin, ParseError, parse_line
 from debl.store.memory import MemoryStore
-from debl.webhdfs import WebHDFS
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
 from loaders.verify import verify_load
@@ -103,7 +106,7 @@ def raw(stack_config, spark, tmp_path_factory):
                     for b in catalog.index.buckets(summary.load_id)}
     assert {name for _, name, hot in files if name.startswith("heavy-") and not hot} == \
         {"heavy-0.tsv", "heavy-1.tsv", "heavy-2.tsv"}
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     bucket_files = {}
     for b, paths in prefixes.items():
         directory_b = paths[0].rsplit("/", 1)[0]
@@ -128,7 +131,7 @@ def test_bucket_files_are_exactly_what_the_reference_writer_writes(raw):
     """dist_ch on the JVM sorts and indexes as debl.bucket_file.encode does: a file's lines in
     input order (their origins ascending) encode to the file's very bytes."""
     config, _, bucket_files = raw
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     most_blocks = 0
     for paths in bucket_files.values():
         for path in paths:
@@ -298,7 +301,7 @@ def test_a_dist_ch_temporary_file_is_never_read(raw):
     """A killed dist_ch's ``._COPYING_`` file, beside the real ones and holding a valid bucket
     file with other rows: neither the raw route, nor verify, reads it."""
     config, reference, bucket_files = raw
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     victim = bucket_files[1][0]
     bogus = encode(Link(HEAVY, LT, 7, 1, b"BOGUS", 9 * T0, 99).to_line()[:-1] + b"\t0\t%d\n" % n
                    for n in range(1, 3000))
@@ -329,7 +332,7 @@ def _raises_once_swept(c: Coordinator, key: tuple[int, int], config: Config,
 
 def test_a_vanished_bucket_file_is_a_clear_error_naming_it(raw):
     config, reference, bucket_files = raw
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     victim = bucket_files[1][-1]
     content = fs.read(victim)
     index = parse_tail(victim, len(content), content)
@@ -381,7 +384,7 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
     """A file written again at its path (new blocks, a new time) after the bucket was opened:
     the reader's blocks would be the old file's, so it names the file instead of answering."""
     config, reference, bucket_files = raw
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     victim = bucket_files[1][0]
     content = fs.read(victim)
     index = parse_tail(victim, len(content), content)
@@ -396,25 +399,54 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
         assert c.get_link_list(*key) == reference.get_link_list(*key)
 
 
-def test_ranged_reads_go_to_the_datanode_and_survive_it_failing(raw):
-    """read_range asks the last redirect's DataNode directly; a DataNode that fails (here: a
-    closed port) makes it ask the NameNode again, never fail the read."""
-    import socket
+def _sockets_to(*ports: int) -> int:
+    """This process's TCP connections to any of *ports* (Linux's /proc)."""
+    mine = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[len("socket:["):-1])
+    found = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            found += fields[9] in mine and int(fields[2].rsplit(":", 1)[1], 16) in ports
+    return found
 
-    config, _, bucket_files = raw
-    path = bucket_files[0][0]
-    fs = WebHDFS(config)
-    whole = fs.read(path)
-    assert fs._datanode is not None  # learnt from the redirect
-    with socket.socket() as s:  # a port that nobody listens on
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
-    fs._datanode = ("127.0.0.1", closed, fs._datanode[2])
-    assert fs.read_range(path, 10, 100) == whole[10:110]
-    assert fs._datanode is not None and fs._datanode[1] != closed
-    assert fs.read_range(path, len(whole) - 5, 5) == whole[-5:]
-    with pytest.raises(Exception, match="FileNotFound"):
-        fs.read_range(path + "-nonexistent", 0, 5)
+
+def test_a_warm_up_of_many_offers_keeps_a_few_connections_and_closes_them(raw):
+    """Issue 47.9: the local reads kept a NameNode connection (and one per DataNode) for every
+    thread that ever opened a file, until the reader closed, and the warm-up starts threads of
+    its own for every offer: 25 offers of 4 buckets left 79 sockets open. Now every thread
+    shares a few connections per server, closed with the reader."""
+    config, _, _ = raw
+    namenode, datanode = int(config.hdfs.uri.rsplit(":", 1)[1]), config.hdfs.datanode_ipc_port
+    gc.collect()  # the clients of earlier tests' readers, and their connections, gone
+    before = _sockets_to(namenode, datanode)
+    with Catalog(config) as catalog:
+        load_id = catalog.loads.load().load_id
+        buckets = [RawBucket(load_id, b.b_index, b.rows) for b in catalog.index.buckets(load_id)]
+        reader = RawReader(config, catalog.index)
+        warmup = RawWarmup(reader)
+        try:
+            for _ in range(25):
+                reader.serve("another-load", hot=False)  # forgets them: each offer opens them
+                reader.serve(load_id, hot=True)
+                warmup.offer(buckets)
+                assert warmup.wait(60)
+                assert reader.memory().buckets == len(buckets)
+            # a few to the NameNode and to the DataNode, and hdfs-native's to the NameNode
+            assert 0 < _sockets_to(namenode, datanode) - before <= 2 * CONNECTIONS + 1
+        finally:
+            warmup.close(60)
+            reader.close()
+        assert _sockets_to(datanode) == 0
+        del reader, warmup
+        gc.collect()  # hdfs-native's connection goes with its client
+        assert _sockets_to(namenode, datanode) == before
 
 
 def test_raw_answers_equal_the_answers_after_conversion(raw):

@@ -15,7 +15,7 @@ from coordinator.raw import RawBucket, RawReader, _Bucket
 from coordinator.raw_listing import QUERY_CHECKS_AFTER, ListingChecks
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
-from debl.webhdfs import FileStatus
+from debl.hdfs import HdfsFile, OpenFile
 
 COST = 1000
 
@@ -166,14 +166,14 @@ class _Directories:
         self.calls: list[tuple[str, ...]] = []
         self.failing: set[str] = set()
 
-    def list(self, parent: str) -> list[FileStatus]:  # WebHDFS.list
+    def list(self, parent: str) -> list[HdfsFile]:  # HdfsClient.list
         self.calls.append(("list", parent))
         if parent in self.failing:
             raise ServiceError(f"HDFS refused to list {parent}")
-        return [FileStatus(d, 0, True, ms) for d, ms in self.times.items()
+        return [HdfsFile(d, 0, True, ms) for d, ms in self.times.items()
                 if d.rsplit("/", 1)[0] == parent]
 
-    def modified_ms(self, paths: list[str]) -> list[int | None]:  # NativeHDFS.modified_ms
+    def modified_ms(self, paths: list[str]) -> list[int | None]:  # HdfsClient.modified_ms
         self.calls.append(("status", *paths))
         if self.failing & set(paths):
             raise ServiceError(f"HDFS did not answer for {paths}")
@@ -188,7 +188,7 @@ def test_a_sweep_lists_each_parent_once_and_checks_alone_only_the_buckets_that_m
     could not be listed, is checked on its own."""
     hdfs = _Directories({f"/L/buckets/{b}": 100 + b for b in range(4)}
                         | {f"/L/hot/{b}": 200 + b for b in range(2)})
-    checks = ListingChecks(hdfs, hdfs, interval=0.5)  # type: ignore[arg-type]
+    checks = ListingChecks(hdfs, interval=0.5)  # type: ignore[arg-type]
     opened = [_Bucket(RawBucket("L", b, 0), {f"/L/buckets/{b}": 100 + b}, []) for b in range(4)]
     opened += [_Bucket(RawBucket("L", b, 0, hot=True), {f"/L/hot/{b}": 200 + b}, [])
                for b in range(2)]
@@ -216,9 +216,8 @@ def test_a_query_checks_only_when_the_sweep_is_far_behind_or_the_bucket_failed()
     the last passed check is ``QUERY_CHECKS_AFTER`` intervals old; a bucket the sweep found
     changed is due at once, and its query raises the error naming the file."""
     hdfs = _Directories({"/L/buckets/0": 100})
-    checks = ListingChecks(hdfs, hdfs, interval=0.5)  # type: ignore[arg-type]
-    gone = SimpleNamespace(opened=SimpleNamespace(path="/L/buckets/0/chunk-0.0", length=5),
-                           modified_ms=100)
+    checks = ListingChecks(hdfs, interval=0.5)  # type: ignore[arg-type]
+    gone = SimpleNamespace(opened=OpenFile(HdfsFile("/L/buckets/0/chunk-0.0", 5, False, 100)))
     bucket = _Bucket(RawBucket("L", 0, 0), {"/L/buckets/0": 100}, [])
     bucket.files = [gone]  # the checks look at its path, length and time only
     bucket.checked_at = time.monotonic() - 3 * checks.interval  # the sweep is behind

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from coordinator import Coordinator
 from debl.buckets import MAX_ID
 from debl.catalog import Catalog
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders import hot_phase
 from loaders.cleanup import drop_every_load
 from loaders.gen_hf import GenHF
@@ -156,7 +156,7 @@ def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mys
     assert summary.taken_over_s is not None
     with Catalog(config) as catalog:
         assert catalog.loads.load(summary.load_id).hot_in_mysql
-    assert WebHDFS(config).status(load.namespace.hot_dir) is None  # removed after the readers
+    assert HdfsClient(config).status(load.namespace.hot_dir) is None  # removed after the readers
 
 
 def test_before_any_conversion_mysql_alone_and_the_raw_route_are_exact(awkward):

@@ -77,10 +77,10 @@ def test_password_file_is_private(stack_config):
     assert stack_config.mysql_password_file.stat().st_mode & 0o077 == 0
 
 
-def test_hdfs_write_and_read_through_webhdfs(stack_config):
-    from debl.webhdfs import WebHDFS
+def test_hdfs_write_and_read_through_the_client(stack_config):
+    from debl.hdfs import HdfsClient
 
-    fs = WebHDFS(stack_config)
+    fs = HdfsClient(stack_config)
     path = f"/tmp/test-{secrets.token_hex(4)}/blob"
     payload = secrets.token_bytes(3 << 20)
     fs.write_atomic(path, (payload[i:i + 65536] for i in range(0, len(payload), 65536)))
@@ -111,9 +111,9 @@ def test_hbase_table_through_thrift(stack_config):
 
 
 def test_spark_reads_and_writes_hdfs(stack_config, spark):
-    from debl.webhdfs import WebHDFS
+    from debl.hdfs import HdfsClient
 
-    fs = WebHDFS(stack_config)
+    fs = HdfsClient(stack_config)
     base = f"/tmp/spark-{secrets.token_hex(4)}"
     fs.write(f"{base}/in.txt", b"".join(b"%d\t%d\n" % (i, i % 7) for i in range(1000)))
     lines = spark.sparkContext.textFile(f"{stack_config.hdfs.uri}{base}/in.txt")
@@ -127,9 +127,9 @@ def test_spark_reads_and_writes_hdfs(stack_config, spark):
 
 
 def test_hdfs_clients_close_files_without_the_long_first_sleep(stack_config, spark, tmp_path):
-    """Every Spark application and the stack's DataNode (its WebHDFS writes) ask the NameNode
-    to complete a file again after 25 ms, not Hadoop's 400 ms, with at least Hadoop's patience
-    in all (docs/LOADING.md, "Closing many small files")."""
+    """Every Spark application asks the NameNode to complete a file again after 25 ms, not
+    Hadoop's 400 ms, with at least Hadoop's patience in all; the stack's NameNode completes a
+    file whose last block is committed (docs/LOADING.md, "Closing many small files")."""
     from debl.spark import HDFS_CLOSE_SETTINGS
     from debl.stack.hdfs import hdfs_site
 
@@ -139,5 +139,5 @@ def test_hdfs_clients_close_files_without_the_long_first_sleep(stack_config, spa
     assert first <= 50 and first * (2 ** tries - 1) >= 400 * (2 ** 5 - 1)
     conf = spark.sparkContext.getConf()
     assert {k: conf.get(f"spark.hadoop.{k}") for k in HDFS_CLOSE_SETTINGS} == HDFS_CLOSE_SETTINGS
-    site = hdfs_site(stack_config, tmp_path)
-    assert {k: str(site[k]) for k in HDFS_CLOSE_SETTINGS} == HDFS_CLOSE_SETTINGS
+    assert hdfs_site(stack_config, tmp_path)["dfs.namenode.file.close.num-committed-allowed"] \
+        == 1

@@ -29,7 +29,7 @@ def _free_port() -> int:
 def _no_mysql(tmp_path) -> Config:
     """A config whose MySQL port has nothing listening (and whose password is known)."""
     return Config(state_dir=tmp_path, mysql_port=_free_port(), mysql_password="pw-of-the-test",
-                  hdfs_http_port=_free_port(), hbase_thrift_port=_free_port())
+                  hdfs_uri=f"hdfs://127.0.0.1:{_free_port()}", hbase_thrift_port=_free_port())
 
 
 def _get(url: str, path: str, method: str = "GET", host: str | None = None):

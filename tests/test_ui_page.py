@@ -194,7 +194,7 @@ def test_the_page_says_so_when_mysql_does_not_answer(browser, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once closed
     config = Config(state_dir=tmp_path, mysql_port=port, mysql_password="x" * 12,
-                    hdfs_http_port=port, hbase_thrift_port=port)
+                    hdfs_uri=f"hdfs://127.0.0.1:{port}", hbase_thrift_port=port)
     with UIServer(config, port=0, interval=0.5) as ui:
         browser.get(ui.url)
         state = wait_for(browser, "a message about MySQL",

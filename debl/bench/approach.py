@@ -38,7 +38,7 @@ from debl.bench.spec import BenchSpec
 from debl.bench.tail import write_tail
 from debl.catalog import Catalog
 from debl.config import Config
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from debl.workload.client import ClientSpec, default_processes, run_client
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import merged_reports, target_source
@@ -50,7 +50,7 @@ def reset_stores(config: Config) -> None:
     """Empty the namespace: every load's stores (MySQL tables, HBase table, HDFS directory,
     fileCopy's copies) dropped and no load current, the HDFS HFiles of old runs gone."""
     drop_every_load(config)
-    WebHDFS(config).delete(f"{config.hdfs.root.rstrip('/')}/hfiles", recursive=True)
+    HdfsClient(config).delete(f"{config.hdfs.root.rstrip('/')}/hfiles", recursive=True)
 
 
 class _LoadBytes(LoadProgress):

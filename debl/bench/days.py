@@ -35,10 +35,10 @@ from debl.bench.results import BenchProgress, bench_root, code_version, machine,
 from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.catalog import Catalog
 from debl.config import Config
+from debl.hdfs import HdfsClient
 from debl.model import Origin, parse_line
 from debl.store.memory import MemoryStore
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 from debl.workload.generator import generate
 from debl.workload.requests import RequestSpec, RequestStream
 from debl.workload.spec import GenerateSpec
@@ -103,7 +103,7 @@ def _ask(coordinator, requests: RequestStream, answers: _Answers,
 def disk_use(config: Config) -> dict[str, int]:
     """Bytes the stores hold for every load whose stores exist: MySQL (data and indexes), HBase
     (its tables' directories in HDFS) and the loads' HDFS directories."""
-    hdfs = WebHDFS(config)
+    hdfs = HdfsClient(config)
     use = Counter()
     with Catalog(config) as catalog:
         loads = [load for load in catalog.loads.loads() if load.dropped is None]

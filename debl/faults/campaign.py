@@ -27,8 +27,8 @@ from debl.faults import procs
 from debl.faults.checks import (Reference, all_loaded, check_answers, check_hbase, check_hdfs,
                                 check_mysql)
 from debl.faults.trial import Step, Trial
+from debl.hdfs import HdfsClient
 from debl.store.hbase import HBaseStore
-from debl.webhdfs import WebHDFS
 from debl.workload.spec import GenerateSpec
 from loaders.source import LocalSource
 
@@ -163,7 +163,7 @@ class Campaign:
                                        "pending")
         with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
             hbase.drop_table()
-        WebHDFS(self.config).delete(f"{load.namespace.hdfs_dir}/hfiles", recursive=True)
+        HdfsClient(self.config).delete(f"{load.namespace.hdfs_dir}/hfiles", recursive=True)
 
     # -- checks shared by every target
 

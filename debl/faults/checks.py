@@ -36,11 +36,11 @@ from debl.buckets import MAX_ID
 from debl.catalog import Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError
+from debl.hdfs import HdfsClient
 from debl.model import Link, Origin, ParseError, line_body, parse_line
 from debl.store.hbase import HBaseStore
 from debl.store.memory import MemoryStore
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 from loaders.source import LocalSource
 from loaders.split import split_files
 
@@ -159,7 +159,7 @@ def check_hdfs(config: Config, ref: Reference, load: LoadRecord | None = None) -
     """Every bucket file a reader of *load* (default: the current load) would read, by origin,
     against the cold lines."""
     check = HdfsCheck("HDFS")
-    fs = WebHDFS(config)
+    fs = HdfsClient(config)
     with Catalog(config) as catalog:
         load = load or catalog.loads.current()
         bucket_map = load.bucket_map if load else None
@@ -170,8 +170,7 @@ def check_hdfs(config: Config, ref: Reference, load: LoadRecord | None = None) -
         for prefix in paths:
             directory, stem = prefix.rsplit("/", 1)
             for status in fs.list(directory):
-                name = status.path.rsplit("/", 1)[1]
-                if not is_bucket_file(name, stem):
+                if not is_bucket_file(status.name, stem):
                     continue
                 check.files += 1
                 content = fs.read(status.path)
@@ -204,7 +203,7 @@ def check_hdfs(config: Config, ref: Reference, load: LoadRecord | None = None) -
     return check
 
 
-def unread_leftovers(config: Config, fs: WebHDFS) -> list[str]:
+def unread_leftovers(config: Config, fs: HdfsClient) -> list[str]:
     """Files under the dataset's HDFS root that no later run reads: temporaries of a killed
     copy or dist_ch (``._COPYING_``) and HFile directories of a killed gen_HF run."""
     root = config.hdfs.root.rstrip("/")

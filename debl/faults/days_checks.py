@@ -33,10 +33,10 @@ from debl.faults.days_clients import ERROR, Record, digest
 from debl.faults.days_timeline import CurrentWatcher
 from debl.faults.days_world import Background, OpRecord, World
 from debl.faults.trial import Step
+from debl.hdfs import HdfsClient
 from debl.model import Link
 from debl.store.hbase import HBaseStore
 from debl.store.mysql import MySQLStore
-from debl.webhdfs import WebHDFS
 
 # A coordinator moves to a new current day at its next poll (coordinator.poll_interval, set
 # by the campaign, plus the poll itself): an answer routed within this after a switch may name
@@ -351,7 +351,7 @@ def check_disk(world: World, since: float, keep_passed: bool) -> list[str]:
         left = stores_left(world.config, load)
         if left:
             problems.append(f"dropped load {load.load_id} left {', '.join(left)}")
-    fs = WebHDFS(world.config)
+    fs = HdfsClient(world.config)
     root = f"{world.config.hdfs.root.rstrip('/')}/loads"
     live_dirs = {load.namespace.hdfs_dir for load in loads if load.dropped is None}
     if fs.status(root) is not None:  # every load before the sequence was dropped at its start
@@ -372,6 +372,6 @@ def stores_left(config: Config, load: LoadRecord) -> list[str]:
     with HBaseStore(config, ns.hbase_table) as hbase:
         if hbase.table_exists():
             left.append(f"HBase table {ns.hbase_table}")
-    if WebHDFS(config).status(ns.hdfs_dir) is not None:
+    if HdfsClient(config).status(ns.hdfs_dir) is not None:
         left.append(f"HDFS {ns.hdfs_dir}")
     return left

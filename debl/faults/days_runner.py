@@ -37,7 +37,7 @@ from debl.faults.days_timeline import CurrentWatcher, longest_gap
 from debl.faults.days_world import DayOpsSpec, OpRecord, World
 from debl.faults.table import markdown_table
 from debl.faults.trial import Step
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 from loaders.cleanup import drop_every_load
 
 ANSWER_WAIT_S = 180.0  # after an operation the clients must answer again within this
@@ -104,7 +104,7 @@ class _Sequence:
         drop_every_load(world.config)
         # The namespace is the campaign's own: a directory a killed campaign left with no
         # catalog row (its schema replaced) would be reported as this sequence's stray.
-        WebHDFS(world.config).delete(f"{world.config.hdfs.root.rstrip('/')}/loads",
+        HdfsClient(world.config).delete(f"{world.config.hdfs.root.rstrip('/')}/loads",
                                      recursive=True)
         self.since = time.time()
         setup = OpRecord(0, "first day", started=time.time())

@@ -1,5 +1,5 @@
 """The stack's HDFS: a NameNode (formatted once) and one DataNode on 127.0.0.1, proved by a
-small file written and read back through WebHDFS.
+small file written and read back through DeBL's HDFS client.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from pathlib import Path
 
 from debl.config import Config
 from debl.errors import StackError
-from debl.hadoop_rpc import local_user
-from debl.spark import HDFS_CLOSE_SETTINGS
+from debl.hdfs import HdfsClient, local_user
 from debl.stack.daemon import Daemon
 from debl.stack.jvm_service import JvmService, site_xml
 from debl.stack.service import require_free
-from debl.webhdfs import WebHDFS
 
 
 def hdfs_site(config: Config, home: Path) -> dict[str, object]:
@@ -37,14 +35,11 @@ def hdfs_site(config: Config, home: Path) -> dict[str, object]:
         "dfs.datanode.ipc.address": f"{lo}:{config.hdfs.datanode_ipc_port}",
         "dfs.datanode.hostname": lo,
         "dfs.namenode.datanode.registration.ip-hostname-check": "false",
-        "dfs.webhdfs.enabled": "true",
         "dfs.namenode.safemode.extension": 0,
         "dfs.namenode.fs-limits.min-block-size": 0,
         "dfs.datanode.du.reserved": 0,
         # A laptop-size disk: do not refuse writes when it is 90% full.
         "dfs.namenode.resource.du.reserved": 1 << 30,
-        # WebHDFS writes (the chunks' copies) close through the DataNode's own HDFS client.
-        **HDFS_CLOSE_SETTINGS,
         # A close completes a file whose last block the DataNode has finalized but not yet
         # reported: no close sleeps (docs/LOADING.md, "Closing many small files").
         "dfs.namenode.file.close.num-committed-allowed": 1,
@@ -92,12 +87,12 @@ class HDFS(JvmService):
             datanode.start(self.java_argv("org.apache.hadoop.hdfs.server.datanode.DataNode"))
 
     def probe(self) -> str:
-        """Write a small file through WebHDFS, read it back, delete it."""
-        fs = WebHDFS(self.config)
-        path = "/tmp/debl-probe"
-        payload = secrets.token_bytes(64)
-        fs.write(path, payload, overwrite=True)
-        if fs.read(path) != payload:
-            raise RuntimeError("read back different bytes")
-        fs.delete(path)
+        """Write a small file, read it back, delete it."""
+        with HdfsClient(self.config) as fs:
+            path = "/tmp/debl-probe"
+            payload = secrets.token_bytes(64)
+            fs.write(path, payload, overwrite=True)
+            if fs.read(path) != payload:
+                raise RuntimeError("read back different bytes")
+            fs.delete(path)
         return "write and read back OK"

@@ -1,7 +1,7 @@
 """Whether HDFS and HBase answer, for the page's service marks (MySQL's mark comes from the
 status read itself, ``debl.ui.sampler``).
 
-The probes only read: the NameNode's status of ``/`` through WebHDFS, and HBase's table list
+The probes only read: the NameNode's status of ``/``, and HBase's table list
 through Thrift, each with a short timeout. ``debl stack status``'s own probe of HDFS writes a
 file, and would make a page that is open all day write to HDFS every few seconds.
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from debl.config import Config
-from debl.webhdfs import WebHDFS
+from debl.hdfs import HdfsClient
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -38,7 +38,9 @@ class ServiceMark:
 
 
 def _hdfs(config: Config) -> str:
-    WebHDFS(config, timeout=PROBE_TIMEOUT_S).status("/")
+    # Not closed: a close would wait for a call that timed out as long again; the client's
+    # threads end on their own (debl.hdfs.calls).
+    HdfsClient(config, timeout=PROBE_TIMEOUT_S).status("/")
     return "the NameNode answers"
 
 
@@ -58,8 +60,8 @@ def _hbase(config: Config) -> str:
 
 def probes(config: Config) -> list[tuple[str, str, Callable[[Config], str]]]:
     """(service, address, probe) for each service the page marks besides MySQL."""
-    namenode = urllib.parse.urlparse(config.hdfs.uri).hostname or "127.0.0.1"
-    return [("HDFS", f"{namenode}:{config.hdfs.http_port}", _hdfs),
+    namenode = urllib.parse.urlparse(config.hdfs.uri).netloc
+    return [("HDFS", namenode, _hdfs),
             ("HBase", f"{config.hbase.thrift_host}:{config.hbase.thrift_port}", _hbase)]
 
 
