@@ -38,11 +38,11 @@ import threading
 import time
 from collections import Counter
 
-from debl import request_cost
+from debl.measure import request_cost
 from debl.catalog import Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, check_query
+from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.admission import FifoGate
 from coordinator.demand import new_coordinator_id
 from coordinator.early import EarlyAnswerTally

@@ -2,7 +2,7 @@
 "Answers before uptime"; docs/LOADING.md, "Answers before the copy ends").
 
 While no day is current and the newest load answers early, the coordinator serves that load:
-a key whose every piece is bucketed (its answerable keys, ``debl.keyspace.KeySet``, published by
+a key whose every piece is bucketed (its answerable keys, ``debl.keys.keyspace.KeySet``, published by
 the load after each chunk) is answered at once from the load's bucket files by the raw route's
 reader, hot and cold, merged by the one rule, exactly; any other key waits, and its waiting is
 demand: per bucket (what gen_HF will convert first at uptime) and per key (what the copy fetches
@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from debl.keyspace import KeySet
+from debl.keys.keyspace import KeySet
 
 
 @dataclass

@@ -6,12 +6,12 @@ gen_HF has converted it). Every source offers one thing, ``scan_newest_first`` (
 ``RawFiles``), and ``answer`` merges any hot source with any cold one by the one rule.
 
 Each store already holds one row per key, the winner of the merge rule among its own input. The
-answer for a key is the winner of those two rows under the same rule (debl.model.merge_rank):
+answer for a key is the winner of those two rows under the same rule (debl.format.link.merge_rank):
 greatest ``time``, then greatest ``version``, then the hot row over the cold one. Since the rank
 is a total order, the winner of the per-store winners is the winner of all input rows: exactly
 what the in-memory reference computes from the raw files.
 
-Merge first, then filter (debl.model.select_links). Filtering each store before merging would be
+Merge first, then filter (debl.format.link.select_links). Filtering each store before merging would be
 wrong in two ways:
 
 - hidden rows: a newer hidden row (a delete) in one store must hide an older visible row in the
@@ -32,8 +32,8 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Protocol
 
-from debl import request_cost
-from debl.model import Link, Origin, merge_batch, select_links
+from debl.measure import request_cost
+from debl.format.link import Link, Origin, merge_batch, select_links
 
 # Only the hot/cold flag decides between two stores' rows of one key; file and line order are
 # already settled inside each store.
@@ -56,7 +56,7 @@ def answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_typ
     that side can have id1), merged key by key, then filtered.
 
     The sources are read lazily inside: in the calling thread's request record
-    (``debl.request_cost``) each store charges its own reads, and ``merge`` gets what is left
+    (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is left
     of the time in here (the rows parsed, merged and filtered)."""
     with request_cost.Timed(request_cost.MERGE):
         return _answer(hot, cold, id1, link_type, min_time, max_time, offset, limit)
@@ -153,7 +153,7 @@ def select_merged(winners: Iterable[Link], min_time: int, max_time: int, offset:
                   limit: int) -> list[Link]:
     """get_link_list's answer from merged winners in newest-first order: reads *winners* only
     until ``offset + limit`` of them are visible and inside [min_time, max_time], then filters
-    with debl.model.select_links, the one filter every store uses."""
+    with debl.format.link.select_links, the one filter every store uses."""
     if limit == 0 or min_time > max_time:
         return []
     want = offset + limit

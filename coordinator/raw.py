@@ -2,7 +2,7 @@
 for a bucket that gen_HF has not loaded into HBase yet (docs/COORDINATOR.md, "The raw route").
 
 dist_ch writes every bucket file sorted by (id1, link_type, time) with a sparse index and a
-Bloom filter of its keys as its footer (debl.bucket_file). For a query the reader
+Bloom filter of its keys as its footer (debl.format.bucket_file). For a query the reader
 
 1. opens the bucket once per load: its files (the catalog's path prefix per chunk, one
    directory listing), each opened for reads over HDFS's own protocols (``debl.hdfs``: the
@@ -17,8 +17,8 @@ Bloom filter of its keys as its footer (debl.bucket_file). For a query the reade
    more, 2, 4, ... blocks back of the files it waits for, so that a page of its newest links
    stops early, as HBase's scan does;
 3. finds the key's lines in the blocks by a binary search, by value (``key_lines``), parses them
-   with the one line parser (``debl.bucket_file.parse_row``) and merges the files by the one
-   merge rule (``NewestFirstMerge``: ``debl.model.merge_batch`` over each round's rows),
+   with the one line parser (``debl.format.bucket_file.parse_row``) and merges the files by the one
+   merge rule (``NewestFirstMerge``: ``debl.format.link.merge_batch`` over each round's rows),
    yielding one winner per key, hidden ones included, newest first (ties: id2 descending):
    exactly ``LinkStore.scan_newest_first``, so the coordinator merges it with MySQL's rows as
    it merges HBase's.
@@ -53,14 +53,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from debl.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
+from debl.format.bucket_file import BucketIndex, is_bucket_file, parse_row, read_index
 from debl.catalog import IndexCatalog
 from debl.config import Config
 from debl.errors import BucketFileError, ServiceError
 from debl.hdfs import (FileChanged, FileGone, HdfsClient, HdfsFile, HdfsTimeout, OpenFile,
                        read_file)
-from debl.model import Link
-from debl.request_cost import HDFS_META, Timed
+from debl.format.link import Link
+from debl.measure.request_cost import HDFS_META, Timed
 from coordinator.raw_cache import BlockCache
 from coordinator.raw_listing import ListingChecks
 from coordinator.merge import NewestFirstMerge

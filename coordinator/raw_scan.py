@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from debl.bucket_file import BLOOM_HASHES, bloom_hash
+from debl.format.bucket_file import BLOOM_HASHES, bloom_hash
 
 _INT_DIGITS = 4300  # int() refuses longer strings of digits (Python's conversion limit)
 

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
-from debl.model import Link
+from debl.format.link import Link
 from coordinator.early import EarlyView
 from coordinator.load_stores import LoadStores
 from coordinator.state import BucketState, Dataset, HotBucket

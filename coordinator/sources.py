@@ -4,7 +4,7 @@ routed query on the sources its route names."""
 
 from __future__ import annotations
 
-from debl.model import Link
+from debl.format.link import Link
 from coordinator.admission import FifoGate
 from coordinator.merge import answer
 from coordinator.raw import RawBucket, RawReader

@@ -30,8 +30,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from debl.catalog import Bucket, EarlyState, LoadRecord, ServingState
-from debl.key_filter import KeyFilter
-from debl.keyspace import KeySet
+from debl.keys.key_filter import KeyFilter
+from debl.keys.keyspace import KeySet
 from coordinator.demand import decayed
 from coordinator.early import EarlyView
 
@@ -72,7 +72,7 @@ class BucketState:
 
 @dataclass(frozen=True)
 class HotBucket:
-    """The hot files' rows in one hot bucket (a load's one, ``debl.buckets.HOT_MAP``), read
+    """The hot files' rows in one hot bucket (a load's one, ``debl.format.bucket_map.HOT_MAP``), read
     raw until MySQL takes the hot keys over; their id1s lie in ``[c_lo, c_hi]``."""
 
     b_index: int
@@ -145,7 +145,7 @@ class Dataset:
     def hot_bucket_of(self, id1: int) -> HotBucket | None:
         """The hot bucket that may hold hot rows of id1 while they are read raw (None: no hot
         row can have id1, or MySQL has them): the one whose rows' span holds id1. Found by
-        span, not by a map: a load writes one hot bucket (``debl.buckets.HOT_MAP``), loads
+        span, not by a map: a load writes one hot bucket (``debl.format.bucket_map.HOT_MAP``), loads
         before it one per cold bucket, and either way the spans do not overlap."""
         for bucket in self.hot_buckets.values():
             if bucket.c_lo <= id1 <= bucket.c_hi:

@@ -16,7 +16,7 @@ Every answered query is counted once, by how it was answered:
 - ``timeouts``: passed its deadline and got QueryTimeout.
 
 Wait times are kept for buffered queries only (the paper's "mean wait of buffered queries"), in a
-log-linear histogram (``debl.histogram``: a few kB however many queries a coordinator answers in
+log-linear histogram (``debl.measure.histogram``: a few kB however many queries a coordinator answers in
 its life; percentiles within 0.1%, mean and maximum exact). A list of every wait once grew by
 8 bytes a buffered query for the coordinator's whole life.
 
@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from debl.histogram import Histogram, bucket_of
+from debl.measure.histogram import Histogram, bucket_of
 
 FIRST_WINDOW_S = 60.0  # the "first minute" of the recorder's clock
 

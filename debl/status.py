@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import STATES, Bucket, Catalog, LoadRecord, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators

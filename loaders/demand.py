@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from debl.catalog import EarlyCatalog, FalseClaim, IndexCatalog
 from debl.errors import SourceError
 from debl.faultpoints import reached
-from debl.manifest import Piece
+from debl.keys.manifest import Piece
 from loaders.chunker import Chunk, LinkTurn, Segment, chunk_name
 from loaders.coverage import Coverage
 from loaders.early import EarlyAnswers

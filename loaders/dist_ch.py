@@ -1,10 +1,10 @@
 """dist_ch: the Spark job that buckets one copied chunk by id1 range.
 
 For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, validates each
-(exactly as ``debl.model.parse_line``), gives each good line its origin ``(file_seq, line_no)``
+(exactly as ``debl.format.link.parse_line``), gives each good line its origin ``(file_seq, line_no)``
 from the chunk's segments, and writes, for every bucket ``b`` the slice touches (``b`` from the
-load's bucket map, ``debl.buckets``), one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``
-(``debl.bucket_file``): that bucket's lines, each followed by two more fields, the origin (gen_HF
+load's bucket map, ``debl.format.bucket_map``), one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``
+(``debl.format.bucket_file``): that bucket's lines, each followed by two more fields, the origin (gen_HF
 needs it for the merge rule's last tie-breakers), sorted by (id1, link_type, time), with a sparse
 index of byte offsets and a Bloom filter of its keys as its footer, so that the raw route reads
 one id1's rows without the rest (docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows,
@@ -41,13 +41,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import DeblError
-from debl.manifest import ClaimViolation
-from debl.model import CHECKSUM_MOD, ParseError, parse_line, too_long
-from debl.spark import task_heap
+from debl.keys.manifest import ClaimViolation
+from debl.format.link import CHECKSUM_MOD, ParseError, parse_line, too_long
+from debl.spark.session import task_heap
 from loaders import jobs
 from loaders.chunker import Chunk, chunk_name
 from loaders.jobs import DistChReport, RefusedLine

@@ -2,12 +2,12 @@
 manifests' claims checked on the way, and what a fetch on demand must get for a key
 (docs/LOADING.md, "Answers before the copy ends").
 
-A key is answerable once every piece whose claim can hold it is bucketed (``debl.keyspace``,
-over the pieces of ``debl.manifest``); after every chunk the load records as bucketed it
+A key is answerable once every piece whose claim can hold it is bucketed (``debl.keys.keyspace``,
+over the pieces of ``debl.keys.manifest``); after every chunk the load records as bucketed it
 publishes the answerable keys (``Catalog.publish_answerable``), and coordinators answer them
 from the running load by the raw route's reader. Each bucketed segment's lines are checked
 against its file's manifest as dist_ch buckets them (``segment_claims``: on the JVM,
-``debl.jobs.DistCh.Claims``; in this process, ``debl.manifest.claim_violations``); the first
+``debl.jobs.DistCh.Claims``; in this process, ``debl.keys.manifest.claim_violations``); the first
 claim found false stops early answers for the load at once, recorded in the transaction that
 records its chunk bucketed (``IndexCatalog.chunk_bucketed``: a resumed load never answers
 early from a chunk shown to break a claim): the load goes on to its uptime as any other, and
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from debl.catalog import Catalog, EarlyCatalog, FalseClaim
 from debl.config import Config
 from debl.faultpoints import reached
-from debl.keyspace import Answerability, KeySet
-from debl.manifest import ClaimViolation, Manifest, Piece, pieces
+from debl.keys.keyspace import Answerability, KeySet
+from debl.keys.manifest import ClaimViolation, Manifest, Piece, pieces
 from loaders.chunker import Chunk, Segment
 from loaders.source import SourceFile
 

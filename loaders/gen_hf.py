@@ -44,7 +44,7 @@ from debl.config import SPELLINGS, Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
-from debl.spark import spark_session, task_heap
+from debl.spark.session import spark_session, task_heap
 from loaders import jobs
 from loaders.cleanup import cleanup, days_lock
 from loaders.hbase_bulk import bucket_split_keys, bulk_load, create_table

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.config import Config
 from debl.store.hbase_layout import FAMILY, id1_boundary
 from loaders import jobs

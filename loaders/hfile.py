@@ -20,14 +20,14 @@ Pitfalls:
   this.
 - ``out_dir`` is replaced: a redo of a crashed run writes the same files again.
 - The JVM side needs ``.debl/lib/debl-jobs.jar`` (scripts/build_jobs_jar.sh) and the
-  hbase-shaded-mapreduce jars on the classpath: debl.spark.spark_session puts them there.
+  hbase-shaded-mapreduce jars on the classpath: debl.spark.session.spark_session puts them there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from debl.model import Link, Origin, merge_rank
+from debl.format.link import Link, Origin, merge_rank
 from debl.store.hbase_layout import CELL_TS, FAMILY, QUALIFIER, row_key
 from loaders import jobs
 from loaders.jobs import BucketHFiles

@@ -4,7 +4,7 @@ by the merge rule with numpy, the winners given back in the link table's primary
 
 ``HotRows`` holds one run of lines: their bytes, each line as its body and a LF (a CRLF line is
 held as its LF twin), one after the other in one byte array, in input order (file, then line),
-and their numbers column-wise (``debl.line_block.LineColumns``). ``merge()`` sorts the keys
+and their numbers column-wise (``debl.format.line_block.LineColumns``). ``merge()`` sorts the keys
 ``(link_type, id1, id2)`` (a stable sort, so each key's rows stay in input order) and, for the keys
 that appear more than once, keeps the row with the greatest ``(time, version, input order)``:
 docs/DESIGN.md section 3, the later file and then the later line winning a tie. ``Winners``
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from debl.line_block import HEAD_ROOM, LineColumns, block_columns
-from debl.model import Link
+from debl.format.line_block import HEAD_ROOM, LineColumns, block_columns
+from debl.format.link import Link
 
 SHORTEST_LINE = len(b"0\t0\t0\t0\t\t0\t0\n")  # so a run of n bytes holds at most n // 13 lines
 LINES_PER_BLOCK = 1 << 17  # about 8 MB of LinkBench lines per block handed to LOAD DATA
@@ -63,7 +63,7 @@ class HotRows:
         return len(self.buf) - self.used
 
     def add_checked(self, block: bytes) -> LineColumns:
-        """Add whole lines that ``debl.line_block.well_formed`` accepted; returns their
+        """Add whole lines that ``debl.format.line_block.well_formed`` accepted; returns their
         columns. The CR before each LF is dropped."""
         if b"\r" in block:
             block = block.replace(b"\r\n", b"\n")  # only before a LF in a well-formed block

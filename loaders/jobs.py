@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.errors import JvmGone, ServiceError
-from debl.model import CHECKSUM_MOD
+from debl.format.link import CHECKSUM_MOD
 
 T = TypeVar("T")
 

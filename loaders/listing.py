@@ -10,7 +10,7 @@ The same file is an HTTP source's whole listing and a local directory's manifest
   there is no file to load. A local directory's is not used: no file has a manifest.
 - its manifests together hold at most ``MAX_LISTING_POINTS`` points (``points_fault``), else
   none of them is used and every file claims every id1: the load goes on. One manifest's own
-  bounds are ``debl.manifest``'s.
+  bounds are ``debl.keys.manifest``'s.
 
 An entry is a ``SourceFile`` once ``check_listing_entry`` took it (a plain name, a whole size, a
 finite mtime; else the listing is refused naming the entry), and files are ordered oldest first
@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from debl.manifest import Manifest, json_int, manifest_of_entry
+from debl.keys.manifest import Manifest, json_int, manifest_of_entry
 from loaders.file_names import checked_entry
 
 # A 10 GB dump's index.json, a manifest for every file, is about 1.5 MB (10 bytes a point, a

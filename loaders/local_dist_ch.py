@@ -5,9 +5,9 @@ are small (a few KB to a few MB): a Spark job per chunk would cost more than the
 and Spark may not even have started yet when the first chunk lands (docs/LOADING.md, "Answers
 before the copy ends"). This module buckets such a chunk by the same rules as dist_ch's JVM task
 (``loaders.dist_ch``, ``debl.jobs.DistCh``), of which the Python definitions are the reference:
-a line is valid when ``debl.model.parse_line`` accepts it, a bucket file is
-``debl.bucket_file.encode`` of the bucket's lines (each the line's body, TAB file_seq, TAB the
-line's byte offset in its file), its checksum ``debl.model.line_checksum`` summed mod 2^64, a
+a line is valid when ``debl.format.link.parse_line`` accepts it, a bucket file is
+``debl.format.bucket_file.encode`` of the bucket's lines (each the line's body, TAB file_seq, TAB the
+line's byte offset in its file), its checksum ``debl.format.link.line_checksum`` summed mod 2^64, a
 line over ``max_line_bytes`` is refused by its length and first bytes. So a chunk bucketed here
 and the same chunk bucketed by the JVM give the same bucket files byte for byte, the same index
 rows and the same rejects (tests/test_local_dist_ch.py), one file per bucket (slice 0).
@@ -27,13 +27,13 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from debl.buckets import BucketMap
-from debl.bucket_file import encode
+from debl.format.bucket_map import BucketMap
+from debl.format.bucket_file import encode
 from debl.catalog import BucketChunk
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.manifest import Manifest, claim_violations
-from debl.model import CHECKSUM_MOD, REJECT_PREFIX, ParseError, line_body, line_checksum, \
+from debl.keys.manifest import Manifest, claim_violations
+from debl.format.link import CHECKSUM_MOD, REJECT_PREFIX, ParseError, line_body, line_checksum, \
     parse_line, too_long
 from debl.hdfs import HdfsClient
 from loaders.chunker import Chunk, Segment, chunk_name
@@ -69,7 +69,7 @@ def bucket_locally(config: Config, hdfs: HdfsClient, chunk: Chunk, bucket_map: B
     """Bucket *chunk* (its bytes *data*, else read back from HDFS) by *bucket_map* into
     *bucket_dir*, as ``loaders.dist_ch.bucket_chunk`` does with one slice; with *manifests*
     (and the files' *sizes*), checking each segment's lines against its file's manifest
-    (``debl.manifest.claim_violations``)."""
+    (``debl.keys.manifest.claim_violations``)."""
     if data is None:
         data = hdfs.read(chunk.path)
     limit = config.loading.max_line_bytes

@@ -4,7 +4,7 @@ Steps (docs/LOADING.md, "The hot path's cost", has what each costs and why it is
 
 1. **Read**: each file is streamed from the source and checked (bad lines go to the reject file,
    never to MySQL; a block whose lines are all well formed is checked and parsed at C speed,
-   ``debl.line_block``); the good lines are held in memory with their numbers, in input order
+   ``debl.format.line_block``); the good lines are held in memory with their numbers, in input order
    (``loaders.hot_merge.HotRows``).
 2. **Merge**: each key's winner is chosen on the client by the merge rule, and the winners go,
    each once and in primary-key order, through a named pipe into ``LOAD DATA LOCAL INFILE`` of
@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from debl.config import Config
-from debl.config_values import MYSQL_NAME_MAX, check_identifier
+from debl.config.values import MYSQL_NAME_MAX, check_identifier
 from debl.errors import BadInputError, ConfigError, ServiceError
-from debl.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
-from debl.line_block import LONGEST_LINE, well_formed
-from debl.model import REJECT_PREFIX, Link, ParseError, line_body, parse_line, too_long
+from debl.keys.key_filter import MAX_FILTER_BYTES, KeyFilter, KeyFilterBuilder
+from debl.format.line_block import LONGEST_LINE, well_formed
+from debl.format.link import REJECT_PREFIX, Link, ParseError, line_body, parse_line, too_long
 from debl.mysql import connect, mysql_errors
 from debl.store.mysql import add_index_ddl, link_table_ddl, listing_table_ddl
 from loaders.hot_merge import HotRows, Winners
@@ -262,7 +262,7 @@ def _read_file(source: Source, file: SourceFile, rejects: RejectPart, max_bad: i
     lines. *write_run* empties *rows* when the next line would not fit.
 
     A block of whole lines that are all well formed is held as it is (its CRs before LFs
-    dropped), checked and parsed at C speed (``debl.line_block``); any other block is parsed
+    dropped), checked and parsed at C speed (``debl.format.line_block``); any other block is parsed
     line by line. Memory stays bounded: an unfinished line is kept only up to *max_line* bytes
     (and the reject prefix); past that it is read on to its newline and rejected as too long.
     A line is held as its body and a LF: MySQL sees a CRLF line's LF twin."""

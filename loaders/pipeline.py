@@ -34,14 +34,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from debl.buckets import HOT_MAP
+from debl.format.bucket_map import HOT_MAP
 from debl.catalog import Catalog, IndexCatalog
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
 from debl.namespace import Namespace
-from debl.spark import spark_session
+from debl.spark.session import spark_session
 from loaders import dist_ch
 from loaders.chunker import Chunk, ChunkCopier, LinkTurn, chunk_name
 from loaders.coverage import Coverage
@@ -128,7 +128,7 @@ class Bucketer:
         """Bucket *chunk* (*data*: its bytes, when the caller holds them) and record it;
         *local*: in this process (None: when Spark has not started yet and it is small)."""
         t0 = time.time()
-        # A hot chunk needs no sample: its lines go into the one hot bucket (debl.buckets).
+        # A hot chunk needs no sample: its lines go into the one hot bucket (debl.format.bucket_map).
         bucket_map = HOT_MAP if chunk.hot else self.decided.result()  # raises the sample's error
         where = self.namespace.hot_dir if chunk.hot else self.namespace.bucket_dir
         if local is None:

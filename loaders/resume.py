@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import Catalog, LoadRecord
 from debl.errors import LoadStateError
 from debl.hdfs import HdfsClient, HdfsFile

@@ -16,7 +16,7 @@ it sorts (docs/LOADING.md, "Bucket boundaries"):
    boundaries").
 2. **Weights.** The complete lines of a read (the partial first and last lines are dropped; the
    read starts one byte early to see whether its first line starts at its offset) are parsed with
-   ``debl.model.parse_line``; bad lines do not count. The read stands for its stratum's bytes,
+   ``debl.format.link.parse_line``; bad lines do not count. The read stands for its stratum's bytes,
    shared among its lines by their length: each sampled id1 carries the bytes it stands for.
 3. **Cuts.** The number of buckets is the cold weight over the target, rounded up. An id is
    never cut, so one bucket holds the heaviest id whole; with
@@ -46,11 +46,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.config import Config
-from debl.line_block import LINE
-from debl.manifest import pieces
-from debl.model import ParseError, parse_line
+from debl.format.line_block import LINE
+from debl.keys.manifest import pieces
+from debl.format.link import ParseError, parse_line
 from loaders.http_client import MAX_RANGES
 from loaders.source import Source, SourceFile
 
@@ -108,7 +108,7 @@ _WELL_FORMED = re.compile(rb"(?:" + LINE + rb")*")
 def _ids_and_lengths(block: bytes) -> tuple[list[int], list[int]]:
     """The id1 and length (line end included) of each valid line of *block* (whole lines; the
     last may lack its newline at the end of a file). A block whose lines all take
-    ``parse_line``'s fast path (``debl.line_block.LINE``, checked at C speed) has its id1s
+    ``parse_line``'s fast path (``debl.format.line_block.LINE``, checked at C speed) has its id1s
     read straight off, much faster (docs/LOADING.md, "What the sample costs"); any other is
     parsed line by line, bad lines left out."""
     whole = block if block.endswith(b"\n") or not block else block + b"\n"

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from debl.manifest import Manifest, manifest_of_entry
+from debl.keys.manifest import Manifest, manifest_of_entry
 from loaders.listing import MAX_INDEX_BYTES, parse_index, points_fault
 
 INDEX = "index.json"

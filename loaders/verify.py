@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from debl.bucket_file import is_bucket_file, read_index
+from debl.format.bucket_file import is_bucket_file, read_index
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.errors import LoadStateError
 from debl.hdfs import HdfsClient
-from debl.model import CHECKSUM_MOD, line_checksum, row_checksum
+from debl.format.link import CHECKSUM_MOD, line_checksum, row_checksum
 from debl.store.mysql import MySQLStore
 from loaders.load import reject_path
 from loaders.rejects import read_rejects, unescape_name

@@ -21,9 +21,10 @@ import click
 
 from debl.config import load_config
 from debl.errors import DeblError
-from debl.faults.days_ops import OPERATIONS
-from debl.faults.days_runner import markdown, run_day_ops
-from debl.faults.days_world import DayOpsSpec
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the harness
+from harness.days_ops import OPERATIONS  # noqa: E402
+from harness.days_runner import markdown, run_day_ops  # noqa: E402
+from harness.days_world import DayOpsSpec  # noqa: E402
 
 
 @click.command()

@@ -18,12 +18,13 @@ import click
 
 from debl.config import load_config
 from debl.errors import DeblError
-from debl.faults.early_kills import EARLY_KILLS
-from debl.faults.kills import KILLS
-from debl.faults.outages import OUTAGES
-from debl.faults.runner import run_campaign
-from debl.faults.shrinking import SHRINKING
-from debl.faults.table import markdown
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the harness
+from harness.early_kills import EARLY_KILLS  # noqa: E402
+from harness.kills import KILLS  # noqa: E402
+from harness.outages import OUTAGES  # noqa: E402
+from harness.runner import run_campaign  # noqa: E402
+from harness.shrinking import SHRINKING  # noqa: E402
+from harness.table import markdown  # noqa: E402
 
 TARGETS = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
 

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from debl.model import Link
+from debl.format.link import Link
 from debl.workload.lineformat import encode_links
 from debl.workload.shuffle import Shuffler
 

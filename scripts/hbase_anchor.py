@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from debl.catalog import Catalog  # noqa: E402
 from debl.config import load_config  # noqa: E402
-from debl.model import DEFAULT_LIMIT, MAX_TIME  # noqa: E402
+from debl.format.link import DEFAULT_LIMIT, MAX_TIME  # noqa: E402
 from debl.stack.hbase import HBase  # noqa: E402
 from debl.store.hbase_layout import scan_bounds  # noqa: E402
 from debl.workload.client_spec import ClientSpec  # noqa: E402

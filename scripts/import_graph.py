@@ -47,7 +47,6 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("debl.bench", "application"),
     ("debl.report", "application"),
     ("debl.workload", "application"),  # LinkBench's generator and query client, and its targets
-    ("debl.faults", "application"),  # the fault campaign (scripts/faults.py)
     ("debl.ui", "application"),  # the live status page (`debl ui`)
     ("debl.status", "application"),  # what `debl status` and `debl ui` read of the catalog
     # pipeline and query side

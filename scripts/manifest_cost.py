@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from debl.keyspace import Answerability  # noqa: E402
-from debl.manifest import Piece  # noqa: E402
-from debl.manifest_build import manifest_of_file  # noqa: E402
+from debl.keys.keyspace import Answerability  # noqa: E402
+from debl.keys.manifest import Piece  # noqa: E402
+from debl.keys.manifest_build import manifest_of_file  # noqa: E402
 from loaders.source import LocalSource  # noqa: E402
 
 

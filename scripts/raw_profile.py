@@ -77,7 +77,7 @@ def _instrument(without: set[str]) -> None:
     import coordinator.raw_scan as scan
     import debl.hdfs.calls as calls
     import debl.hdfs.client as reads
-    from debl.bucket_file import bloom_holds
+    from debl.format.bucket_file import bloom_holds
 
     if "filters" in without:
         def holding(self, id1, link_type):

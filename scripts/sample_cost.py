@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from debl.buckets import BucketMap  # noqa: E402
+from debl.format.bucket_map import BucketMap  # noqa: E402
 from debl.config import load_config  # noqa: E402
 from loaders.sampling import sample_bucket_map  # noqa: E402
 from loaders.source import Source, open_source  # noqa: E402

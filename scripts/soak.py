@@ -18,7 +18,8 @@ import click
 
 from debl.config import load_config
 from debl.errors import DeblError
-from debl.faults.soak import SoakSpec, run_soak
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the harness
+from harness.soak import SoakSpec, run_soak  # noqa: E402
 
 
 @click.command()

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from debl.config import load_config  # noqa: E402
-from debl.model import Link, Origin  # noqa: E402
+from debl.format.link import Link, Origin  # noqa: E402
 from debl.store.base import LinkStore  # noqa: E402
 from debl.store.memory import MemoryStore  # noqa: E402
 

@@ -34,7 +34,7 @@ def stack_config() -> Config:
 @pytest.fixture(scope="session")
 def spark(stack_config):
     """The one SparkSession of the test run (DeBL's factory: HBase jars, fs.defaultFS)."""
-    from debl.spark import spark_session
+    from debl.spark.session import spark_session
 
     session = spark_session(stack_config, "debl-tests")
     yield session

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from debl.buckets import BucketMap
-from debl.model import (CHECKSUM_MOD, Link, Origin, ParseError, line_body, line_checksum,
+from debl.format.bucket_map import BucketMap
+from debl.format.link import (CHECKSUM_MOD, Link, Origin, ParseError, line_body, line_checksum,
                         parse_line)
 from debl.store.memory import MemoryStore
 from debl.workload.generator import GenerateSummary, generate

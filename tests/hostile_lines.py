@@ -1,6 +1,6 @@
 """One set of hostile input lines for every reader of the input format (docs/DESIGN.md sections
 3 and 8): the loads on the real stack (tests/test_hostile_input.py) and the JVM's line validation
-and bucket choice against ``debl.model.parse_line`` and ``debl.buckets.BucketMap``
+and bucket choice against ``debl.format.link.parse_line`` and ``debl.format.bucket_map.BucketMap``
 (tests/test_dist_ch_rules.py) take their lines from here, so a new hostile line added here is
 checked by both.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from debl.model import REJECT_PREFIX
+from debl.format.link import REJECT_PREFIX
 from debl.workload.badlines import KINDS, make_bad_line
 
 U63 = (1 << 63) - 1

@@ -173,7 +173,7 @@ def test_every_path_the_document_names_exists():
 
 
 def test_the_path_check_finds_a_gone_path_but_not_in_a_measured_section():
-    doc = ("## Roles\n\nsee `debl/catalog.py` and `debl/{model,gone}.py`, `loaders/jvm`\n"
+    doc = ("## Roles\n\nsee `debl/catalog.py` and `debl/{errors,gone}.py`, `loaders/jvm`\n"
            "## Checking it\n### The layering, measured at its start\n`debl/bench.py` then\n")
     assert missing_paths(doc) == ["debl/catalog.py", "debl/gone.py"]
 

@@ -1,4 +1,4 @@
-"""The bucket file format (debl.bucket_file): sorted data, the sparse index and its lookup, the
+"""The bucket file format (debl.format.bucket_file): sorted data, the sparse index and its lookup, the
 trailer's checks, and which names are bucket files. Pure unit tests; that dist_ch's JVM writer
 writes exactly ``encode``'s bytes is checked on the stack (tests/test_raw.py)."""
 
@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl import bucket_file
-from debl.bucket_file import (BLOCK, BLOOM_BITS_PER_KEY, BLOOM_HASHES, ENTRY, TAIL_READ,
+from debl.format import bucket_file
+from debl.format.bucket_file import (BLOCK, BLOOM_BITS_PER_KEY, BLOOM_HASHES, ENTRY, TAIL_READ,
                               TRAILER, data_lines, encode, is_bucket_file, parse_row,
                               parse_tail, read_index, sort_key)
 from debl.errors import BucketFileError
-from debl.model import MAX_TIME, Link
+from debl.format.link import MAX_TIME, Link
 
 U63 = (1 << 63) - 1
 

@@ -30,10 +30,10 @@ from click.testing import CliRunner
 
 from coordinator import Coordinator
 from debl.bench.source_server import make_server
-from debl.buckets import MAX_ID
+from debl.format.bucket_map import MAX_ID
 from debl.catalog import Catalog
 from debl.commands.status import status as status_command
-from debl.model import Link
+from debl.format.link import Link
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.gen_hf import GenHF

@@ -1,4 +1,4 @@
-"""The bucket map (debl.buckets.BucketMap): every id from 0 to 2^63-1 in exactly one bucket, no
+"""The bucket map (debl.format.bucket_map.BucketMap): every id from 0 to 2^63-1 in exactly one bucket, no
 bound that overflows, JSON round trips, and the JVM's mirror (debl.jobs.BucketMap) agreeing with
 it on the same ids."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.errors.exceptions.captured import IllegalArgumentException
 
-from debl.buckets import MAX_ID, BucketMap
+from debl.format.bucket_map import MAX_ID, BucketMap
 from debl.errors import ConfigError
 
 SPLITS = BucketMap.from_splits([10, 1_000_000, 1 << 40, MAX_ID])

@@ -15,14 +15,14 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from debl.buckets import MAX_ID, BucketMap
+from debl.format.bucket_map import MAX_ID, BucketMap
 from debl.catalog import (METADATA, SCHEMA_VERSION, BucketChunk, Catalog, FalseClaim, LoadFile,
                           engine_for)
 from debl.catalog.schema import RETIRED_TABLES
 from debl.cli import main
 from debl.errors import CatalogVersionError, GenHFLockHeld, LoadStateError, ServiceError
-from debl.key_filter import KeyFilterBuilder
-from debl.model import CHECKSUM_MOD
+from debl.keys.key_filter import KeyFilterBuilder
+from debl.format.link import CHECKSUM_MOD
 from debl.mysql import connect
 from debl.namespace import Namespace
 from loaders.chunker import Chunk, Segment

@@ -1,4 +1,4 @@
-"""How settings are spelt (debl/config_names.py, README "Configuration"): every spelling of every
+"""How settings are spelt (debl/config/names.py, README "Configuration"): every spelling of every
 setting derived from one table; the old spellings working with one warning that names the new;
 a misspelt or misplaced setting refused with the nearest one named; and the repository itself
 using the current spellings only. Pure unit tests: nothing is started."""
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from debl import config_names
+from debl.config import names as config_names
 from debl.config import SPELLINGS, Config, load_config
-from debl.config_names import OldSpellingWarning, Setting, Spellings
+from debl.config.names import OldSpellingWarning, Setting, Spellings
 from debl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,13 +31,13 @@ from click.testing import CliRunner
 
 from coordinator import Coordinator
 from coordinator.state import Dataset, HotBucket
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import Catalog, LoadRecord
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
 from debl.config import Config
 from debl.errors import QueryTimeout
-from debl.model import MAX_TIME, Link, Origin, ParseError, parse_line
+from debl.format.link import MAX_TIME, Link, Origin, ParseError, parse_line
 from debl.store.hbase import HBaseStore
 from debl.store.memory import MemoryStore
 from debl.workload.generator import generate
@@ -236,7 +236,7 @@ def _eventually(predicate, timeout: float = 5.0) -> bool:
 # ---------------------------------------------------------------------------- tests
 
 def test_the_hot_bucket_of_an_id_is_the_one_whose_span_holds_it():
-    """A load's hot rows are in one hot bucket (debl.buckets.HOT_MAP), a load's of older code
+    """A load's hot rows are in one hot bucket (debl.format.bucket_map.HOT_MAP), a load's of older code
     in one per cold bucket: either way the hot bucket of id1 is the one whose rows' span holds
     it, and an id outside every span reads no hot file."""
     one = Dataset(load=None, hot_buckets={0: HotBucket(0, 9, 40, 700)})

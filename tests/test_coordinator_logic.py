@@ -18,13 +18,13 @@ import coordinator.load_stores as load_stores_module
 from coordinator import Coordinator
 from coordinator.raw import RawBucket
 from coordinator.raw_warmup import RawWarmup
-from debl import request_cost
-from debl.buckets import BucketMap
+from debl.measure import request_cost
+from debl.format.bucket_map import BucketMap
 from debl.catalog import Bucket, EarlyState, LoadRecord, ServingState
 from debl.config import Config
 from debl.errors import BucketFileError, QueryTimeout, ServiceError
-from debl.key_filter import KeyFilterBuilder
-from debl.model import Link, Origin
+from debl.keys.key_filter import KeyFilterBuilder
+from debl.format.link import Link, Origin
 from debl.store.memory import MemoryStore
 
 POLL = 0.05
@@ -259,7 +259,7 @@ def test_buffered_query_is_released_and_demand_published_then_cleared(world, coo
 
 
 def _recorded(fn, *args, **kwargs):
-    """``fn``'s answer and the request record it ran in (``debl.request_cost``), as the query
+    """``fn``'s answer and the request record it ran in (``debl.measure.request_cost``), as the query
     client wraps each request."""
     cost = request_cost.begin()
     try:

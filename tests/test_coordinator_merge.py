@@ -14,7 +14,7 @@ from coordinator.demand import HALF_LIFE_S, DemandPolicy, decayed, new_coordinat
 from coordinator.merge import merge_newest_first, select_merged
 from coordinator.state import BucketState
 from coordinator.stats import WaitCounters, WaitRecorder
-from debl.model import MAX_TIME, Link, Origin
+from debl.format.link import MAX_TIME, Link, Origin
 from debl.store.memory import MemoryStore
 
 ID1, LT = 7, 123456789

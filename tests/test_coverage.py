@@ -346,7 +346,7 @@ def test_a_fetch_never_takes_the_rest_of_a_line_the_bulk_copy_is_in(tmp_path, mo
     glued the line's first block onto the next line it copied (read through when the piece's
     rest was *short*, after a new stream when *long*). Every range either copies is whole
     lines, every byte once, each where it comes from."""
-    from debl.manifest import Piece
+    from debl.keys.manifest import Piece
     from loaders import chunker
     from loaders.chunker import ChunkCopier
     from loaders.source import LocalSource

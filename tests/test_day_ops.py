@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from debl.faults.days_checks import AnswerTally, in_outage, scan_logs, tally
-from debl.faults.days_clients import ERROR, RAW_ERROR, Record, digest
-from debl.faults.days_ops import OPERATIONS, draw
-from debl.faults.days_timeline import CurrentWatcher, longest_gap
-from debl.model import Link
+from harness.days_checks import AnswerTally, in_outage, scan_logs, tally
+from harness.days_clients import ERROR, RAW_ERROR, Record, digest
+from harness.days_ops import OPERATIONS, draw
+from harness.days_timeline import CurrentWatcher, longest_gap
+from debl.format.link import Link
 
 # --------------------------------------------------------------------------- the draw
 
@@ -166,8 +166,8 @@ def test_a_short_sequence_of_day_operations_is_clean(stack_config, tmp_path):
     cleanup, the disk; two clients asking throughout, on tiny days. Every check of the campaign
     must pass. keep_previous_load is long enough that the gen_HF service's own cleanup does
     not drop the previous day before the killed cleanup reaches it."""
-    from debl.faults.days_runner import markdown, run_day_ops
-    from debl.faults.days_world import DayOpsSpec
+    from harness.days_runner import markdown, run_day_ops
+    from harness.days_world import DayOpsSpec
 
     spec = DayOpsSpec(sequences=1, seed=5, max_id=5001, files=3, clients=2, threads=2,
                       keys=300, keep_previous_s=30.0, pause_s=1.0, look_s=0.0,

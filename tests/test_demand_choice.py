@@ -5,7 +5,7 @@ change log's keys, a piece in every file, wait for the bulk copy."""
 
 from __future__ import annotations
 
-from debl.manifest import Piece
+from debl.keys.manifest import Piece
 from loaders.coverage import Coverage
 from loaders.demand import MAX_KEY_BYTES, MAX_PIECE, DemandFetcher
 

@@ -1,7 +1,7 @@
 """dist_ch's line validation on the JVM (debl.jobs.DistCh.lineId1) accepts exactly the lines that
-debl.model.parse_line accepts, and finds the same id1: the Python parser is the reference, and
+debl.format.link.parse_line accepts, and finds the same id1: the Python parser is the reference, and
 the reject file's reasons come from it. dist_ch's task (DistCh.bucketSlice) puts every valid line in
-the bucket ``debl.buckets.BucketMap`` gives its id1, rejects what parse_line rejects and passes
+the bucket ``debl.format.bucket_map.BucketMap`` gives its id1, rejects what parse_line rejects and passes
 over what is longer than max_line_bytes: checked on generated lines and on the one set of hostile
 lines the loads are tested with (tests/hostile_lines.py).
 
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 import pytest
 
-from debl.bucket_file import parse_tail
-from debl.buckets import BucketMap
+from debl.format.bucket_file import parse_tail
+from debl.format.bucket_map import BucketMap
 from debl.config import Config
-from debl.model import CHECKSUM_MOD, ParseError, line_checksum, parse_line
+from debl.format.link import CHECKSUM_MOD, ParseError, line_checksum, parse_line
 from loaders import dist_ch, jobs
 from loaders.pipeline import _ChunkSize
 from tests.hostile_lines import LIMIT, U63, every_line

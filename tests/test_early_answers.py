@@ -28,7 +28,7 @@ from coordinator.routes import Route
 from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.errors import QueryTimeout, ServiceError
-from debl.keyspace import KeySet
+from debl.keys.keyspace import KeySet
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.cleanup import drop_every_load

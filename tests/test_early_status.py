@@ -35,7 +35,7 @@ from debl.bench.source_server import make_server
 from debl.catalog import Catalog
 from debl.commands.status import status as status_command
 from debl.errors import QueryTimeout
-from debl.keyspace import KeySet
+from debl.keys.keyspace import KeySet
 from debl.ui.payload import encode, page_data
 from debl.ui.rejects import RejectSample
 from debl.ui.sampler import StatusSampler

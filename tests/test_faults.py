@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from debl.faults import procs
+from harness import procs
 
 
 # --------------------------------------------------------------------------- processes
@@ -63,8 +63,8 @@ def test_a_reused_pid_is_not_the_same_process():
 def test_a_kill_moment_at_the_commands_very_end_counts_as_missed(tmp_path):
     """The command ended between the campaign's last look and the kill: no kill, no crash of
     the trial (a bench trial broke with an IndexError on the empty process tree)."""
-    from debl.faults.kills import _kill_at
-    from debl.faults.trial import MISSED, Trial
+    from harness.kills import _kill_at
+    from harness.trial import MISSED, Trial
 
     class EndingNow(procs.Running):
         def done(self) -> bool:
@@ -134,12 +134,12 @@ def test_stack_stop_names_what_it_knows():
 
 @pytest.mark.stack
 def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
-    from debl.faults.early_kills import EARLY_KILLS
-    from debl.faults.kills import KILLS
-    from debl.faults.outages import OUTAGES
-    from debl.faults.runner import run_campaign
-    from debl.faults.shrinking import SHRINKING
-    from debl.faults.table import markdown
+    from harness.early_kills import EARLY_KILLS
+    from harness.kills import KILLS
+    from harness.outages import OUTAGES
+    from harness.runner import run_campaign
+    from harness.shrinking import SHRINKING
+    from harness.table import markdown
 
     registry = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
     groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES),
@@ -164,8 +164,8 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
     resumed as the docs say: the claim is on record, early answers stay stopped, and the client
     asking throughout gets none from the resume on; nothing lost or doubled."""
     from debl.faultpoints import POINTS
-    from debl.faults.early_kills import EARLY_KILLS
-    from debl.faults.runner import run_campaign
+    from harness.early_kills import EARLY_KILLS
+    from harness.runner import run_campaign
 
     result, _ = run_campaign(stack_config, tmp_path / "campaign", [EARLY_KILLS["early-lie"]], 1,
                              seed=1, report=lambda text: print(text, file=sys.stderr),
@@ -181,9 +181,9 @@ def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifie
     file truncated mid-line while the load copies it, a day current. The load fails with a
     message naming the file, is recorded failed, the day stays current; restored, the file's
     load resumes to its uptime, `debl verify` agrees, nothing lost or doubled, answers exact."""
-    from debl.faults.runner import run_campaign
-    from debl.faults.shrinking import SHRINKING
-    from debl.faults.trial import MISSED
+    from harness.runner import run_campaign
+    from harness.shrinking import SHRINKING
+    from harness.trial import MISSED
 
     result, _ = run_campaign(stack_config, tmp_path / "campaign", list(SHRINKING.values()), 1,
                              seed=1, report=lambda text: print(text, file=sys.stderr),
@@ -519,7 +519,7 @@ def test_stack_up_after_a_datanode_died_gives_an_hbase_that_takes_writes(stack_c
     """The DataNode killed under a running HBase, then `debl stack up`: HBase must take writes
     again. It answered reads (so `stack up` found it up) with a write-ahead log whose only
     DataNode had gone, and its region server aborted at the next write."""
-    from debl.model import Link, Origin
+    from debl.format.link import Link, Origin
     from debl.stack.stack import stack_status, stack_stop, stack_up
     from debl.store.hbase import HBaseStore
 
@@ -547,8 +547,8 @@ def test_a_load_may_not_need_its_killed_jvm_a_gen_hf_run_always_does(monkeypatch
     import random
     from types import SimpleNamespace
 
-    from debl.faults import kills
-    from debl.faults.trial import Trial
+    from harness import kills
+    from harness.trial import Trial
 
     class Ran:
         pid = 1

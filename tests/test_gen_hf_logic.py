@@ -12,7 +12,7 @@ import pytest
 from debl.catalog import Bucket, LoadRecord
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, ServiceError
-from debl.spark import driver_memory_bytes
+from debl.spark.session import driver_memory_bytes
 from loaders import gen_hf
 from loaders.gen_hf import GenHF, RunResult, carried_demand, pick_buckets
 

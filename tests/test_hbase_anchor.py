@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from debl.model import Link, Origin
+from debl.format.link import Link, Origin
 from debl.store.hbase_layout import scan_bounds
 from debl.workload.client_spec import ClientSpec
 from debl.workload.requests import RequestSpec, RequestStream

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from debl import bucket_file
+from debl.format import bucket_file
 from debl.errors import ServiceError
-from debl.model import CHECKSUM_MOD, MAX_DATA, MAX_TIME, Link, Origin, merge_rank, row_checksum
+from debl.format.link import CHECKSUM_MOD, MAX_DATA, MAX_TIME, Link, Origin, merge_rank, row_checksum
 from debl.store.hbase_layout import (CELL_TS, FAMILY, QUALIFIER, cell_value, decode, id1_boundary,
                                      prefix, row_key, scan_bounds)
 from loaders.hfile import (BucketHFiles, cold_origin, merge_bucket, merge_links, merge_rows,

@@ -23,10 +23,10 @@ import pytest
 
 from coordinator import Coordinator
 from debl.bench.baselines import run_approach
-from debl.buckets import HOT_MAP, BucketMap
+from debl.format.bucket_map import HOT_MAP, BucketMap
 from debl.catalog import Catalog
 from debl.errors import BadInputError
-from debl.model import REJECT_PREFIX, Link
+from debl.format.link import REJECT_PREFIX, Link
 from debl.mysql import connect
 from loaders.load import LoadOptions, reject_path, run_load
 from loaders.rejects import read_rejects
@@ -342,7 +342,7 @@ def test_a_truncated_uploads_last_line_is_one_reject_and_the_load_goes_on(stack_
     the copy sent it without the newline it gives a last line, its segment did not count it,
     and dist_ch failed (ArrayIndexOutOfBoundsException in DistCh.bucketSlice). Each file's run
     is one reject, named by its file and line, and every other line loads."""
-    from debl.model import too_long
+    from debl.format.link import too_long
     from loaders.chunker import BLOCK
     from loaders.local_dist_ch import LOCAL_MAX
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl.line_block import well_formed
-from debl.model import Link, Origin, ParseError, line_body, parse_line
+from debl.format.line_block import well_formed
+from debl.format.link import Link, Origin, ParseError, line_body, parse_line
 from debl.store.memory import MemoryStore
 from loaders.hot_merge import HotRows
 from tests.dataset import all_rows

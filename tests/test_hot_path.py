@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from debl.errors import ServiceError
-from debl.line_block import HEAD_ROOM
-from debl.model import MAX_TIME, Link
+from debl.format.line_block import HEAD_ROOM
+from debl.format.link import MAX_TIME, Link
 from debl.mysql import connect
 from debl.store.mysql import INDEX_NAME, MySQLStore, link_table_ddl
 from loaders.hot_merge import HotRows, Winners

@@ -63,24 +63,24 @@ def test_the_checker_finds_planted_arrows(tmp_path):
     function are each found; an explained one is not."""
     files = {
         "debl/__init__.py": "",
-        "debl/model.py": "from loaders.load import run\n",  # foundation -> pipeline: upward
+        "debl/format/link.py": "from loaders.load import run\n",  # foundation -> pipeline: upward
         "debl/commands/__init__.py": "",
         "debl/commands/go.py": ("import importlib\n"
                                 "mod = importlib.import_module('coordinator.core')\n"),
         "loaders/__init__.py": "",
         "loaders/load.py": ("from coordinator.core import answer\n"  # sideways
                             "def run():\n"
-                            "    from debl.model import parse\n"  # hidden
+                            "    from debl.format.link import parse\n"  # hidden
                             "    # lazy import: pyspark costs start-up time\n"
                             "    import pyspark\n"),
         "coordinator/__init__.py": "",
-        "coordinator/core.py": "from debl.model import parse\n",
+        "coordinator/core.py": "from debl.format.link import parse\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     graph = import_graph.build(tmp_path)
-    assert [(a.importer, a.imported) for a in graph.upward()] == [("debl.model", "loaders.load")]
+    assert [(a.importer, a.imported) for a in graph.upward()] == [("debl.format.link", "loaders.load")]
     assert [(a.importer, a.imported) for a in graph.sideways()] == [
         ("loaders.load", "coordinator.core")]
     assert sorted((a.path, a.line) for a in graph.hidden) == [

@@ -65,7 +65,7 @@ def test_hbase_is_what_the_spark_runtime_resolves():
 
 
 def test_the_jar_is_named_as_the_spark_session_expects():
-    """debl/spark.py puts ``<lib_dir>/debl-jobs.jar`` on the classpath; the build names it so and
+    """debl/spark/session.py puts ``<lib_dir>/debl-jobs.jar`` on the classpath; the build names it so and
     scripts/build_jobs_jar.sh moves it there."""
     assert JOBS.findtext("m:build/m:finalName", None, NS) == "debl-jobs"
     script = (ROOT / "scripts/build_jobs_jar.sh").read_text()

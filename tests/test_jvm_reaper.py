@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from debl.faults.procs import Proc, kill, processes, survivors, tree
+from harness.procs import Proc, kill, processes, survivors, tree
 
 REPO = Path(__file__).resolve().parent.parent
 # A JVM that waits for a debugger before running anything: a start-up that never ends.
@@ -34,7 +34,7 @@ def _names(procs: list[Proc]) -> list[str]:
 
 def test_a_driver_killed_while_its_jvm_starts_leaves_no_spark_process():
     script = ("from debl.config import load_config\n"
-              "from debl.spark import spark_session\n"
+              "from debl.spark.session import spark_session\n"
               "spark_session(load_config())\n")
     env = {**os.environ, "JAVA_TOOL_OPTIONS": SUSPENDED_JVM}
     driver = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env,
@@ -59,7 +59,7 @@ def test_a_driver_killed_while_its_jvm_starts_leaves_no_spark_process():
 
 def test_only_what_is_started_inside_the_block_ends_with_the_driver():
     script = ("import os, subprocess\n"
-              "from debl.jvm_reaper import OWNER_VAR, reaped_on_parent_death\n"
+              "from debl.spark.jvm_reaper import OWNER_VAR, reaped_on_parent_death\n"
               "quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
               "outside = subprocess.Popen(['sleep', '120'], **quiet)\n"
               "with reaped_on_parent_death():\n"

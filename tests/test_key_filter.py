@@ -1,4 +1,4 @@
-"""The hot key filter (debl.key_filter): the bucket files' hash computed in bulk, no false
+"""The hot key filter (debl.keys.key_filter): the bucket files' hash computed in bulk, no false
 negatives, few false positives, a bounded size."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-import debl.key_filter as key_filter
-from debl.bucket_file import bloom_filter, bloom_positions
-from debl.buckets import MAX_ID
-from debl.key_filter import KeyFilter, KeyFilterBuilder, key_hashes
+import debl.keys.key_filter as key_filter
+from debl.format.bucket_file import bloom_filter, bloom_positions
+from debl.format.bucket_map import MAX_ID
+from debl.keys.key_filter import KeyFilter, KeyFilterBuilder, key_hashes
 
 LT = 123456789
 

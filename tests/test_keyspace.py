@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl import keyspace
-from debl.keyspace import Answerability, KeySet, answerable
-from debl.manifest import ID1_MAX, Piece, pieces
-from debl.manifest_build import build_manifest
+from debl.keys import keyspace
+from debl.keys.keyspace import Answerability, KeySet, answerable
+from debl.keys.manifest import ID1_MAX, Piece, pieces
+from debl.keys.manifest_build import build_manifest
 
 DOMAIN = 40
 intervals = st.lists(st.tuples(st.integers(0, DOMAIN - 1), st.integers(0, DOMAIN - 1)),

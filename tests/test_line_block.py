@@ -1,4 +1,4 @@
-"""debl.line_block against debl.model.parse_line: a block is accepted only if every one of its
+"""debl.format.line_block against debl.format.link.parse_line: a block is accepted only if every one of its
 lines parses, and then parsed column-wise into the parser's numbers; a block of ordinary lines is
 accepted. Pure unit tests (docs/LOADING.md, "The hot path's cost")."""
 
@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl.line_block import HEAD_ROOM, LONGEST_LINE, block_columns, well_formed
-from debl.model import Link, ParseError, parse_line
+from debl.format.line_block import HEAD_ROOM, LONGEST_LINE, block_columns, well_formed
+from debl.format.link import Link, ParseError, parse_line
 from tests.hostile_lines import every_line
 
 U63 = (1 << 63) - 1

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from debl.bench.source_server import make_server
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import Catalog
-from debl.model import Link
+from debl.format.link import Link
 from debl.mysql import connect
 from loaders.load import LoadOptions, reject_path, run_load
 from loaders.rejects import read_rejects

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import Catalog
 from debl.errors import LoadStateError, ServiceError, SourceError
 from loaders.gen_hf import GenHF

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from debl.bucket_file import parse_tail
-from debl.buckets import BucketMap
-from debl.model import REJECT_PREFIX, too_long
+from debl.format.bucket_file import parse_tail
+from debl.format.bucket_map import BucketMap
+from debl.format.link import REJECT_PREFIX, too_long
 from debl.hdfs import HdfsClient
 from loaders import dist_ch
 from loaders.chunker import Chunk, Segment

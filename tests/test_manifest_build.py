@@ -1,5 +1,5 @@
 """``build_manifest`` against a brute-force reference that parses every line with
-``debl.model.parse_line``: on random files cut into random blocks, on the hostile lines every
+``debl.format.link.parse_line``: on random files cut into random blocks, on the hostile lines every
 reader of the input is held to (tests/hostile_lines.py), CRLF, a last line without newline,
 empty files, huge ids and leading zeros; and ``ManifestBuilder`` fed directly."""
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl.manifest import ID1_MAX, Manifest, claim_violations, pieces
-from debl.manifest_build import ManifestBuilder, build_manifest, manifest_of_file
-from debl.model import ParseError, parse_line
+from debl.keys.manifest import ID1_MAX, Manifest, claim_violations, pieces
+from debl.keys.manifest_build import ManifestBuilder, build_manifest, manifest_of_file
+from debl.format.link import ParseError, parse_line
 from tests.hostile_lines import LONG, MAX_ID_LINE, every_line
 
 

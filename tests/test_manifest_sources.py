@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from debl.bench.source_server import make_server
 from debl.cli import main
-from debl.manifest import MAX_POINTS, Manifest, pieces
-from debl.manifest_build import manifest_of_file
+from debl.keys.manifest import MAX_POINTS, Manifest, pieces
+from debl.keys.manifest_build import manifest_of_file
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
 from loaders.listing import MAX_INDEX_BYTES, MAX_LISTING_POINTS

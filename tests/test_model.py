@@ -1,11 +1,11 @@
-"""debl.model's parser on the input format's edge cases (docs/DESIGN.md section 3): line ends, carriage
+"""debl.format.link's parser on the input format's edge cases (docs/DESIGN.md section 3): line ends, carriage
 returns, numbers at and past the 64-bit edge, leading zeros. Pure unit tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from debl.model import Link, ParseError, line_body, parse_line
+from debl.format.link import Link, ParseError, line_body, parse_line
 
 U63 = (1 << 63) - 1
 GOOD = Link(12, 123456789, 13, 1, b"some \x00 data \xff\xfe", 1700000000000, 7)

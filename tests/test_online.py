@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from coordinator import Coordinator
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog import Catalog
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
@@ -116,7 +116,7 @@ def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
     """kill -9 of gen-hf's Spark driver JVM in a run: the command ends (no retries against a
     JVM that is gone) with a one-line message, no traceback; a later gen-hf finishes the work
     (test_gen_hf_killed_mid_run_... below, and the campaign's gen-hf-jvm target)."""
-    from debl.faults import procs
+    from harness import procs
 
     config = online[0]
     load_id = _current(config)

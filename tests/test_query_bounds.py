@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from debl.cli import main
 from debl.config import Config
-from debl.model import MAX_TIME, Link, Origin, check_query
+from debl.format.link import MAX_TIME, Link, Origin, check_query
 
 TOP = (1 << 63) - 1
 FINE = dict(id1=1, link_type=1, min_time=0, max_time=MAX_TIME, offset=0, limit=10)

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from coordinator import Coordinator
 from coordinator.raw import RawBucket, RawReader
 from coordinator.raw_warmup import RawWarmup
-from debl.bucket_file import data_lines, encode, is_bucket_file, parse_tail
+from debl.format.bucket_file import data_lines, encode, is_bucket_file, parse_tail
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.commands.links import links as links_command
@@ -34,7 +34,7 @@ from debl.commands.status import status as status_command
 from debl.errors import BucketFileError
 from debl.hdfs import HdfsClient
 from debl.hdfs.local_reads import CONNECTIONS
-from debl.model import Link, Origin, ParseError, parse_line
+from debl.format.link import Link, Origin, ParseError, parse_line
 from debl.store.memory import MemoryStore
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
@@ -128,7 +128,7 @@ RANGES = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30}, {"min_time": T0 + 10
 
 
 def test_bucket_files_are_exactly_what_the_reference_writer_writes(raw):
-    """dist_ch on the JVM sorts and indexes as debl.bucket_file.encode does: a file's lines in
+    """dist_ch on the JVM sorts and indexes as debl.format.bucket_file.encode does: a file's lines in
     input order (their origins ascending) encode to the file's very bytes."""
     config, _, bucket_files = raw
     fs = HdfsClient(config)

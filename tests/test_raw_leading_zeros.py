@@ -18,7 +18,7 @@ import pytest
 
 from coordinator import Coordinator
 from debl.bench.baselines import run_approach
-from debl.model import Link
+from debl.format.link import Link
 from loaders.load import LoadOptions
 from tests.dataset import reference_store
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator import Coordinator
-from debl.buckets import MAX_ID
+from debl.format.bucket_map import MAX_ID
 from debl.catalog import Catalog
 from debl.hdfs import HdfsClient
 from loaders import hot_phase

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from debl.buckets import MAX_ID, BucketMap
+from debl.format.bucket_map import MAX_ID, BucketMap
 from debl.config import Config
 from loaders.sampling import Read, plan_reads, sample_bucket_map, split_points, weighted_ids
 from loaders.source import LocalSource
@@ -94,7 +94,7 @@ def test_sorted_files_with_manifests_are_weighed_without_a_read(tmp_path, monkey
     manifests (4096-byte steps for 32 strata of a 64 KiB bucket) are sampled."""
     from dataclasses import replace
 
-    from debl.manifest_build import build_manifest
+    from debl.keys.manifest_build import build_manifest
 
     rng = random.Random(5)
     write_files(tmp_path, range_dump(CLUSTERS, 8, rng))

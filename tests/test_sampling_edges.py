@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl.buckets import MAX_ID, BucketMap
+from debl.format.bucket_map import MAX_ID, BucketMap
 from debl.config import Config
-from debl.model import ParseError, parse_line
+from debl.format.link import ParseError, parse_line
 from loaders.http_client import MAX_RANGES
 from loaders.sampling import Read, plan_reads, sample_bucket_map, split_points, weighted_ids
 from loaders.source import LocalSource

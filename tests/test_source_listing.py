@@ -14,7 +14,7 @@ import math
 import pytest
 
 from debl.errors import SourceError
-from debl.manifest import MAX_POINTS, STEP, Manifest
+from debl.keys.manifest import MAX_POINTS, STEP, Manifest
 from loaders.listing import MAX_INDEX_BYTES, MAX_LISTING_POINTS
 from loaders.source import HttpSource, LocalSource, SourceFile, check_listing_entry, path_in
 from tests.hostile_http import HostileSource

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.errors import ServiceError
 from loaders import jobs
 from loaders.jobs import JavaError, JavaFailure, service_error

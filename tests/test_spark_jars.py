@@ -9,7 +9,7 @@ import pytest
 
 from debl.config import Config
 from debl.errors import ConfigError
-from debl.spark import JVM_SOURCES, jvm_sources_digest, spark_jars
+from debl.spark.session import JVM_SOURCES, jvm_sources_digest, spark_jars
 
 
 @pytest.fixture

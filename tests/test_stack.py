@@ -130,7 +130,7 @@ def test_hdfs_clients_close_files_without_the_long_first_sleep(stack_config, spa
     """Every Spark application asks the NameNode to complete a file again after 25 ms, not
     Hadoop's 400 ms, with at least Hadoop's patience in all; the stack's NameNode completes a
     file whose last block is committed (docs/LOADING.md, "Closing many small files")."""
-    from debl.spark import HDFS_CLOSE_SETTINGS
+    from debl.spark.session import HDFS_CLOSE_SETTINGS
     from debl.stack.hdfs import hdfs_site
 
     delay = "dfs.client.block.write.locateFollowingBlock.initial.delay.ms"

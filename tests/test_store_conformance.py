@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from debl.model import MAX_TIME, Link, Origin
+from debl.format.link import MAX_TIME, Link, Origin
 from debl.store.base import LinkStore
 from debl.store.memory import MemoryStore
 

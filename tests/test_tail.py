@@ -1,5 +1,5 @@
 """The tail's instrument (docs/BENCHMARKS.md, "The tail"): a request's record of where its time
-went (``debl.request_cost``), the slowest requests kept and merged across processes with every
+went (``debl.measure.request_cost``), the slowest requests kept and merged across processes with every
 route's latencies (``debl.workload.tail``), and the bench's file and report of them
 (``debl.bench.tail``). Pure unit tests: a fake clock where durations are asserted, the
 in-memory store, synthetic benches; no service. The coordinator's own records:
@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from debl import request_cost
+from debl.measure import request_cost
 from debl.bench import ApproachRun
 from debl.bench.results import PhaseSpan
 from debl.bench.tail import (beside_rows, burst_rows, read_tails, tail_line, tail_path,
                              write_tail)
 from debl.cli import main
-from debl.histogram import Histogram
-from debl.request_cost import COMPONENTS, HBASE, HDFS_META, MERGE, MYSQL, RequestCost, Timed
+from debl.measure.histogram import Histogram
+from debl.measure.request_cost import COMPONENTS, HBASE, HDFS_META, MERGE, MYSQL, RequestCost, Timed
 from debl.report import Report, write_report
 from debl.workload.client import ClientSpec, run_client
 from debl.workload.requests import RequestSpec

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from debl.cli import main
 from debl.config import Config
 from debl.errors import ConfigError, ServiceError
-from debl.model import Link, Origin
+from debl.format.link import Link, Origin
 from debl.store.memory import MemoryStore
 from debl.workload import targets
 from debl.workload.client import (ClientSpec, TargetSource, default_processes, run_client,

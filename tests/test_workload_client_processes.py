@@ -14,7 +14,7 @@ import pytest
 
 from debl.config import Config
 from debl.errors import ServiceError
-from debl.model import Link, Origin
+from debl.format.link import Link, Origin
 from debl.store.memory import MemoryStore
 from debl.workload.client import ClientSpec, TargetSource, run_client
 from debl.workload.pacing import PoissonSchedule
@@ -192,7 +192,7 @@ def test_worker_processes_end_with_a_client_killed_by_sigkill(tmp_path):
     import time
     from pathlib import Path
 
-    from debl.faults import procs
+    from harness import procs
 
     root = str(Path(__file__).resolve().parents[1])
     client = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT.format(root=root)],

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from debl.cli import main
 from debl.errors import ConfigError
-from debl.model import Link, Origin, ParseError, merge_rank, parse_line
+from debl.format.link import Link, Origin, ParseError, merge_rank, parse_line
 from debl.store.memory import MemoryStore
 from debl.workload.generator import generate
 from debl.workload.spec import DAY_MS, REFERENCE_END_MS, GenerateSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from debl.histogram import bucket_high, bucket_index
+from debl.measure.histogram import bucket_high, bucket_index
 from debl.workload.latency import LatencyHistogram, LatencySummary, RunCounts, timeline
 
 RNG = np.random.default_rng(7)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from debl.model import Link, parse_line
+from debl.format.link import Link, parse_line
 from debl.workload.lineformat import digit_counts, encode_links
 
 _INT64 = st.integers(0, (1 << 63) - 1)

@@ -57,13 +57,13 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from debl.bucket_file import bucket_file_stem, file_rows
+from debl.format.bucket_file import bucket_file_stem, file_rows
 from debl.catalog import Catalog, LoadFile
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
-from debl.model import Link
+from debl.format.link import Link
 from debl.namespace import Namespace
-from debl.spark import spark_session
+from debl.spark.session import spark_session
 from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
 from loaders.gen_hf import GenHF
 from loaders.hbase_bulk import bucket_split_keys, create_table
@@ -327,7 +327,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             job_group(spark, f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            # Whole files, not text lines: a bucket file ends with its index (debl.bucket_file),
+            # Whole files, not text lines: a bucket file ends with its index (debl.format.bucket_file),
             # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
             raw = (sc.binaryFiles(",".join(paths))
                    .filter(lambda f: bucket_file_stem(f[0].rsplit("/", 1)[1]) is not None)

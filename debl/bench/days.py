@@ -36,7 +36,7 @@ from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.catalog import Catalog
 from debl.config import Config
 from debl.hdfs import HdfsClient
-from debl.model import Origin, parse_line
+from debl.format.link import Origin, parse_line
 from debl.store.memory import MemoryStore
 from debl.store.mysql import MySQLStore
 from debl.workload.generator import generate

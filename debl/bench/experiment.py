@@ -27,7 +27,7 @@ from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import ConfigError
-from debl.spark import spark_session
+from debl.spark.session import spark_session
 from loaders.source import LocalSource
 
 

@@ -2,7 +2,7 @@
 
 Every file of the served directory is listed with a manifest: the one of the directory's own
 ``index.json`` when its entry matches the file's size and mtime (``loaders.source_index``),
-else one computed from the file's bytes (``debl.manifest_build``) and cached by (name, size,
+else one computed from the file's bytes (``debl.keys.manifest_build``) and cached by (name, size,
 mtime): in memory, and in a cache file under the config's state directory (never in the served
 directory, which may be read-only), so a restarted server computes nothing again.
 
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from debl.errors import ManifestError
-from debl.manifest import Manifest, json_int
-from debl.manifest_build import manifest_of_file
+from debl.keys.manifest import Manifest, json_int
+from debl.keys.manifest_build import manifest_of_file
 from loaders.listing import points_fault
 from loaders.source import LocalSource, SourceFile
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from debl.bench.results import ApproachRun, write_json
 from debl.workload.tail import CAUSES, TailBreakdown, TailCounts, TailGroup
 
-# The causes' column titles (debl.request_cost.COMPONENTS, and the rest)
+# The causes' column titles (debl.measure.request_cost.COMPONENTS, and the rest)
 CAUSE_TITLES = {"wait": "wait", "mysql": "MySQL", "hbase": "HBase", "hdfs": "HDFS reads",
                 "hdfs_meta": "HDFS other", "merge": "merge", "late": "late", "other": "other"}
 Rows = tuple[tuple[str, ...], ...]

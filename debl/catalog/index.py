@@ -15,14 +15,14 @@ from dataclasses import asdict, replace
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog.base import CatalogEngine
 from debl.catalog.loads import write_file_counts, write_phase
 from debl.catalog.records import Bucket, BucketChunk, ChunkRecord, FalseClaim
 from debl.catalog.schema import (bucket_chunks_table, buckets_table, chunks_table, early_table,
                                  false_claims_table, jobs_table)
 
-_CHECKSUM_MOD = 1 << 64  # as debl.model.CHECKSUM_MOD: checksums are sums mod 2^64
+_CHECKSUM_MOD = 1 << 64  # as debl.format.link.CHECKSUM_MOD: checksums are sums mod 2^64
 
 
 class IndexCatalog:

@@ -14,13 +14,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import FileCount, LoadFile, LoadRecord, Phase
 from debl.catalog.schema import (DATASET_TABLES, current_table, file_counts_table, files_table,
                                  hot_keys_table, loads_table, phases_table)
 from debl.errors import LoadStateError
-from debl.key_filter import KeyFilter
+from debl.keys.key_filter import KeyFilter
 from debl.namespace import Namespace
 
 _LOAD_UPDATES = frozenset({"state", "uptime", "ended", "hot_k_lo", "hot_k_hi", "hot_rows",

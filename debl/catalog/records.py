@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from debl.buckets import BucketMap
-from debl.key_filter import KeyFilter
+from debl.format.bucket_map import BucketMap
+from debl.keys.key_filter import KeyFilter
 from debl.namespace import Namespace
 
 
@@ -176,7 +176,7 @@ class ServingState:
 class EarlyState:
     """What a coordinator serves before a load's uptime (docs/LOADING.md, "Answers before the
     copy ends"), read in one transaction: the load, its buckets so far (cold and hot), and its
-    answerable keys (a ``debl.keyspace.KeySet``'s JSON; None when the generation is the one the
+    answerable keys (a ``debl.keys.keyspace.KeySet``'s JSON; None when the generation is the one the
     caller already has). *state*: ``on``, or ``stopped`` once a claim was found false."""
 
     load: LoadRecord

@@ -220,7 +220,7 @@ coordinators_table = sa.Table(
     sa.Column("interval_s", sa.Double, nullable=False),  # its poll interval: the heartbeat's
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
-# The hot path's key filter (debl.key_filter): one row per load whose MySQL table holds its hot
+# The hot path's key filter (debl.keys.key_filter): one row per load whose MySQL table holds its hot
 # rows; dropped with the load's stores.
 hot_keys_table = sa.Table(
     "debl_hot_keys", METADATA,

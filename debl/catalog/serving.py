@@ -16,7 +16,7 @@ from debl.catalog.loads import load_record, read_current
 from debl.catalog.records import DemandRow, LoadRecord, ServingState
 from debl.catalog.schema import (answers_table, asks_table, coordinators_table, demand_table,
                                  hot_keys_table, jobs_table, loads_table)
-from debl.key_filter import KeyFilter
+from debl.keys.key_filter import KeyFilter
 
 
 class ServingCatalog:

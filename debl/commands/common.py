@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from debl.config import Config, load_config
-from debl.config_names import OldSpellingWarning
+from debl.config.names import OldSpellingWarning
 from debl.errors import DeblError
 
 

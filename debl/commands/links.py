@@ -7,7 +7,7 @@ import json
 import click
 
 from debl.commands.common import config_of, friendly_errors
-from debl.model import DEFAULT_LIMIT, MAX_COUNT, MAX_ID, MAX_TIME
+from debl.format.link import DEFAULT_LIMIT, MAX_COUNT, MAX_ID, MAX_TIME
 
 
 def show_data(data: bytes) -> str:
@@ -35,7 +35,7 @@ def _how(answer) -> str:
 
 
 @click.command("links")
-# The bounds of debl.model.check_query: past them click refuses the argument as a usage error.
+# The bounds of debl.format.link.check_query: past them click refuses the argument as a usage error.
 @click.argument("id1", type=click.IntRange(min=0, max=MAX_ID))
 @click.argument("link_type", type=click.IntRange(min=0, max=MAX_ID))
 @click.option("--min-time", type=click.IntRange(min=0, max=MAX_TIME), default=0, show_default=True)

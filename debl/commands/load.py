@@ -10,7 +10,7 @@ import click
 
 from debl.bench.baselines import run_approach
 from debl.bench.source_server import make_server, manifest_cache_dir
-from debl.buckets import BucketMap
+from debl.format.bucket_map import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
 from loaders.source_url import check_no_password

@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 
 from hdfs_native import Client, WriteOptions
 
-from debl import request_cost
+from debl.measure import request_cost
 from debl.config import Config
 from debl.errors import DeblError, ServiceError
 from debl.hdfs import messages
@@ -276,7 +276,7 @@ class HdfsClient:
     def read_many(self, ranges: Sequence[tuple[OpenFile, int, int]]) -> list[bytes]:
         """The bytes of each ``(file, offset, length)``, read in parallel (a local file's on
         the calling thread: a local disk read does not hang); the wait is the calling thread's
-        request's ``hdfs`` time (``debl.request_cost``), with the ranges."""
+        request's ``hdfs`` time (``debl.measure.request_cost``), with the ranges."""
         started, datas = time.perf_counter(), []
         try:
             if all(f.local is not None for f, _, _ in ranges):

@@ -2,7 +2,7 @@
 
 Every implementation (in-memory reference, MySQL, HBase) passes one conformance suite
 (tests/test_store_conformance.py). Within one store a key ``(id1, link_type, id2)`` holds one row:
-the winner of the merge rule (debl.model) among every row written for it.
+the winner of the merge rule (debl.format.link) among every row written for it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin
+from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin
 
 
 class LinkStore(ABC):

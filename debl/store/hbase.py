@@ -41,11 +41,11 @@ from happybase.table import TScan  # the Thrift struct happybase itself uses
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from debl import request_cost
+from debl.measure import request_cost
 from debl.config import Config
-from debl.config_values import check_identifier
+from debl.config.values import check_identifier
 from debl.errors import ServiceError
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
+from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode, row_key,
                                      id1_boundary, scan_bounds)
@@ -118,7 +118,7 @@ class HBaseStore(LinkStore):
     def _run(self, work: Callable[[happybase.Connection], T]) -> T:
         """Run *work* with a pooled connection; retry once on a lost connection. Its time, the
         wait for a connection included, is the calling thread's request's ``hbase`` time
-        (``debl.request_cost``)."""
+        (``debl.measure.request_cost``)."""
         started = time.perf_counter()
         try:
             return self._run_once(work)

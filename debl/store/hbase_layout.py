@@ -5,7 +5,7 @@ Row key (32 bytes, every field 8-byte big-endian unsigned, so byte order is nume
     id1 | link_type | MAX_TIME - time | 2**64-1 - id2
 
 so the rows of one ``(id1, link_type)`` are contiguous and come newest first, ties on ``time``
-by ``id2`` descending: exactly get_link_list's order (debl.model.select_links), so a scan needs no
+by ``id2`` descending: exactly get_link_list's order (debl.format.link.select_links), so a scan needs no
 re-sort and ``limit`` can stop it early. Python ``bytes`` order equals HBase's unsigned byte
 order, so sorting keys in Python sorts them for HFiles.
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import struct
 
-from debl.model import MAX_DATA, MAX_TIME, Link
+from debl.format.link import MAX_DATA, MAX_TIME, Link
 
 FAMILY = b"l"
 QUALIFIER = b"v"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from debl.model import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, merge_batch, merge_rank,
+from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, merge_batch, merge_rank,
                         select_links)
 from debl.store.base import LinkStore
 

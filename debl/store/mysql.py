@@ -57,12 +57,12 @@ from typing import Any, TypeVar
 import MySQLdb
 import pymysql
 
-from debl import request_cost
+from debl.measure import request_cost
 from debl.config import Config
-from debl.config_values import check_identifier
+from debl.config.values import check_identifier
 from debl.errors import ServiceError
 from debl.mysql import ConnectionPool, connect, connect_reader, describe
-from debl.model import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
+from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
 from debl.store.base import LinkStore
 
 T = TypeVar("T")
@@ -212,7 +212,7 @@ class MySQLStore(LinkStore):
         """Rows of one SELECT on a pooled reader (mysqlclient); reconnect and retry once if it
         was lost. Raises _IndexMissing when the statement forces an index the table lacks.
         Its time, the wait for a reader included, is the calling thread's request's ``mysql``
-        time (``debl.request_cost``)."""
+        time (``debl.measure.request_cost``)."""
         started = perf_counter()
         try:
             return self._read_once(sql)

@@ -2,7 +2,7 @@
 
 Every kind breaks exactly one rule of the input format (docs/DESIGN.md section 3) in a line that is
 otherwise a plausible link, so a parser that checks only some rules lets some through. Each line
-is checked against ``debl.model.parse_line`` when it is made, and its reason is the parser's own
+is checked against ``debl.format.link.parse_line`` when it is made, and its reason is the parser's own
 message, so the generator's report and the loader's reject file say the same thing.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from debl.model import ParseError, parse_line
+from debl.format.link import ParseError, parse_line
 
 # Each kind breaks one rule; see _break for how.
 KINDS = (

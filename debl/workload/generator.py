@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from debl.errors import ConfigError, SourceError
-from debl.manifest import Manifest
-from debl.manifest_build import ManifestBuilder
+from debl.keys.manifest import Manifest
+from debl.keys.manifest_build import ManifestBuilder
 from debl.workload import idspace
 from debl.workload.badlines import KINDS, BadLine, make_bad_line
 from debl.workload.lineformat import encode_links

@@ -1,6 +1,6 @@
 """Latency statistics as LinkBench reports them, kept in histograms that merge exactly.
 
-Every latency is an integer number of nanoseconds in a log-linear histogram (``debl.histogram``:
+Every latency is an integer number of nanoseconds in a log-linear histogram (``debl.measure.histogram``:
 buckets at most 1/1024 of their values wide; merging adds counts exactly, so the percentiles of
 the client's worker processes merged are those of all their samples together; a percentile is
 never below the true sample and above it by less than 0.1% plus 1 ns; ``max`` and ``mean`` are
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from debl.histogram import (Histogram, add_counts, bucket_high, bucket_index, count_keys,
+from debl.measure.histogram import (Histogram, add_counts, bucket_high, bucket_index, count_keys,
                             nearest_rank)
 
 PERCENTILES = (25, 50, 75, 95, 99)
@@ -56,7 +56,7 @@ class LatencySummary:
 
 
 class LatencyHistogram(Histogram):
-    """A histogram of latencies (``debl.histogram``), summarized as LinkBench reports them."""
+    """A histogram of latencies (``debl.measure.histogram``), summarized as LinkBench reports them."""
 
     def summary(self) -> LatencySummary:
         n = self.count

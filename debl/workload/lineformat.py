@@ -1,7 +1,7 @@
 """Link records to input lines, vectorized: one numpy byte buffer for a whole chunk.
 
 Every field is written for all lines at once (one pass per decimal digit), straight from the
-generator's arrays, and the result is exactly the bytes of ``debl.model.Link.to_line``: seven
+generator's arrays, and the result is exactly the bytes of ``debl.format.link.Link.to_line``: seven
 tab-separated fields, ``\\n``. What it costs against ``Link.to_line`` line by line:
 docs/WORKLOAD.md, "Measured".
 

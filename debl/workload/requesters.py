@@ -2,7 +2,7 @@
 its own request stream against the target, closed loop or at the instants of its own Poisson
 schedule (docs/WORKLOAD.md). Each thread keeps its completions in compact arrays; the part turns
 them into histograms (``RunCounts``) at the end, never keeping raw samples beyond the run. Each
-request runs in a record of where its time went (``debl.request_cost``); the process keeps its
+request runs in a record of where its time went (``debl.measure.request_cost``); the process keeps its
 slowest and every route's latencies (``debl.workload.tail``).
 
 Pitfall: a request blocked inside the target cannot be interrupted; the threads are daemons, and
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from debl import request_cost
+from debl.measure import request_cost
 from debl.workload.client_spec import ClientSpec, LinkListTarget
 from debl.workload.latency import RunCounts
 from debl.workload.pacing import PoissonSchedule

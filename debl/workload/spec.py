@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from debl.errors import ConfigError
-from debl.model import LINK_TYPES
+from debl.format.link import LINK_TYPES
 from debl.workload.idspace import ID_SPACES
 
 DAY_MS = 86_400_000

@@ -1,7 +1,7 @@
 """The slowest requests of a client run and where their time went, by route and by cause
 (docs/BENCHMARKS.md, "The tail").
 
-Each request runs inside a record of its own (``debl.request_cost``): the route the coordinator
+Each request runs inside a record of its own (``debl.measure.request_cost``): the route the coordinator
 chose, the seconds each component took (``COMPONENTS``: the wait for the route, MySQL, HBase,
 HDFS reads and HDFS's other calls, the merge, the client being late), the rest of the wall time
 ("other"), the raw route's reads, the sorted runs merged, the collections during it. Each worker
@@ -11,7 +11,7 @@ process keeps, in a ``TailKeeper``:
   (``tail_capacity``: the share of the whole run's requests), in a min-heap: a request no slower
   than the fastest kept costs one comparison, no lock;
 - per route, the latencies of all its successful requests in a histogram
-  (``debl.histogram``), and how many ran beside a full collection.
+  (``debl.measure.histogram``), and how many ran beside a full collection.
 
 ``TailCounts.merge`` adds the processes' parts. Exact: the run's slowest ``k <= capacity``
 requests are each among their own process's slowest ``k``, so among what it kept; the
@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from debl.histogram import Histogram
-from debl.request_cost import COMPONENTS, RequestCost
+from debl.measure.histogram import Histogram
+from debl.measure.request_cost import COMPONENTS, RequestCost
 
 TAIL_SHARE = 0.01  # the slowest 1%
 DEFAULT_CAPACITY = 10_000  # slowest requests kept per process when the run's count is unknown

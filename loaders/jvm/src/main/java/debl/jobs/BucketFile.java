@@ -12,7 +12,7 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * The bucket file format on the JVM: dist_ch writes it, gen_HF reads it. {@code
- * debl/bucket_file.py} is the reference (its {@code encode} gives the same bytes for the same
+ * debl/format/bucket_file.py} is the reference (its {@code encode} gives the same bytes for the same
  * lines: tested): the data (the bucket lines sorted by id1, link_type, time, stably), then the
  * sparse index (one 32-byte entry {@code id1, link_type, time, offset} per block of about {@link
  * #BLOCK} bytes, and one for the last line with the data's length), then a Bloom filter of the
@@ -45,7 +45,7 @@ final class BucketFile {
   /**
    * The stem of a bucket file's name ({@code <stem>.<digits>}, the stem a chunk's name), or null
    * for any other name, such as a dist_ch temporary {@code <stem>.<slice>._COPYING_}
-   * ({@code debl.bucket_file.is_bucket_file}).
+   * ({@code debl.format.bucket_file.is_bucket_file}).
    */
   static String stemOf(String name) {
     int dot = name.lastIndexOf('.');

@@ -43,12 +43,12 @@ import scala.Tuple2;
  * a bucket line is {@code id1 TAB link_type TAB id2 TAB visibility TAB data TAB time TAB version
  * TAB file_seq TAB line_no} ({@code loaders/dist_ch.py}), and a bucket file those lines then its
  * index ({@link BucketFile}: only the data part is read as lines); the merge rule's rank is (time,
- * version, file_seq, line_no), greater wins ({@code debl/model.py merge_rank}, cold rows only);
+ * version, file_seq, line_no), greater wins ({@code debl/format/link.py merge_rank}, cold rows only);
  * the row key is {@code id1 | link_type | MAX_TIME - time | 2^64-1 - id2}, 8 bytes big-endian
  * each, and the value {@code visibility (1 byte) | version (8 bytes) | data}
  * ({@code debl/store/hbase_layout.py}); the checksum of a winner is CRC-32 in the low and
  * Adler-32 in the high 32 bits of its canonical line with its newline, summed mod 2^64
- * ({@code debl/model.py row_checksum}).
+ * ({@code debl/format/link.py row_checksum}).
  *
  * <p>Pitfalls: a bucket is merged in the task's memory (buckets are sized for this by {@code
  * bucket_target_bytes}); a line that does not parse means the bucket files are not dist_ch's and

@@ -7,7 +7,7 @@ import java.io.Serializable;
 import java.util.Arrays;
 
 /**
- * The bucket map on the JVM: the mirror of {@code debl.buckets.BucketMap}, which stays the
+ * The bucket map on the JVM: the mirror of {@code debl.format.bucket_map.BucketMap}, which stays the
  * reference (a test asks both for the same ids). Built from the map's JSON, {@code {"splits":
  * [s1, ...]}} (bucket 0 is {@code [0, s1 - 1]}, bucket b {@code [s_b, s_(b+1) - 1]}, the last
  * ends at 2^63-1; found by binary search) or {@code {"width": w}} (bucket {@code id1 / w}).

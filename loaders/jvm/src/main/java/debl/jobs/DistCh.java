@@ -39,11 +39,11 @@ import org.apache.spark.api.java.function.Function;
  * about 11-25 MB/s on 2 cores and was the slowest stage before uptime when the link is fast.
  *
  * <p>The rules mirror the Python definitions, which stay the reference (tests compare them): a
- * line is valid exactly when {@code debl.model.parse_line} accepts it ({@link #lineId1}); the
+ * line is valid exactly when {@code debl.format.link.parse_line} accepts it ({@link #lineId1}); the
  * bucket file line is the input line, TAB file_seq, TAB the line's byte offset in its file; a bucket file is those lines
  * sorted by (id1, link_type, time) with a sparse index as its footer ({@link BucketFile},
- * {@code debl/bucket_file.py}); the checksum of a line is
- * {@code debl.model.line_checksum} (CRC-32 low, Adler-32 high 32 bits, of the line with its
+ * {@code debl/format/bucket_file.py}); the checksum of a line is
+ * {@code debl.format.link.line_checksum} (CRC-32 low, Adler-32 high 32 bits, of the line with its
  * newline), summed mod 2^64. Rejected lines go back to the driver whole, which names the reason
  * with {@code parse_line} itself, so the reject file's wording has one source.
  *
@@ -69,7 +69,7 @@ public final class DistCh {
 
   /**
    * The end of a line's body: {@code end} (the newline's index, or the end of the data) less
-   * the CR of a CRLF line end ({@code debl.model.line_body}: a CRLF file loads as its LF twin).
+   * the CR of a CRLF line end ({@code debl.format.link.line_body}: a CRLF file loads as its LF twin).
    */
   static int bodyEnd(byte[] buf, int start, int end) {
     return end > start && buf[end - 1] == '\r' ? end - 1 : end;
@@ -409,7 +409,7 @@ public final class DistCh {
 
   /**
    * What a file's manifest claims about the lines of one segment's bytes in a slice, checked
-   * line by line as {@code debl.manifest.claim_violations} checks them (the reference): every
+   * line by line as {@code debl.keys.manifest.claim_violations} checks them (the reference): every
    * valid line's id1 within the file's {@code [lo, hi]} and within its piece's claim (from the
    * point at or before the line to the next one: {@code cuts}, then {@code after}); in a sorted
    * file, each id1 not below the one before; and every point in the bytes checked the start of

@@ -4,7 +4,7 @@ import java.util.zip.Adler32;
 import java.util.zip.CRC32;
 
 /**
- * {@code debl.model.line_checksum} on the JVM: CRC-32 in the low and Adler-32 in the high 32 bits
+ * {@code debl.format.link.line_checksum} on the JVM: CRC-32 in the low and Adler-32 in the high 32 bits
  * of a line with its newline; sums of these mod 2^64 (a {@code long} that overflows) are the
  * bucket index's order-independent checksums. Not thread-safe: one per task.
  */

@@ -17,7 +17,7 @@ import java.util.Arrays;
  * depends on where a line falls.
  */
 final class LineReader implements AutoCloseable {
-  static final int PREFIX = 1024; // debl.model.REJECT_PREFIX
+  static final int PREFIX = 1024; // debl.format.link.REJECT_PREFIX
   private static final int BLOCK = 4 << 20;
   private final InputStream in;
   private final long maxLine;

@@ -11,7 +11,7 @@ import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 
 /**
- * A Spark plugin ({@code spark.plugins}, set by {@code debl/spark.py}) that silences, in the
+ * A Spark plugin ({@code spark.plugins}, set by {@code debl/spark/session.py}) that silences, in the
  * driver, the warnings that are expected in DeBL's use and tell a user nothing: set when the
  * driver starts, with no call from Python.
  */
