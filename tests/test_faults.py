@@ -175,6 +175,7 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
     assert trial.clean, (trial.problems, trial.examples)
 
 
+@pytest.mark.stack
 def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifies(
         stack_config, tmp_path):
     """The campaign's trial point "a file shrinking mid-load" (issue 47), one trial: a cold

@@ -6,7 +6,7 @@ whole), serves it over HTTP at a rate that makes the copy last several seconds, 
 ``debl load`` while a day is current. Once the load has copied its first cold chunk, the file
 the copy is in is truncated in the middle of what the copy cannot have read yet (it reads a
 file a block at a time, ``loaders.chunker.BLOCK``, and checks the file's end when a block
-reaches it), or, when less than ``MARGIN`` of it is left, the next cold file in its middle:
+reaches it), or, when less than ``MARGIN`` of it is left, a later cold file in its middle:
 mid-line in even trials, at a line end in odd ones. The load must then fail with a clear
 message naming that file (a SourceError: docs/RELIABILITY.md, "Sources that misbehave"), be
 recorded ``failed``, and leave the current day current: nothing half-loaded is served as
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from debl.catalog import Catalog
+from debl.commands.common import parse_size
 from harness.campaign import CHUNK, HOT_FILES, Campaign
 from harness.early_kills import COPY_S, _Served
 from harness.kills import MIN_TIMEOUT_S, Target, Window
@@ -31,6 +32,7 @@ from harness.trial import MISSED, Step, Trial
 from loaders.chunker import BLOCK
 from loaders.source import LocalSource
 
+CHUNK_BYTES = parse_size(CHUNK)
 MARGIN = 256 << 10  # a file with less than this left unread by the copy is not the one cut
 # The source server closes a connection idle this long: a transfer cut short by the truncation
 # ends then, and the load sees it (the server's default, 60 s, would only make the trial long).
@@ -142,11 +144,16 @@ def _cut_point(camp: Campaign, directory: Path, before: str | None,
     copied = max(cold, key=lambda c: c.chunk_no).layout["segments"][-1]
     files = LocalSource(directory).list()[:-HOT_FILES]
     k = next(i for i, f in enumerate(files) if f.name == copied["name"])
-    # The bulk copy reads a file a block at a time: past its last chunk's end, it may have read
-    # up to a block more of it (and checked the file's end, if that was in the block).
-    start, where = min(copied["end"] + BLOCK, files[k].size), "the file being copied"
-    if files[k].size - start < MARGIN and k + 1 < len(files):
-        k, start, where = k + 1, 0, "the next file to copy"
+    # How far the copy may be past its last recorded chunk's end: the chunk after it whole (the
+    # copy sends chunk i+1 while chunk i is closed and bucketed: docs/LOADING.md, "Closing many
+    # small files"), and a block of the file it then reads (it reads a file a block at a time,
+    # and checks the file's end when a block reaches it).
+    start = copied["end"] + CHUNK_BYTES + BLOCK
+    where = "the file being copied"
+    while files[k].size - start < MARGIN and k + 1 < len(files):
+        start -= files[k].size
+        k, where = k + 1, "a file the copy has not reached"
+    start = max(0, min(start, files[k].size))
     path = directory / files[k].name
     data = path.read_bytes()
     at = data.rfind(b"\n", 0, start + (len(data) - start) // 2) + 1  # a line start
