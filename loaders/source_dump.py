@@ -44,7 +44,7 @@ from loaders.source_index import INDEX
 
 LAYOUTS = ("ranges", "days")
 _LINE = b"%d\t%d\t%d\t%d\t%s\t%d\t%d\n"  # debl.model.Link.to_line's
-_MAX_MTIME_MS = 9_000_000_000_000  # file times past year 2255 overflow a timestamp in ns
+_MAX_MTIME_MS = 9_000_000_000_000  # the year 2255
 _WRITE_BUFFER = 1 << 20
 
 
@@ -69,7 +69,7 @@ class DumpSummary:
     seconds: float
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "position": self.position.to_json()}
+        return asdict(self)
 
 
 class _File:
@@ -130,8 +130,8 @@ def dump_source(config: Config, out: Path | str, files: int = 10, layout: str = 
         with Snapshot(config) as snapshot:
             position = DumpPosition(snapshot.gtid, source_id)
             extent = snapshot.extent()
-            split = _RangeSplit(extent.rows, files) if layout == "ranges" else _DaySplit(extent,
-                                                                                          files)
+            split = (_RangeSplit(extent.rows, files) if layout == "ranges"
+                     else _DaySplit(extent, files))
             done = 0
             for batch in snapshot.rows():
                 _check(batch, table)
@@ -147,15 +147,15 @@ def dump_source(config: Config, out: Path | str, files: int = 10, layout: str = 
             f.tmp.unlink(missing_ok=True)
         raise
     now_ms = int(time.time() * 1000)
-    mtimes = split.mtimes_ms([f.newest for f in writing], now_ms)
+    # a file's time past year 2255 would overflow its timestamp in ns
+    mtimes = [min(max(ms, 1), _MAX_MTIME_MS)
+              for ms in split.mtimes_ms([f.newest for f in writing], now_ms)]
     entries = []
     for f, mtime_ms in zip(writing, mtimes):
         os.replace(f.tmp, f.final)
-        ns = min(max(mtime_ms, 0), _MAX_MTIME_MS) * 1_000_000
-        os.utime(f.final, ns=(ns, ns))
+        os.utime(f.final, ns=(mtime_ms * 1_000_000,) * 2)
         entries.append(listing_entry(f.final, f.builder.finish(f.bytes, f.rows), position))
-    oldest = min(min(max(m, 1), _MAX_MTIME_MS) for m in mtimes)
-    write_index(out, entries, (oldest - 1) * 1_000_000, INDEX)
+    write_index(out, entries, (min(mtimes) - 1) * 1_000_000, INDEX)
     return DumpSummary(str(out.absolute()), layout, position, sum(f.rows for f in writing),
                        sum(f.bytes for f in writing),
                        tuple(DumpedFile(f.final.name, f.rows, f.bytes, f.lo, f.hi, m)

@@ -194,16 +194,6 @@ def init_state(cur, table: str) -> InitState | None:
     return None if row is None else InitState(*row)
 
 
-def create_table(config: Config) -> None:
-    """Create the link table ``source_db.table`` if it is missing (the stack does at start)."""
-    conn = connect(config)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(table_ddl(config.source_db.table))
-    finally:
-        conn.close()
-
-
 def server_summary(config: Config) -> str:
     """What the stack's status says of the source: its version, its log format and head, its
     link table's existence (raises if it does not answer)."""
