@@ -208,7 +208,8 @@ def _files(catalog: Catalog, load_id: str) -> dict:
 
 
 def _brief(load: LoadRecord, now: float) -> dict:
-    """A load's row as the status shows it: state, times, hot path, namespace."""
+    """A load's row as the status shows it: state, times, hot path, namespace, the dump's
+    position its listing carried (None: none)."""
     started = load.started
     return {
         "load_id": load.load_id, "approach": load.approach, "source": load.source,
@@ -219,6 +220,7 @@ def _brief(load: LoadRecord, now: float) -> dict:
         "taken_over_s": None if load.taken_over is None else load.taken_over - started,
         "wait_for_hot": load.wait_for_hot, "error": load.error,
         "stores": {"mysql": load.link_table, "hbase": load.hbase_table, "hdfs": load.hdfs_dir},
+        "position": None if load.position is None else load.position.to_json(),
     }
 
 

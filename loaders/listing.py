@@ -15,15 +15,25 @@ The same file is an HTTP source's whole listing and a local directory's manifest
 An entry is a ``SourceFile`` once ``check_listing_entry`` took it (a plain name, a whole size, a
 finite mtime; else the listing is refused naming the entry), and files are ordered oldest first
 (``ordered``: mtime, then name), the ``file_seq`` of the merge rule ("the later file wins").
+
+The dump's position (docs/LOADING.md, "The dump's position"): a dump's entries each carry the
+same ``"position"`` (an old reader ignores a field of an entry it does not know, so the listing
+stays a list); ``listing_position`` gives it when every file carries one and the same.
+``index.json`` is written by ``write_index``, which ``debl generate`` and ``debl source dump``
+use.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from debl.keys.manifest import Manifest, json_int, manifest_of_entry
+from debl.position import DumpPosition
 from loaders.file_names import checked_entry
 
 # A 10 GB dump's index.json, a manifest for every file, is about 1.5 MB (10 bytes a point, a
@@ -44,6 +54,8 @@ class SourceFile:
     # it was given one that cannot be used; neither is part of the file's identity.
     manifest: Manifest | None = field(default=None, compare=False, repr=False)
     manifest_error: str | None = field(default=None, compare=False)
+    # The entry's "position" as listed (JSON; None: it has none), read by listing_position.
+    position: Any = field(default=None, compare=False, repr=False)
 
 
 def check_listing_entry(entry: Any, where: str, *, plain_text: bool = True) -> SourceFile:
@@ -104,5 +116,56 @@ def listed_files(entries: list, where: str) -> list[SourceFile]:
             manifest, error = manifest_of_entry(entry, f.name, f.size)
         else:
             manifest, error = None, f"{f.name}: {where} {fault}: none is used"
-        found.append(replace(f, manifest=manifest, manifest_error=error))
+        found.append(replace(f, manifest=manifest, manifest_error=error,
+                             position=entry.get("position")))
     return ordered(found)
+
+
+def listing_position(files: list[SourceFile],
+                     say: Callable[[str], None] = lambda _: None) -> DumpPosition | None:
+    """The dump's position of a listing: the one every file carries, None when no file
+    carries one (a listing as before). Where some do but not all, or they differ or are
+    malformed, the files are not one dump (a file added or changed since): None, and *say*
+    is told why (a load of it is not kept fresh: docs/LOADING.md, "The dump's position")."""
+    listed = [f for f in files if f.position is not None]
+    if not listed:
+        return None
+    why = None
+    try:
+        found = {DumpPosition.from_json(f.position) for f in listed}
+    except ValueError as exc:
+        why = f"a file's position is malformed ({exc})"
+    else:
+        if len(found) > 1:
+            why = f"its files carry {len(found)} positions ({', '.join(sorted(map(str, found)))})"
+        elif len(listed) < len(files):
+            bare = [f.name for f in files if f.position is None]
+            why = (f"{len(bare)} of its {len(files)} files carry none (e.g. {bare[0]!r}: added "
+                   "or changed since the dump, or not in its index.json)")
+        else:
+            return found.pop()
+    say(f"the listing's dump position is not used: {why}; the load is not kept fresh "
+        "(docs/LOADING.md, \"The dump's position\")")
+    return None
+
+
+def listing_entry(path: Path, manifest: Manifest | None,
+                  position: DumpPosition | None = None) -> dict:
+    """The ``index.json`` entry of the file at *path* as it is now (``stat``'s size and mtime,
+    as a local source lists it), with its manifest and the dump's position."""
+    st = path.stat()
+    entry: dict = {"name": path.name, "size": st.st_size, "mtime": st.st_mtime,
+                   "manifest": None if manifest is None else manifest.to_json()}
+    if position is not None:
+        entry["position"] = position.to_json()
+    return entry
+
+
+def write_index(out: Path, entries: list[dict], mtime_ns: int, name: str = "index.json") -> None:
+    """``index.json`` of *entries* into the directory *out*: written under a temporary name,
+    then renamed, with the mtime *mtime_ns* (older than every file's, so that it never passes
+    for the newest file in a directory sorted by mtime)."""
+    tmp = out / f".{name}.part"
+    tmp.write_text(json.dumps(entries, separators=(",", ":")) + "\n")
+    os.utime(tmp, ns=(mtime_ns, mtime_ns))
+    os.replace(tmp, out / name)

@@ -60,6 +60,7 @@ from debl.namespace import Namespace
 from loaders.chunker import Chunk
 from loaders.cleanup import cleanup
 from loaders.hot_phase import drop_hot_buckets, load_hot_files
+from loaders.listing import listing_position
 from loaders.early import early_summary, note_manifests, open_early
 from loaders.pipeline import MIN_CHUNK, PipelinePlan, copy_and_bucket, number_lines
 from loaders.rejects import HOT_PART, RejectWriter, chunk_part, escape_name
@@ -274,12 +275,10 @@ class LoadRun:
                 state = resume_state(catalog, source, self.resume)
                 load_id, t_start = state.load.load_id, state.load.started
                 wait_for_hot = state.load.wait_for_hot
-                namespace = state.load.namespace
             else:
                 state = self._begin(catalog, source, t_start, max_bad)
                 load_id, wait_for_hot = state.load.load_id, options.wait_for_hot
-                namespace = state.load.namespace
-        self._namespace = namespace
+        self._namespace = namespace = state.load.namespace
         hot = [(seq, f) for seq, f in state.files if seq in state.hot_seqs]
         cold = [(seq, f) for seq, f in state.files if seq not in state.hot_seqs]
         summary = self.summary = LoadSummary(
@@ -305,13 +304,12 @@ class LoadRun:
     def _begin(self, catalog: Catalog, source: Source, t_start: float,
                max_bad: int) -> ResumeState:
         """Record a new load in its own namespace; returns it as a state to go on from."""
-        options, config = self.options, self.config
+        options, config, say = self.options, self.config, self.progress.message
         load_id = new_load_id()
         listed = source.list()
         if not listed:
             raise DeblError(f"source {source.describe()} holds no files")
-        split = split_files(listed, options.hot_bytes, options.hot_since)
-        hot_names = {f.name for f in split.hot}
+        hot_names = {f.name for f in split_files(listed, options.hot_bytes, options.hot_since).hot}
         files = list(enumerate(listed))
         hot_seqs = {seq for seq, f in files if f.name in hot_names}
         width = (options.bucket_width if options.bucket_width is not None
@@ -320,11 +318,12 @@ class LoadRun:
         catalog.loads.begin_load(load_id, options.approach, source.describe(),
                                  options.chunk_size or config.loading.chunk_size,
                                  {"hot_bytes": options.hot_bytes, "hot_since": options.hot_since,
-                            "max_bad": max_bad, "wait_for_hot": options.wait_for_hot},
-                                 Namespace.of(config, load_id), started=t_start, hot=bool(hot_seqs))
+                                  "max_bad": max_bad, "wait_for_hot": options.wait_for_hot},
+                                 Namespace.of(config, load_id), started=t_start,
+                                 hot=bool(hot_seqs), position=listing_position(listed, say))
         catalog.files.add_files(load_id, [LoadFile(seq, escape_name(f.name), f.size, f.mtime,
                                                    seq in hot_seqs) for seq, f in files])
-        note_manifests(self.config, catalog, load_id, files, self.progress.message,
+        note_manifests(self.config, catalog, load_id, files, say,
                        options.approach in EARLY_APPROACHES and not options.wait_for_hot)
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:

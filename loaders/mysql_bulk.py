@@ -101,14 +101,16 @@ class HotResult:
 def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]],
              rejects: RejectPart, max_bad: int = -1,
              progress: Callable[[int], None] = lambda n: None, *, table: str | None = None,
-             run_bytes: int = RUN_BYTES) -> HotResult:
+             run_bytes: int = RUN_BYTES, source_table: bool = False) -> HotResult:
     """Load *files* (``(file_seq, file)``) into *table* (by default ``config.mysql.link_table``),
     replacing its content; its staging table, for a hot set over *run_bytes*, is
-    ``<table>_staging``.
+    ``<table>_staging``. With *source_table*, the table is a source database's (LinkBench's
+    layout with the line format's checks, ``debl.store.mysql.link_table_ddl``), whatever the
+    runs; else the listing layout when one run holds the input.
 
     Returns counts and phase timings: ``mysql_load`` (the files read, checked and held),
     ``mysql_merge`` (the winners chosen and written into the table), and ``mysql_index`` for a
-    hot set merged in more than one run (the listing layout of one run has no index). Raises
+    table in LinkBench's layout (the listing layout of one run has no index). Raises
     BadInputError once more than *max_bad* lines were rejected (-1: no limit), after closing
     everything; ConfigError for a table name that is not a plain identifier.
     """
@@ -131,7 +133,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, cur.fetchone()[0] // 2))
 
             def write_run(last: bool = False) -> None:
-                _write_run(config, cur, table, rows, result, last)
+                _write_run(config, cur, table, rows, result, last, source_table)
                 rows.reset()
 
             t0 = time.time()
@@ -151,7 +153,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
                     result.rows, result.k_lo, result.k_hi = cur.fetchone()
                 result.phases.append(("mysql_merge", t0, time.time()))
 
-                if result.runs > 1:
+                if result.runs > 1 or source_table:
                     t0 = time.time()
                     cur.execute(add_index_ddl(table))
                     result.phases.append(("mysql_index", t0, time.time()))
@@ -173,18 +175,19 @@ def _table_name(table: str) -> str:
 
 
 def _write_run(config: Config, cur, table: str, rows: HotRows, result: HotResult,
-               last: bool) -> None:
+               last: bool, source_table: bool) -> None:
     """Merge the lines held and write the winners: for the first run, into *table* created
-    for them (in the listing layout if it is also the *last*); through the staging table for a
-    later one."""
+    for them (in the listing layout if it is also the *last*, unless it is a *source_table*);
+    through the staging table for a later one."""
     if result.runs and not rows.lines:
         return  # the input ended exactly where a run did
-    only = last and not result.runs
+    only = last and not result.runs and not source_table
     winners = rows.merge(listing=only)
     staging = f"{table}_staging"
     if not result.runs:
         cur.execute(listing_table_ddl(table, config.mysql.engine) if only else
-                    link_table_ddl(table, config.mysql.engine, with_secondary_index=False))
+                    link_table_ddl(table, config.mysql.engine, with_secondary_index=False,
+                                   line_checks=source_table))
         _load_winners(config, cur, table, winners)
         result.rows, result.k_lo, result.k_hi = len(winners), winners.k_lo, winners.k_hi
     else:

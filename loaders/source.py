@@ -233,7 +233,9 @@ class LocalSource(Source):
                     {"name": entry.name, "size": st.st_size, "mtime": st.st_mtime},
                     f"source {self.path}: file {entry.name!r}", plain_text=False)
                 manifest, error = self._index.manifest(entry.name, st.st_size, st.st_mtime)
-                files.append(replace(checked, manifest=manifest, manifest_error=error))
+                files.append(replace(checked, manifest=manifest, manifest_error=error,
+                                     position=self._index.position(entry.name, st.st_size,
+                                                                   st.st_mtime)))
         return ordered(files)
 
     def index_problem(self) -> str | None:

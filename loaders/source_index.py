@@ -2,9 +2,11 @@
 (docs/LOADING.md, "The manifest").
 
 The file is the HTTP listing's format, ``[{"name", "size", "mtime", "manifest": {...}}, ...]``
-(``debl generate`` writes it). A file's manifest is used only when its entry matches the file as
-it is now: same name, same size, same mtime (to ``MTIME_SLACK``); otherwise the file has no
-manifest and a message saying why (it then claims every id1; the load goes on). An
+(``debl generate`` writes it; ``debl source dump`` adds each entry's ``"position"``, which
+counts, as the manifest, only while the entry matches its file: ``position``). A file's manifest
+is used only when its entry matches the file as it is now: same name, same size, same mtime (to
+``MTIME_SLACK``); otherwise the file has no manifest and a message saying why (it then claims
+every id1; the load goes on). An
 ``index.json`` past the listing's bounds, not JSON, or not a list (``loaders.listing``) gives
 no file a manifest, each with a message naming it and the cause: the load goes on. A directory
 without ``index.json`` loads as before, without manifests and without messages.
@@ -55,6 +57,16 @@ class DirectoryIndex:
                 self._found[key] = self._match(name, size, mtime)
             return self._found[key]
 
+    def position(self, name: str, size: int, mtime: float) -> object:
+        """The ``"position"`` that the entry of the file *name* as it is now carries (JSON, read
+        by ``loaders.listing.listing_position``); None without one, or when the entry does not
+        match the file."""
+        with self._lock:
+            if not self._read() or self._error is not None:
+                return None
+            entry = self._entries.get(name)
+            return entry.get("position") if entry and _matches(entry, size, mtime) else None
+
     def _read(self) -> bool:
         """Whether there is an index (read again if it changed)."""
         try:
@@ -98,13 +110,19 @@ class DirectoryIndex:
             return None, (f"{name}: not in {self.path}: it has no manifest and claims every "
                           "id1")
         listed_size, listed_mtime = entry.get("size"), entry.get("mtime")
-        if (type(listed_size) is not int or type(listed_mtime) not in (int, float)
-                or listed_size != size or abs(listed_mtime - mtime) > MTIME_SLACK):
+        if not _matches(entry, size, mtime):
             return None, (f"{name}: {self.path} lists it with size {listed_size!r}, mtime "
                           f"{_when(listed_mtime)}; it has {size} bytes, mtime {_when(mtime)} "
                           "now: its manifest is not used (the file claims every id1); write "
                           "index.json again with the files (debl generate does)")
         return manifest_of_entry(entry, name, size)
+
+
+def _matches(entry: dict, size: int, mtime: float) -> bool:
+    """Whether the index's *entry* lists the file as it is now (*size*, *mtime*)."""
+    listed_size, listed_mtime = entry.get("size"), entry.get("mtime")
+    return (type(listed_size) is int and type(listed_mtime) in (int, float)
+            and listed_size == size and abs(listed_mtime - mtime) <= MTIME_SLACK)
 
 
 def _when(mtime: object) -> str:

@@ -127,8 +127,8 @@ def test_stack_stop_names_what_it_knows():
     from debl.errors import ConfigError
     from debl.stack.stack import stack_stop
 
-    with pytest.raises(ConfigError, match="choose one of mariadb, hdfs, hbase, namenode, "
-                                          "datanode, hbase-master, thrift"):
+    with pytest.raises(ConfigError, match="choose one of mariadb, source-db, hdfs, hbase, "
+                                          "namenode, datanode, hbase-master, thrift"):
         stack_stop(Config(), "zookeeper")
 
 

@@ -173,7 +173,7 @@ _SQL_EXCEPTIONS = {
     "debl.mysql": "the connection helper creates the namespace's database on first connect",
     "loaders.mysql_bulk": "the hot path: LOAD DATA LOCAL INFILE into a staging table and the "
                           "merge into the link table, raw pymysql (docs/LOADING.md)",
-    "debl.stack.mariadb": "the local stack's own bootstrap (the debl user) and its probe",
+    "debl.stack.mariadb": "the local stack's own bootstrap (its servers' accounts) and a probe",
 }
 
 

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.stack
 
 def test_status_reports_every_service_healthy(stack_config):
     health = {h.service: h for h in stack_status(stack_config)}
-    assert set(health) == {"MariaDB", "HDFS", "HBase"} | ({"Spark"} if stack_config.spark.workers
-                                                          else set())
+    assert set(health) == {"MariaDB", "Source DB", "HDFS", "HBase"} | (
+        {"Spark"} if stack_config.spark.workers else set())
     for h in health.values():
         assert h.healthy, h.detail
         assert all(pid for pid in h.pids)
@@ -23,7 +23,7 @@ def test_status_reports_every_service_healthy(stack_config):
 
 def test_up_is_a_noop_when_up(stack_config):
     results = stack_up(stack_config)
-    assert [r.already_up for r in results] == [True] * (4 if stack_config.spark.workers else 3)
+    assert [r.already_up for r in results] == [True] * (5 if stack_config.spark.workers else 4)
 
 
 def test_mysql_round_trip(stack_config):

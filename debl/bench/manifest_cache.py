@@ -1,4 +1,5 @@
-"""The manifests ``debl source serve`` lists with its files (docs/LOADING.md, "The manifest").
+"""The manifests ``debl source serve`` lists with its files (docs/LOADING.md, "The manifest"),
+and each file's dump position as the directory's ``index.json`` gives it.
 
 Every file of the served directory is listed with a manifest: the one of the directory's own
 ``index.json`` when its entry matches the file's size and mtime (``loaders.source_index``),
@@ -71,7 +72,10 @@ class ServedManifests:
         hold more points together than a client takes (``loaders.listing.points_fault``):
         the listing stays small, and a client would not use them anyway."""
         entries = [{"name": f.name, "size": f.size, "mtime": f.mtime,
-                    "manifest": self._manifest(f, "", False)} for f in files]
+                    "manifest": self._manifest(f, "", False),
+                    # the dump's position, as the directory's index.json gives it
+                    **({} if f.position is None else {"position": f.position})}
+                   for f in files]
         if points_fault(entries) is not None:
             return [{**e, "manifest": None} for e in entries]
         return entries

@@ -7,6 +7,7 @@ debl_schema            (one row) the schema version of these tables
 debl_loads             load: approach, source, namespace (its store names), bucket map,
                        state, uptime, hot state (MySQL took the hot keys over), summary,
                        when cleanup began dropping and dropped its stores
+                       the dump's position its listing carried (dump_gtid, dump_source)
 debl_current           (one row) the load every coordinator serves, and the one it replaced
 debl_load_files        source file of a load: size, mtime, hot or cold
 debl_file_counts       (file, part): rows and rejects a part of the load took from it

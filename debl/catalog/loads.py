@@ -22,6 +22,7 @@ from debl.catalog.schema import (DATASET_TABLES, current_table, file_counts_tabl
 from debl.errors import LoadStateError
 from debl.keys.key_filter import KeyFilter
 from debl.namespace import Namespace
+from debl.position import DumpPosition
 
 _LOAD_UPDATES = frozenset({"state", "uptime", "ended", "hot_k_lo", "hot_k_hi", "hot_rows",
                            "summary", "error", "hot_state"})
@@ -45,17 +46,20 @@ class LoadsCatalog:
 
     def begin_load(self, load_id: str, approach: str, source: str, chunk_size: int,
                    params: dict, namespace: Namespace, started: float | None = None,
-                   hot: bool = False) -> None:
+                   hot: bool = False, position: DumpPosition | None = None) -> None:
         """Record a new load, in its own *namespace*, that started at *started* (default:
         now). Nothing of any other load changes: the current one keeps serving until this one
-        is up (``make_current``). *hot*: the load has hot files (``hot_state`` loading)."""
+        is up (``make_current``). *hot*: the load has hot files (``hot_state`` loading).
+        *position*: the dump's position its listing carries."""
         with self._transaction() as conn:
             conn.execute(loads_table.insert().values(
                 load_id=load_id, approach=approach, source=source, state="running",
                 chunk_size=chunk_size, params=params,
                 started=time.time() if started is None else started,
                 link_table=namespace.link_table, hbase_table=namespace.hbase_table,
-                hdfs_dir=namespace.hdfs_dir, hot_state="loading" if hot else "none"))
+                hdfs_dir=namespace.hdfs_dir, hot_state="loading" if hot else "none",
+                dump_gtid=None if position is None else position.gtid,
+                dump_source=None if position is None else position.source))
 
     def update_load(self, load_id: str, **values: Any) -> None:
         """Set some of a load's fields: ``state``, ``uptime``, ``ended``, ``hot_k_lo``,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from debl.format.bucket_map import BucketMap
 from debl.keys.key_filter import KeyFilter
 from debl.namespace import Namespace
+from debl.position import DumpPosition
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,15 @@ class LoadRecord:
     switched: float | None = None  # when it last became the current load
     dropped: float | None = None  # when cleanup dropped its stores
     dropping: float | None = None  # when cleanup began dropping them (it may have been killed)
+    dump_gtid: str | None = None  # the dump's position (None: its listing carries none)
+    dump_source: str | None = None
+
+    @property
+    def position(self) -> DumpPosition | None:
+        """The dump's position the load's listing carried (docs/FRESHNESS.md, "Positions")."""
+        if self.dump_gtid is None or self.dump_source is None:
+            return None
+        return DumpPosition(self.dump_gtid, self.dump_source)
 
     @property
     def namespace(self) -> Namespace:

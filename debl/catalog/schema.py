@@ -30,7 +30,9 @@ from sqlalchemy.engine import Connection
 # that lived to see the claim (issue 47).
 # 10: debl_loads.dropping, marked before cleanup drops a load's first store (docs/LOADING.md,
 # "Days"): a cleanup killed mid-drop left a day that rollback could serve.
-SCHEMA_VERSION = 10
+# 11: debl_loads.dump_gtid and dump_source, the dump's position of a load whose listing carries
+# one (docs/FRESHNESS.md, "Positions"): where the source's changes since the dump begin.
+SCHEMA_VERSION = 11
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -91,7 +93,10 @@ loads_table = sa.Table(
     sa.Column("taken_over", sa.Double),  # when MySQL took the hot keys over
     sa.Column("switched", sa.Double),  # when it became the current load (last time)
     sa.Column("dropping", sa.Double),  # when cleanup began dropping its stores (never served)
-    sa.Column("dropped", sa.Double), **_UTF8)  # when cleanup dropped its stores
+    sa.Column("dropped", sa.Double),  # when cleanup dropped its stores
+    # The dump's position (debl.position.DumpPosition); NULL: its listing carries none.
+    sa.Column("dump_gtid", sa.String(64)),
+    sa.Column("dump_source", sa.String(64)), **_UTF8)
 
 # The load every coordinator serves (one row); ``previous``: the one it replaced, while its
 # stores exist (``debl rollback``).

@@ -1,4 +1,4 @@
-"""``debl load`` and ``debl source serve``: the offline phase and its stand-in remote server."""
+"""``debl load``: the offline phase."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from datetime import datetime
 import click
 
 from debl.bench.baselines import run_approach
-from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.format.bucket_map import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
@@ -129,37 +128,3 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
                        f"answers were given for id1s {lo}..{hi}")
     for phase, seconds in s.phases.items():
         click.echo(f"  {phase:12} {seconds:8.1f} s")
-
-
-@click.group()
-def source() -> None:
-    """Serve input files over HTTP, as the remote server of an experiment."""
-
-
-@source.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--port", type=int, default=8800, show_default=True)
-@click.option("--rate", type=float, help="Bandwidth cap in MB/s for all transfers together "
-              "(12.5 = 100 Mbit/s).")
-@click.pass_context
-@friendly_errors
-def serve(ctx, directory, port, rate):
-    """Serve DIRECTORY on http://127.0.0.1:PORT (index.json, files/NAME) until Ctrl-C.
-
-    index.json lists every file with its manifest: DIRECTORY/index.json's when it matches the
-    file, else computed before serving and cached under the state directory (manifests/)."""
-    try:
-        server = make_server(directory, port=port, rate_mb_s=rate,
-                             manifest_cache=manifest_cache_dir(config_of(ctx)),
-                             progress=lambda line: click.echo(line, err=True))
-    except OSError as exc:  # the port is taken, or not ours to take
-        raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror}; give "
-                                   "another --port") from exc
-    cap = f"capped at {rate} MB/s" if rate else "uncapped"
-    click.echo(f"serving {directory} on http://127.0.0.1:{port} ({cap}); Ctrl-C stops")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()

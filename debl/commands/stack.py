@@ -12,8 +12,8 @@ from debl.stack.stack import stack_down, stack_start, stack_status, stack_stop, 
 
 @click.group()
 def stack() -> None:
-    """Start, stop and inspect the local stack (MariaDB, HDFS, HBase + Thrift; with spark.workers
-    > 0 also a Spark standalone master and workers) on 127.0.0.1."""
+    """Start, stop and inspect the local stack (MariaDB, the source database, HDFS, HBase +
+    Thrift; with spark.workers > 0 also a Spark standalone master and workers) on 127.0.0.1."""
 
 
 @stack.command()
@@ -41,9 +41,9 @@ def down(ctx: click.Context) -> None:
 @click.pass_context
 @friendly_errors
 def stop(ctx: click.Context, service: str, crash: bool) -> None:
-    """Stop one SERVICE (mariadb, hdfs, hbase) or daemon (namenode, datanode, hbase-master,
-    thrift); the others keep running. `debl stack start SERVICE` or `debl stack up` brings it
-    back."""
+    """Stop one SERVICE (mariadb, source-db, hdfs, hbase) or daemon (namenode, datanode,
+    hbase-master, thrift); the others keep running. `debl stack start SERVICE` or `debl stack
+    up` brings it back."""
     stack_stop(config_of(ctx), service, crash=crash, report=click.echo)
 
 
@@ -70,6 +70,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
             pids = ",".join(str(p) if p else "-" for p in h.pids)
             rss = "+".join(f"{r / 1024:.0f}" for r in h.rss_kib if r) + " MiB" if h.rss_kib else "-"
             mark = "up  " if h.healthy else "DOWN"
-            click.echo(f"{mark} {h.service:8} {h.address:45} pid {pids:14} rss {rss:>8}  {h.detail}")
+            click.echo(f"{mark} {h.service:9} {h.address:45} pid {pids:14} rss {rss:>8}  {h.detail}")
     if not all(h.healthy for h in health):
         ctx.exit(1)

@@ -85,6 +85,9 @@ def render(s: dict) -> str:
     else:
         out.append("  uptime     not yet: queries wait")
     out.append(f"  hot        {_hot(load)}")
+    if load["position"]:
+        out.append(f"  position   the dump's: GTID {load['position']['gtid']} of source "
+                   f"{printable(load['position']['source'])}")
     if load.get("early"):
         out.extend(_early(load["early"], load["uptime"] is not None, load["state"] == "failed"))
     bmap = load["bucket_map"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import urllib.parse
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from debl.config.names import Setting, Spellings
 from debl.config.sections import (SECTIONS, ClientConfig, CoordinatorConfig, GenHFConfig,
                                   HBaseConfig, HdfsConfig, LoadingConfig, MysqlConfig,
-                                  SourceConfig, SparkConfig, UIConfig)
+                                  SourceConfig, SourceDbConfig, SparkConfig, UIConfig)
 from debl.config.values import check_seconds, read_settings, settings_env
 from debl.errors import ConfigError
 
@@ -64,6 +65,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     loading: LoadingConfig = field(default_factory=LoadingConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
+    source_db: SourceDbConfig = field(default_factory=SourceDbConfig)
     gen_hf: GenHFConfig = field(default_factory=GenHFConfig)
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
@@ -121,24 +123,63 @@ class Config:
     @property
     def mysql_secret(self) -> str:
         """The MySQL password: from config/env, else from the password file."""
-        if self.mysql.password is not None:
-            return self.mysql.password
-        try:
-            return self.mysql_password_file.read_text().strip()
-        except FileNotFoundError:
-            raise ConfigError(
-                f"no MySQL password: set DEBL_MYSQL_PASSWORD or run `debl stack up`, "
-                f"which writes {self.mysql_password_file}") from None
+        return _secret(self.mysql.password, self.mysql_password_file, "mysql.password",
+                       "MySQL")
+
+    @property
+    def source_db_password_file(self) -> Path:
+        """Where the local stack keeps the source database user's password (mode 0600)."""
+        return self.state_dir / "source_db" / "password"
+
+    @property
+    def source_db_replication_password_file(self) -> Path:
+        """Where the local stack keeps the replication user's password (mode 0600)."""
+        return self.state_dir / "source_db" / "replication_password"
+
+    @property
+    def source_db_secret(self) -> str:
+        """The source database user's password: from config/env, else from its file."""
+        return _secret(self.source_db.password, self.source_db_password_file,
+                       "source_db.password", "source database")
+
+    @property
+    def source_db_replication_secret(self) -> str:
+        """The replication user's password: from config/env, else from its file."""
+        return _secret(self.source_db.replication_password,
+                       self.source_db_replication_password_file,
+                       "source_db.replication_password", "source database replication")
+
+    def source_db_url(self, with_password: bool = False) -> str:
+        """``source_db.url``; *with_password*: with the password in it (quoted), for a client
+        to connect with. Never log or print that one (`debl source db url` prints it only
+        when asked, docs/RUNTIME.md, "The source database")."""
+        if not with_password:
+            return self.source_db.url
+        db = self.source_db
+        secret = urllib.parse.quote(self.source_db_secret, safe="")
+        return f"mysql+pymysql://{db.user}:{secret}@{db.host}:{db.port}/{db.database}"
 
     def __repr__(self) -> str:  # keeps the passwords out of logs and tracebacks
-        shown = {k: v for k, v in self.settings().items()
-                 if k not in ("mysql.password", "source.password")}
+        shown = {k: v for k, v in self.settings().items() if not k.endswith("password")}
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     def replace(self, **changes: Any) -> "Config":
         """A copy with *changes*: settings by keyword (``coordinator_raw_after=None``) or
         sections whole."""
         return dataclasses.replace(self, **changes)
+
+
+def _secret(configured: str | None, path: Path, setting: str, what: str) -> str:
+    """A password: the setting's value, else the first line of the file *path* that the local
+    stack writes; ConfigError naming both when neither is there."""
+    if configured is not None:
+        return configured
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        env = "DEBL_" + setting.replace(".", "_").upper()
+        raise ConfigError(f"no {what} password: set {env} or run `debl stack up`, which "
+                          f"writes {path}") from None
 
 
 _TOP_DEFAULTS = {f.name: f.default for f in fields(Config) if f.name in _TOP_LEVEL}

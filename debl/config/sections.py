@@ -277,6 +277,61 @@ class SourceConfig(_Section):
 
 
 @dataclass(frozen=True)
+class SourceDbConfig(_Section):
+    """The source database (docs/FRESHNESS.md): a MariaDB with LinkBench's link table and its
+    binary log on, which clients write to and `debl source dump` dumps; the local stack starts
+    one (docs/RUNTIME.md, "The source database")."""
+
+    SECTION: ClassVar[str] = "source_db"
+
+    host: str = "127.0.0.1"
+    port: int = 3317  # beside the stack's own MariaDB (mysql.port)
+    # The user that fills, dumps and writes the table (every privilege on source_db.database)
+    # and the follower's (replication: REPLICATION SLAVE, BINLOG MONITOR, SELECT on the
+    # table). Passwords as MySQL's: the setting, else a 0600 file `debl stack up` writes under
+    # the state directory (Config.source_db_password_file, source_db_replication_password_file).
+    user: str = "debl_source"
+    password: str | None = field(default=None, repr=False)
+    replication_user: str = "debl_repl"
+    replication_password: str | None = field(default=None, repr=False)
+    database: str = "linkbench"
+    table: str = "linktable"
+    # The server's id in its GTIDs (domain-server-seq): any other than a replica's of it.
+    server_id: int = 1
+    # Seconds the server keeps its binary log (binlog_expire_logs_seconds; 0: until purged by
+    # hand). A follower starts at the dump's position of the oldest load kept, so the log must
+    # reach back past a day's dump, the next day's load and the previous day kept for a
+    # rollback, and a follower down for some hours: two days. A position older than the log
+    # is lost for good (docs/FRESHNESS.md, "Capture").
+    log_expire: int = 2 * 86400
+
+    def __post_init__(self) -> None:
+        for name in ("database", "table"):
+            check_name(self.name_of(name), getattr(self, name))
+        for name in ("user", "replication_user"):
+            if not USER_NAME.match(getattr(self, name)):
+                raise ConfigError(f"{self.name_of(name)}={getattr(self, name)!r} is not a plain "
+                                  "MySQL user name (letters, digits, underscore, dot, hyphen; "
+                                  "at most 80)")
+        if not 1 <= self.server_id <= 0xFFFFFFFF:
+            raise ConfigError(f"source_db.server_id must be 1 to 4294967295, not "
+                              f"{self.server_id}")
+        if not 0 <= self.log_expire <= MAX_LOG_EXPIRE:
+            raise ConfigError(f"source_db.log_expire must be 0 (kept until purged by hand) to "
+                              f"{MAX_LOG_EXPIRE} seconds (MariaDB's 99 days), not "
+                              f"{self.log_expire}")
+
+    @property
+    def url(self) -> str:
+        """The SQLAlchemy URL of the source database, without the password
+        (``Config.source_db_url`` gives it whole, for a client to connect)."""
+        return f"mysql+pymysql://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+MAX_LOG_EXPIRE = 99 * 86400  # binlog_expire_logs_seconds' largest value
+
+
+@dataclass(frozen=True)
 class GenHFConfig(_Section):
     """gen_HF, the online phase: how much one run converts, in what order, at what priority."""
 
@@ -366,5 +421,5 @@ class UIConfig(_Section):
 
 # Config's sections: its attribute (the section's SECTION, its TOML table) -> the class.
 SECTIONS: dict[str, type[_Section]] = {cls.SECTION: cls for cls in (
-    MysqlConfig, HdfsConfig, HBaseConfig, SparkConfig, LoadingConfig, SourceConfig, GenHFConfig,
-    CoordinatorConfig, ClientConfig, UIConfig)}
+    MysqlConfig, HdfsConfig, HBaseConfig, SparkConfig, LoadingConfig, SourceConfig,
+    SourceDbConfig, GenHFConfig, CoordinatorConfig, ClientConfig, UIConfig)}

@@ -1,8 +1,10 @@
-"""The stack's MariaDB: a server with its own data directory, socket and temporary directory
-under ``.debl/mariadb/``, and DeBL's ``debl`` user, created with a generated password.
+"""The stack's MariaDB servers: ``MariaDBServer``, what a server of the stack is (its own data
+directory, socket, temporary directory and pid file under ``.debl/<service>/``, and its accounts,
+each with a generated password), and ``MariaDB``, DeBL's own, with the ``debl`` user. The source
+database (``debl.stack.source_db``) is the other server.
 
 This module is one of the named places that hold SQL outside the catalog and the stores
-(docs/ARCHITECTURE.md, "SQL"): the bootstrap of the ``debl`` user and the probe.
+(docs/ARCHITECTURE.md, "SQL"): the bootstrap of the servers' accounts and DeBL's server's probe.
 
 Pitfall: MariaDB runs as the invoking user with its own data directory; when that user is root
 the server needs ``--user=root`` explicitly.
@@ -16,6 +18,8 @@ import secrets
 import shutil
 import socket
 import subprocess
+from abc import abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
 import pymysql
@@ -26,16 +30,66 @@ from debl.stack.daemon import Daemon
 from debl.stack.service import Service, require_free
 
 
-class MariaDB(Service):
-    name = "MariaDB"
+@dataclass(frozen=True)
+class Account:
+    """A user of a stack server (at 127.0.0.1 and localhost), its password and its grants:
+    ``(privileges, on)`` pairs, e.g. ``("SELECT", "`db`.`t`")``; names checked by Config."""
+
+    user: str
+    password: str
+    grants: tuple[tuple[str, str], ...]
+
+
+def stack_password(configured: str | None, path: Path) -> str:
+    """The password of an account the stack creates: the configured one, else the file's, else
+    a new one written to *path* with mode 0600 (it reaches the server on stdin, never in
+    argv)."""
+    if configured is not None:
+        return configured
+    path = path.absolute()
+    if path.exists():
+        return path.read_text().strip()
+    password = secrets.token_urlsafe(24)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(password + "\n")
+    return password
+
+
+class MariaDBServer(Service):
+    """A MariaDB server of the stack: installed once into ``<home>/data``, started with the
+    options every server shares and its own (``options``), its databases and accounts made
+    (idempotent) once it accepts connections on its socket."""
 
     @property
     def daemons(self) -> list[Daemon]:
-        return [Daemon("mariadb", self.home)]
+        return [Daemon(self.daemon_name, self.home)]
 
     @property
-    def address(self) -> str:
-        return f"{self.config.mysql.host}:{self.config.mysql.port}"
+    @abstractmethod
+    def daemon_name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def port(self) -> int: ...
+
+    @abstractmethod
+    def options(self) -> list[str]:
+        """This server's own options: memory, logs, connections."""
+
+    @abstractmethod
+    def databases(self) -> list[str]:
+        """The databases it holds (created if missing)."""
+
+    @abstractmethod
+    def accounts(self) -> list[Account]:
+        """Its users (created, their passwords and grants set, at every start)."""
+
+    def schema(self) -> list[str]:
+        """Statements run after the databases are made and before the grants (which may name
+        the tables they create)."""
+        return []
 
     @property
     def socket_path(self) -> Path:
@@ -49,7 +103,7 @@ class MariaDB(Service):
         install = shutil.which("mariadb-install-db")
         if not server or not install:
             raise StackError(self.name, "mariadbd is not installed: run scripts/setup.sh")
-        require_free(daemon, self.config.mysql.port)
+        require_free(daemon, self.port)
         data = self.home / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (data / "mysql").is_dir():
@@ -72,17 +126,12 @@ class MariaDB(Service):
         tmp.mkdir(parents=True, exist_ok=True)
         daemon.start([
             server, "--no-defaults", f"--datadir={data}", f"--socket={self.socket_path}",
-            f"--tmpdir={tmp}",
-            f"--port={self.config.mysql.port}", "--bind-address=127.0.0.1",
+            f"--tmpdir={tmp}", f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--pid-file={self.home / 'mysqld.pid.server'}", "--log-error=",  # to our log file
-            "--local-infile=1", "--skip-name-resolve", "--max-allowed-packet=256M",
-            "--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M",
-            "--innodb-flush-log-at-trx-commit=2", "--key-buffer-size=256M",
-            "--bulk-insert-buffer-size=64M", "--myisam-sort-buffer-size=256M",
-            "--max-connections=500", *user,
+            "--local-infile=1", "--skip-name-resolve", *self.options(), *user,
         ])
         self._wait_socket(daemon)
-        self._bootstrap_user()
+        self._bootstrap()
 
     def _wait_socket(self, daemon: Daemon, timeout: float = 60.0) -> None:
         """Until the server accepts connections on its socket (crash recovery can take a while
@@ -106,35 +155,62 @@ class MariaDB(Service):
                 return False
         return True
 
-    def _bootstrap_user(self) -> None:
-        """Create the database and the ``debl`` user with a generated password (idempotent).
-
-        The password goes to a 0600 file and reaches the server on stdin, never in argv."""
-        pw_file = self.config.mysql_password_file.absolute()
-        if self.config.mysql.password is not None:
-            password = self.config.mysql.password
-        elif pw_file.exists():
-            password = pw_file.read_text().strip()
-        else:
-            password = secrets.token_urlsafe(24)
-            pw_file.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(pw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(password + "\n")
-        db, user = self.config.mysql.database, self.config.mysql.user
-        quoted = password.replace("\\", "\\\\").replace("'", "\\'")
-        sql = [f"CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4;"]
-        for host in ("127.0.0.1", "localhost"):
-            sql += [f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{quoted}';",
-                    f"ALTER USER '{user}'@'{host}' IDENTIFIED BY '{quoted}';",
-                    f"GRANT ALL PRIVILEGES ON `{db}`.* TO '{user}'@'{host}';",
-                    f"GRANT ALL PRIVILEGES ON `{db}\\_%`.* TO '{user}'@'{host}';"]
+    def _bootstrap(self) -> None:
+        """Create the databases, the schema and the accounts (idempotent), as the operating
+        system's user over the socket; the passwords reach the server on stdin."""
+        accounts = self.accounts()
+        quoted = {a.user: a.password.replace("\\", "\\\\").replace("'", "\\'")
+                  for a in accounts}
+        sql = [f"CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8mb4;"
+               for db in self.databases()]
+        sql += [statement + ";" for statement in self.schema()]
+        for account in accounts:
+            user, password = account.user, quoted[account.user]
+            for host in ("127.0.0.1", "localhost"):
+                sql += [f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{password}';",
+                        f"ALTER USER '{user}'@'{host}' IDENTIFIED BY '{password}';"]
+                sql += [f"GRANT {privileges} ON {on} TO '{user}'@'{host}';"
+                        for privileges, on in account.grants]
         result = subprocess.run(
             ["mariadb", "--no-defaults", f"--socket={self.socket_path}", "-u", getpass.getuser()],
             input="\n".join(sql) + "\nFLUSH PRIVILEGES;\n", capture_output=True, text=True)
         if result.returncode != 0:
-            raise StackError(self.name, "creating the debl user failed", None,
-                             result.stderr.replace(quoted, "***")[-2000:])
+            stderr = result.stderr
+            for password in quoted.values():
+                stderr = stderr.replace(password, "***")
+            raise StackError(self.name, "creating the databases and users failed", None,
+                             stderr[-2000:])
+
+
+class MariaDB(MariaDBServer):
+    """DeBL's own MariaDB: the catalog and the loads' MySQL tables, and the ``debl`` user."""
+
+    name = "MariaDB"
+    daemon_name = "mariadb"
+
+    @property
+    def port(self) -> int:
+        return self.config.mysql.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.mysql.host}:{self.config.mysql.port}"
+
+    def options(self) -> list[str]:
+        return ["--max-allowed-packet=256M",
+                "--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M",
+                "--innodb-flush-log-at-trx-commit=2", "--key-buffer-size=256M",
+                "--bulk-insert-buffer-size=64M", "--myisam-sort-buffer-size=256M",
+                "--max-connections=500"]
+
+    def databases(self) -> list[str]:
+        return [self.config.mysql.database]
+
+    def accounts(self) -> list[Account]:
+        db = self.config.mysql.database
+        return [Account(self.config.mysql.user,
+                        stack_password(self.config.mysql.password, self.config.mysql_password_file),
+                        (("ALL PRIVILEGES", f"`{db}`.*"), ("ALL PRIVILEGES", f"`{db}\\_%`.*")))]
 
     def probe(self) -> str:
         conn = pymysql.connect(host=self.config.mysql.host, port=self.config.mysql.port,

@@ -1,7 +1,7 @@
-"""One service of the local stack, the base of MariaDB, HDFS, HBase + Thrift and the Spark
-standalone cluster (``debl.stack.mariadb``, ``hdfs``, ``hbase``, ``spark_cluster``), each on
-127.0.0.1 with its state under ``.debl/<service>/``; and the wait for a port that a killed daemon
-still holds.
+"""One service of the local stack, the base of MariaDB, the source database, HDFS, HBase +
+Thrift and the Spark standalone cluster (``debl.stack.mariadb``, ``source_db``, ``hdfs``,
+``hbase``, ``spark_cluster``), each on 127.0.0.1 with its state under ``.debl/<service>/``; and
+the wait for a port that a killed daemon still holds.
 
 Each service knows how to prepare its state once (initialise a data directory, format the
 NameNode), start its daemons, and prove that it answers (a query, an HDFS write and read, an HBase
@@ -49,7 +49,13 @@ class Service(ABC):
 
     @property
     def slug(self) -> str:
+        """Its state directory's name under the state directory."""
         return self.name.split()[0].lower()
+
+    @property
+    def key(self) -> str:
+        """Its name as commands take it: ``mariadb``, ``source-db``, ``hdfs``."""
+        return self.name.lower().replace(" ", "-")
 
     @property
     @abstractmethod

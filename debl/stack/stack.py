@@ -21,18 +21,20 @@ from debl.stack.hbase import HBase
 from debl.stack.hdfs import HDFS
 from debl.stack.mariadb import MariaDB
 from debl.stack.service import Health, Service
+from debl.stack.source_db import SourceDB
 from debl.stack.spark_cluster import SparkCluster
 
 # JVM services need a while on 2 cores: HBase's master waits for HDFS to leave safe mode and
 # for its region server to check in before Thrift can list tables.
-START_TIMEOUT = {"MariaDB": 60.0, "HDFS": 120.0, "HBase": 240.0, "Spark": 120.0}
+START_TIMEOUT = {"MariaDB": 60.0, "Source DB": 60.0, "HDFS": 120.0, "HBase": 240.0,
+                 "Spark": 120.0}
 
 
 def all_services(config: Config, leftovers: bool = False) -> list[Service]:
     """The stack in start order (stop order is the reverse). The Spark cluster belongs to it
     when ``spark.workers`` > 0; with *leftovers*, also when one still runs from an earlier
     configuration (``stack down`` and ``status`` must not miss it)."""
-    services: list[Service] = [MariaDB(config), HDFS(config), HBase(config)]
+    services: list[Service] = [MariaDB(config), SourceDB(config), HDFS(config), HBase(config)]
     spark = SparkCluster(config)
     if config.spark.workers > 0 or (leftovers and any(d.pid() for d in spark.daemons)):
         services.append(spark)
@@ -88,11 +90,11 @@ def stack_down(config: Config, report: Callable[[str], None] = lambda _: None) -
 
 
 def _find(config: Config, name: str) -> tuple[Service, list[Daemon]]:
-    """A service by its name (``mariadb``, ``hdfs``, ``hbase``: all its daemons) or one daemon
-    by its own (``namenode``, ``datanode``, ``hbase-master``, ``thrift``)."""
+    """A service by its name (``mariadb``, ``source-db``, ``hdfs``, ``hbase``: all its daemons)
+    or one daemon by its own (``namenode``, ``datanode``, ``hbase-master``, ``thrift``)."""
     services = all_services(config)
     for service in services:
-        if service.name.lower() == name.lower():
+        if service.key == name.lower():
             return service, service.daemons
         for daemon in service.daemons:
             if daemon.name == name.lower():
@@ -104,7 +106,7 @@ def _find(config: Config, name: str) -> tuple[Service, list[Daemon]]:
 def service_names(config: Config) -> list[str]:
     """What ``stack_stop`` and ``stack_start`` accept: services, then single daemons."""
     services = all_services(config)
-    return ([s.name.lower() for s in services]
+    return ([s.key for s in services]
             + [d.name for s in services for d in s.daemons if len(s.daemons) > 1])
 
 

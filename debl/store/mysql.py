@@ -90,16 +90,29 @@ _COLUMN_DDL = ("  id1 BIGINT UNSIGNED NOT NULL,\n"
                "  version BIGINT UNSIGNED NOT NULL,\n")
 
 
-def link_table_ddl(table: str, engine: str = "InnoDB", with_secondary_index: bool = True) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` for LinkBench's link table (names must be validated).
+# What the line format cannot carry (docs/DESIGN.md section 3), refused by the source
+# database's table (debl.store.source_db): each check's name is what a client's error names.
+_LINE_CHECKS = (
+    ",\n  CONSTRAINT data_has_no_tab_lf_cr CHECK (LOCATE(X'09', data) = 0 AND "
+    "LOCATE(X'0A', data) = 0 AND LOCATE(X'0D', data) = 0)"
+    ",\n  CONSTRAINT visibility_is_0_or_1 CHECK (visibility IN (0, 1))"
+    ",\n  CONSTRAINT numbers_fit_63_bits CHECK (GREATEST(id1, id2, link_type, time, version) "
+    "<= 9223372036854775807)")
+
+
+def link_table_ddl(table: str, engine: str = "InnoDB", with_secondary_index: bool = True,
+                   line_checks: bool = False) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for LinkBench's link table (names must be validated);
+    with *line_checks*, refusing rows that no input line can hold (the source database's).
 
     ``version`` is BIGINT UNSIGNED (LinkBench: INT UNSIGNED) because the input format allows any
     64-bit version. ``data`` is VARBINARY, so bytes round-trip exactly whatever the charset.
     """
     index = (f",\n  KEY {INDEX_NAME} (id1, link_type, visibility, time, id2, version, data)"
              if with_secondary_index else "")
+    checks = _LINE_CHECKS if line_checks else ""
     return (f"CREATE TABLE IF NOT EXISTS `{table}` (\n{_COLUMN_DDL}"
-            f"  PRIMARY KEY (link_type, id1, id2){index}\n"
+            f"  PRIMARY KEY (link_type, id1, id2){index}{checks}\n"
             f") ENGINE={engine} DEFAULT CHARSET=binary")
 
 

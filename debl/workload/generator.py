@@ -21,7 +21,6 @@ It matches each file by size and mtime: a file changed later loses its manifest,
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections import defaultdict
@@ -32,13 +31,13 @@ from pathlib import Path
 import numpy as np
 
 from debl.errors import ConfigError, SourceError
-from debl.keys.manifest import Manifest
 from debl.keys.manifest_build import ManifestBuilder
 from debl.workload import idspace
 from debl.workload.badlines import KINDS, BadLine, make_bad_line
 from debl.workload.lineformat import encode_links
 from debl.workload.spec import GenerateSpec
 from debl.workload.synth import CHUNK_IDS, Records, SynthContext, synthesize
+from loaders.listing import listing_entry, write_index
 
 # Above this many files, files are opened per write instead of all at once (descriptor limits).
 _MAX_OPEN_FILES = 256
@@ -166,20 +165,6 @@ def _good_lines(builder: ManifestBuilder, rec: Records, byte_at: np.ndarray, fir
     return pos + int(byte_at[last] - byte_at[first])
 
 
-def _write_index(out: Path, files: list[Path], manifests: list[Manifest], mtime_ms: int) -> None:
-    """``index.json``: each file's name, size, mtime (``stat``'s, as a local source lists it)
-    and manifest; written under a temporary name, then renamed, with the mtime *mtime_ms*."""
-    entries = []
-    for path, manifest in zip(files, manifests):
-        st = path.stat()
-        entries.append({"name": path.name, "size": st.st_size, "mtime": st.st_mtime,
-                        "manifest": manifest.to_json()})
-    tmp = out / f".{INDEX}.part"
-    tmp.write_text(json.dumps(entries, separators=(",", ":")) + "\n")
-    os.utime(tmp, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
-    os.replace(tmp, out / INDEX)
-
-
 def _prepare(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise SourceError(f"{out} exists and is not a directory")
@@ -279,8 +264,9 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
         os.utime(outputs.final[k], ns=(end_ns, end_ns))
     # index.json's mtime: the same on every run of one spec, like the files', and older than
     # every file's, so that it never passes for the newest file in a directory sorted by mtime.
-    _write_index(out, outputs.final, [b.finish(int(nbytes[k]), int(lines[k]))
-                                      for k, b in enumerate(builders)], int(ctx.bounds[0]) - 1)
+    write_index(out, [listing_entry(path, builders[k].finish(int(nbytes[k]), int(lines[k])))
+                      for k, path in enumerate(outputs.final)],
+                (int(ctx.bounds[0]) - 1) * 1_000_000, INDEX)
 
     links_per_file = lines - updates - bad_per_file
     files = tuple(
