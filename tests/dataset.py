@@ -97,3 +97,21 @@ def check_count_and_multiget(coordinator, reference: MemoryStore, key: tuple[int
     got = coordinator.ask(MultigetLink(*key, id2s), **options)
     assert got.complete and got.links == reference.multiget_link(*key, id2s), (key, got.route)
     return {count.route.value, got.route.value}
+
+
+def check_writes_landed(session, records) -> int:
+    """The source holds what the client's writes (``WriteRecord``s) say they did: each key's
+    last write that changed a row, in commit order (the GTIDs' where the source logs them, else
+    the acknowledgements': one writer, or writers on different keys), decides whether its row is
+    shown (add_link, update_link) or hidden (delete_link). Returns the keys checked."""
+    changed = [r for r in records if r.ok and r.changed]
+    logged = all(r.gtid for r in changed)
+    last: dict[tuple, str] = {}
+    for record in sorted(changed, key=lambda r: int(r.gtid.split("-")[2]) if logged
+                         else r.acked_ns):
+        last[(record.id1, record.link_type, record.id2)] = record.op
+    for (id1, link_type, id2), op in last.items():
+        row = session.get_link(id1, link_type, id2)
+        assert row is not None and row.visibility == (op != "delete_link"), (id1, link_type,
+                                                                             id2, op, row)
+    return len(last)

@@ -17,6 +17,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,10 +104,13 @@ def _portable(exc: BaseException, process: int) -> DeblError:
     return ServiceError(f"client worker process {process} failed: {type(exc).__name__}: {exc}")
 
 
-def run_processes(source: TargetSource, spec: ClientSpec,
-                  progress: Progress | None) -> tuple[list[PartResult], list[Any], int, float]:
+def run_processes(source: TargetSource, spec: ClientSpec, progress: Progress | None,
+                  started: Callable[[int, int | None], None] | None = None,
+                  ) -> tuple[list[PartResult], list[Any], int, float]:
     """Run *spec* over ``spec.processes`` workers: their parts' results and target reports (in
-    process order), the start instant (``perf_counter_ns``) and the start in epoch seconds."""
+    process order), the start instant (``perf_counter_ns``) and the start in epoch seconds.
+    ``started(t0_ns, deadline_ns)``, if given, is called in this process at the start instant
+    (the writer pool starts there)."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     n = spec.processes
@@ -148,6 +152,8 @@ def run_processes(source: TargetSource, spec: ClientSpec,
         ch.clock[1] = (t0 + int(spec.duration * 1e9) if spec.duration is not None
                        else _NO_DEADLINE)
         ch.start.set()
+        if started is not None:
+            started(t0, None if ch.clock[1] == _NO_DEADLINE else ch.clock[1])
         receive("done", n, t0)
     except BaseException:
         ch.stop.set()
