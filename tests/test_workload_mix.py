@@ -254,3 +254,5 @@ def test_a_writer_pool_that_falls_behind_says_how_far():
     assert result.completed + result.behind == due  # every write due by the deadline
     assert result.completed > 0 and result.errors == 0 and len(result.records) == result.completed
     assert result.held == result.completed / due < 0.2  # 20 ms each: 60 in 1.2 s at most
+    # the rate over the span the writes were due in, not to the stop 0.2 s later
+    assert result.elapsed_s == 1.0 and result.per_s == result.completed

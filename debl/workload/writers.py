@@ -64,8 +64,9 @@ class WriteRecord:
 class WritesResult:
     """What the writer pool did: writes per operation (``latency`` from each write's intended
     instant to its acknowledgement, successful ones; ``errors``), the writes acknowledged per
-    second of the run (``per_s``, against ``rate`` asked: a Poisson schedule's count varies,
-    more so in a short run) and the rate held (``held``: the share of the writes the schedule
+    second of the schedule's span (``per_s``, ``elapsed_s`` from the start to the deadline or
+    the stop, against ``rate`` asked: a Poisson count varies, more so in a short run) and the
+    rate held (``held``: the share of the writes the schedule
     had due by the end that were acknowledged; ``behind`` those due and never sent).
     ``records`` every write (left out of ``to_dict``)."""
 
@@ -203,8 +204,8 @@ class WriterPool:
         self.stopping.set()
         for thread in self._threads:
             thread.join(STOP_GRACE_S)
-        elapsed = (stopped - self.t0_ns) / 1e9
         until = stopped if self.deadline_ns is None else min(stopped, self.deadline_ns)
+        elapsed = (until - self.t0_ns) / 1e9  # the schedule's span: writes due in it are sent
         behind = sum(thread.due_unsent(until) for thread in self._threads)
         records = sorted((r for t in self._threads for r in t.records),
                          key=lambda r: r.intended_ns)
