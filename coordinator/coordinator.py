@@ -1,5 +1,6 @@
-"""The coordinator: routes each get_link_list over the current load's stores and buffers the
-queries whose data is still on its way (docs/DESIGN.md section 6; docs/COORDINATOR.md, "Routing",
+"""The coordinator: routes each read (get_link_list, count_link, multiget_link:
+coordinator.operations) over the current load's stores and buffers the queries whose data is
+still on its way (docs/DESIGN.md section 6; docs/COORDINATOR.md, "Routing", "The three reads",
 "Buffering and release", "The raw route", "Answers before uptime").
 
 Every query is answered wholly from one load, which the answer names: the current one
@@ -18,7 +19,8 @@ Every query is answered wholly from one load, which the answer names: the curren
   once, by the raw route when it is on, else with ServiceError naming the bucket.
 
 Hot and cold rows are merged key by key by the one merge rule (coordinator.merge), then
-filtered. Past its deadline (``timeout``/``deadline``, else ``default_timeout``, else
+filtered, counted or picked by id2 (the operation's own answer from the winners). Past its
+deadline (``timeout``/``deadline``, else ``default_timeout``, else
 ``coordinator.query_timeout``) a query gets QueryTimeout, or with ``partial=True`` the hot rows
 alone marked incomplete. A new current load (the next day's, a rollback, the uptime of the load
 answered early) swaps the dataset between two queries; queries already routed finish on the
@@ -27,9 +29,9 @@ stores they started on, and the heartbeat says when none of another load is in f
 Threads: one poller thread (coordinator.poller); client threads share the object; all routing
 state sits behind one lock and condition variable; store I/O happens outside the lock.
 
-Pitfalls: ``get_link_list`` returns a plain list, like a LinkStore (a partial answer then looks
-complete: use ``query``). Close the coordinator (``with``): close deletes its demand rows;
-queries still waiting get ServiceError.
+Pitfalls: ``get_link_list``, ``count_link`` and ``multiget_link`` return a plain answer, like a
+LinkStore (a partial answer then looks complete: use ``query`` or ``ask``). Close the
+coordinator (``with``): close deletes its demand rows; queries still waiting get ServiceError.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ from debl.measure import request_cost
 from debl.catalog import Catalog, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
-from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, check_query
 from coordinator.admission import FifoGate
 from coordinator.demand import new_coordinator_id
 from coordinator.early import EarlyAnswerTally
+from coordinator.link_queries import LinkQueries
+from coordinator.operations import CountLink, Operation
 from coordinator.poller import EarlyServing, Poller, PollResult, Publication
 from coordinator.raw import RawReader
 from coordinator.raw_warmup import RawWarmup, raw_buckets
@@ -60,9 +63,9 @@ from coordinator.stats import CoordinatorStats, WaitCounters, WaitRecorder
 VIA = {Route.MYSQL: "via_mysql", Route.MERGED: "via_hbase"}
 
 
-class Coordinator:
-    """Routes get_link_list over the current load's stores; buffers queries on buckets not yet
-    loaded.
+class Coordinator(LinkQueries):
+    """Routes get_link_list, count_link and multiget_link (``LinkQueries``) over the current
+    load's stores; buffers queries on buckets not yet loaded.
 
     ``Coordinator(config)`` connects to MySQL at once (ServiceError if it cannot) and reads the
     current state, so a coordinator built after uptime answers its first query without waiting.
@@ -129,41 +132,29 @@ class Coordinator:
 
     # ------------------------------------------------------------------ queries
 
-    def get_link_list(self, id1: int, link_type: int, min_time: int = 0,
-                      max_time: int = MAX_TIME, offset: int = 0, limit: int = DEFAULT_LIMIT,
-                      *, timeout: float | None = None, deadline: float | None = None,
-                      partial: bool = False) -> list[Link]:
-        """Visible links of (id1, link_type) in [min_time, max_time], newest first (ties: id2
-        descending), after the merge rule across the load's stores, then offset and limit.
-
-        Blocks while id1's bucket is not loaded (with the raw route on, at most
-        ``config.coordinator.raw_after`` seconds). *timeout* (seconds from now) or *deadline*
-        (epoch seconds, ``time.time()``), whichever comes first, bounds the wait: past it,
-        QueryTimeout, or with *partial* the hot rows alone (see ``query``)."""
-        return self.query(id1, link_type, min_time, max_time, offset, limit, timeout=timeout,
-                          deadline=deadline, partial=partial).links
-
-    def query(self, id1: int, link_type: int, min_time: int = 0, max_time: int = MAX_TIME,
-              offset: int = 0, limit: int = DEFAULT_LIMIT, *, timeout: float | None = None,
-              deadline: float | None = None, partial: bool = False) -> Answer:
-        """``get_link_list`` with the details: whether the answer is complete, how long it
-        waited, which bucket, route and load answered."""
-        check_query(id1, link_type, min_time, max_time, offset, limit)
+    def ask(self, operation: Operation, *, timeout: float | None = None,
+            deadline: float | None = None, partial: bool = False) -> Answer:
+        """Route *operation* (``coordinator.operations``: get_link_list, count_link or
+        multiget_link) by its id1 and link_type, wait as needed, answer it on the sources of its
+        route: the details (complete, waited, bucket, route, load). The reads of
+        ``LinkQueries`` (``get_link_list``, ``query``, ``count_link``, ``multiget_link``) come
+        here."""
         started = time.monotonic()
         end = end_of(started, self.default_timeout if timeout is None and deadline is None
                      else timeout, deadline)
-        route = self._route(id1, link_type, started, end, partial)
+        route = self._route(operation, started, end, partial)
         request_cost.routed(time.monotonic() - started, route.route, route.hot, route.outcome)
         answered = False
         try:
-            links = fetch(route, self._raw, self._raw_gate,
-                          (id1, link_type, min_time, max_time, offset, limit))
+            result = fetch(route, self._raw, self._raw_gate, operation)
             answered = True
         finally:
-            self._done(route, started, answered, id1)
-        return Answer(links, route.route is not Route.PARTIAL, route.waited_s,
-                      None if route.bucket is None else route.bucket.b_index, route.route,
-                      route.dataset.load.load_id, route.hot)
+            self._done(route, started, answered, operation.id1)
+        counted = isinstance(operation, CountLink)
+        return Answer([] if counted else result, route.route is not Route.PARTIAL,
+                      route.waited_s, None if route.bucket is None else route.bucket.b_index,
+                      route.route, route.dataset.load.load_id, route.hot,
+                      result if counted else None)
 
     def _done(self, route: RoutePlan, started: float, answered: bool, id1: int) -> None:
         """The query's counts, in one turn of the lock: the lock is where the client threads
@@ -182,12 +173,14 @@ class Coordinator:
                 if route.route is Route.EARLY:  # for the claims found false later
                     self.early_answers.count(load_id, id1)
 
-    def _route(self, id1: int, link_type: int, started: float, end: float | None,
+    def _route(self, operation: Operation, started: float, end: float | None,
                partial: bool) -> RoutePlan:
         """Decide where the query goes, waiting for uptime or for its bucket as needed: each
         turn looks at the dataset as it is now, and routes the query or waits for a change (a
         poll, close, the deadline, the raw route's moment)."""
-        query = PendingQuery(id1, link_type, partial, started, self.config.coordinator.raw_after)
+        id1 = operation.id1
+        query = PendingQuery(id1, operation.link_type, partial, started,
+                             self.config.coordinator.raw_after, operation.name)
         with self._cond:
             try:
                 while True:
@@ -227,7 +220,7 @@ class Coordinator:
         if remaining == 0.0:
             self._recorder.record("timeouts", now - query.started, query.started)
             raise QueryTimeout(
-                f"get_link_list({query.id1}, {query.link_type}): the system is not up yet "
+                f"{query.asked}: the system is not up yet "
                 f"({describe_newest(self._newest)}); gave up after {now - query.started:.1f} s")
         query.waited_uptime = True
         self._cond.wait(remaining)
@@ -265,7 +258,7 @@ class Coordinator:
                 return self._plan(Route.RAW, dataset, bucket, query.id1, query.link_type, "raw",
                                   query.waited(now))
             raise ServiceError(
-                f"get_link_list({query.id1}, {query.link_type}): gen_HF failed to load bucket "
+                f"{query.asked}: gen_HF failed to load bucket "
                 f"{bucket.b_index} (id1 {bucket.k_lo}..{bucket.k_hi}); its error is "
                 "in `debl status`. Fix the cause and restart `debl gen-hf`, or turn "
                 "the raw route on (raw_after) to answer from the bucket's files")
@@ -298,7 +291,7 @@ class Coordinator:
                                   "partial", now - query.started)
             self._recorder.record("timeouts", now - query.started, query.started)
             raise QueryTimeout(
-                f"get_link_list({query.id1}, {query.link_type}): bucket {bucket.b_index} "
+                f"{query.asked}: bucket {bucket.b_index} "
                 f"(id1 {bucket.k_lo}..{bucket.k_hi}) is still {bucket.j_stat!r} "
                 f"after waiting {now - query.started:.1f} s; gen_HF has not loaded it yet "
                 "(pass a longer timeout, or partial=True for the hot rows alone)")

@@ -1,6 +1,7 @@
 """The one merge of newest-first rows (``NewestFirstMerge``): across a bucket's files in the raw
-reader, and across stores for one get_link_list answer from a load's hot rows (MySQL, or the hot
-files' buckets before MySQL has them) and its cold rows (HBase, or the bucket's files before
+reader, and across stores for one answer (get_link_list, count_link, multiget_link:
+``coordinator.operations``) from a load's hot rows (MySQL, or the hot files' buckets before
+MySQL has them) and its cold rows (HBase, or the bucket's files before
 gen_HF has converted it). Every source offers one thing, ``scan_newest_first`` (the
 ``NewestFirst`` protocol: MySQLStore, HBaseStore, and a bucket's raw files through
 ``RawFiles``), and ``answer`` merges any hot source with any cold one by the one rule.
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Protocol
+from typing import Any, Protocol
 
 from debl.measure import request_cost
 from debl.format.link import Link, Origin, merge_batch, select_links
@@ -50,27 +51,35 @@ class NewestFirst(Protocol):
         ...
 
 
-def answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_type: int,
-           min_time: int, max_time: int, offset: int, limit: int) -> list[Link]:
-    """get_link_list's answer from a hot and a cold source (either may be None: no row of
-    that side can have id1), merged key by key, then filtered.
+class Operation(Protocol):
+    """What a read asks of the merge (``coordinator.operations``): the key's list, from
+    ``scan_from`` on, and its answer from the list's winners (newest first, hidden included)."""
+
+    id1: int
+    link_type: int
+    scan_from: int
+    needs_no_rows: bool  # its answer is known without reading (a limit of 0, no id2)
+
+    def of_winners(self, winners: Iterable[Link]) -> Any:
+        ...
+
+
+def answer(hot: NewestFirst | None, cold: NewestFirst | None, operation: Operation) -> Any:
+    """The answer of *operation* (get_link_list, count_link or multiget_link:
+    ``coordinator.operations``) from a hot and a cold source (either may be None: no row of
+    that side can have id1), merged key by key, then given to the operation.
 
     The sources are read lazily inside: in the calling thread's request record
     (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is left
     of the time in here (the rows parsed, merged and filtered)."""
     with request_cost.Timed(request_cost.MERGE):
-        return _answer(hot, cold, id1, link_type, min_time, max_time, offset, limit)
-
-
-def _answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_type: int,
-            min_time: int, max_time: int, offset: int, limit: int) -> list[Link]:
-    if limit == 0 or min_time > max_time:
-        return []
-    sides = [s.scan_newest_first(id1, link_type, min_time) for s in (hot, cold) if s is not None]
-    if not sides:
-        return []
-    winners = merge_newest_first(*sides) if len(sides) == 2 else sides[0]
-    return select_merged(winners, min_time, max_time, offset, limit)
+        if operation.needs_no_rows:
+            return operation.of_winners(())
+        sides = [s.scan_newest_first(operation.id1, operation.link_type, operation.scan_from)
+                 for s in (hot, cold) if s is not None]
+        winners = (merge_newest_first(*sides) if len(sides) == 2 else
+                   sides[0] if sides else iter(()))
+        return operation.of_winners(winners)
 
 
 def merge_newest_first(hot: Iterable[Link], cold: Iterable[Link]) -> Iterator[Link]:

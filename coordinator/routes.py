@@ -41,7 +41,8 @@ class HotSide(str, Enum):
 
 @dataclass(frozen=True)
 class Answer:
-    """One get_link_list through the coordinator.
+    """One read through the coordinator: ``links`` the links of get_link_list or multiget_link,
+    ``count`` count_link's number (None for the other two; ``links`` is then empty).
 
     ``route``: where the cold rows came from (``Route``: ``mysql`` no cold row can have id1,
     ``merged`` HBase, ``raw`` the bucket's files, ``partial`` none: the deadline passed first,
@@ -57,6 +58,7 @@ class Answer:
     route: Route
     load_id: str = ""
     hot: HotSide = HotSide.NONE
+    count: int | None = None
 
     @property
     def waited(self) -> bool:
@@ -87,11 +89,17 @@ class PendingQuery:
     partial: bool
     started: float
     raw_after: float | None
+    operation: str = "get_link_list"  # its name, for messages (coordinator.operations)
     waited_uptime: bool = False
     waited_bucket: bool = False
     registered: BucketState | None = None  # the bucket whose waiters count it
     raw_at: float | None = None  # when the raw route answers, once it needs a bucket
     waiting_in: EarlyView | None = None  # before uptime: the view whose waiting keys count it
+
+    @property
+    def asked(self) -> str:
+        """What was asked, for messages: ``count_link(42, 123456789)``."""
+        return f"{self.operation}({self.id1}, {self.link_type})"
 
     def waited(self, now: float) -> float:
         return now - self.started if (self.waited_uptime or self.waited_bucket) else 0.0

@@ -1,12 +1,15 @@
 """The sources a query of one load reads: its stores (``coordinator.load_stores``) and buckets'
 raw files in HDFS as one source of the merge (``NewestFirst``); and ``fetch``, which runs a
-routed query on the sources its route names."""
+routed query (any of the three reads: ``coordinator.operations``) on the sources its route
+names."""
 
 from __future__ import annotations
 
-from debl.format.link import Link
+from typing import Any
+
 from coordinator.admission import FifoGate
 from coordinator.merge import answer
+from coordinator.operations import Operation
 from coordinator.raw import RawBucket, RawReader
 from coordinator.routes import HotSide, Route, RoutePlan
 
@@ -26,10 +29,13 @@ class RawFiles:
         return self.reader.reads_locally(self.buckets)
 
 
-def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None, args: tuple) -> list[Link]:
-    """Run the query (``get_link_list``'s *args*) on the sources *route* names (no lock held).
-    The buckets whose files it reads (the hot one, the cold one) are one source: their files
-    are read together. A raw answer from local files alone takes its turn at *gate*."""
+def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None,
+          operation: Operation) -> Any:
+    """Run *operation* (get_link_list, count_link or multiget_link: ``coordinator.operations``)
+    on the sources *route* names (no lock held): the one store that can hold the key's rows
+    answers it whole; otherwise the hot and cold sides go through the one merge. The buckets
+    whose files it reads (the hot one, the cold one) are one source: their files are read
+    together. A raw answer from local files alone takes its turn at *gate*."""
     load, stores = route.dataset.load, route.stores
     raw = []
     if route.hot is HotSide.RAW:
@@ -44,12 +50,12 @@ def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None, args: tupl
     if route.route is Route.MERGED:
         hot = files or mysql
         if hot is None:  # no hot row: push the whole query down to HBase
-            return stores.hbase.get_link_list(*args)
-        return answer(hot, stores.hbase, *args)
+            return operation.on(stores.hbase)
+        return answer(hot, stores.hbase, operation)
     if files is not None:
         if mysql is None and gate is not None and files.local():
             with gate:  # CPU alone: queued in arrival order (coordinator.admission)
-                return answer(None, files, *args)
-        return answer(mysql, files, *args)
+                return answer(None, files, operation)
+        return answer(mysql, files, operation)
     # the hot rows alone, from MySQL (one statement), or none
-    return [] if mysql is None else mysql.get_link_list(*args)
+    return answer(None, None, operation) if mysql is None else operation.on(mysql)

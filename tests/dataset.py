@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from pathlib import Path
 
+from coordinator import CountLink, MultigetLink
 from debl.format.bucket_map import BucketMap
 from debl.format.link import (CHECKSUM_MOD, Link, Origin, ParseError, line_body, line_checksum,
                         parse_line)
@@ -72,3 +74,44 @@ def expected_buckets(directory: Path, cold_names: set[str], bucket_map: BucketMa
 def all_rows(store) -> set[Link]:
     """Every row of a MemoryStore (hidden included)."""
     return {link for key in store.keys() for link in store.scan_newest_first(*key)}
+
+
+def multiget_id2s(reference: MemoryStore, key: tuple[int, int]) -> tuple[int, ...]:
+    """id2s to ask multiget_link of *key* for: up to two hidden ones, up to three visible ones
+    spread over its list, and one it does not have."""
+    rows = list(reference.scan_newest_first(*key))
+    hidden = [l.id2 for l in rows if not l.visibility][:2]
+    shown = [l.id2 for l in rows if l.visibility]
+    present = {l.id2 for l in rows}
+    absent = next(i for i in itertools.count(1) if i not in present)
+    return (*hidden, *shown[::max(1, len(shown) // 3)][:3], absent)
+
+
+def check_count_and_multiget(coordinator, reference: MemoryStore, key: tuple[int, int],
+                             **options) -> set[str]:
+    """count_link and multiget_link of *key* asked through *coordinator* (``options``: the
+    keywords of ``ask``) are complete and equal the reference's; the routes that answered."""
+    count = coordinator.ask(CountLink(*key), **options)
+    assert count.complete and count.count == reference.count_link(*key), (key, count.route)
+    id2s = multiget_id2s(reference, key)
+    got = coordinator.ask(MultigetLink(*key, id2s), **options)
+    assert got.complete and got.links == reference.multiget_link(*key, id2s), (key, got.route)
+    return {count.route.value, got.route.value}
+
+
+def check_writes_landed(session, records) -> int:
+    """The source holds what the client's writes (``WriteRecord``s) say they did: each key's
+    last write that changed a row, in commit order (the GTIDs' where the source logs them, else
+    the acknowledgements': one writer, or writers on different keys), decides whether its row is
+    shown (add_link, update_link) or hidden (delete_link). Returns the keys checked."""
+    changed = [r for r in records if r.ok and r.changed]
+    logged = all(r.gtid for r in changed)
+    last: dict[tuple, str] = {}
+    for record in sorted(changed, key=lambda r: int(r.gtid.split("-")[2]) if logged
+                         else r.acked_ns):
+        last[(record.id1, record.link_type, record.id2)] = record.op
+    for (id1, link_type, id2), op in last.items():
+        row = session.get_link(id1, link_type, id2)
+        assert row is not None and row.visibility == (op != "delete_link"), (id1, link_type,
+                                                                             id2, op, row)
+    return len(last)

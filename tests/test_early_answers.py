@@ -13,6 +13,7 @@ follows demand"), on the real stack, against the in-memory reference of the raw 
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import signal
@@ -23,7 +24,7 @@ import time
 
 import pytest
 
-from coordinator import Coordinator
+from coordinator import Coordinator, CountLink, LinkList, MultigetLink
 from coordinator.routes import Route
 from debl.bench.source_server import make_server
 from debl.catalog import Catalog
@@ -35,7 +36,7 @@ from loaders.cleanup import drop_every_load
 from loaders.load import LoadOptions, LoadRun, run_load
 from loaders.verify import verify_load
 from tests.awkward import write_awkward_input
-from tests.dataset import reference_store
+from tests.dataset import multiget_id2s, reference_store
 
 pytestmark = pytest.mark.stack
 ASKERS = 4  # threads asking through the one coordinator while the load runs
@@ -59,9 +60,9 @@ def _fresh(stack_config, database: str):
 def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: list,
                        late: list, timeout: float) -> tuple[list, str, int]:
     """Load from *url* while ASKERS threads ask *keys* through one coordinator (half of the
-    asks among *late*, the keys the bulk copy reaches last) until the load is up: (the answers
-    given before the uptime as (id1, link_type, Answer), the load's id, the asks that timed
-    out)."""
+    asks among *late*, the keys the bulk copy reaches last; get_link_list mostly, count_link
+    and multiget_link too) until the load is up: (the answers given before the uptime as
+    (id1, link_type, operation, Answer), the load's id, the asks that timed out)."""
     answers, waited = [], 0
     with LoadRun(config, url, options) as run, Coordinator(config,
                                                             default_timeout=timeout) as c:
@@ -81,11 +82,16 @@ def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: 
 
         def ask(seed: int) -> None:  # several askers: a waited key costs one of them `timeout`
             nonlocal waited
-            rng = random.Random(seed)
+            rng, turns = random.Random(seed), itertools.count()
             while not up.is_set():
                 id1, link_type = rng.choice(late if late and rng.random() < 0.5 else keys)
+                asked = next(turns)
+                operation = (CountLink(id1, link_type) if asked % 5 == 3 else
+                             MultigetLink(id1, link_type,
+                                          multiget_id2s(reference, (id1, link_type)))
+                             if asked % 5 == 4 else LinkList(id1, link_type))
                 try:
-                    answer = c.query(id1, link_type)
+                    answer = c.ask(operation)
                 except QueryTimeout:
                     with lock:
                         waited += 1
@@ -95,7 +101,7 @@ def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: 
                     continue
                 if not up.is_set():
                     with lock:
-                        answers.append((id1, link_type, answer))
+                        answers.append((id1, link_type, operation, answer))
         askers = [threading.Thread(target=ask, args=(7 + n,), daemon=True) for n in range(ASKERS)]
         for asker in askers:
             asker.start()
@@ -110,9 +116,9 @@ def _ask_while_loading(config, url: str, options: LoadOptions, reference, keys: 
 
 def _checked(config, url: str, load_id: str, answers: list, reference) -> list:
     """The early answers, each checked against the reference; the load verified whole."""
-    early = [(i, t, a) for i, t, a in answers if a.route is Route.EARLY]
-    for id1, link_type, a in early:
-        assert a.links == reference.get_link_list(id1, link_type), (id1, link_type)
+    early = [(i, t, operation, a) for i, t, operation, a in answers if a.route is Route.EARLY]
+    for _, _, operation, a in early:
+        assert (a.links if a.count is None else a.count) == operation.on(reference), operation
     with Catalog(config) as catalog:
         assert catalog.early.false_claims(load_id) == []
     report = verify_load(config, load_id, source_spec=url)
@@ -152,7 +158,9 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
     finally:
         server.shutdown()
     assert len(early) >= 10, f"only {len(early)} early answers ({waited} waited)"
-    assert [1 for i, _, _ in early if lo <= i < hi], "no late key was answered before uptime"
+    assert [1 for i, *_ in early if lo <= i < hi], "no late key was answered before uptime"
+    assert {type(operation) for _, _, operation, _ in early} == \
+        {LinkList, CountLink, MultigetLink}  # each read answered early, exact
     assert demand_bytes > 0  # they came ahead of the bulk copy
 
 

@@ -39,7 +39,7 @@ from debl.store.memory import MemoryStore
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
 from loaders.verify import verify_load
-from tests.dataset import make_dataset
+from tests.dataset import check_count_and_multiget, make_dataset, multiget_id2s
 
 pytestmark = pytest.mark.stack
 
@@ -163,6 +163,10 @@ def test_raw_answers_equal_the_reference(raw):
             assert answer.bucket is None or answer.bucket in bucket_files
             RAW_ANSWERS[(key, ())] = answer.links
         assert c.stats().raw >= SAMPLE // 2
+        # count_link and multiget_link on the same route: the heavy id1 over many blocks too
+        assert check_count_and_multiget(c, reference, (HEAVY, LT)) == {"raw"}
+        for key in _keys(reference)[::10]:
+            assert check_count_and_multiget(c, reference, key) <= {"raw", "mysql"}
         assert c.waiting() == {} and set(c.demand()) == set(bucket_files)  # raw answers: demand
 
 
@@ -207,6 +211,23 @@ def test_links_and_status_commands_show_the_raw_route(raw):
     assert json.loads(out.output)["answers"]["by_route"]["raw"] == answered["raw"]
     out = CliRunner().invoke(status_command, [], obj=config)
     assert f"{answered['raw']:,} raw (bucket not loaded)" in out.output
+    # count_link and multiget_link, as a user asks them
+    out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), "--count"], obj=config)
+    assert out.exit_code == 0, out.output
+    assert (f"{reference.count_link(HEAVY, LT)} visible links (count_link) from the raw HDFS "
+            "files of bucket 1") in out.output
+    id2s = multiget_id2s(reference, (HEAVY, LT))
+    asked = [word for id2 in id2s for word in ("--id2", str(id2))]
+    out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), *asked, "--json"], obj=config)
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.output)
+    assert got["route"] == "raw" and got["id2s"] == list(id2s)
+    assert [(l["id2"], l["visibility"], l["time"], l["version"], l["data"].encode("latin-1"))
+            for l in got["links"]] == [(l.id2, l.visibility, l.time, l.version, l.data)
+                                       for l in reference.multiget_link(HEAVY, LT, id2s)]
+    out = CliRunner().invoke(links_command, [str(HEAVY), str(LT), "--count", "--limit", "3"],
+                             obj=config)
+    assert out.exit_code == 2 and "ask three different questions" in out.output
 
 
 RUNS = 40

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import Coordinator
+from coordinator import Coordinator, CountLink, MultigetLink
 from debl.format.bucket_map import MAX_ID
 from debl.catalog import Catalog
 from debl.hdfs import HdfsClient
@@ -38,7 +38,7 @@ from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, LoadRun
 from loaders.mysql_bulk import load_hot
 from tests.awkward import BIG, HEAVY_ID1, HEAVY_TYPE, write_awkward_input
-from tests.dataset import reference_store
+from tests.dataset import check_count_and_multiget, multiget_id2s, reference_store
 
 pytestmark = pytest.mark.stack
 
@@ -120,6 +120,8 @@ def test_at_uptime_every_answer_comes_exact_from_the_raw_files_and_then_from_mys
             answer = c.query(*key, timeout=300)
             assert answer.links == reference.get_link_list(*key), (key, answer.route)
             sides[answer.hot.value] += 1
+            # count_link and multiget_link, the same route: the hot rows from their bucket
+            assert check_count_and_multiget(c, reference, key, timeout=300) == {answer.route.value}
         assert sides["raw"] > 0 and sides["mysql"] == 0, sides  # MySQL is not read yet
 
         @QUERIES
@@ -168,6 +170,9 @@ def test_before_any_conversion_mysql_alone_and_the_raw_route_are_exact(awkward):
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "raw"}, routes
         assert {_check(c, reference, key) for key in data.hot_only} <= {"mysql", "raw"}
+        others = set().union(*(check_count_and_multiget(c, reference, key, timeout=300)
+                               for key in data.keys))
+        assert others == {"mysql", "raw"}, others
 
         @QUERIES
         @given(st.sampled_from(data.keys + [(HEAVY_ID1, HEAVY_TYPE)] * 20), _windows())
@@ -184,6 +189,7 @@ def test_buffered_queries_are_released_with_the_exact_answer(awkward):
     cold = [k for k in data.keys if k not in data.hot_only]
     released: list[str] = []
     failures: list[BaseException] = []
+    others: list[tuple[str, bool]] = []
     with Coordinator(config.replace(coordinator_raw_after=None)) as c:
         def ask(key):
             try:
@@ -193,7 +199,22 @@ def test_buffered_queries_are_released_with_the_exact_answer(awkward):
             except BaseException as exc:  # noqa: BLE001 -- reported by the main thread
                 failures.append(exc)
 
+        def ask_others(operation, want):  # count_link or multiget_link, buffered as well
+            try:
+                answer = c.ask(operation, timeout=300)
+                got = answer.count if isinstance(operation, CountLink) else answer.links
+                assert got == want, operation
+                others.append((answer.route, answer.waited))
+            except BaseException as exc:  # noqa: BLE001 -- reported by the main thread
+                failures.append(exc)
+
         threads = [threading.Thread(target=ask, args=(key,)) for key in cold]
+        for key in cold[::3]:
+            id2s = multiget_id2s(reference, key)
+            threads += [threading.Thread(target=ask_others, args=(
+                            CountLink(*key), reference.count_link(*key))),
+                        threading.Thread(target=ask_others, args=(
+                            MultigetLink(*key, id2s), reference.multiget_link(*key, id2s)))]
         for t in threads:
             t.start()
         with GenHF(config) as gen_hf:
@@ -202,6 +223,8 @@ def test_buffered_queries_are_released_with_the_exact_answer(awkward):
             t.join(300)
         assert not failures, failures[0]
         assert len(released) == len(cold) and set(released) <= {"merged", "mysql"}
+        assert len(others) == 2 * len(cold[::3])
+        assert ("merged", True) in others  # count_link and multiget_link waited, released
         assert c.stats().buffered > 0
 
 
@@ -213,6 +236,9 @@ def test_after_full_conversion_every_answer_is_exact(awkward):
     with Coordinator(config) as c:
         routes = Counter(_check(c, reference, key) for key in data.keys)
         assert set(routes) == {"mysql", "merged"}, routes
+        others = set().union(*(check_count_and_multiget(c, reference, key, timeout=300)
+                               for key in data.keys))
+        assert others == {"mysql", "merged"}, others
 
         @QUERIES
         @given(st.sampled_from(data.keys + [(HEAVY_ID1, HEAVY_TYPE)] * 20), _windows())

@@ -152,6 +152,48 @@ def test_scan_newest_first_includes_hidden(store: LinkStore, ns: int) -> None:
     assert list(store.scan_newest_first(ns, LT, min_time=31)) == []
 
 
+# --------------------------------------------------------------------------- count, multiget
+
+
+def test_count_link_counts_the_visible_winners(store: LinkStore, ns: int) -> None:
+    assert store.count_link(ns, LT) == 0
+    put(store, L(ns, 1, 5), L(ns, 2, 5, vis=0), L(ns, 3, 7), L(ns + 1, 4, 5),
+        L(ns, 5, 5, lt=LT + 1))
+    assert store.count_link(ns, LT) == 2  # the hidden one and the neighbours' rows not counted
+    put(store, L(ns, 1, 6, vis=0), L(ns, 2, 6))  # newer rows: 1 hidden now, 2 shown again
+    assert store.count_link(ns, LT) == 2
+    put(store, L(ns, 3, 1, vis=0))  # an older hidden row hides nothing
+    assert store.count_link(ns, LT) == 2
+    assert store.count_link(ns, LT + 1) == 1 and store.count_link(ns + 1, LT) == 1
+
+
+def test_count_link_of_a_list_longer_than_a_scanner_batch(store: LinkStore, ns: int) -> None:
+    store.write_links([(L(ns, id2, id2 % 97, vis=int(id2 % 5 != 0)), Origin(0, 0, 0))
+                       for id2 in range(12_345)])
+    assert store.count_link(ns, LT) == 12_345 - 2_469
+
+
+def test_multiget_link_gives_the_asked_rows_hidden_included_in_id2_order(store: LinkStore,
+                                                                         ns: int) -> None:
+    put(store, L(ns, 1, 5, data=b"one"), L(ns, 2, 9, vis=0, version=3), L(ns, 3, 7),
+        L(ns, 4, 2, lt=LT + 1), L(ns + 1, 3, 7))
+    assert store.multiget_link(ns, LT, [3, 2, 9, 1, 3, 4]) == [
+        L(ns, 1, 5, data=b"one"), L(ns, 2, 9, vis=0, version=3), L(ns, 3, 7)]
+    assert store.multiget_link(ns, LT, []) == []
+    assert store.multiget_link(ns, LT, [4, 9]) == []  # 4 is of the other type
+    put(store, L(ns, 1, 8, data=b"newer"), L(ns, 3, 6, data=b"older"))  # the merge rule
+    assert store.multiget_link(ns, LT, (1, 3)) == [L(ns, 1, 8, data=b"newer"), L(ns, 3, 7)]
+
+
+def test_count_and_multiget_arguments_are_checked(store: LinkStore) -> None:
+    with pytest.raises(ValueError, match="id2 must be"):
+        store.multiget_link(1, LT, [1, -1])
+    with pytest.raises(ValueError, match="at most 10000 id2s"):
+        store.multiget_link(1, LT, range(10_001))
+    with pytest.raises(ValueError, match="link_type must be"):
+        store.count_link(1, 1 << 64)
+
+
 # --------------------------------------------------------------------------- the merge rule
 
 
@@ -258,8 +300,9 @@ _query = st.tuples(st.integers(0, 2), st.integers(0, 1), st.integers(0, 7), st.i
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(st.tuples(_link, st.integers(0, 1), st.integers(0, 2)),
                                  max_size=12), min_size=1, max_size=4),
-       queries=st.lists(_query, min_size=1, max_size=10))
-def test_matches_memory_store(real_store: LinkStore, batches, queries) -> None:
+       queries=st.lists(_query, min_size=1, max_size=10),
+       multiget=st.lists(st.integers(0, 6), max_size=5))
+def test_matches_memory_store(real_store: LinkStore, batches, queries, multiget) -> None:
     store = real_store
     base = next(_ids)  # a fresh id1 range per example: no reset needed between examples
     oracle = MemoryStore()
@@ -274,6 +317,9 @@ def test_matches_memory_store(real_store: LinkStore, batches, queries) -> None:
     for id1, lt in itertools.product(range(3), range(2)):
         assert (list(store.scan_newest_first(base + id1, LT + lt))
                 == list(oracle.scan_newest_first(base + id1, LT + lt)))
+        assert store.count_link(base + id1, LT + lt) == oracle.count_link(base + id1, LT + lt)
+        assert (store.multiget_link(base + id1, LT + lt, multiget)
+                == oracle.multiget_link(base + id1, LT + lt, multiget))
 
 
 def test_scan_id1_range_reads_every_row_of_the_range(real_store: LinkStore, ns: int) -> None:

@@ -1,4 +1,5 @@
-"""``debl links``: one get_link_list through the coordinator, as a user would ask it."""
+"""``debl links``: one read (get_link_list, count_link or multiget_link) through the
+coordinator, as a user would ask it."""
 
 from __future__ import annotations
 
@@ -49,13 +50,20 @@ def _how(answer) -> str:
 @click.option("--partial", is_flag=True,
               help="At the timeout (default 0 with --partial) print the hot rows alone, marked "
                    "incomplete, instead of failing.")
+@click.option("--count", "count", is_flag=True,
+              help="count_link: print the number of visible links instead of the list.")
+@click.option("--id2", "id2s", type=click.IntRange(min=0, max=MAX_ID), multiple=True,
+              help="multiget_link: print the links to these id2s (repeat the option), hidden "
+                   "ones included, in id2 order.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON; data is a latin-1 string (one character per byte).")
 @click.pass_context
 @friendly_errors
 def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time: int,
-          offset: int, limit: int, timeout: float | None, partial: bool, as_json: bool) -> None:
-    """Print the visible links of ID1 and LINK_TYPE, newest first, as DeBL answers them.
+          offset: int, limit: int, timeout: float | None, partial: bool, count: bool,
+          id2s: tuple[int, ...], as_json: bool) -> None:
+    """Print the visible links of ID1 and LINK_TYPE, newest first, as DeBL answers them; with
+    --count their number (count_link), with --id2 the links to those id2s (multiget_link).
 
     Waits for the system to be up and for ID1's bucket to be loaded into HBase, as a query of
     `debl query --target debl` would, or with the raw route on (coordinator.raw_after, in seconds) at most
@@ -63,35 +71,52 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     """
     # lazy import: the coordinator brings the HBase client, which would cost every `debl`
     # command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
-    from coordinator import Coordinator
+    from coordinator import Coordinator, CountLink, LinkList, MultigetLink
 
+    listing = (min_time, max_time, offset, limit) != (0, MAX_TIME, 0, DEFAULT_LIMIT)
+    if (count and id2s) or ((count or id2s) and listing):
+        raise click.UsageError("--count, --id2 and the list's options (--min-time, --max-time, "
+                               "--offset, --limit) ask three different questions: give one")
+    operation = (CountLink(id1, link_type) if count else
+                 MultigetLink(id1, link_type, id2s) if id2s else
+                 LinkList(id1, link_type, min_time, max_time, offset, limit))
     if partial and timeout is None:
         timeout = 0.0
     with Coordinator(config_of(ctx)) as coordinator:
-        answer = coordinator.query(id1, link_type, min_time, max_time, offset, limit,
-                                   timeout=timeout, partial=partial)
+        answer = coordinator.ask(operation, timeout=timeout, partial=partial)
         # An early answer is counted in the catalog before it is shown: a claim found false
         # later counts it, though this process is long gone (docs/COORDINATOR.md, "Answers
         # before uptime").
         coordinator.record_early_answers()
     if as_json:
+        asked = ({"count": True} if count else {"id2s": list(operation.id2s)} if id2s else
+                 {"min_time": min_time, "max_time": max_time, "offset": offset, "limit": limit})
         click.echo(json.dumps({
-            "id1": id1, "link_type": link_type, "min_time": min_time, "max_time": max_time,
-            "offset": offset, "limit": limit, "complete": answer.complete,
+            "id1": id1, "link_type": link_type, **asked, "complete": answer.complete,
             "route": answer.route.value, "hot": answer.hot.value, "load_id": answer.load_id,
             "bucket": answer.bucket, "waited_s": answer.waited_s,
-            "links": [{"id2": l.id2, "visibility": l.visibility, "time": l.time,
-                       "version": l.version, "data": l.data.decode("latin-1")}
-                      for l in answer.links]}, indent=2))
+            **({"count": answer.count} if count else {"links": [
+                {"id2": l.id2, "visibility": l.visibility, "time": l.time,
+                 "version": l.version, "data": l.data.decode("latin-1")}
+                for l in answer.links]})}, indent=2))
+        return
+    if count:
+        click.echo(f"id1 {id1}, link_type {link_type}: {answer.count} visible "
+                   f"link{'s' * (answer.count != 1)} (count_link) from {_how(answer)}")
         return
     n = len(answer.links)
-    click.echo(f"id1 {id1}, link_type {link_type}: {n} link{'s' * (n != 1)} "
-               f"from {_how(answer)}")
+    found = f"id1 {id1}, link_type {link_type}: {n} link{'s' * (n != 1)}"
+    if id2s:
+        found += f" of {len(operation.id2s)} id2s asked (multiget_link)"
+    click.echo(f"{found} from {_how(answer)}")
     if not n:
         return
-    rows = [(str(l.id2), str(l.time), str(l.version), show_data(l.data)) for l in answer.links]
-    head = ("id2", "time", "version", "data")
-    widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(3)]
-    click.echo("  ".join(h.rjust(w) for h, w in zip(head, widths)) + "  " + head[3])
+    rows = [(str(l.id2), str(l.visibility), str(l.time), str(l.version), show_data(l.data))
+            for l in answer.links]
+    head = ("id2", "visible", "time", "version", "data")
+    if not id2s:  # get_link_list shows visible links alone
+        rows, head = [r[:1] + r[2:] for r in rows], head[:1] + head[2:]
+    widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head) - 1)]
+    click.echo("  ".join(h.rjust(w) for h, w in zip(head, widths)) + "  " + head[-1])
     for r in rows:
-        click.echo("  ".join(v.rjust(w) for v, w in zip(r, widths)) + "  " + r[3])
+        click.echo("  ".join(v.rjust(w) for v, w in zip(r, widths)) + "  " + r[-1])

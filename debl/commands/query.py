@@ -1,7 +1,10 @@
-"""``debl query``: the LinkBench-style client against DeBL, MySQL or HBase."""
+"""``debl query``: the LinkBench-style client against DeBL, MySQL or HBase; with ``--mix``
+LinkBench's other link reads, and its link writes to the source database."""
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -9,12 +12,16 @@ from pathlib import Path
 import click
 
 from debl.commands.common import config_of, friendly_errors
+from debl.config import Config
 from debl.errors import ConfigError
+from debl.store.linkbench_writes import SourceLinks
 from debl.workload.client import (ClientResult, ClientSpec, default_processes, run_client,
                                   write_result)
+from debl.workload.mix import MIXES, REPORTED, mix_named
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import (CLI_TARGETS, merged_reports, open_target, target_id_range,
                                    target_source)
+from debl.workload.writers import WriteRecord, WritesResult
 
 _DEFAULT_REQUESTS = 1000
 
@@ -37,8 +44,41 @@ def _human(result: ClientResult, target: str) -> str:
         + (f", {spec.requests.recency_share:.0%} by recency" if spec.requests.recency_share
            else ""),
     ]
+    if not mix_named(spec.mix).only_get_link_list:  # one line per operation, LinkBench's
+        lines[1:2] = [summary.line(REPORTED[op]) + (f"  errors = {result.operation_errors[op]}"
+                                                    if result.operation_errors[op] else "")
+                      for op, summary in result.operations.items()]
+    writes = result.writes
+    if writes is not None:
+        logged = (f"{writes.gtids:,} with their GTID" if writes.gtids or not writes.completed
+                  else "none with a GTID: does the source keep a binary log?")
+        lines.append(f"writes ({spec.mix}): {writes.completed:,} acknowledged, {writes.errors:,} "
+                     f"failed, {writes.behind:,} due and not sent ({writes.held:.1%} held); "
+                     f"{writes.per_s:,.1f}/s of {writes.rate:g}/s asked, by {writes.writers} "
+                     f"writer{'s' * (writes.writers != 1)}; {logged}")
+        lines += [f"write error: {e}" for e in writes.error_samples]
     lines += [f"error: {e}" for e in result.error_samples]
     return "\n".join(lines)
+
+
+def _save_writes(writes: WritesResult, path: Path) -> None:
+    """Every write as a CSV row: what a check of fresh answers reads (docs/WORKLOAD.md, "The
+    write rate")."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [f.name for f in dataclasses.fields(WriteRecord)]
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(names)
+        out.writerows(dataclasses.astuple(r) for r in writes.records)
+
+
+def _source(config: Config, mix: str) -> SourceLinks | None:
+    """The source database a mix's writes go to, from the ``source_db`` settings (never the
+    command line: its URL holds a password; docs/WORKLOAD.md, "Writes"); None for a mix
+    without writes."""
+    if not mix_named(mix).write_share:
+        return None
+    return SourceLinks(config.source_db_url(with_password=True), config.source_db.table)
 
 
 @click.command("query")
@@ -65,19 +105,35 @@ def _human(result: ClientResult, target: str) -> str:
               help="Share of requests whose id1 is drawn by Zipf over recency (the newest ids, "
                    "max-id - 1 first, the most requested); the rest as LinkBench. "
                    "0: LinkBench alone.")
+@click.option("--mix", type=click.Choice(tuple(MIXES)), default="reads", show_default=True,
+              help="reads: get_link_list alone; linkbench: LinkBench's link operations (about "
+                   "a quarter writes); update-heavy: half writes. Writes go to the source "
+                   "database (the source_db settings), never to DeBL's stores.")
+@click.option("--write-rate", type=float, default=None,
+              help="Writes per second over the writers, open loop (Poisson arrivals). "
+                   "Default with --rate: the mix's share of writes beside the reads.")
+@click.option("--writers", type=int, default=4, show_default=True,
+              help="Threads sending the writes, each with its own connection.")
+@click.option("--write-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Save every write (key, GTID, the client's monotonic instants) as CSV.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 @friendly_errors
 def query(ctx: click.Context, threads: int, total: int | None, duration: float | None,
           processes: int | None, rate: float | None, target: str, out: Path | None, seed: int,
           max_id: int | None, start_id: int | None, link_types: int, recency_share: float,
-          as_json: bool) -> None:
+          mix: str, write_rate: float | None, writers: int,
+          write_log: Path | None, as_json: bool) -> None:
     """Send LinkBench get_link_list requests (Zipf(0.8) shuffled id1; with --recency-share, a
     share by Zipf(0.8) over recency) and report latency percentiles and per-second
-    throughput."""
+    throughput; with --mix, LinkBench's other link reads too, and its link writes to the
+    source database at --write-rate."""
     if total is None and duration is None:
         total = _DEFAULT_REQUESTS
     config = config_of(ctx)
+    writes_to = _source(config, mix)
+    if write_log is not None and writes_to is None:
+        raise ConfigError("--write-log saves the writes: give a --mix with writes")
     if max_id is None:
         store = open_target(config, target)
         try:
@@ -97,7 +153,8 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
     spec = ClientSpec(requests=requests, threads=threads, total=total, duration=duration,
                       rate=rate, processes=default_processes(
                           threads, processes if processes is not None
-                          else config.client.processes))
+                          else config.client.processes),
+                      mix=mix, write_rate=write_rate, writers=writers)
     err = sys.stderr
     by_count = total is not None
     length = total if by_count else max(1, int(duration or 1))
@@ -107,11 +164,14 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
             now = done if by_count else min(length, int(elapsed))
             bar.update(now - bar.pos)
 
-        result = run_client(target_source(config, target), spec, progress=progress)
+        result = run_client(target_source(config, target), spec, progress=progress,
+                            writes_to=writes_to)
     # the coordinator's: how long buffered queries waited, over every process
     stats = merged_reports(result.target_reports)
     if out is not None:
         write_result(result, out)
+    if write_log is not None and result.writes is not None:
+        _save_writes(result.writes, write_log)
     if as_json:
         click.echo(json.dumps({"target": target, **result.to_dict(),
                                **({"coordinator": stats} if stats else {})}, indent=2))
@@ -122,3 +182,5 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
                                                    else f"{k} {v}" for k, v in stats.items()))
         if out is not None:
             click.echo(f"saved to {out}")
+        if write_log is not None:
+            click.echo(f"writes saved to {write_log}")

@@ -183,6 +183,27 @@ def select_links(winners: list[Link], min_time: int, max_time: int, offset: int,
     return rows[offset:offset + limit]
 
 
+def count_visible(winners: Iterable[Link]) -> int:
+    """count_link's answer over already-merged rows of one (id1, link_type): the visible ones.
+
+    LinkBench reads a count table that its writes keep; DeBL has none, so every store counts
+    the winners of the merge rule (docs/STORES.md, "count_link and multiget_link")."""
+    return sum(link.visibility == 1 for link in winners)
+
+
+def select_id2s(winners: Iterable[Link], id2s: Iterable[int]) -> list[Link]:
+    """multiget_link's answer over already-merged rows of one (id1, link_type): the row of each
+    asked id2 that has one, hidden or not (LinkBench's ``multigetLinks`` does not filter on
+    visibility), in id2 order; an id2 asked twice is answered once."""
+    wanted, found = set(id2s), []
+    for link in winners:  # one row per key: stop once every asked id2 is found
+        if link.id2 in wanted:
+            found.append(link)
+            if len(found) == len(wanted):
+                break
+    return sorted(found, key=lambda l: l.id2)
+
+
 MAX_ID = (1 << 63) - 1
 """The largest id1, link_type (and id2) DeBL takes: a signed 64-bit integer, as LinkBench's
 Java ``long``, MySQL's ``BIGINT`` and the 8-byte fields of the HBase row key hold it."""
@@ -202,9 +223,32 @@ def check_query(id1: int, link_type: int, min_time: int, max_time: int, offset: 
     for name, value, top in (("id1", id1, MAX_ID), ("link_type", link_type, MAX_ID),
                              ("min_time", min_time, MAX_TIME), ("max_time", max_time, MAX_TIME),
                              ("offset", offset, MAX_COUNT), ("limit", limit, MAX_COUNT)):
-        if not 0 <= value <= top:
-            raise ValueError(f"{name} must be an integer from 0 to {top} (2^63-1), not "
-                             f"{_shown(value)}")
+        _check_range(name, value, top)
+
+
+MAX_MULTIGET = DEFAULT_LIMIT
+"""The most id2s one multiget_link may ask for: get_link_list's default limit, so that one
+answer is never more rows than a default list (LinkBench asks for 1 to 128)."""
+
+
+def check_ids(id1: int, link_type: int, id2s: Iterable[int] = ()) -> tuple[int, ...]:
+    """The arguments of count_link (no *id2s*) and multiget_link checked as check_query checks
+    its own (ValueError naming the argument): id1, link_type and every id2 in 0..MAX_ID, at
+    most MAX_MULTIGET id2s. Returns the id2s as a tuple."""
+    _check_range("id1", id1, MAX_ID)
+    _check_range("link_type", link_type, MAX_ID)
+    id2s = tuple(id2s)
+    if len(id2s) > MAX_MULTIGET:
+        raise ValueError(f"multiget_link takes at most {MAX_MULTIGET} id2s, not {len(id2s)}")
+    for id2 in id2s:
+        _check_range("id2", id2, MAX_ID)
+    return id2s
+
+
+def _check_range(name: str, value: int, top: int) -> None:
+    if not 0 <= value <= top:
+        raise ValueError(f"{name} must be an integer from 0 to {top} (2^63-1), not "
+                         f"{_shown(value)}")
 
 
 def _shown(value: int) -> str:

@@ -24,6 +24,18 @@ class LinkStore(ABC):
         (ties: id2 descending), after the merge rule, then offset and limit."""
 
     @abstractmethod
+    def count_link(self, id1: int, link_type: int) -> int:
+        """LinkBench's count_link: the number of visible links of (id1, link_type) after the
+        merge rule (what get_link_list would list without a window or limit). Counted from the
+        rows: DeBL keeps no count table (docs/STORES.md, "count_link and multiget_link")."""
+
+    @abstractmethod
+    def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int]) -> list[Link]:
+        """LinkBench's multiget_link: the row of each of *id2s* that (id1, link_type) has,
+        hidden ones included (as LinkBench's ``multigetLinks``), after the merge rule, in id2
+        order; an id2 asked twice is answered once. At most ``debl.format.link.MAX_MULTIGET`` id2s."""
+
+    @abstractmethod
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         """Every row of (id1, link_type) with time >= min_time, hidden ones included, time
         descending (ties: id2 descending). The coordinator merges these across stores."""

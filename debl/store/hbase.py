@@ -7,6 +7,10 @@ rows already in the answer's order. Hidden rows are dropped by the region server
 ``offset + limit`` rows: a heavy id1 with a million links costs a default query at most
 ``offset + limit`` rows read and shipped, never the whole list.
 
+``count_link`` counts a list's visible rows on the region server (the same filter, keys only);
+``multiget_link`` scans the list and keeps the asked id2s, hidden rows included (``time`` leads
+``id2`` in the row key, so a link has no key of its own to get).
+
 ``write_links`` is the simple put path (tests and the ``batchPut-hbase`` baseline; ``gen_HF``
 bulk-loads HFiles instead). Since ``time`` is part of the row key, one link key may already be
 stored under another row key: the write reads the stored rows of each ``(id1, link_type)``,
@@ -45,7 +49,8 @@ from debl.measure import request_cost
 from debl.config import Config
 from debl.config.values import check_identifier
 from debl.errors import ServiceError
-from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
+from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_ids, check_query,
+                        merge_batch, select_id2s)
 from debl.store.base import LinkStore
 from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode, row_key,
                                      id1_boundary, scan_bounds)
@@ -65,6 +70,7 @@ def _thrift_message(exc: TException) -> str:
 # Server-side filters (HBase filter language; the value is compared as raw bytes).
 _VISIBLE = b"ValueFilter(=, 'binaryprefix:\x01')"  # cell value starts with visibility 1
 _KEYS_ONLY = b"FirstKeyOnlyFilter() AND KeyOnlyFilter()"
+_VISIBLE_KEYS = _VISIBLE + b" AND KeyOnlyFilter()"  # the visible rows' keys alone
 
 _MAX_CACHING = 10000  # rows per scanner RPC: ~1 MB of links, one round trip for a default query
 _SCAN_PAGE = 10000
@@ -217,6 +223,27 @@ class HBaseStore(LinkStore):
         rows = self._run(lambda conn: self._scan_rows(conn, start, stop, want, _VISIBLE))
         return [link for _, link in rows[offset:]]
 
+    def count_link(self, id1: int, link_type: int) -> int:
+        """The visible rows of the list, counted by the region server's scan: the visibility
+        filter, keys only (no value crosses Thrift), every row of the list read."""
+        check_ids(id1, link_type)
+        start, stop = scan_bounds(id1, link_type)
+
+        def work(conn: happybase.Connection) -> int:
+            return sum(map(len, self._batches(conn, start, stop, None, _VISIBLE_KEYS)))
+        return self._run(work)
+
+    def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int]) -> list[Link]:
+        """The list's rows of the id2s, hidden ones included. Pitfall: ``time`` leads ``id2``
+        in the row key, so a link cannot be got by its key: the whole list is scanned (a heavy
+        id1's multiget costs its whole list)."""
+        id2s = check_ids(id1, link_type, id2s)
+        if not id2s:
+            return []
+        start, stop = scan_bounds(id1, link_type)
+        rows = self._run(lambda conn: self._scan_rows(conn, start, stop))
+        return select_id2s((link for _, link in rows), id2s)
+
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         """Pages of 10,000 rows, each page its own scanner, so no connection is held between
         pages and an abandoned iterator leaves nothing open."""
@@ -248,7 +275,14 @@ class HBaseStore(LinkStore):
     def _scan_rows(self, conn: happybase.Connection, start: bytes, stop: bytes,
                    limit: int | None = None, filter: bytes | None = None,
                    ) -> list[tuple[bytes, Link]]:
-        """At most *limit* rows of [start, stop), decoded, in key order.
+        """At most *limit* rows of [start, stop), decoded, in key order."""
+        return [(r.row, decode(r.row, r.columns[COLUMN].value))
+                for batch in self._batches(conn, start, stop, limit, filter) for r in batch]
+
+    def _batches(self, conn: happybase.Connection, start: bytes, stop: bytes,
+                 limit: int | None, filter: bytes | None) -> Iterator[list]:
+        """The scanner's batches of Thrift rows of [start, stop), at most *limit* rows in all;
+        consume them all (the scanner is closed at the end).
 
         The Thrift scanner is driven directly rather than through ``Table.scan``: a batch
         shorter than asked means the scanner is exhausted (the server's ``next(n)`` fills the
@@ -259,17 +293,17 @@ class HBaseStore(LinkStore):
             self._name, TScan(startRow=start, stopRow=stop, columns=[COLUMN],
                               caching=min(limit or _MAX_CACHING, _MAX_CACHING),
                               filterString=filter), {})
-        out: list[tuple[bytes, Link]] = []
+        got = 0
         try:
-            while limit is None or len(out) < limit:
-                ask = _MAX_CACHING if limit is None else min(_MAX_CACHING, limit - len(out))
+            while limit is None or got < limit:
+                ask = _MAX_CACHING if limit is None else min(_MAX_CACHING, limit - got)
                 batch = client.scannerGetList(scan_id, ask)
-                out += [(r.row, decode(r.row, r.columns[COLUMN].value)) for r in batch]
+                yield batch
+                got += len(batch)
                 if len(batch) < ask:
                     break
         finally:
             client.scannerClose(scan_id)
-        return out
 
     def write_links(self, links: Iterable[tuple[Link, Origin]]) -> int:
         n, winners = merge_batch(links)

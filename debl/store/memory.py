@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, merge_batch, merge_rank,
-                        select_links)
+from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_ids, count_visible,
+                        merge_batch, merge_rank, select_id2s, select_links)
 from debl.store.base import LinkStore
 
 _STORED = Origin(hot=0, file_seq=-1, position=-1)  # below every real origin: a write now wins
@@ -35,6 +35,15 @@ class MemoryStore(LinkStore):
                       limit: int = DEFAULT_LIMIT) -> list[Link]:
         winners = [link for _, link in self._lists.get((id1, link_type), {}).values()]
         return select_links(winners, min_time, max_time, offset, limit)
+
+    def count_link(self, id1: int, link_type: int) -> int:
+        check_ids(id1, link_type)
+        return count_visible(link for _, link in self._lists.get((id1, link_type), {}).values())
+
+    def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int]) -> list[Link]:
+        id2s = check_ids(id1, link_type, id2s)
+        row = self._lists.get((id1, link_type), {})
+        return select_id2s((row[id2][1] for id2 in set(id2s) if id2 in row), id2s)
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         rows = [link for _, link in self._lists.get((id1, link_type), {}).values()

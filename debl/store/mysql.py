@@ -12,12 +12,18 @@ without the index reads with the plain statement (tried with the index again eve
 or a table in the listing layout (``listing_table_ddl``, what the hot path loads), whose
 primary key is itself ``get_link_list``'s order.
 
-Reads (``get_link_list``, ``scan_newest_first``) go through mysqlclient (``MySQLdb``, C), every
-other statement through pymysql: the read path is what a query client runs thousands of times a
-second, and there the pure-Python driver's CPU per query (a multiple of mysqlclient's:
-docs/STORES.md, section 3, "Two drivers") is what limits a client process. A read
-is one text-protocol round trip whose arguments are integers, formatted with ``%d`` after
-``operator.index`` (so nothing but an integer reaches the SQL text, and no escaping is needed).
+``count_link`` counts the visible rows on the same index's ``(id1, link_type, visibility)``
+prefix (the table holds one row per key, its merge rule's winner: DeBL keeps no count table as
+LinkBench does); ``multiget_link`` reads the primary key ``(link_type, id1, id2)`` for the id2s,
+hidden rows included, as LinkBench's ``multigetLinks``.
+
+Reads (``get_link_list``, ``count_link``, ``multiget_link``, ``scan_newest_first``) go through
+mysqlclient (``MySQLdb``, C), every other statement through pymysql: the read path is what a
+query client runs thousands of times a second, and there the pure-Python driver's CPU per query
+(a multiple of mysqlclient's: docs/STORES.md, section 3, "Two drivers") is what limits a client
+process. A read is one text-protocol round trip whose arguments are integers, formatted with
+``%d`` after ``operator.index`` (so nothing but an integer reaches the SQL text, and no escaping
+is needed).
 
 Writes (``write_links``) apply the merge rule in SQL: ``INSERT ... ON DUPLICATE KEY UPDATE``
 replaces a stored row only when ``(time, version)`` of the new row is ``>=`` the stored one.
@@ -62,7 +68,8 @@ from debl.config import Config
 from debl.config.values import check_identifier
 from debl.errors import ServiceError
 from debl.mysql import ConnectionPool, connect, connect_reader, describe
-from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_query, merge_batch
+from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_ids, check_query,
+                        merge_batch)
 from debl.store.base import LinkStore
 
 T = TypeVar("T")
@@ -198,6 +205,13 @@ class MySQLStore(LinkStore):
         self._no_index_until = 0.0  # read without forcing id1_type until then (monotonic)
         self._list_sql_no_index = (f"SELECT {_COLUMNS} FROM `{self.table}` "
                                    + where + listing).encode()
+        # count_link: the covering index's (id1, link_type, visibility) prefix, as a list's read
+        count, visible = f"SELECT COUNT(*) FROM `{self.table}` ", "AND visibility = 1"
+        self._count_sql = (count + f"FORCE INDEX ({INDEX_NAME}) " + where + visible).encode()
+        self._count_sql_no_index = (count + where + visible).encode()
+        # multiget_link: the primary key (link_type, id1, id2), hidden rows included
+        self._multiget_sql = (f"SELECT {_COLUMNS} FROM `{self.table}` " + where
+                              + "AND id2 IN (%s) ORDER BY id2")
         select = f"SELECT {_COLUMNS} FROM `{self.table}` " + where
         order = f" ORDER BY time DESC, id2 DESC LIMIT {_SCAN_PAGE}"
         self._scan_sql = (select + "AND time >= %d" + order).encode()
@@ -355,12 +369,36 @@ class MySQLStore(LinkStore):
         check_query(id1, link_type, min_time, max_time, offset, limit)
         args = (index(id1), index(link_type), max(index(min_time), 0),
                 min(index(max_time), MAX_TIME), index(limit), index(offset))
+        return list(map(Link._make, self._read_by_index(self._list_sql, self._list_sql_no_index,
+                                                        args)))
+
+    def count_link(self, id1: int, link_type: int) -> int:
+        """One ``COUNT(*)`` of the visible rows on the covering index's prefix (the table
+        holds one row per key: its merge rule's winner)."""
+        check_ids(id1, link_type)
+        rows = self._read_by_index(self._count_sql, self._count_sql_no_index,
+                                   (index(id1), index(link_type)))
+        return int(rows[0][0])
+
+    def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int]) -> list[Link]:
+        """One read of the primary key for the id2s, in id2 order, hidden rows included."""
+        id2s = check_ids(id1, link_type, id2s)
+        if not id2s:
+            return []
+        listed = ", ".join("%d" % index(id2) for id2 in sorted(set(id2s)))
+        sql = self._multiget_sql % (index(id1), index(link_type), listed)
+        return list(map(Link._make, self._read(sql.encode())))
+
+    def _read_by_index(self, forced: bytes, plain: bytes, args: tuple) -> tuple[tuple, ...]:
+        """The rows of *forced* (a statement that forces id1_type) with *args*; on a table
+        without the index, of *plain*, for ``INDEX_RECHECK_S`` before the index is tried again
+        (docs/STORES.md, section 3, "The index, forced")."""
         if monotonic() >= self._no_index_until:
             try:
-                return list(map(Link._make, self._read(self._list_sql % args)))
+                return self._read(forced % args)
             except _IndexMissing:  # the listing layout, or a bulk load between its index steps
                 self._no_index_until = monotonic() + INDEX_RECHECK_S
-        return list(map(Link._make, self._read(self._list_sql_no_index % args)))
+        return self._read(plain % args)
 
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
         """Pages of 10,000 rows by keyset (time, id2), so no connection is held between pages

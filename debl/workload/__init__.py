@@ -17,7 +17,10 @@ One module per role:
 - ``client``: the LinkBench-style client, threads over worker processes (``run_client``), and its
   result; ``client_spec`` what it is asked to do, ``requesters`` the request loop of one
   process's threads, ``client.processes`` the worker processes;
-- ``targets``: ``open_target(config, name)``, the store or coordinator the client queries.
+- ``targets``: ``open_target(config, name)``, the store or coordinator the client queries;
+- ``mix``: the operation mixes of ``debl query --mix`` and a reader's choice of its reads;
+  ``link_ids`` the id2s an operation names (LinkBench's ID2Chooser); ``writes`` the writes
+  (their ids and rows); ``writers`` the writer pool that sends them to the source database.
 
 The library never imports click; ``debl.commands.generate`` and ``debl.commands.query`` do.
 """

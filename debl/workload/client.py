@@ -1,4 +1,6 @@
-"""A LinkBench-style request client: T threads calling ``get_link_list``, over P processes.
+"""A LinkBench-style request client: T threads calling ``get_link_list``, over P processes;
+with a mix (``debl.workload.mix``) the readers send LinkBench's other reads too, and a writer
+pool its writes to the source database (``debl.workload.writers``).
 
 Closed loop by default, as LinkBench's requesters: each thread sends its next request as soon as
 the previous one returns. With ``rate`` the client is open loop: each thread sends at the instants
@@ -45,12 +47,15 @@ from typing import Any
 import numpy as np
 
 from debl.errors import ConfigError
+from debl.store.linkbench_writes import SourceLinks
 from debl.workload.client_processes import run_processes
 from debl.workload.client_spec import (ClientSpec, LinkListTarget, Progress, TargetSource,
                                        default_processes)
-from debl.workload.latency import LatencySummary, RunCounts, TimelinePoint
+from debl.workload.latency import LatencyHistogram, LatencySummary, RunCounts, TimelinePoint
+from debl.workload.mix import READ_OPS, mix_named
 from debl.workload.requesters import MAX_ERROR_SAMPLES, Part, threads_of
 from debl.workload.tail import TailCounts
+from debl.workload.writers import WriterPool, WritesResult
 
 # The client's API; the spec and the target's source are defined in debl.workload.client_spec.
 __all__ = ["ClientResult", "ClientSpec", "LinkListTarget", "Progress", "TargetSource",
@@ -59,7 +64,9 @@ __all__ = ["ClientResult", "ClientSpec", "LinkListTarget", "Progress", "TargetSo
 
 @dataclass(frozen=True)
 class ClientResult:
-    """One run. ``latency`` and ``timeline`` latencies cover successful requests only;
+    """One run. ``completed``, ``errors``, ``latency`` and ``timeline`` count the readers'
+    requests (every read of the mix; ``operations`` has each operation apart, the writes
+    included, and ``writes`` the writer pool's run); latencies cover successful requests only;
     ``started_at`` is epoch seconds, timeline seconds count from it. ``first_answer_s``: when
     the first successful request completed, in seconds since ``started_at`` to the clock's
     resolution (the timeline's seconds only bound it); None if none succeeded: errors and
@@ -84,6 +91,11 @@ class ClientResult:
     counts: RunCounts | None = field(default=None, repr=False, compare=False)
     target_reports: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     tail: TailCounts | None = field(default=None, repr=False, compare=False)
+    # per operation sent (``debl.workload.mix``: the reads, then the writes): the successful
+    # ones' latencies (a write's from its intended instant), and the errors
+    operations: dict[str, LatencySummary] = field(default_factory=dict)
+    operation_errors: dict[str, int] = field(default_factory=dict)
+    writes: WritesResult | None = None  # the writer pool's run, its records, the rate held
 
     @property
     def throughput(self) -> float:
@@ -92,9 +104,11 @@ class ClientResult:
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if f.name not in ("counts", "target_reports", "tail")}
+             if f.name not in ("counts", "target_reports", "tail", "writes")}
         d = json.loads(json.dumps(d, default=_plain))
         d["throughput"] = self.throughput
+        if self.writes is not None:
+            d["writes"] = self.writes.to_dict()
         return d
 
 
@@ -105,8 +119,11 @@ def _plain(value: Any) -> Any:
 
 
 def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
-               progress: Progress | None = None) -> ClientResult:
-    """Run the requests of ``spec`` against ``target`` and summarize them.
+               progress: Progress | None = None,
+               writes_to: SourceLinks | None = None) -> ClientResult:
+    """Run the requests of ``spec`` against ``target`` and summarize them; with a mix that has
+    writes, its writer pool sends them to *writes_to* (the source database) from the run's
+    start instant until the readers are done (``debl.workload.writers``).
 
     ``target`` is a live target (threads in this process; ``spec.processes`` must be 1; the
     caller closes it) or a ``TargetSource`` (opened, used and closed here, in this process when
@@ -118,12 +135,29 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
     at most a few seconds for requests in flight) and re-raises. A worker process that cannot
     open its target or dies stops the run with a ServiceError (or the worker's own DeblError).
     """
+    if spec.processes > 1 and not isinstance(target, TargetSource):
+        raise ConfigError("a client with several processes needs a TargetSource (each "
+                          "process opens its own target); a live target cannot be shared")
+    mix = mix_named(spec.mix)
+    if mix.write_share and writes_to is None:
+        raise ConfigError(f"--mix {spec.mix} sends writes: name the source database they go "
+                          "to (a SourceLinks; `debl query` takes the source_db settings)")
+    pool = (WriterPool(writes_to, mix, spec.requests, spec.writes_per_s, spec.writers)
+            if mix.write_share else None)
+    try:
+        result = _run(target, spec, progress, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+    return result
+
+
+def _run(target: LinkListTarget | TargetSource, spec: ClientSpec, progress: Progress | None,
+         pool: WriterPool | None) -> ClientResult:
     reports: list[Any] = []
     if spec.processes > 1:
-        if not isinstance(target, TargetSource):
-            raise ConfigError("a client with several processes needs a TargetSource (each "
-                              "process opens its own target); a live target cannot be shared")
-        parts, reports, t0, started_at = run_processes(target, spec, progress)
+        parts, reports, t0, started_at = run_processes(
+            target, spec, progress, None if pool is None else pool.start)
     else:
         source = target if isinstance(target, TargetSource) else None
         live = source.open() if source is not None else target
@@ -140,6 +174,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
                 if progress is not None:
                     progress(done, (time.perf_counter_ns() - t0) / 1e9)
 
+            if pool is not None:
+                pool.start(t0, deadline)
             parts = [part.run(t0, deadline, tick)]
             if source is not None and source.report is not None:
                 reports = [source.report(live)]
@@ -147,7 +183,17 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
             if source is not None:
                 live.close()
 
+    writes = pool.stop() if pool is not None else None
     counts = RunCounts.merge([p.counts for p in parts])
+    operations, operation_errors = {}, {}
+    for k, op in enumerate(READ_OPS):
+        histogram = LatencyHistogram.merge([p.op_latency[k] for p in parts])
+        errors_k = sum(p.op_errors[k] for p in parts)
+        if histogram.count or errors_k:
+            operations[op], operation_errors[op] = histogram.summary(), errors_k
+    if writes is not None:
+        operations.update(writes.latency)
+        operation_errors.update(writes.op_errors)
     errors = int(counts.second_errors.sum())
     completed = counts.latency.count
     if progress is not None:
@@ -166,7 +212,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         error_samples=tuple(samples[:MAX_ERROR_SAMPLES]),
         first_answer_s=min(firsts) / 1e9 if firsts else None, counts=counts,
         target_reports=tuple(reports),
-        tail=TailCounts.merge([p.tail for p in parts if p.tail is not None]))
+        tail=TailCounts.merge([p.tail for p in parts if p.tail is not None]),
+        operations=operations, operation_errors=operation_errors, writes=writes)
 
 
 def write_result(result: ClientResult, path: Path | str) -> Path:

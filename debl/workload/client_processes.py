@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 from multiprocessing.connection import wait
+from collections.abc import Callable
 from typing import Any
 
 from debl.errors import DeblError, ServiceError
@@ -104,12 +105,15 @@ def _died(process: Any) -> ServiceError:
                         f"are lost): run the client again")
 
 
-def run_processes(source: TargetSource, spec: ClientSpec,
-                  progress: Progress | None) -> tuple[list[PartResult], list[Any], int, float]:
+def run_processes(source: TargetSource, spec: ClientSpec, progress: Progress | None,
+                  started: Callable[[int, int | None], None] | None = None,
+                  ) -> tuple[list[PartResult], list[Any], int, float]:
     """Run *spec* over ``spec.processes`` workers: their parts' results and target reports (in
     process order), the start instant (``perf_counter_ns``) and the start in epoch seconds. A
     worker that fails raises its error here; one that dies raises a ServiceError naming it,
-    within a poll interval of its death; either way the others are stopped."""
+    within a poll interval of its death; either way the others are stopped.
+    ``started(t0_ns, deadline_ns)``, if given, is called in this process at the start instant
+    (the writer pool starts there)."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     n = spec.processes
@@ -161,7 +165,10 @@ def run_processes(source: TargetSource, spec: ClientSpec,
         receive("ready", None)
         started_at = time.time()
         t0 = time.perf_counter_ns()
-        tell((t0, t0 + int(spec.duration * 1e9) if spec.duration is not None else None))
+        deadline = t0 + int(spec.duration * 1e9) if spec.duration is not None else None
+        tell((t0, deadline))
+        if started is not None:
+            started(t0, deadline)
         receive("done", t0)
     except BaseException:
         tell(None)

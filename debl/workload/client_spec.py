@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from debl.errors import ConfigError
+from debl.workload.mix import mix_named
 from debl.workload.requests import RequestSpec
 
 Progress = Callable[[int, float], None]  # (requests done, seconds elapsed)
 
 
 class LinkListTarget(Protocol):
+    """What the readers call: ``get_link_list``; with a mix of reads also ``count_link`` and
+    ``multiget_link`` (every store and the coordinator have the three)."""
+
     def get_link_list(self, id1: int, link_type: int) -> Any: ...
 
 
@@ -44,7 +48,13 @@ class TargetSource:
 class ClientSpec:
     """How to drive the target. At least one of ``total`` (requests over all threads) and
     ``duration`` (seconds); with both, the run stops at whichever comes first. ``processes``
-    worker processes share the ``threads`` (1: the threads run in the calling process)."""
+    worker processes share the ``threads`` (1: the threads run in the calling process).
+
+    ``mix`` (``debl.workload.mix``): the reads the threads send (``reads``: get_link_list alone)
+    and the writes ``writers`` more threads send to the source database at ``write_rate`` per
+    second (default with ``rate``: the rate at which the mix's share of writes comes beside the
+    reads' rate; closed-loop reads need it given). ``total`` and ``duration`` count the reads;
+    the writers stop with the readers."""
 
     requests: RequestSpec
     threads: int = 1
@@ -52,6 +62,9 @@ class ClientSpec:
     duration: float | None = None
     rate: float | None = None  # requests per second over all threads; None: closed loop
     processes: int = 1
+    mix: str = "reads"
+    write_rate: float | None = None  # writes per second over the writer pool
+    writers: int = 4
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -67,6 +80,29 @@ class ClientSpec:
         if not 1 <= self.processes <= self.threads:
             raise ConfigError(f"--processes must be between 1 and --threads ({self.threads}), "
                               f"not {self.processes}: each process runs at least one thread")
+        mix = mix_named(self.mix)
+        if not mix.write_share and self.write_rate is not None:
+            raise ConfigError(f"--write-rate sends writes, which --mix {self.mix} has none of: "
+                              "choose --mix linkbench or update-heavy")
+        if self.write_rate is not None and self.write_rate <= 0:
+            raise ConfigError(f"--write-rate must be positive, not {self.write_rate}")
+        if self.writers < 1:
+            raise ConfigError(f"--writers must be at least 1, not {self.writers}")
+        if mix.write_share and self.writes_per_s is None:
+            raise ConfigError(f"--mix {self.mix} sends writes: give their rate, --write-rate "
+                              "(writes per second), or open-loop reads (--rate), beside which "
+                              "the mix's share of writes sets it")
+
+    @property
+    def writes_per_s(self) -> float | None:
+        """The writer pool's rate: ``write_rate``, or beside reads at ``rate`` the rate that
+        makes writes the mix's share of all operations; None without writes."""
+        share = mix_named(self.mix).write_share
+        if not share:
+            return None
+        if self.write_rate is not None:
+            return self.write_rate
+        return None if self.rate is None else self.rate * share / (1.0 - share)
 
     def quota(self, thread: int) -> int | None:
         """Requests of thread ``thread`` (None: until the duration ends)."""

@@ -1,9 +1,11 @@
 """The request loop: the threads of one client process (``Part``), each a requester replaying
 its own request stream against the target, closed loop or at the instants of its own Poisson
-schedule (docs/WORKLOAD.md). Each thread keeps its completions in compact arrays; the part turns
-them into histograms (``RunCounts``) at the end, never keeping raw samples beyond the run. Each
-request runs in a record of where its time went (``debl.measure.request_cost``); the process keeps its
-slowest and every route's latencies (``debl.workload.tail``).
+schedule (docs/WORKLOAD.md); under a mix of reads each request is the read its draws choose
+(``debl.workload.mix.ReadDraws``), on the same ``(id1, link_type)``. Each thread keeps its
+completions in compact arrays; the part turns them into histograms (``RunCounts``, and one per
+read) at the end, never keeping raw samples beyond the run. Each request runs in a record of
+where its time went (``debl.measure.request_cost``); the process keeps its slowest and every route's
+latencies (``debl.workload.tail``).
 
 Pitfall: a request blocked inside the target cannot be interrupted; the threads are daemons, and
 a stopped part waits ``STOP_GRACE_S`` for them before it gives up.
@@ -23,12 +25,14 @@ import numpy as np
 
 from debl.measure import request_cost
 from debl.workload.client_spec import ClientSpec, LinkListTarget
-from debl.workload.latency import RunCounts
+from debl.workload.latency import LatencyHistogram, RunCounts
+from debl.workload.mix import COUNT_LINK, READ_OPS, ReadDraws, mix_named
 from debl.workload.pacing import PoissonSchedule
 from debl.workload.requests import RequestStream
 from debl.workload.tail import TailCounts, TailKeeper, tail_capacity
 
 MAX_ERROR_SAMPLES = 5
+COUNT = READ_OPS.index(COUNT_LINK)
 PROGRESS_INTERVAL_S = 0.2
 STOP_GRACE_S = 5.0
 # The interpreter's switch interval while requesters run (Python's default: 0.005 s). A thread
@@ -68,10 +72,13 @@ class _Requester(threading.Thread):
         self.target, self.shared = target, shared
         self.quota = spec.quota(thread)
         self.stream = RequestStream(spec.requests, stream=thread)
+        mix = mix_named(spec.mix)  # get_link_list alone: no draw, LinkBench's requests as ever
+        self.reads = None if mix.only_get_link_list else ReadDraws(mix, spec.requests, thread)
         self.schedule = (PoissonSchedule(spec.rate / spec.threads, spec.requests.seed, thread)
                          if spec.rate else None)
         self.end_ns, self.latency_ns, self.ok = array("q"), array("q"), array("b")
         self.route, self.full_gc = array("b"), array("b")  # per request: route_of, a full GC
+        self.op = array("b")  # per request: its place in READ_OPS
         self.done = self.rows = self.empty = 0
 
     def _wait_until(self, instant: int) -> bool:
@@ -86,11 +93,16 @@ class _Requester(threading.Thread):
     def run(self) -> None:
         sh, get, clock = self.shared, self.target.get_link_list, time.perf_counter_ns
         t0, deadline, stop, schedule = sh.t0_ns, sh.deadline_ns, sh.stop, self.schedule
-        begin, finish, tail = request_cost.begin, request_cost.finish, sh.tail
+        begin, finish, tail, reads = request_cost.begin, request_cost.finish, sh.tail, self.reads
+        calls = (get,) if reads is None else (get, self.target.count_link,
+                                              self.target.multiget_link)
+        op, more = 0, ()
         while self.quota is None or self.done < self.quota:
             if stop.is_set():
                 return
             id1, link_type = next(self.stream)
+            if reads is not None:
+                op, more = reads.draw(id1, link_type)
             if schedule is not None:
                 start = t0 + next(schedule)  # the intended instant, however late we are
                 if deadline is not None and start >= deadline:
@@ -105,7 +117,7 @@ class _Requester(threading.Thread):
             if schedule is not None:  # sent this late: the client's own queue, not the target's
                 cost.spent[request_cost.LATE] = (clock() - start) / 1e9
             try:
-                result = get(id1, link_type)
+                result = get(id1, link_type) if op == 0 else calls[op](id1, link_type, *more)
                 ok = True
             except Exception as exc:  # noqa: BLE001 -- counted, never fatal
                 ok = False
@@ -114,13 +126,16 @@ class _Requester(threading.Thread):
             finish()
             route = tail.route_of(cost)
             if ok:
-                n = len(result) if result is not None else 0
-                self.rows += n
-                self.empty += n == 0
+                n = 0  # count_link returns no link
+                if op != COUNT:
+                    n = len(result) if result is not None else 0
+                    self.rows += n
+                    self.empty += n == 0
                 tail.offer(end - start, end - t0, id1, link_type, n, cost, route)
             self.end_ns.append(end - t0)
             self.latency_ns.append(end - start)
             self.ok.append(ok)
+            self.op.append(op)
             self.route.append(route)
             self.full_gc.append(cost.gc_full > 0)
             self.done += 1
@@ -140,6 +155,9 @@ class PartResult:
     # errors and timeouts are not answers
     first_ok_ns: int | None = None
     tail: TailCounts | None = None  # its slowest requests and every route's latencies
+    # per read (READ_OPS order): the successful requests' latencies, and the errors
+    op_latency: tuple[LatencyHistogram, ...] = ()
+    op_errors: tuple[int, ...] = ()
 
 
 class Part:
@@ -197,8 +215,12 @@ class Part:
         first_ok = int(end_ns[ok].min()) if ok.any() else None
         tail = sh.tail.counts(latency_ns, joined("route", np.int8), ok,
                               joined("full_gc", np.int8).astype(bool))
+        ops = joined("op", np.int8)
         return PartResult(counts, sum(r.rows for r in rs), sum(r.empty for r in rs),
-                          tuple(sh.errors), finished, cpu, first_ok, tail)
+                          tuple(sh.errors), finished, cpu, first_ok, tail,
+                          tuple(LatencyHistogram.of(latency_ns[ok & (ops == k)])
+                                for k in range(len(READ_OPS))),
+                          tuple(int((~ok & (ops == k)).sum()) for k in range(len(READ_OPS))))
 
 
 def threads_of(spec: ClientSpec, process: int) -> list[int]:

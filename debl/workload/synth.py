@@ -107,7 +107,9 @@ class Records:
         return len(self.id1) - int(self.updates.sum())
 
 
-def _data_sizes(rng: np.random.Generator, n: int) -> np.ndarray:
+def data_sizes(rng: np.random.Generator, n: int) -> np.ndarray:
+    """*n* data sizes, LinkBench's ``link_datasize``: LogNormal(median 8, sigma 1), rounded,
+    clamped to [0, 254] (also the size of the data that ``debl query``'s writes send)."""
     sizes = np.rint(rng.lognormal(math.log(DATA_MEDIAN), DATA_SIGMA, n))
     return np.clip(sizes, 0, DATA_MAX).astype(np.int64)
 
@@ -167,14 +169,14 @@ def _synthesize_days(ctx: SynthContext, chunk: int) -> Records:
     rng, m, id1, j = _chunk_links(ctx, chunk)
     time = rng.integers(ctx.bounds[0], ctx.bounds[-1], m, dtype=np.int64)
     period = np.searchsorted(ctx.bounds, time, side="right") - 1
-    sizes = _data_sizes(rng, m)
+    sizes = data_sizes(rng, m)
 
     upd, upd_file, upd_version = _choose_updates(rng, period, spec)
     u = len(upd)
     upd_time = rng.integers(ctx.bounds[upd_file], ctx.bounds[upd_file + 1], dtype=np.int64) \
         if u else upd
     upd_visible = (rng.random(u) >= spec.hidden_share).astype(np.int64)
-    upd_sizes = _data_sizes(rng, u)
+    upd_sizes = data_sizes(rng, u)
 
     link = np.concatenate((np.arange(m, dtype=np.int64), upd))
     file = np.concatenate((period, upd_file))
@@ -210,7 +212,7 @@ def _synthesize_ranges(ctx: SynthContext, chunk: int) -> Records:
     created = start + np.floor((id1 - first_id) / ids_in_file * (end - start)).astype(np.int64)
     created = np.clip(created, start, end - 1)
     time = rng.integers(created, end, dtype=np.int64) if m else created
-    sizes = _data_sizes(rng, m)
+    sizes = data_sizes(rng, m)
 
     share = spec.update_share
     per_link = rng.poisson(share / (1.0 - share), m) if share > 0 and m else \
@@ -226,7 +228,7 @@ def _synthesize_ranges(ctx: SynthContext, chunk: int) -> Records:
     upd, upd_time = upd[by_time], upd_time[by_time]
     upd_version = np.arange(u, dtype=np.int64) - (np.cumsum(per_link) - per_link)[upd] + 1
     upd_visible = (rng.random(u) >= spec.hidden_share).astype(np.int64)
-    upd_sizes = _data_sizes(rng, u)
+    upd_sizes = data_sizes(rng, u)
 
     link = np.concatenate((np.arange(m, dtype=np.int64), upd))
     version = np.concatenate((np.zeros(m, dtype=np.int64), upd_version))

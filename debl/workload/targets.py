@@ -7,6 +7,10 @@
 | ``debl`` | ``coordinator.Coordinator(config)``: MySQL + HBase + buffering, DeBL proper |
 | ``memory`` | an empty ``MemoryStore``; for tests, which fill it themselves |
 
+Every target answers LinkBench's three link reads, ``get_link_list``, ``count_link`` and
+``multiget_link`` (what a mix's readers send: ``debl.workload.mix``); writes never go to a
+target, only to the source database (``debl.workload.writers``).
+
 This module is where the application names its query targets (docs/ARCHITECTURE.md): the stores
 and the coordinator know nothing of it. The HBase store and the coordinator are imported when
 opened, so ``debl`` starts without the HBase client; a target whose driver is missing fails with
@@ -90,7 +94,7 @@ CLI_TARGETS = ("debl", "mysql", "hbase")  # memory starts empty: useful to tests
 
 
 def open_target(config: Config, name: str, **options: Any) -> Any:
-    """A connected target for ``get_link_list`` requests; ``options`` go to its constructor
+    """A connected target for the client's reads; ``options`` go to its constructor
     (e.g. ``default_timeout`` of the coordinator). Raises ConfigError for an unknown name,
     ServiceError when the target's code or driver is missing or it cannot connect."""
     try:
