@@ -36,7 +36,7 @@ def _another_value(setting: Setting) -> Any:
     elif "float" in kind:
         candidates = [(default or 0.0) + 1.5]
     else:
-        candidates = [(default or "x") + "2", "3g", "MyISAM", "copied"]
+        candidates = [(default or "x") + "2", "3g", "MyISAM", "copied", "serial"]
     for value in candidates:
         try:
             Config(**{setting.key: value})

@@ -37,6 +37,8 @@ debl_key_demand        (load, coordinator, id1): queries waiting for the key bef
 debl_false_claims      (load, claim): a manifest's claim found false, where, and the id1s
                        whose early answers it may have touched
 debl_early_answers     (load, id1): early answers given, summed over every process
+debl_changes           (seq, row): the source's change log, a committed row change each
+debl_follower          (source): the position its follower has captured up to, its state
 =====================  =============================================================
 
 The tables are SQLAlchemy Core ``Table`` objects on one ``MetaData`` (``METADATA``), created by
@@ -58,6 +60,7 @@ tables:
                        (``serving.ServingCatalog``)
 ``catalog.early``      manifests, answerable keys, key demand, early answers and false
                        claims (``early.EarlyCatalog``)
+``catalog.changes``    the source's change log and its follower (``changes.ChangesCatalog``)
 ``catalog.probes``     the reliability campaigns' view of MySQL's sessions
                        (``probes.ProbesCatalog``)
 =====================  =============================================================
@@ -100,20 +103,22 @@ Pitfalls:
 from __future__ import annotations
 
 from debl.catalog.base import CatalogEngine
+from debl.catalog.changes import ChangesCatalog
 from debl.catalog.early import EarlyCatalog
 from debl.catalog.engines import NamedLock, engine_for, named_lock
 from debl.catalog.index import IndexCatalog
 from debl.catalog.jobs import JobsCatalog
 from debl.catalog.loads import FilesCatalog, LoadsCatalog, PhasesCatalog
 from debl.catalog.probes import ProbesCatalog
-from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, EarlyProgress,
-                                  EarlyState, FalseClaim, FileCount, Job, LoadFile, LoadRecord,
+from debl.catalog.records import (Bucket, BucketChunk, Change, ChunkRecord, DemandRow, EarlyProgress,
+                                  EarlyState, FalseClaim, FileCount, FollowerState, Job, LoadFile, LoadRecord,
                                   Phase, ServingState)
 from debl.catalog.schema import METADATA, SCHEMA_VERSION, STATES
 from debl.catalog.serving import ServingCatalog
 from debl.config import Config
 
-__all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "ChunkRecord", "DemandRow",
+__all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "Change", "ChangesCatalog",
+           "ChunkRecord", "FollowerState", "DemandRow",
            "EarlyCatalog", "EarlyProgress", "EarlyState", "FalseClaim", "FileCount",
            "FilesCatalog", "IndexCatalog", "Job", "JobsCatalog", "LoadFile",
            "LoadRecord", "LoadsCatalog", "METADATA", "NamedLock", "Phase", "PhasesCatalog",
@@ -123,7 +128,7 @@ __all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "ChunkRecord", "
 
 class Catalog:
     """DeBL's tables in MySQL: one engine, and one object per role over it (``loads``,
-    ``files``, ``phases``, ``index``, ``jobs``, ``serving``, ``early``, ``probes``; the module
+    ``files``, ``phases``, ``index``, ``jobs``, ``serving``, ``early``, ``changes``, ``probes``; the module
     says what each holds). Thread-safe: every method call of a role takes a pooled connection
     for one transaction.
 
@@ -138,6 +143,7 @@ class Catalog:
     jobs: JobsCatalog
     serving: ServingCatalog
     early: EarlyCatalog
+    changes: ChangesCatalog
     probes: ProbesCatalog
 
     def __init__(self, config: Config, *, replace_older: bool = False):
@@ -150,6 +156,7 @@ class Catalog:
         self.jobs = JobsCatalog(self.engine)
         self.serving = ServingCatalog(self.engine)
         self.early = EarlyCatalog(self.engine)
+        self.changes = ChangesCatalog(self.engine)
         self.probes = ProbesCatalog(self.engine)
 
     def __enter__(self) -> "Catalog":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from debl.format.bucket_map import BucketMap
+from debl.format.link import Link
 from debl.keys.key_filter import KeyFilter
 from debl.namespace import Namespace
 from debl.position import DumpPosition
@@ -222,3 +223,43 @@ class FalseClaim:
     detail: str
     affected_lo: int
     affected_hi: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed row change of the source's link table (docs/FRESHNESS.md, "Changes"): its
+    position (*seq*, the transaction's GTID sequence; *row_no*, the row's order in it), its key,
+    and the row after it (*link*), or None for a deletion; the source's commit time and when
+    the follower captured it (epoch seconds)."""
+
+    seq: int
+    row_no: int
+    id1: int
+    link_type: int
+    id2: int
+    link: Link | None
+    commit_ts: float
+    captured_ts: float
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.id1, self.link_type, self.id2)
+
+
+@dataclass(frozen=True)
+class FollowerState:
+    """A source's follower as the catalog has it: the position captured up to (*gtid*, *seq*:
+    every change at or before it is in the change log), the last captured commit's time and
+    when it was captured, its last sign of life, its state (``following``, ``catching-up``,
+    ``failed``, ``stopped``) and the error that stopped or slows it, with what to do."""
+
+    source: str
+    gtid: str
+    seq: int
+    commit_ts: float | None
+    captured_ts: float | None
+    heartbeat: float
+    state: str
+    error: str | None
+    host: str | None
+    pid: int | None

@@ -32,7 +32,9 @@ from sqlalchemy.engine import Connection
 # "Days"): a cleanup killed mid-drop left a day that rollback could serve.
 # 11: debl_loads.dump_gtid and dump_source, the dump's position of a load whose listing carries
 # one (docs/FRESHNESS.md, "Positions"): where the source's changes since the dump begin.
-SCHEMA_VERSION = 11
+# 12: the source's changes since the dump (debl_changes) and the follower that captures them
+# (debl_follower): docs/FRESHNESS.md, "The change log".
+SCHEMA_VERSION = 12
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
@@ -290,6 +292,42 @@ early_answers_table = sa.Table(
     _key("id1"),
     sa.Column("answered", sa.BigInteger, nullable=False),
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
+
+# The source's change log (docs/FRESHNESS.md, "The change log"): every committed row change of
+# its link table past the oldest kept dump's position, by its position (the transaction's GTID
+# sequence, then the row's order in it). A deletion keeps the key and no row. Indexed by id1
+# for a key range's changes since a position. Not a load's: the days share it.
+changes_table = sa.Table(
+    "debl_changes", METADATA,
+    _key("seq", mysql.BIGINT(unsigned=True)),
+    _key("row_no", sa.Integer),
+    sa.Column("id1", mysql.BIGINT(unsigned=True), nullable=False),
+    sa.Column("link_type", mysql.BIGINT(unsigned=True), nullable=False),
+    sa.Column("id2", mysql.BIGINT(unsigned=True), nullable=False),
+    sa.Column("deleted", sa.Boolean, nullable=False),
+    sa.Column("visibility", sa.SmallInteger),
+    sa.Column("data", mysql.VARBINARY(255)),
+    sa.Column("time", mysql.BIGINT(unsigned=True)),
+    sa.Column("version", mysql.BIGINT(unsigned=True)),
+    sa.Column("commit_ts", sa.Double, nullable=False),  # the source's commit, epoch seconds
+    sa.Column("captured_ts", sa.Double, nullable=False),  # when the follower wrote it here
+    sa.Index("debl_changes_by_id1", "id1", "seq"), **_UTF8)
+
+# The follower of a source (one row per source): the position it has captured up to (every
+# change at or before it is in debl_changes, written in the same transaction), the last
+# captured commit's time, its state and last error, for `debl status` and the coordinators.
+follower_table = sa.Table(
+    "debl_follower", METADATA,
+    sa.Column("source", sa.String(64), primary_key=True),
+    sa.Column("gtid", sa.String(64), nullable=False),
+    sa.Column("seq", mysql.BIGINT(unsigned=True), nullable=False),
+    sa.Column("commit_ts", sa.Double),  # the last captured transaction's commit
+    sa.Column("captured_ts", sa.Double),  # when it was captured
+    sa.Column("heartbeat", sa.Double, nullable=False),  # the follower's last sign of life
+    sa.Column("state", sa.String(16), nullable=False),  # following, catching-up, failed, stopped
+    sa.Column("error", sa.Text),  # what stopped or slows it, with what to do
+    sa.Column("host", sa.String(255)),
+    sa.Column("pid", sa.Integer), **_UTF8)
 
 # The rows of one load's dataset, dropped with its stores (its loads, files, counts, chunks and
 # phases rows stay: the reports read them).

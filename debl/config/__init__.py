@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from debl.config.names import Setting, Spellings
-from debl.config.sections import (SECTIONS, ClientConfig, CoordinatorConfig, GenHFConfig,
+from debl.config.sections import (SECTIONS, ClientConfig, CoordinatorConfig, FreshConfig,
+                                  GenHFConfig,
                                   HBaseConfig, HdfsConfig, LoadingConfig, MysqlConfig,
                                   SourceConfig, SourceDbConfig, SparkConfig, UIConfig)
 from debl.config.values import check_seconds, read_settings, settings_env
@@ -66,6 +67,7 @@ class Config:
     loading: LoadingConfig = field(default_factory=LoadingConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
     source_db: SourceDbConfig = field(default_factory=SourceDbConfig)
+    fresh: FreshConfig = field(default_factory=FreshConfig)
     gen_hf: GenHFConfig = field(default_factory=GenHFConfig)
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     client: ClientConfig = field(default_factory=ClientConfig)

@@ -419,7 +419,50 @@ class UIConfig(_Section):
             raise ConfigError(f"ui.port must be a TCP port (0 for any free one), not {self.port}")
 
 
+@dataclass(frozen=True)
+class FreshConfig(_Section):
+    """Fresh answers: the source's changes since the dump, captured by `debl follow` and applied
+    for a query before it is answered (docs/FRESHNESS.md). Only a load whose listing carries
+    the dump's position is kept fresh."""
+
+    SECTION: ClassVar[str] = "fresh"
+
+    # on: a query waits for the source's head after its arrival, captured and applied to its
+    # key range (the contract, docs/FRESHNESS.md, "The contract"); serial: the same with one
+    # range refreshed at a time in a process (the comparison: maintenance one batch at a time);
+    # off: no wait, what the background refresh has applied ("near real-time", the comparison).
+    mode: str = "on"
+    # Seconds an answer may be older than its query's arrival (the papers' tolerance window):
+    # it relaxes only the lower bound; 0, the default, none.
+    tolerance: float = 0.0
+    # Changes buffered in a key range past which it is refreshed in the background, not waiting
+    # for a query; idle ranges are refreshed every fresh.idle_refresh seconds.
+    buffer_threshold: int = 1000
+    idle_refresh: float = 1.0
+    # The follower writes what it has captured at most this many changes and this many
+    # seconds after the first of them at once: one catalog transaction for a burst of source
+    # transactions keeps up with the source's write rate, the wait bounds the follower's lag.
+    capture_batch: int = 1000
+    capture_wait: float = 0.005
+    # How often a process that answers reads the change log's new rows while queries wait
+    # for them (and when idle, ten times less often).
+    tail_interval: float = 0.002
+
+    def __post_init__(self) -> None:
+        if self.mode not in FRESH_MODES:
+            raise ConfigError(f"fresh.mode={self.mode!r}: choose one of "
+                              f"{', '.join(FRESH_MODES)}")
+        check_seconds("fresh.tolerance", self.tolerance, zero="no tolerance")
+        for name in ("idle_refresh", "capture_wait", "tail_interval"):
+            check_seconds(self.name_of(name), getattr(self, name))
+        check_positive(self, "buffer_threshold")
+        check_positive(self, "capture_batch")
+
+
+FRESH_MODES = ("on", "serial", "off")
+
+
 # Config's sections: its attribute (the section's SECTION, its TOML table) -> the class.
 SECTIONS: dict[str, type[_Section]] = {cls.SECTION: cls for cls in (
     MysqlConfig, HdfsConfig, HBaseConfig, SparkConfig, LoadingConfig, SourceConfig,
-    SourceDbConfig, GenHFConfig, CoordinatorConfig, ClientConfig, UIConfig)}
+    SourceDbConfig, GenHFConfig, CoordinatorConfig, FreshConfig, ClientConfig, UIConfig)}

@@ -1,0 +1,154 @@
+"""The source's change log (docs/FRESHNESS.md, "The change log"): the follower appends each
+committed row change of the source's link table with the position it has reached, in one
+transaction, so that a follower killed at any point resumes there and nothing is lost or
+doubled; every process that answers reads the changes since a position, all of them (the
+tailer) or those of one id1 range (a range's first use).
+
+Pitfall: a read is one transaction, so the position captured and the changes it returns are of
+one moment: every change at or before ``upto`` is in the answer, none after it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection
+
+from debl.catalog.base import CatalogEngine
+from debl.catalog.records import Change, FollowerState
+from debl.catalog.schema import changes_table, follower_table
+from debl.format.link import Link
+
+_COLUMNS = ("seq", "row_no", "id1", "link_type", "id2", "deleted", "visibility", "data", "time",
+            "version", "commit_ts", "captured_ts")
+
+
+class ChangesCatalog:
+    """The change log and the follower's position: ``Catalog.changes``."""
+
+    def __init__(self, engine: CatalogEngine):
+        self._transaction = engine.transaction
+
+    # -- the follower's side
+
+    def append(self, source: str, changes: Iterable[Change], gtid: str, seq: int,
+               commit_ts: float | None, state: str = "following") -> None:
+        """Add *changes* and move *source*'s follower to the position (*gtid*, *seq*) in one
+        transaction: a follower that dies before it commits resumes from the old position and
+        captures them again, never twice."""
+        now = time.time()
+        rows = [_row(c) for c in changes]
+        with self._transaction() as conn:
+            if rows:
+                conn.execute(changes_table.insert(), rows)
+            _put_follower(conn, source, gtid=gtid, seq=seq, commit_ts=commit_ts,
+                          captured_ts=now if rows else None, heartbeat=now, state=state,
+                          error=None)
+
+    def start(self, source: str, gtid: str, seq: int) -> FollowerState:
+        """The follower's row at its start: the position it has reached, or *gtid*/*seq* (the
+        oldest kept dump's) for a source never followed; the row names this host and process."""
+        now = time.time()
+        with self._transaction() as conn:
+            found = _follower(conn, source)
+            if found is None:
+                _put_follower(conn, source, gtid=gtid, seq=seq, commit_ts=None, captured_ts=None,
+                              heartbeat=now, state="catching-up", error=None)
+            else:
+                conn.execute(follower_table.update().where(follower_table.c.source == source)
+                             .values(heartbeat=now, state="catching-up", error=None,
+                                     host=socket.gethostname(), pid=os.getpid()))
+            return _follower(conn, source)
+
+    def report(self, source: str, state: str, error: str | None = None) -> None:
+        """The follower's state and error (None: none), and a sign of life."""
+        t = follower_table
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.source == source).values(
+                state=state, error=error, heartbeat=time.time()))
+
+    # -- the readers' side
+
+    def follower(self, source: str) -> FollowerState | None:
+        with self._transaction() as conn:
+            return _follower(conn, source)
+
+    def since(self, source: str, after: int, limit: int = 10_000) -> tuple[list[Change], int]:
+        """The changes past position *after* in position order, at most about *limit* (whole
+        transactions), and the position they reach: every change up to it is in the list."""
+        t = changes_table
+        with self._transaction() as conn:
+            state = _follower(conn, source)
+            captured = after if state is None else max(after, state.seq)
+            rows = conn.execute(_select().where(t.c.seq > after, t.c.seq <= captured)
+                                .order_by(t.c.seq, t.c.row_no).limit(limit + 1)).all()
+            if len(rows) > limit:  # cut at a transaction's start: whole transactions only
+                last = rows[-1].seq
+                kept = [r for r in rows if r.seq != last]
+                if kept:
+                    return [_change(r) for r in kept], kept[-1].seq
+                rows = conn.execute(_select().where(t.c.seq == last)
+                                    .order_by(t.c.row_no)).all()
+                return [_change(r) for r in rows], last
+            return [_change(r) for r in rows], captured
+
+    def in_range(self, source: str, id_lo: int, id_hi: int,
+                 after: int) -> tuple[list[Change], int]:
+        """The changes of id1s in ``[id_lo, id_hi]`` past position *after*, in position order,
+        and the position they reach (the follower's: every such change up to it is there)."""
+        t = changes_table
+        with self._transaction() as conn:
+            state = _follower(conn, source)
+            captured = after if state is None else max(after, state.seq)
+            rows = conn.execute(_select().where(t.c.id1.between(id_lo, id_hi), t.c.seq > after,
+                                                t.c.seq <= captured)
+                                .order_by(t.c.seq, t.c.row_no)).all()
+            return [_change(r) for r in rows], captured
+
+    def prune(self, below: int) -> int:
+        """Forget the changes at or before position *below* (no kept day needs them: the
+        oldest kept dump is at or past it); the number forgotten."""
+        with self._transaction() as conn:
+            return conn.execute(changes_table.delete().where(changes_table.c.seq <= below)
+                                ).rowcount
+
+
+def _row(c: Change) -> dict:
+    link = c.link
+    return {"seq": c.seq, "row_no": c.row_no, "id1": c.id1, "link_type": c.link_type,
+            "id2": c.id2, "deleted": link is None,
+            "visibility": None if link is None else link.visibility,
+            "data": None if link is None else link.data,
+            "time": None if link is None else link.time,
+            "version": None if link is None else link.version,
+            "commit_ts": c.commit_ts, "captured_ts": c.captured_ts}
+
+
+def _select() -> sa.Select:
+    return sa.select(*(changes_table.c[name] for name in _COLUMNS))
+
+
+def _change(r) -> Change:
+    link = None if r.deleted else Link(r.id1, r.link_type, r.id2, r.visibility, bytes(r.data),
+                                       r.time, r.version)
+    return Change(r.seq, r.row_no, r.id1, r.link_type, r.id2, link, r.commit_ts, r.captured_ts)
+
+
+def _follower(conn: Connection, source: str) -> FollowerState | None:
+    t = follower_table
+    row = conn.execute(sa.select(t).where(t.c.source == source)).first()
+    return None if row is None else FollowerState(
+        row.source, row.gtid, row.seq, row.commit_ts, row.captured_ts, row.heartbeat, row.state,
+        row.error, row.host, row.pid)
+
+
+def _put_follower(conn: Connection, source: str, **values) -> None:
+    values = {**values, "host": socket.gethostname(), "pid": os.getpid()}
+    insert = mysql.insert(follower_table).values(source=source, **values)
+    update = {k: insert.inserted[k] for k in values if values[k] is not None or k == "error"}
+    conn.execute(insert.on_duplicate_key_update(**update))
