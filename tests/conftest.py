@@ -1,9 +1,23 @@
-"""Shared fixtures. ``stack_config``: the config of a running local stack, for tests marked
-``@pytest.mark.stack``.
+"""Shared fixtures and the suite's tiers (docs/ARCHITECTURE.md, "The test suite").
 
-Outside CI a stack that cannot be brought up skips those tests (with the reason); in CI
+``stack_config``: the config of a running local stack. A test that uses it (directly or through
+another fixture, such as ``spark``) is marked ``stack`` here, whether or not it says so, so
+``pytest -m "not stack"`` is the quick tier: no service started, minutes. A test marked
+``exclusive`` stops, freezes or restarts a service of the shared stack: the README's test
+command runs those alone, after the others (scripts/test.sh).
+
+Several test processes may share one stack (pytest-xdist's workers, ``-n``): each worker then
+works in a namespace of its own, its catalog database, HBase tables and HDFS root named after
+it (``DEBL_MYSQL_DATABASE`` and the others, set before any config is read, so the commands the
+tests start inherit them), so no worker sees another's loads or current day.
+
+Outside CI a stack that cannot be brought up skips the stack tests (with the reason); in CI
 (``CI=true``) it fails them, with the error that carries the service's log tail, so a broken
 stack is never reported as a green run.
+
+Hypothesis: the profile ``ci`` (under ``CI=true``) draws the same examples every run
+(``derandomize``), so CI never fails at random on an example it never drew before; ``dev``
+draws new ones each run. Neither has a deadline: a stack test's example waits on services.
 """
 
 from __future__ import annotations
@@ -11,8 +25,33 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 from debl.config import Config, load_config
+
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    os.environ.setdefault("DEBL_MYSQL_DATABASE", f"debl_{_WORKER}")
+    os.environ.setdefault("DEBL_HBASE_TABLE", f"linktable_{_WORKER}")
+    os.environ.setdefault("DEBL_HDFS_ROOT", f"/debl-{_WORKER}")
+
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``stack`` every test that needs the stack's config, however it gets it; keep a
+    module's tests on one worker of a parallel run (its module fixtures, such as a loaded data
+    set, are made once), unless a test names a group of its own (``xdist_group``); run the
+    ``long`` ones first."""
+    for item in items:
+        if "stack_config" in getattr(item, "fixturenames", ()) \
+                and item.get_closest_marker("stack") is None:
+            item.add_marker(pytest.mark.stack)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: else as found
 
 
 @pytest.fixture(scope="session")

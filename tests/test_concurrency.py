@@ -24,7 +24,7 @@ from loaders.load import LOAD_LOCK, LoadOptions, run_load
 from tests.dataset import make_dataset, reference_store
 from tests.hostile_http import HostileSource
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.long]  # long: scheduled first (tests/conftest.py)
 
 LT = 7
 

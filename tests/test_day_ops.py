@@ -158,6 +158,8 @@ def test_scan_logs_finds_a_traceback_once(tmp_path):
 # --------------------------------------------------------------------------- the real stack
 
 
+@pytest.mark.long
+@pytest.mark.xdist_group("day-ops-sequence")
 @pytest.mark.stack
 def test_a_short_sequence_of_day_operations_is_clean(stack_config, tmp_path):
     """The next day's load and a kill -9 of it; the next day loaded again and a cleanup killed

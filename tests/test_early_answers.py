@@ -38,7 +38,7 @@ from loaders.verify import verify_load
 from tests.awkward import write_awkward_input
 from tests.dataset import multiget_id2s, reference_store
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.long]  # long: scheduled first (tests/conftest.py)
 ASKERS = 4  # threads asking through the one coordinator while the load runs
 
 

@@ -46,7 +46,7 @@ from loaders.early import EarlyAnswers
 from loaders.load import LoadOptions, LoadRun
 from tests.dataset import reference_store
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.long]  # long: scheduled first (tests/conftest.py)
 
 COPY_S = 15.0  # how long the source takes to send the input: the load is watched meanwhile
 WAIT_S = 60.0

@@ -107,6 +107,7 @@ def test_commands_get_the_config_through_the_environment_never_argv(tmp_path):
 # --------------------------------------------------------------------------- the real stack
 
 
+@pytest.mark.exclusive
 @pytest.mark.stack
 def test_stack_stop_and_start_one_daemon(stack_config):
     """Thrift killed alone: the rest keeps running, status says so, start brings it back."""
@@ -132,30 +133,42 @@ def test_stack_stop_names_what_it_knows():
         stack_stop(Config(), "zookeeper")
 
 
-@pytest.mark.stack
-def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
+def _campaign_targets() -> list:
+    """The campaign CI runs, a test per target (``FAULTS_TARGETS``, comma-separated names or
+    groups, widens it: docs/RELIABILITY.md, "Kill campaign"): each on a worker of its own in a
+    parallel run, a service outage alone (``exclusive``)."""
     from harness.early_kills import EARLY_KILLS
     from harness.kills import KILLS
     from harness.outages import OUTAGES
-    from harness.runner import run_campaign
     from harness.shrinking import SHRINKING
-    from harness.table import markdown
 
     registry = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
     groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES),
               "source": list(SHRINKING), "all": list(registry)}
     wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
+    return [pytest.param(registry[n], id=n, marks=[
+        pytest.mark.long, pytest.mark.xdist_group(f"campaign-{n}"),
+        *([pytest.mark.exclusive] if n in OUTAGES else [])]) for n in names]
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("target", _campaign_targets())
+def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path, target):
+    from harness.runner import run_campaign
+    from harness.table import markdown
+
     trials = int(os.environ.get("FAULTS_TRIALS", "3"))
-    result, rows = run_campaign(stack_config, tmp_path / "campaign",
-                                [registry[n] for n in names], trials, seed=1,
+    result, rows = run_campaign(stack_config, tmp_path / "campaign", [target], trials, seed=1,
                                 report=lambda text: print(text, file=sys.stderr), answers=100)
     print(markdown(rows, 1, trials))
-    assert len(result.trials) == len(names) * trials
+    assert len(result.trials) == trials
     for trial in result.trials:
         assert trial.clean, (trial.target, trial.landed, trial.problems, trial.examples)
 
 
+@pytest.mark.long
+@pytest.mark.xdist_group("campaign-early-lie")
 @pytest.mark.stack
 def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stopped(
         stack_config, tmp_path):
@@ -175,6 +188,8 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
     assert trial.clean, (trial.problems, trial.examples)
 
 
+@pytest.mark.long
+@pytest.mark.xdist_group("campaign-load-shrink")
 @pytest.mark.stack
 def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifies(
         stack_config, tmp_path):
@@ -255,6 +270,7 @@ def _within(seconds: float, call):
         pool.shutdown(wait=False)
 
 
+@pytest.mark.exclusive
 @pytest.mark.stack
 @pytest.mark.parametrize("service", ["mysql", "mysql-reader", "thrift", "hdfs"])
 def test_a_hung_service_fails_within_service_timeout_naming_it(stack_config, service):
@@ -515,6 +531,7 @@ def test_the_jvm_hbase_client_gives_up_on_a_dead_zookeeper_within_service_timeou
     assert "HBase table creation failed" in str(error) and "debl stack status" in str(error)
 
 
+@pytest.mark.exclusive
 @pytest.mark.stack
 def test_stack_up_after_a_datanode_died_gives_an_hbase_that_takes_writes(stack_config):
     """The DataNode killed under a running HBase, then `debl stack up`: HBase must take writes

@@ -24,7 +24,7 @@ from loaders.split import split_files
 from loaders.verify import verify_load
 from tests.dataset import make_dataset, reference_store
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.long]  # long: scheduled first (tests/conftest.py)
 
 HOT_BYTES = 300_000
 WIDTH = 1500

@@ -340,6 +340,7 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
         server.server_close()
 
 
+@pytest.mark.exclusive
 @pytest.mark.stack
 def test_a_stopped_mariadb_is_a_message_and_the_page_recovers(ui_stack, browser):
     from debl.stack.stack import stack_start, stack_stop

@@ -18,6 +18,7 @@ pipelined, and enough buckets for the order of gen_HF to matter.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 from pathlib import Path
 
@@ -46,14 +47,19 @@ def ensure_input(gen: GenerateSpec, data_dir: Path, progress: BenchProgress) -> 
     (bytes, files)."""
     marker = data_dir / INPUT_MARKER
     want = dataclasses.asdict(gen)
-    have = json.loads(marker.read_text()) if marker.is_file() else None
-    if have != want:
-        progress.message(f"generating the input into {data_dir} (max-id {gen.max_id})")
-        marker.unlink(missing_ok=True)
-        generate(data_dir, gen, overwrite=True)
-        marker.write_text(json.dumps(want, indent=2) + "\n")
-    else:
-        progress.message(f"reusing the input in {data_dir}")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # Two benches (or campaigns) asking for one input at once: one generates, the other waits
+    # and reuses it, never reading files half written.
+    with open(data_dir.with_name(data_dir.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        have = json.loads(marker.read_text()) if marker.is_file() else None
+        if have != want:
+            progress.message(f"generating the input into {data_dir} (max-id {gen.max_id})")
+            marker.unlink(missing_ok=True)
+            generate(data_dir, gen, overwrite=True)
+            marker.write_text(json.dumps(want, indent=2) + "\n")
+        else:
+            progress.message(f"reusing the input in {data_dir}")
     names = [gen.file_name(k) for k in range(gen.files)]
     return sum((data_dir / n).stat().st_size for n in names), len(names)
 

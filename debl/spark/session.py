@@ -55,7 +55,7 @@ def spark_jars(config: Config) -> list[Path]:
     return [*jars, own]
 
 
-JVM_SOURCES = Path(__file__).resolve().parent.parent / "loaders" / "jvm"
+JVM_SOURCES = Path(__file__).resolve().parents[2] / "loaders" / "jvm"
 
 
 def jvm_sources_digest(root: Path = JVM_SOURCES) -> str:

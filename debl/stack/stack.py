@@ -10,6 +10,7 @@ keeps all data.
 
 from __future__ import annotations
 
+import fcntl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +51,15 @@ class ServiceStart:
 
 
 def stack_up(config: Config, report: Callable[[str], None] = lambda _: None) -> list[ServiceStart]:
-    """Start every service that is not answering and wait until all answer."""
+    """Start every service that is not answering and wait until all answer. Two at once (two
+    commands, two test processes) take turns: the second finds the services up."""
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    with open(config.state_dir / "stack.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _stack_up(config, report)
+
+
+def _stack_up(config: Config, report: Callable[[str], None]) -> list[ServiceStart]:
     results = []
     started: set[str] = set()
     for service in all_services(config):
