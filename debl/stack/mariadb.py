@@ -213,9 +213,11 @@ class MariaDB(MariaDBServer):
                         (("ALL PRIVILEGES", f"`{db}`.*"), ("ALL PRIVILEGES", f"`{db}\\_%`.*")))]
 
     def probe(self) -> str:
+        # No database named: the server's health is its answer, and mysql.database may be one
+        # not made yet (DeBL's connections make it on first use: debl.mysql.connect).
         conn = pymysql.connect(host=self.config.mysql.host, port=self.config.mysql.port,
                                user=self.config.mysql.user, password=self.config.mysql_secret,
-                               database=self.config.mysql.database, connect_timeout=3)
+                               connect_timeout=3)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")
