@@ -8,9 +8,9 @@ hot keys (docs/LOADING.md).
    points from a sample of the cold files (``loaders.sampling``), beside the copy and Spark's
    start: only dist_ch needs the map. Recorded with the load; a resumed load keeps it.
 3. The copy pipeline (``loaders.pipeline``): the hot files, then the cold ones, copied into HDFS
-   chunk by chunk and bucketed by dist_ch, the hot chunks into the load's hot buckets. As soon
-   as the hot chunks are in HDFS, MySQL's hot path reads them back (``loaders.hot_phase``, a
-   thread).
+   chunk by chunk and bucketed by dist_ch, the hot chunks into the load's hot buckets. MySQL's
+   hot path reads them back from HDFS (``loaders.hot_phase``, a thread), from the uptime on by
+   default (``loading.hot_path_start``).
 4. **Uptime** when every chunk is bucketed: every key is answerable exactly, the hot keys from
    the hot buckets by the merge rule. The load becomes the current one in one transaction
    (``catalog.loads.make_current``); every coordinator moves to it at its next poll.

@@ -3,13 +3,13 @@ from its listing to its uptime (``wait_up``) and on to MySQL's take-over of the 
 (``finish``), through the stages of ``Stage``:
 
     LISTED -> COPYING -> HOT_COPIED -> BUCKETED -> UP -> HOT_TAKEN_OVER
-       |         |          |            |
-       +---------+----------+------------+--> FAILED      LISTED -> UP: resumed after uptime
 
-``NEXT`` holds every transition; ``LoadRun._enter`` is the one place a stage is entered, and
-the one place MySQL's hot path starts: once, as the load enters the stage ``hot_path_start``
-names, or the first one past it (a resumed load enters UP at once). The bucket map's sample is
-no stage: it runs beside COPYING, and only the cold chunks' dist_ch waits for it.
+and COPYING -> BUCKETED when nothing goes into HDFS, LISTED -> UP for a load resumed after its
+uptime, any stage before UP -> FAILED. ``NEXT`` holds every transition; ``LoadRun._enter`` is
+the one place a stage is entered, and the one place MySQL's hot path starts: once, as the load
+enters the stage ``hot_path_start`` names, or the first one past it (a resumed load enters UP
+at once). The bucket map's sample is no stage: it runs beside COPYING, and only the cold
+chunks' dist_ch waits for it.
 
 The load's record in the catalog keeps its own states, which the reports and ``debl status``
 read (``state``: running, up, failed; ``hot_state``: none, loading, mysql, failed; the phases
