@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from debl.catalog import ChunkRecord
+from debl.catalog import ChunkRecord, ChunkState
 from debl.hdfs import HdfsClient
 from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
@@ -131,8 +131,8 @@ class Chunk:
     def lines(self) -> int:
         return sum(s.lines for s in self.segments)
 
-    def record(self, state: str) -> ChunkRecord:
-        """The chunk as the catalog keeps it, in *state* (``copied`` / ``bucketed``)."""
+    def record(self, state: ChunkState) -> ChunkRecord:
+        """The chunk as the catalog keeps it, in *state*."""
         layout = {"segments": [s.as_dict() for s in self.segments],
                   "slices": [list(s) for s in self.slices]}
         return ChunkRecord(self.chunk_no, self.path, self.bytes, layout, state, self.hot)

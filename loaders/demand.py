@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from debl.catalog import EarlyCatalog, FalseClaim, IndexCatalog
+from debl.catalog import ChunkState, EarlyCatalog, FalseClaim, IndexCatalog
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.keys.manifest import Piece
@@ -175,7 +175,7 @@ class DemandFetcher:
                       tuple(segments), hot=hot)
         self.hdfs.write_atomic(chunk.path, data)
         reached(self.config, "demand-copied")
-        self.index.chunk_copied(self.load_id, chunk.record("copied"), t0, time.time(),
+        self.index.chunk_copied(self.load_id, chunk.record(ChunkState.COPIED), t0, time.time(),
                                   chunk.lines)
         self.progress.copied(len(data))
         self.bucket(chunk, data, local=True, phase="demand")

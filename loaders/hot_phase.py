@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, HotState
 from debl.config import Config
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
@@ -71,7 +71,7 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
                     finally:  # before the phase counts as done; a failed one's rejects stay
                         part.commit()
         except BaseException as exc:
-            catalog.loads.update_load(load_id, hot_state="failed", error=_first_line(exc))
+            catalog.loads.update_load(load_id, hot_state=HotState.FAILED, error=_first_line(exc))
             raise
         reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:

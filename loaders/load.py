@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from debl.format.bucket_map import BucketMap
-from debl.catalog import Catalog, LoadFile, NamedLock, Phase, named_lock
+from debl.catalog import Catalog, ChunkState, LoadFile, LoadState, NamedLock, Phase, named_lock
 from debl.config import Config
 from debl.errors import (BadInputError, ConfigError, DeblError, LoadStateError, ServiceError,
                          SourceError)
@@ -288,7 +288,7 @@ class LoadRun:
             cold_bytes=sum(f.size for _, f in cold))
         rejects = RejectWriter(reject_path(config, load_id))
         summary.reject_file = str(rejects.path)
-        if state.load.state == "up":  # resumed after uptime: the hot path only
+        if state.load.state == LoadState.UP:  # resumed after uptime: the hot path only
             self._hot_path = self._background.submit(
                 self._run_hot, source, hot, rejects, max_bad,
                 None if wait_for_hot else self._hot_chunks(load_id))
@@ -427,7 +427,7 @@ class LoadRun:
     def _hot_chunks(self, load_id: str) -> list[Chunk]:
         with Catalog(self.config) as catalog:
             return [Chunk.of(c) for c in catalog.index.chunks(load_id)
-                    if c.hot and c.state == "bucketed"]
+                    if c.hot and c.state == ChunkState.BUCKETED]
 
     # -- after uptime
 
@@ -482,7 +482,7 @@ def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) 
     stays ``running``, which a resume takes as well."""
     try:
         with Catalog(config) as catalog:
-            catalog.loads.update_load(load_id, state="failed", error=str(exc)[:2000])
+            catalog.loads.update_load(load_id, state=LoadState.FAILED, error=str(exc)[:2000])
     except ServiceError:
         pass  # the original error says what happened; it is the one raised
     if isinstance(exc, (ServiceError, SourceError)):

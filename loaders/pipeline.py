@@ -35,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from debl.format.bucket_map import HOT_MAP
-from debl.catalog import Catalog, IndexCatalog
+from debl.catalog import Catalog, ChunkState, IndexCatalog
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
@@ -147,7 +147,7 @@ class Bucketer:
             # A claim found false is recorded with its chunk, in one transaction
             # (docs/LOADING.md, "Answers before the copy ends", row "A claim found false").
             claim = early and early.false_claim(out.violations)
-            self.index.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
+            self.index.chunk_bucketed(self.load_id, chunk.record(ChunkState.BUCKETED), bucket_map,
                                       out.parts, where, chunk_name(chunk.chunk_no),
                                       out.per_file, t0, time.time(), phase=phase,
                                       false_claim=claim)
@@ -304,7 +304,7 @@ def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog,
                 waited = time.time()
                 finished()
                 t1 += time.time() - waited
-                index.chunk_copied(load_id, chunk.record("copied"), t0, t1, chunk.lines)
+                index.chunk_copied(load_id, chunk.record(ChunkState.COPIED), t0, t1, chunk.lines)
                 if chunk.hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, t1 - t0))
@@ -346,7 +346,8 @@ def number_lines(config: Config, load_id: str, rejects: RejectWriter) -> None:
     order (named by ``loaders.rejects.pending_line``) their line numbers, from the lines of
     every segment before theirs."""
     with Catalog(config) as catalog:
-        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id) if c.state == "bucketed"]
+        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id)
+                  if c.state == ChunkState.BUCKETED]
     first: dict[tuple[str, int], int] = {}
     by_file: dict[int, list] = {}
     for chunk in chunks:

@@ -108,16 +108,17 @@ from debl.catalog.probes import ProbesCatalog
 from debl.catalog.records import (Bucket, BucketChunk, ChunkRecord, DemandRow, EarlyProgress,
                                   EarlyState, FalseClaim, FileCount, Job, LoadFile, LoadRecord,
                                   Phase, ServingState)
-from debl.catalog.schema import METADATA, SCHEMA_VERSION, STATES
+from debl.catalog.schema import (METADATA, SCHEMA_VERSION, ChunkState, EarlyAnswering, HotState,
+                                 JobState, LoadState)
 from debl.catalog.serving import ServingCatalog
 from debl.config import Config
 
-__all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "ChunkRecord", "DemandRow",
-           "EarlyCatalog", "EarlyProgress", "EarlyState", "FalseClaim", "FileCount",
-           "FilesCatalog", "IndexCatalog", "Job", "JobsCatalog", "LoadFile",
-           "LoadRecord", "LoadsCatalog", "METADATA", "NamedLock", "Phase", "PhasesCatalog",
-           "ProbesCatalog", "SCHEMA_VERSION", "STATES", "ServingCatalog", "ServingState",
-           "engine_for", "named_lock"]
+__all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "ChunkRecord", "ChunkState",
+           "DemandRow", "EarlyAnswering", "EarlyCatalog", "EarlyProgress", "EarlyState",
+           "FalseClaim", "FileCount", "FilesCatalog", "HotState", "IndexCatalog", "Job",
+           "JobState", "JobsCatalog", "LoadFile", "LoadRecord", "LoadState", "LoadsCatalog",
+           "METADATA", "NamedLock", "Phase", "PhasesCatalog", "ProbesCatalog", "SCHEMA_VERSION",
+           "ServingCatalog", "ServingState", "engine_for", "named_lock"]
 
 
 class Catalog:
