@@ -147,6 +147,7 @@ class GenHF:
         self._table_for: str | None = None  # the load whose table we made sure exists
         self._carried: tuple[str, dict[int, float]] | None = None  # (load, its carried demand)
         self._cleaned = 0.0  # when the last cleanup ran (time.monotonic())
+        self._first_failure = 0.0  # when the run retried now first failed (time.monotonic())
 
     def close(self) -> None:
         self.catalog.close()
@@ -411,12 +412,12 @@ class GenHF:
         """Whether serve() stops retrying: after RETRIES retries, or once runs have failed for
         ``service_timeout`` since the first failure (a service that stays away ends gen_HF
         within a few service_timeouts, each failed run having waited up to one or two, not
-        after every retry; a long run that fails once is still retried)."""
-        first = getattr(state, "debl_first_failure", None)
-        if first is None:
-            first = state.debl_first_failure = state.outcome_timestamp
+        after every retry; a long run that fails once is still retried). Tenacity asks after
+        each failed attempt of one call, the first numbered 1: that one starts the count."""
+        if state.attempt_number == 1:
+            self._first_failure = state.outcome_timestamp
         return (state.attempt_number > RETRIES
-                or state.outcome_timestamp - first >= self.config.service_timeout)
+                or state.outcome_timestamp - self._first_failure >= self.config.service_timeout)
 
     def _report_retry(self, state: RetryCallState) -> None:
         self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "
