@@ -15,7 +15,7 @@ Spark job per fetch would cost more than the fetch. The answerable keys follow a
 
 Pitfalls:
 
-- A round takes at most ``ROUND_BYTES``, so that the link is not held from the bulk copy for
+- A round takes at most ``ROUND_BYTES``, so that the wire is not held from the bulk copy for
   long, and no piece larger than ``MAX_PIECE`` (a file without manifest is one piece claiming
   every id1: the bulk copy brings it).
 - A key missing several pieces of more than ``MAX_KEY_BYTES`` in all waits for the bulk copy:
@@ -38,7 +38,7 @@ from debl.catalog import ChunkState, EarlyCatalog, FalseClaim, IndexCatalog
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.keys.manifest import Piece
-from loaders.chunker import Chunk, LinkTurn, Segment, chunk_name
+from loaders.chunker import Chunk, Segment, WireTurn, chunk_name
 from loaders.coverage import Coverage
 from loaders.early import EarlyAnswers
 from loaders.source import Source, SourceFile
@@ -57,7 +57,7 @@ class DemandFetcher:
     def __init__(self, config, source: Source, load_id: str, chunk_dir: str,
                  files: list[tuple[int, SourceFile]], hot: set[int], coverage: Coverage,
                  numbers: Callable[[], int], early: EarlyAnswers, bucket, catalog: EarlyCatalog,
-                 index: IndexCatalog, progress, turn: LinkTurn, hdfs):
+                 index: IndexCatalog, progress, turn: WireTurn, hdfs):
         self.config, self.source, self.load_id, self.chunk_dir = config, source, load_id, chunk_dir
         self.files = dict(files)
         self.hot = hot
@@ -110,9 +110,9 @@ class DemandFetcher:
         for p in chosen:
             by_file.setdefault(p.file_seq, []).append(p)
         taken: dict[bool, list[tuple[Segment, bytes]]] = {True: [], False: []}
-        with self.turn.demand(sum(p.size for p in chosen)):  # the link to itself, if long
+        with self.turn.demand(sum(p.size for p in chosen)):  # the wire to itself, if long
             # A request a file, side by side: one after the other, each request's own latency
-            # left the link idle while the bulk copy waited (docs/LOADING.md, "The copy
+            # left the wire idle while the bulk copy waited (docs/LOADING.md, "The copy
             # follows demand").
             reads = dict(zip(by_file, self._readers.map(
                 lambda item: self.source.read_ranges(

@@ -6,7 +6,7 @@ The hot files are copied first, in chunks of their own, and bucketed into the lo
 directory, so that the raw route answers their keys as soon as they are bucketed, long before
 MySQL has taken them in (docs/LOADING.md, "Uptime without MySQL"); once the last hot chunk is in
 HDFS, ``on_hot_copied`` hands the hot chunks to the hot path, which reads them back from HDFS
-instead of crossing the link again. The cold files follow into the bucket directory.
+instead of crossing the wire again. The cold files follow into the bucket directory.
 
 Each chunk step is one catalog transaction (``chunk_copied``, ``chunk_bucketed``), so a resumed
 load reads one consistent state: the chunks recorded as bucketed are done, the copy goes on
@@ -43,7 +43,7 @@ from debl.hdfs import HdfsClient
 from debl.namespace import Namespace
 from debl.spark.session import spark_session
 from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, LinkTurn, chunk_name
+from loaders.chunker import Chunk, ChunkCopier, WireTurn, chunk_name
 from loaders.coverage import Coverage
 from loaders.dist_ch import DistResult
 from loaders.demand import DemandFetcher
@@ -176,7 +176,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     result = Copied(chunks=len(plan.done))
     coverage = ledger(plan)
     numbers = _numbers(plan.done)
-    turn = LinkTurn()  # a fetch on demand reads before the bulk copy
+    turn = WireTurn()  # a fetch on demand reads before the bulk copy
     for chunk in plan.done:
         progress.copied(chunk.bytes)
 
@@ -282,7 +282,7 @@ def _numbers(done: list[Chunk]) -> Callable[[], int]:
 
 def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog, load_id: str,
           namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
-          numbers: Callable[[], int], turn: LinkTurn, size: _ChunkSize, hand_over, progress,
+          numbers: Callable[[], int], turn: WireTurn, size: _ChunkSize, hand_over, progress,
           stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
     """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch once
     its file is closed, which goes on while the next chunk is sent (``ChunkCopier.start_next``).
