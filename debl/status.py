@@ -25,7 +25,7 @@ import time
 from collections import Counter
 
 from debl.format.bucket_map import BucketMap
-from debl.catalog import STATES, Bucket, Catalog, LoadRecord, Phase
+from debl.catalog import Bucket, Catalog, EarlyAnswering, JobState, LoadRecord, LoadState, Phase
 
 DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators
 CLAIMS_SHOWN = 20  # false claims listed per load (a load records its first; a resume may add)
@@ -60,10 +60,10 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     running = [
         {"b_index": j.b_index, "run_id": j.run_id, "started": j.started, "attempts": j.attempts,
          "running_s": None if j.started is None else now - j.started}
-        for j in sorted((j for j in jobs if j.state == "running"),
+        for j in sorted((j for j in jobs if j.state == JobState.RUNNING),
                         key=lambda j: (j.started is not None, j.started or 0.0, j.b_index))]
     failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
-              for j in jobs if j.state == "failed"]
+              for j in jobs if j.state == JobState.FAILED]
     answered, answering = catalog.serving.answers(load_id) if load else ({}, 0)
     previous = catalog.loads.previous() if current else None
     status: dict = {
@@ -108,13 +108,13 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                       "bucket_map": _map_summary(load.bucket_map, every_bucket),
                       "chunk_size": load.chunk_size}
     status["phases"] = _phases(catalog.phases.phases(load.load_id), now)
-    if load.state == "up" and buckets and by_state.get("loaded", 0) == len(buckets):
+    if load.state == LoadState.UP and buckets and by_state.get(JobState.LOADED, 0) == len(buckets):
         ended = max((j.ended for j in jobs if j.ended is not None), default=None)
         if ended is not None:
             at = max(ended, load.uptime or ended)
             status["full_availability"] = {"at": at, "seconds": at - load.started,
                                            "after_uptime_s": at - (load.uptime or at)}
-    elif load.state == "up" and not buckets:  # no cold data: fully available at uptime
+    elif load.state == LoadState.UP and not buckets:  # no cold data: fully available at uptime
         status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
                                        "after_uptime_s": 0.0}
     return status
@@ -143,7 +143,7 @@ def _early(catalog: Catalog, load_id: str) -> dict | None:
     claims: list = []
     answered: dict[int, int] = {}
     names: dict[int, str] = {}
-    if progress.state == "stopped":
+    if progress.state == EarlyAnswering.STOPPED:
         claims = catalog.early.false_claims(load_id)
         answered = catalog.early.claim_answers(load_id)
         names = {f.file_seq: f.name for f in catalog.files.files(load_id)}
@@ -171,11 +171,11 @@ def _bucket_summary(buckets: list[Bucket]) -> dict:
     by_state = Counter(b.state for b in buckets)
     return {
         "total": len(buckets),
-        "loaded": by_state.get("loaded", 0),
-        "by_state": {s: by_state.get(s, 0) for s in STATES},
+        "loaded": by_state.get(JobState.LOADED, 0),
+        "by_state": {s: by_state.get(s, 0) for s in JobState},
         "rows": sum(b.rows for b in buckets),
         "bytes": sum(b.bytes for b in buckets),
-        "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
+        "loaded_bytes": sum(b.bytes for b in buckets if b.state == JobState.LOADED),
         "largest_bytes": max((b.bytes for b in buckets), default=0),
     }
 

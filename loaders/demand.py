@@ -15,7 +15,7 @@ Spark job per fetch would cost more than the fetch. The answerable keys follow a
 
 Pitfalls:
 
-- A round takes at most ``ROUND_BYTES``, so that the link is not held from the bulk copy for
+- A round takes at most ``ROUND_BYTES``, so that the wire is not held from the bulk copy for
   long, and no piece larger than ``MAX_PIECE`` (a file without manifest is one piece claiming
   every id1: the bulk copy brings it).
 - A key missing several pieces of more than ``MAX_KEY_BYTES`` in all waits for the bulk copy:
@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from debl.catalog import EarlyCatalog, FalseClaim
+from debl.catalog import ChunkState, EarlyCatalog, FalseClaim
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.keys.manifest import Piece
@@ -112,9 +112,9 @@ class DemandFetcher:
         for p in chosen:
             by_file.setdefault(p.file_seq, []).append(p)
         taken: dict[bool, list[tuple[Segment, bytes]]] = {True: [], False: []}
-        with self.turn.demand(sum(p.size for p in chosen)):  # the link to itself, if long
+        with self.turn.demand(sum(p.size for p in chosen)):  # the wire to itself, if long
             # A request a file, side by side: one after the other, each request's own latency
-            # left the link idle while the bulk copy waited (docs/LOADING.md, "The copy
+            # left the wire idle while the bulk copy waited (docs/LOADING.md, "The copy
             # follows demand").
             reads = dict(zip(by_file, self._readers.map(
                 lambda item: self.source.read_ranges(
@@ -177,7 +177,7 @@ class DemandFetcher:
                       tuple(segments), hot=hot)
         self.hdfs.write_atomic(chunk.path, data)
         reached(self.config, "demand-copied")
-        self.index.chunk_copied(self.load_id, chunk.record("copied"), t0, time.time(),
+        self.index.chunk_copied(self.load_id, chunk.record(ChunkState.COPIED), t0, time.time(),
                                   chunk.lines)
         self.progress.copied(len(data))
         self.bucket(chunk, data, local=True, phase="demand")

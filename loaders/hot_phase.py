@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, HotState
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
 from loaders.chunker import Chunk
@@ -69,7 +69,7 @@ def load_hot_files(load: LoadContext, io: LoadIO, chunks: list[Chunk] | None) ->
                     finally:  # before the phase counts as done; a failed one's rejects stay
                         part.commit()
         except BaseException as exc:
-            catalog.loads.update_load(load_id, hot_state="failed", error=_first_line(exc))
+            catalog.loads.update_load(load_id, hot_state=HotState.FAILED, error=_first_line(exc))
             raise
         reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:

@@ -11,7 +11,7 @@ By role:
 - ``LoadIO``: the load's open ends for the whole run: the source it reads, the reject files it
   writes, the progress it reports (the copy and the hot path share them).
 - ``CopyState``: the running copy's shared parts, one per ``loaders.pipeline.copy_and_bucket``:
-  its HDFS client, the bucket index, the copy's ledger, the chunk numbers, whose turn the link
+  its HDFS client, the bucket index, the copy's ledger, the chunk numbers, whose turn the wire
   is, the early answers. The copy thread, dist_ch's (the calling thread) and the fetches on
   demand's use them at once; each part is thread-safe.
 - ``LoadProgress`` and ``LoadSummary``: what the load reports as it goes, and at its uptime
@@ -30,7 +30,7 @@ from debl.catalog import IndexCatalog, Phase
 from debl.config import Config
 from debl.hdfs import HdfsClient
 from debl.namespace import Namespace
-from loaders.chunker import LinkTurn
+from loaders.chunker import WireTurn
 from loaders.coverage import Coverage
 from loaders.early import EarlyAnswers
 from loaders.rejects import RejectWriter
@@ -95,7 +95,7 @@ class CopyState:
     index: IndexCatalog
     coverage: Coverage  # the copy's ledger: no byte taken twice
     numbers: Callable[[], int]  # the next chunk number, for any thread
-    turn: LinkTurn  # a fetch on demand reads before the bulk copy
+    turn: WireTurn  # a fetch on demand reads before the bulk copy
     early: EarlyAnswers | None  # None: the load does not answer before its uptime
 
 

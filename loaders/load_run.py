@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import Enum
 
-from debl.catalog import Catalog, LoadFile, NamedLock, named_lock
+from debl.catalog import Catalog, ChunkState, LoadFile, LoadState, NamedLock, named_lock
 from debl.config import Config
 from debl.errors import BadInputError, DeblError, LoadStateError, ServiceError, SourceError
 from debl.format.bucket_map import BucketMap
@@ -221,7 +221,7 @@ class LoadRun:
         summary.reject_file = str(rejects.path)
         self._io = LoadIO(source, rejects, self.progress)
         self._enter(Stage.LISTED)
-        if state.load.state == "up":  # resumed after uptime: the hot path only
+        if state.load.state == LoadState.UP:  # resumed after uptime: the hot path only
             self._hot_start = hot_path_start(True, load.wait_for_hot, False,
                                              config.loading.hot_path_start)
             self._enter(Stage.UP)
@@ -354,7 +354,7 @@ class LoadRun:
     def _hot_chunks(self) -> list[Chunk]:
         with Catalog(self.config) as catalog:
             return [Chunk.of(c) for c in catalog.index.chunks(self.load.load_id)
-                    if c.hot and c.state == "bucketed"]
+                    if c.hot and c.state == ChunkState.BUCKETED]
 
     # -- after uptime
 
@@ -411,7 +411,7 @@ def _failed(config: Config, load_id: str, source_spec: str, exc: BaseException) 
     stays ``running``, which a resume takes as well."""
     try:
         with Catalog(config) as catalog:
-            catalog.loads.update_load(load_id, state="failed", error=str(exc)[:2000])
+            catalog.loads.update_load(load_id, state=LoadState.FAILED, error=str(exc)[:2000])
     except ServiceError:
         pass  # the original error says what happened; it is the one raised
     if isinstance(exc, (ServiceError, SourceError)):

@@ -6,7 +6,7 @@ The hot files are copied first, in chunks of their own, and bucketed into the lo
 directory, so that the raw route answers their keys as soon as they are bucketed, long before
 MySQL has taken them in (docs/LOADING.md, "Uptime without MySQL"); once the last hot chunk is in
 HDFS, ``on_hot_copied`` hands the hot chunks to the hot path, which reads them back from HDFS
-instead of crossing the link again. The cold files follow into the bucket directory.
+instead of crossing the wire again. The cold files follow into the bucket directory.
 
 Each chunk step is one catalog transaction (``chunk_copied``, ``chunk_bucketed``), so a resumed
 load reads one consistent state: the chunks recorded as bucketed are done, the copy goes on
@@ -35,14 +35,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from debl.format.bucket_map import HOT_MAP
-from debl.catalog import Catalog
+from debl.catalog import Catalog, ChunkState
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
 from debl.spark.session import spark_session
 from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, LinkTurn, chunk_name
+from loaders.chunker import Chunk, ChunkCopier, WireTurn, chunk_name
 from loaders.coverage import Coverage
 from loaders.dist_ch import DistResult
 from loaders.demand import DemandFetcher
@@ -146,7 +146,7 @@ class Bucketer:
             # A claim found false is recorded with its chunk, in one transaction
             # (docs/LOADING.md, "Answers before the copy ends", row "A claim found false").
             claim = early and early.false_claim(out.violations)
-            self.index.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
+            self.index.chunk_bucketed(self.load_id, chunk.record(ChunkState.BUCKETED), bucket_map,
                                       out.parts, where, chunk_name(chunk.chunk_no),
                                       out.per_file, t0, time.time(), phase=phase,
                                       false_claim=claim)
@@ -196,7 +196,7 @@ def copy_and_bucket(load: LoadContext, io: LoadIO, plan: PipelinePlan, decided: 
     with HdfsClient(config, threads=HDFS_THREADS) as hdfs, \
             ThreadPoolExecutor(max_workers=3, thread_name_prefix="chunk-copy") as pool:
         state = CopyState(load, io, hdfs, catalog.index, ledger(plan), _numbers(plan.done),
-                          LinkTurn(), early)
+                          WireTurn(), early)
         hdfs.mkdirs(load.namespace.chunk_dir)
         copying = pool.submit(copy_all)
         # Spark starts while the first chunks are copied (and bucketed here meanwhile).
@@ -297,7 +297,7 @@ def _copy(state: CopyState, plan: PipelinePlan, size: _ChunkSize,
                 waited = time.time()
                 finished()
                 t1 += time.time() - waited
-                state.index.chunk_copied(load_id, chunk.record("copied"), t0, t1, chunk.lines)
+                state.index.chunk_copied(load_id, chunk.record(ChunkState.COPIED), t0, t1, chunk.lines)
                 if chunk.hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, t1 - t0))
@@ -339,7 +339,8 @@ def number_lines(config: Config, load_id: str, rejects: RejectWriter) -> None:
     order (named by ``loaders.rejects.pending_line``) their line numbers, from the lines of
     every segment before theirs."""
     with Catalog(config) as catalog:
-        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id) if c.state == "bucketed"]
+        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id)
+                  if c.state == ChunkState.BUCKETED]
     first: dict[tuple[str, int], int] = {}
     by_file: dict[int, list] = {}
     for chunk in chunks:

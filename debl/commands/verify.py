@@ -6,6 +6,7 @@ import json
 
 import click
 
+from debl.catalog import LoadState
 from debl.commands.common import config_of, friendly_errors, printable
 from loaders.verify import verify_load
 
@@ -29,7 +30,7 @@ def verify(ctx, load_id, no_source, source_spec, as_json):
                                            "found": str(c.found), "ok": c.ok}
                                           for c in report.checks]}, indent=2))
     else:
-        if report.state != "up":
+        if report.state != LoadState.UP:
             click.echo(f"note: load {report.load_id} is {report.state}, not up: lines it has not "
                        "taken yet show as mismatches")
         for c in report.failures:
