@@ -135,14 +135,15 @@ def test_stack_stop_names_what_it_knows():
 @pytest.mark.stack
 def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path):
     from harness.early_kills import EARLY_KILLS
+    from harness.follow_kills import FOLLOW_KILLS
     from harness.kills import KILLS
     from harness.outages import OUTAGES
     from harness.runner import run_campaign
     from harness.shrinking import SHRINKING
     from harness.table import markdown
 
-    registry = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
-    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES),
+    registry = {**KILLS, **EARLY_KILLS, **FOLLOW_KILLS, **OUTAGES, **SHRINKING}
+    groups = {"kills": [*KILLS, *EARLY_KILLS, *FOLLOW_KILLS], "outages": list(OUTAGES),
               "source": list(SHRINKING), "all": list(registry)}
     wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
@@ -173,6 +174,24 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
     (trial,) = result.trials
     assert trial.landed == [POINTS["false-claim"]], trial.problems
     assert trial.clean, (trial.problems, trial.examples)
+
+
+@pytest.mark.stack
+def test_a_follower_killed_under_writes_resumes_with_every_write_captured_once(stack_config,
+                                                                              tmp_path):
+    """The campaign's ``follow`` target, one trial (docs/RELIABILITY.md, "Kill campaign"):
+    ``debl follow`` killed -9 while a writer writes to the source, started again; every
+    acknowledged write is in the change log once, and the dump with the log applied is the
+    source's table."""
+    from harness.follow_kills import FOLLOW_KILLS
+    from harness.runner import run_campaign
+    from harness.trial import MISSED
+
+    result, _ = run_campaign(stack_config, tmp_path / "campaign", [FOLLOW_KILLS["follow"]], 1,
+                             seed=1, report=lambda text: print(text, file=sys.stderr))
+    trial, = result.trials
+    assert trial.landed != [MISSED] and trial.answers > 0, (trial.landed, trial.problems)
+    assert trial.clean, (trial.landed, trial.problems, trial.examples)
 
 
 @pytest.mark.stack
