@@ -60,6 +60,8 @@ _TYPE_NAMES = {v: k for k, v in vars(FIELD_TYPE).items() if isinstance(v, int)}
 _DDL = re.compile(r"^\s*(TRUNCATE|DROP|RENAME|CREATE\s+OR\s+REPLACE|ALTER\b.*\b(?:RENAME|"
                   r"PARTITION)\b)", re.IGNORECASE | re.DOTALL)
 _DML = re.compile(r"^\s*(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA)\b", re.IGNORECASE)
+# Statements that may change a table's definition (the cached table maps are dropped).
+_SCHEMA = re.compile(r"^\s*(ALTER|CREATE|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,10 @@ class BinlogReader:
              "connect_timeout": min(10.0, timeout), "read_timeout": timeout},
             server_id=replica_server_id(config), is_mariadb=True, auto_position=after,
             blocking=True, resume_stream=True, slave_heartbeat=HEARTBEAT_S,
+            # A table's map is parsed once per table id, not once per transaction (most of
+            # the library's work: docs/FRESHNESS.md, "Measured: the follower's lag"); a
+            # statement that may change the table drops the maps (_refuse_statement).
+            freeze_schema=True,
             only_schemas=[db.database], only_tables=[db.table], enable_logging=False,
             only_events=[MariadbGtidEvent, XidEvent, QueryEvent, WriteRowsEvent,
                          UpdateRowsEvent, DeleteRowsEvent, HeartbeatLogEvent])
@@ -241,8 +247,14 @@ class BinlogReader:
 
     def _refuse_statement(self, event, query: str, gtid: str) -> None:
         """SourceError for a statement on the link table that the log holds as a statement
-        (see the module)."""
-        if not (_DDL.match(query) or _DML.match(query)) or not self._names_table(event, query):
+        (see the module). A statement that may change the table's definition drops the
+        table maps the library keeps (``freeze_schema``): the next rows are checked against
+        the table's map as the log gives it then."""
+        if not (_DDL.match(query) or _DML.match(query) or _SCHEMA.match(query)) or \
+                not self._names_table(event, query):
+            return
+        self._stream.table_map.clear()
+        if not (_DDL.match(query) or _DML.match(query)):
             return
         kind = ("changes its rows or the table itself without row events"
                 if _DDL.match(query) else "was logged as a statement, not as its rows "
