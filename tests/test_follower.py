@@ -1,7 +1,8 @@
 """The follower on the real stack (docs/FRESHNESS.md, "Capture: `debl follow`"): the source's
 writes captured as changes (inserts, updates, a key moved, hides, deletes, a transaction of
 many rows, hostile bytes), batches of many transactions, a follower killed -9 under writes and
-started again, the source stopped and started under it, and the errors a user meets: a changed
+started again, the source and the catalog stopped and started under it, and the errors a user
+meets: a changed
 table, a position the source's log no longer holds, a second follower, nothing to follow.
 
 Each test follows a table of its own in the source database (``source_db.table``) into a
@@ -255,6 +256,42 @@ def test_the_source_stopped_and_started_under_the_follower_loses_nothing(dataset
     assert not errors and not thread.is_alive()
     ids = [c.id1 for c in d.changes()]
     assert ids == [20_000 + i for i in range(20)] + [20_100 + i for i in range(20)]
+    assert d.follower().error is None
+
+
+def test_the_catalog_stopped_and_started_under_the_follower_loses_nothing(dataset):
+    """DeBL's MariaDB (the change log's) goes away while the source takes writes: the follower
+    retries, and once it is back captures every write once (a batch whose commit failed is
+    read again from the source)."""
+    d, t = dataset, dataset.table
+    stop = threading.Event()
+    errors, said = [], []
+
+    def run() -> None:
+        try:
+            with Follower(d.config, report=said.append) as follower:
+                follower.serve(should_stop=stop.is_set)
+        except Exception as exc:  # noqa: BLE001 -- the test reports it
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    written = [d.write(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (25_000 + i,))
+               for i in range(20)]
+    assert _wait_for(lambda: d.follower().seq >= written[-1])
+    try:
+        stack_stop(d.config, "mariadb")
+        written += [d.write(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (25_100 + i,))
+                    for i in range(20)]
+        assert _wait_for(lambda: any("retrying" in line for line in said)), said
+    finally:
+        stack_start(d.config, "mariadb")
+    assert _wait_for(lambda: d.follower().seq >= written[-1])
+    stop.set()
+    thread.join(60)
+    assert not errors and not thread.is_alive()
+    ids = [c.id1 for c in d.changes()]
+    assert ids == [25_000 + i for i in range(20)] + [25_100 + i for i in range(20)]
     assert d.follower().error is None
 
 
