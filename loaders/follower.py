@@ -102,16 +102,20 @@ class _Reading(threading.Thread):
     def run(self) -> None:
         try:
             for item in self._reader:
-                while not self._stopping.is_set():
-                    try:
-                        self.queue.put(item, timeout=0.5)
-                        break
-                    except queue.Full:
-                        continue
-                if self._stopping.is_set():
+                if not self._hand(item):
                     return
         except BaseException as exc:  # noqa: BLE001 -- handed to the main thread
-            self.queue.put(exc)
+            self._hand(exc)
+
+    def _hand(self, item: object) -> bool:
+        """Queue *item*, waiting while the queue is full; False once stopped."""
+        while not self._stopping.is_set():
+            try:
+                self.queue.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def stop(self) -> None:
         self._stopping.set()

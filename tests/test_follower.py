@@ -312,6 +312,25 @@ def test_a_changed_table_stops_the_follower_before_its_rows_are_read(dataset):
     assert "failed" in shown and "error: the source's table" in shown
 
 
+def test_an_xa_transaction_on_the_table_is_refused_not_dropped(dataset):
+    """An XA transaction's rows are logged with its prepare, its commit later as a statement:
+    the follower stops at it with a message rather than lose its rows."""
+    d, t = dataset, dataset.table
+    first = d.write(f"INSERT INTO `{t}` VALUES (35000, 1, 5, 1, 'plain', 1, 1)")
+    conn = source_db.connect(d.config)
+    try:
+        with conn.cursor() as cur:
+            for sql in ("XA START 'x1'", f"INSERT INTO `{t}` VALUES (35001, 1, 5, 1, 'xa', 1, 1)",
+                        "XA END 'x1'", "XA PREPARE 'x1'", "XA COMMIT 'x1'"):
+                cur.execute(sql)
+    finally:
+        conn.close()
+    result = CliRunner().invoke(main, ["follow", "--until-caught-up"], obj=d.config)
+    assert result.exit_code == 1 and "an XA transaction?" in result.output, result.output
+    assert [c.id1 for c in d.changes()] == [35000] and d.follower().seq == first
+    assert d.follower().state == "failed"
+
+
 def test_a_second_follower_says_who_holds_the_dataset(dataset):
     with dataset.follow():
         result = CliRunner().invoke(main, ["follow"], obj=dataset.config)

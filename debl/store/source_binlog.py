@@ -141,6 +141,8 @@ class BinlogReader:
                 continue
             if isinstance(event, MariadbGtidEvent):
                 # A transaction begins (one cut off by a reconnect begins again here).
+                if rows and event.gtid_seq_no != seq:
+                    self._uncommitted(gtid)
                 gtid, seq, commit_ts, flags = event.gtid, event.gtid_seq_no, \
                     float(event.timestamp), event.flags
                 rows = []
@@ -161,6 +163,17 @@ class BinlogReader:
                 self._stream.auto_position = gtid
                 yield Committed(gtid, seq, commit_ts, tuple(rows))
             gtid, rows = None, []
+
+    def _uncommitted(self, gtid: str) -> None:
+        """SourceError: the transaction *gtid* changed rows of the table and ended without a
+        commit the reader knows (an XA transaction's prepared part, whose commit comes
+        later as a statement): its rows are never dropped silently."""
+        raise SourceError(
+            f"the source's transaction {gtid} changed rows of `{self._db}`.`{self._table}` "
+            "and its log holds no commit the follower reads (an XA transaction?): the "
+            "follower stopped before it, nothing past the previous transaction was captured. "
+            "Write the table in plain transactions, take a new dump (`debl source dump DIR`, "
+            "`debl load DIR`), then start `debl follow` again")
 
     def _next(self):
         """The next event; errors worded (see the module)."""
