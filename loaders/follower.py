@@ -214,6 +214,7 @@ class Follower:
         if until_caught_up and not target:
             target.append(self.head[1])
         batch = Batch(self.config.fresh.capture_batch, self.config.fresh.capture_wait)
+        read = False
         try:
             while not should_stop():
                 if target and self.seq >= target[0]:
@@ -229,13 +230,16 @@ class Follower:
                     if batch:  # what was read whole is kept
                         self._write(batch)
                     raise item
+                if item is not _NOTHING:
+                    read = True  # the source's log is read
                 if isinstance(item, Committed):
                     if not batch.fits(item):
                         self._write(batch)
                     batch.add(item, time.monotonic())
                 if batch.due(time.monotonic()):
                     self._write(batch)
-                self._housekeeping()
+                if self._housekeeping() and read:  # the catalog answers too
+                    self._failures, self._failing_since = 0, None
             if batch:
                 self._write(batch)
         except ServiceError:
@@ -267,14 +271,14 @@ class Follower:
 
     # -- every HOUSEKEEPING_S: the head, a sign of life, the lock, pruning, progress
 
-    def _housekeeping(self, force: bool = False) -> None:
+    def _housekeeping(self, force: bool = False) -> bool:
+        """Whether it ran (and so the source and the catalog answered)."""
         now = time.monotonic()
         if not force and now - self._kept_at < HOUSEKEEPING_S:
-            return
+            return False
         self._kept_at = now
         self.head = self._read_head()
         self.catalog.changes.saw_head(self.source, *self.head)
-        self._failures, self._failing_since = 0, None  # both answer
         if self.state == "catching-up" and self.seq >= self.head[1]:
             self._caught_up()
         self._keep_lock()
@@ -282,6 +286,7 @@ class Follower:
             self._prune()
         if now - self._progress_at >= PROGRESS_EVERY_S:
             self._progress(now)
+        return True
 
     def _read_head(self) -> tuple[str, int]:
         """The source's head (GTID, seq); ServiceError when it cannot be read."""
@@ -379,8 +384,9 @@ class Follower:
         self.report(message)
         self._say("catching-up", message)
 
-    # Failures in a row since both the source and the catalog last answered: the pause grows
-    # with them (0.5 s, 1, 2, ... at most MAX_PAUSE_S) and starts again after a recovery.
+    # Failures in a row since the source's log was last read and the catalog last written:
+    # the pause grows with them (0.5 s, 1, 2, ... at most MAX_PAUSE_S) and starts again after
+    # a recovery.
 
     def _failed(self) -> None:
         self._failures += 1

@@ -295,6 +295,20 @@ def test_the_catalog_stopped_and_started_under_the_follower_loses_nothing(datase
     assert d.follower().error is None
 
 
+def test_a_follower_that_cannot_read_the_log_gives_up_when_asked_to_catch_up(dataset):
+    """The source answers (its head is read) but refuses the replication user: retried, and
+    with --until-caught-up given up after service_timeout with the cause named."""
+    dataset.write(f"INSERT INTO `{dataset.table}` VALUES (33000, 1, 5, 1, 'a', 1, 1)")
+    config = dataset.config.replace(source_db_replication_password="wrong",
+                                    service_timeout=3.0)
+    result = CliRunner().invoke(main, ["follow", "--until-caught-up"], obj=config)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "refused the follower's replication user 'debl_repl': wrong password" in \
+        result.output and "DEBL_SOURCE_DB_REPLICATION_PASSWORD" in result.output
+    state = dataset.follower()
+    assert state.state == "stopped" and "wrong password" in state.error
+
+
 def test_a_changed_table_stops_the_follower_before_its_rows_are_read(dataset):
     d, t = dataset, dataset.table
     first = d.write(f"INSERT INTO `{t}` VALUES (30000, 1, 5, 1, 'before', 1, 1)")

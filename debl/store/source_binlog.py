@@ -192,6 +192,13 @@ class BinlogReader:
                     "again: it starts at that load's position") from exc
             if self._closed:
                 raise ServiceError("the reader of the source's binary log was closed") from exc
+            if code == 1045:
+                db = self.config.source_db
+                raise ServiceError(
+                    f"{source_db.where(self.config)} refused the follower's replication user "
+                    f"{db.replication_user!r}: wrong password (check "
+                    "DEBL_SOURCE_DB_REPLICATION_PASSWORD or "
+                    f"{self.config.source_db_replication_password_file})") from exc
             raise ServiceError(f"{source_db.describe(exc, self.config)} (reading its binary "
                                "log as a replica)") from exc
         except (DeblError, OSError):
