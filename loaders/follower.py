@@ -41,7 +41,7 @@ from debl.config import Config
 from debl.errors import DeblError, FollowerLockHeld, ServiceError, SourceError
 from debl.position import DumpPosition, parse_gtid
 from debl.store import source_db
-from debl.store.source_binlog import HEARTBEAT_S, BinlogReader, Committed
+from debl.store.source_binlog import BinlogReader, Committed
 from loaders.capture import Batch
 
 LOCK = "debl_follow"

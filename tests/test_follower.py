@@ -18,7 +18,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -27,7 +26,6 @@ from click.testing import CliRunner
 
 from debl.catalog import METADATA, Catalog, engine_for
 from debl.cli import main
-from debl.errors import SourceError
 from debl.format.link import Link
 from debl.namespace import Namespace
 from debl.position import parse_gtid
@@ -35,7 +33,8 @@ from debl.stack.source_db import SourceDB
 from debl.stack.stack import stack_start, stack_stop
 from debl.store import source_db
 from harness import procs
-from harness.follow_kills import SourceWriter, check_capture, dump_rows, head_seq
+from harness.follow_kills import (SourceWriter, check_capture, dump_rows, head_seq,
+                                  source_sql)
 from loaders.follower import Follower
 from loaders.source_dump import dump_source
 
@@ -43,16 +42,6 @@ pytestmark = pytest.mark.stack
 
 HOSTILE = [b"\x00", b"\xff\xfe", b"\\", b"'", b'"', b"\\'\"\x00\xff end \\"]
 CATCH_UP_S = 120.0  # a follower in another process reaches the head within this, or it hung
-
-
-def _sql(config, sql: str, args=()) -> list[tuple]:
-    conn = source_db.connect(config)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, args)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
 
 
 def _admin(config, sql: str) -> str:
@@ -69,10 +58,10 @@ class Dataset:
     def __init__(self, stack_config, name: str, tmp_path, rows: int = 20):
         self.config = stack_config.replace(source_db_table=name,
                                            mysql_database=f"debl_{name}")
-        _sql(self.config, f"DROP TABLE IF EXISTS `{name}`")
-        _sql(self.config, source_db.table_ddl(name))
+        source_sql(self.config, f"DROP TABLE IF EXISTS `{name}`")
+        source_sql(self.config, source_db.table_ddl(name))
         for i in range(rows):
-            _sql(self.config, f"INSERT INTO `{name}` VALUES (%s, %s, 5, 1, %s, %s, 0)",
+            source_sql(self.config, f"INSERT INTO `{name}` VALUES (%s, %s, 5, 1, %s, %s, 0)",
                  (i + 1, i + 100, b"dumped", 1000 + i))
         self.dump_dir = tmp_path / f"dump-{name}"
         self.position = dump_source(self.config, self.dump_dir, files=2).position
@@ -115,7 +104,8 @@ class Dataset:
 
 @pytest.fixture
 def dataset(stack_config, tmp_path, request):
-    return Dataset(stack_config, f"follow{request.node.name[5:13].replace('_', '')}", tmp_path)
+    name = request.node.originalname[5:13].replace("_", "")
+    return Dataset(stack_config, f"follow{name}", tmp_path)
 
 
 def _link(id1, id2, data=b"x", visibility=1, t=5000, version=1) -> Link:
@@ -223,75 +213,61 @@ def test_a_follower_killed_under_writes_resumes_with_nothing_lost_or_doubled(dat
     assert d.follower().state == "stopped"
 
 
-def test_the_source_stopped_and_started_under_the_follower_loses_nothing(dataset):
-    d, t = dataset, dataset.table
-    stop = threading.Event()
-    errors = []
+class _Serving:
+    """A follower serving in a thread of this process, what it says kept in ``said``."""
 
-    def run() -> None:
+    def __init__(self, d: Dataset):
+        self.stop, self.errors, self.said = threading.Event(), [], []
+        self.thread = threading.Thread(target=self._run, args=(d,), daemon=True)
+        self.thread.start()
+
+    def _run(self, d: Dataset) -> None:
         try:
-            with d.follow(service_timeout=5.0) as follower:
-                follower.serve(should_stop=stop.is_set)
+            with Follower(d.config, report=self.said.append) as follower:
+                follower.serve(should_stop=self.stop.is_set)
         except Exception as exc:  # noqa: BLE001 -- the test reports it
-            errors.append(exc)
+            self.errors.append(exc)
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    written = [d.write(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (20_000 + i,))
-               for i in range(20)]
+    def end(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.errors and not self.thread.is_alive()
+
+
+def _inserts(d: Dataset, first_id1: int, n: int = 20) -> list[int]:
+    """*n* rows written one a transaction, id1 from *first_id1*; their sequence numbers."""
+    return [d.write(f"INSERT INTO `{d.table}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (first_id1 + i,))
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("service", ["source-db", "mariadb"])
+def test_a_service_stopped_and_started_under_the_follower_loses_nothing(dataset, service):
+    """The source (its log) or DeBL's MariaDB (the change log) goes away while the source
+    takes writes: the follower retries, says so, and once it is back captures every write
+    once (a batch whose commit failed is read again from the source)."""
+    d = dataset
+    serving = _Serving(d)
+    written = _inserts(d, 20_000)
     assert _wait_for(lambda: d.follower().seq >= written[-1])
     try:
-        stack_stop(d.config, "source-db")
-        down = _wait_for(lambda: (f := d.follower()).error is not None and f)
-        assert down.state == "catching-up" and "source database" in down.error, down
-        assert "retrying" in down.error and "nothing is lost" in down.error
-        assert "source database" in d.status()["followers"][0]["error"]
+        stack_stop(d.config, service)
+        if service == "source-db":
+            down = _wait_for(lambda: (f := d.follower()).error is not None and f)
+            assert down.state == "catching-up" and "source database" in down.error, down
+            assert "retrying" in down.error and "nothing is lost" in down.error
+            assert "source database" in d.status()["followers"][0]["error"]
+        else:  # the catalog is where it would say so: it says so on stderr
+            written += _inserts(d, 20_100)
+            assert _wait_for(lambda: any("retrying" in line for line in serving.said))
     finally:
-        stack_start(d.config, "source-db")
-    written += [d.write(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (20_100 + i,))
-                for i in range(20)]
+        stack_start(d.config, service)
+    written += _inserts(d, 20_200)
     assert _wait_for(lambda: d.follower().seq >= written[-1])
-    stop.set()
-    thread.join(60)
-    assert not errors and not thread.is_alive()
+    serving.end()
     ids = [c.id1 for c in d.changes()]
-    assert ids == [20_000 + i for i in range(20)] + [20_100 + i for i in range(20)]
-    assert d.follower().error is None
-
-
-def test_the_catalog_stopped_and_started_under_the_follower_loses_nothing(dataset):
-    """DeBL's MariaDB (the change log's) goes away while the source takes writes: the follower
-    retries, and once it is back captures every write once (a batch whose commit failed is
-    read again from the source)."""
-    d, t = dataset, dataset.table
-    stop = threading.Event()
-    errors, said = [], []
-
-    def run() -> None:
-        try:
-            with Follower(d.config, report=said.append) as follower:
-                follower.serve(should_stop=stop.is_set)
-        except Exception as exc:  # noqa: BLE001 -- the test reports it
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    written = [d.write(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (25_000 + i,))
-               for i in range(20)]
-    assert _wait_for(lambda: d.follower().seq >= written[-1])
-    try:
-        stack_stop(d.config, "mariadb")
-        written += [d.write(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'a', 1, 1)", (25_100 + i,))
-                    for i in range(20)]
-        assert _wait_for(lambda: any("retrying" in line for line in said)), said
-    finally:
-        stack_start(d.config, "mariadb")
-    assert _wait_for(lambda: d.follower().seq >= written[-1])
-    stop.set()
-    thread.join(60)
-    assert not errors and not thread.is_alive()
-    ids = [c.id1 for c in d.changes()]
-    assert ids == [25_000 + i for i in range(20)] + [25_100 + i for i in range(20)]
+    assert ids == [20_000 + i for i in range(20)] + (
+        [] if service == "source-db" else [20_100 + i for i in range(20)]) + \
+        [20_200 + i for i in range(20)]
     assert d.follower().error is None
 
 
@@ -312,7 +288,7 @@ def test_a_follower_that_cannot_read_the_log_gives_up_when_asked_to_catch_up(dat
 def test_a_changed_table_stops_the_follower_before_its_rows_are_read(dataset):
     d, t = dataset, dataset.table
     first = d.write(f"INSERT INTO `{t}` VALUES (30000, 1, 5, 1, 'before', 1, 1)")
-    _sql(d.config, f"ALTER TABLE `{t}` ADD COLUMN extra INT NOT NULL DEFAULT 7")
+    source_sql(d.config, f"ALTER TABLE `{t}` ADD COLUMN extra INT NOT NULL DEFAULT 7")
     d.write(f"INSERT INTO `{t}` VALUES (30001, 1, 5, 1, 'after', 1, 1, 8)")
     result = CliRunner().invoke(main, ["follow", "--until-caught-up"], obj=d.config)
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output

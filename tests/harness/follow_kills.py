@@ -125,26 +125,28 @@ def dump_rows(directory: Path) -> dict[tuple[int, int, int], Link]:
     return {link.key: link for link in rows}
 
 
-def table_rows(config: Config) -> dict[tuple[int, int, int], Link]:
-    """The source's table now, by key."""
+def source_sql(config: Config, sql: str, args=()) -> list[tuple]:
+    """*sql* on the source database, in a connection of its own; its rows."""
     conn = source_db.connect(config)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT id1, link_type, id2, visibility, data, time, version FROM "
-                        f"`{config.source_db.table}`")
-            return {(r[0], r[1], r[2]): Link(*r[:4], bytes(r[4]), *r[5:])
-                    for r in cur.fetchall()}
+            cur.execute(sql, args)
+            return list(cur.fetchall())
     finally:
         conn.close()
+
+
+def table_rows(config: Config) -> dict[tuple[int, int, int], Link]:
+    """The source's table now, by key."""
+    rows = source_sql(config, f"SELECT id1, link_type, id2, visibility, data, time, version "
+                              f"FROM `{config.source_db.table}`")
+    return {(r[0], r[1], r[2]): Link(*r[:4], bytes(r[4]), *r[5:]) for r in rows}
 
 
 def head_seq(config: Config) -> int:
-    conn = source_db.connect(config)
-    try:
-        with conn.cursor() as cur:
-            return parse_gtid(source_db.head(cur))[2]
-    finally:
-        conn.close()
+    """The sequence number of the source's head."""
+    return parse_gtid(source_db.one_domain(source_sql(config, "SELECT @@gtid_binlog_pos")[0][0],
+                                           "the source's head"))[2]
 
 
 def logged_changes(catalog: Catalog, source: str, after: int) -> list[Change]:
