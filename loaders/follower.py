@@ -18,7 +18,9 @@ pauses (tenacity), said on stderr and in the follower's row (state ``catching-up
 error), and the follower resumes from the position the catalog holds; with ``until_caught_up``
 it gives up once it has failed for ``service_timeout``. A position the log no longer holds, a
 changed table, a statement it cannot read (SourceError) stop it: state ``failed`` with the
-message, which says what to do. ``debl status`` shows the row.
+message, which says what to do; but when a kept load was dumped after a lost position, the
+follower goes on from that load's dump (the changes in between are lost whatever it does).
+``debl status`` shows the row.
 
 One follower per dataset: a MySQL named lock (``debl_follow.<database>``), checked again every
 few seconds (a server that closed its session released it).
@@ -41,7 +43,7 @@ from debl.config import Config
 from debl.errors import DeblError, FollowerLockHeld, ServiceError, SourceError
 from debl.position import DumpPosition, parse_gtid
 from debl.store import source_db
-from debl.store.source_binlog import BinlogReader, Committed
+from debl.store.source_binlog import BinlogReader, Committed, PositionLost
 from loaders.capture import Batch
 
 LOCK = "debl_follow"
@@ -184,7 +186,13 @@ class Follower:
             wait=self._pause, stop=self._gives_up if until_caught_up else stop_never,
             before_sleep=self._report_retry, reraise=True)
         try:
-            retrying(self._follow, until_caught_up, target, should_stop)
+            while True:
+                try:
+                    retrying(self._follow, until_caught_up, target, should_stop)
+                    break
+                except PositionLost as exc:
+                    if not self._skip_past(exc):
+                        raise
         except FollowerLockHeld:
             raise  # the row is another follower's now
         except DeblError as exc:
@@ -302,6 +310,25 @@ class Follower:
                 self._head_conn = None
             raise
         return gtid, parse_gtid(gtid)[2]
+
+    def _skip_past(self, lost: PositionLost) -> bool:
+        """After the source's log lost the follower's position: go on from the oldest kept
+        load dumped after it, if there is one (the changes in between are lost for good
+        whatever the follower does; the loads dumped before cannot be kept fresh, and
+        ``kept_from`` says so). False if there is none."""
+        later = [load.position for load in self.catalog.loads.loads()
+                 if load.position is not None and load.position.source == self.source
+                 and load.position.seq > self.seq and load.dropped is None
+                 and load.dropping is None]
+        if not later:
+            return False
+        to = min(later, key=lambda p: p.seq)
+        message = (f"{lost}. A later load's dump is kept: the follower goes on from its "
+                   f"position, GTID {to.gtid}; the loads dumped before it cannot be kept fresh")
+        self.report(message)
+        self._say("catching-up", message)
+        self.catalog.changes.skip_to(self.source, to.gtid, to.seq)
+        return True
 
     def _prune(self) -> None:
         """Forget the changes no kept day needs (at or before the oldest kept dump)."""

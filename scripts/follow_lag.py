@@ -5,8 +5,8 @@ change log (docs/FRESHNESS.md, "Measured: the follower's lag").
 
 On the configured stack (``debl stack up`` first), in a namespace of its own (the source's
 table ``lagbench``, the catalog ``<mysql_database>_lag``): the table made anew with a few rows,
-dumped and loaded (``debl source dump``, ``debl load --no-hot``: the position the follower
-starts at), then ``debl follow`` started and, once it follows, *writers* connections write
+every load of the namespace dropped, the table dumped and loaded (``debl source dump``, ``debl
+load --no-hot``: the position the follower starts at), then ``debl follow`` started and, once it follows, *writers* connections write
 LinkBench's ``add_link`` of new keys at *rate* writes a second in all (each its own transaction,
 one change each) for *seconds*; the follower is stopped once it has caught up.
 
@@ -14,7 +14,9 @@ Per change it prints two lags: **acked** = its ``captured_ts`` minus the instant
 commit returned (``time.time()`` in this process; the commit happened just before, so this is
 the commit-to-capture time within a fraction of a millisecond), and **log** = ``captured_ts``
 minus ``commit_ts``, the commit time the source's log gives, which has whole seconds (so it
-reads up to a second high). Also the writes held per second and the catalog transactions.
+reads up to a second high). Also the writes held per second, the catalog transactions, the
+follower's CPU seconds meanwhile and the machine's load average (a shared machine's other work
+shows in the lag, not in the CPU seconds).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from debl.format.link import Link
 from debl.position import parse_gtid
 from debl.store import source_db
 from debl.store.linkbench_writes import SourceLinks
+from loaders.cleanup import drop_every_load
 
 TABLE = "lagbench"
 
@@ -51,6 +54,12 @@ def _debl(config, *argv: str, log: Path) -> subprocess.Popen:
 def _run(config, *argv: str, log: Path) -> None:
     if _debl(config, *argv, log=log).wait() != 0:
         sys.exit(f"debl {' '.join(argv)} failed: see {log}")
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU seconds (user + system) process *pid* has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _follower(config):
@@ -95,6 +104,8 @@ def main() -> None:
         cur.executemany(f"INSERT INTO `{TABLE}` VALUES (%s, 1, 1, 1, 'x', 1, 0)",
                         [(i,) for i in range(1, 101)])
     conn.close()
+    Catalog(config).close()  # made if missing
+    drop_every_load(config)  # the follower starts at this run's dump
     _run(config, "source", "dump", str(work / "dump"), "--files", "2", log=log)
     _run(config, "load", str(work / "dump"), "--no-hot", log=log)
     follower = _debl(config, "follow", log=log)
@@ -108,6 +119,7 @@ def main() -> None:
     threads = [threading.Thread(target=_writer, args=(links, args.rate / args.writers, deadline,
                                                       10**9 * (w + 1), acks[w]))
                for w in range(args.writers)]
+    cpu = _cpu_s(follower.pid)
     for t in threads:
         t.start()
     for t in threads:
@@ -115,6 +127,7 @@ def main() -> None:
     written = sorted(a for w in acks for a in w)
     while _follower(config).seq < written[-1][0]:
         time.sleep(0.1)
+    cpu = _cpu_s(follower.pid) - cpu
     after = _follower(config)
     os.kill(follower.pid, signal.SIGTERM)
     follower.wait(60)
@@ -132,6 +145,7 @@ def main() -> None:
               "writes": len(written), "held_per_s": round(len(written) / args.seconds, 1),
               # a batch's changes share their captured_ts
               "catalog_transactions": len({by_seq[s].captured_ts for s, _ in written}),
+              "follower_cpu_s": round(cpu, 1), "load_average": os.getloadavg()[0],
               "lag_acked": summary(acked), "lag_log": summary(logged)}
     if args.json:
         print(json.dumps(result, indent=2))
@@ -139,7 +153,8 @@ def main() -> None:
     a, g = result["lag_acked"], result["lag_log"]
     print(f"{result['writes']:,} writes in {args.seconds:g} s ({result['held_per_s']:,}/s "
           f"held, {args.rate:g}/s asked), captured in {result['catalog_transactions']:,} "
-          f"catalog transactions")
+          f"catalog transactions; the follower used {result['follower_cpu_s']} CPU s "
+          f"(load average {result['load_average']:.1f})")
     print(f"lag from the commit's acknowledgement: p50 {a['p50_ms']} ms, p99 {a['p99_ms']} ms, "
           f"max {a['max_ms']} ms")
     print(f"lag from the log's commit time (whole seconds): p50 {g['p50_ms']} ms, p99 "

@@ -354,3 +354,18 @@ def test_a_position_purged_from_the_source_log_is_a_clear_error(dataset):
     follower, = d.status()["followers"]
     assert follower["state"] == "failed" and "no longer holds that position" in follower["error"]
     assert follower["seq"] == d.position.seq
+    # What to do: a new dump, loaded; the follower goes on from it (the older load is kept,
+    # for a rollback, but its changes are lost for good).
+    d.write(f"INSERT INTO `{t}` VALUES (40001, 1, 5, 1, 'in the dump', 1, 1)")
+    again = dump_source(d.config, d.dump_dir.with_name("dump-again"), files=1).position
+    with Catalog(d.config) as catalog:
+        catalog.loads.begin_load("L2", "debl", "again", 1 << 20, {},
+                                 Namespace("again_links", "again", "/debl-again"),
+                                 position=again)
+    d.write(f"INSERT INTO `{t}` VALUES (40002, 1, 5, 1, 'after', 1, 1)")
+    result = CliRunner().invoke(main, ["follow", "--until-caught-up"], obj=d.config)
+    assert result.exit_code == 0, result.output
+    assert f"the follower goes on from its position, GTID {again.gtid}" in result.output
+    assert [c.id1 for c in d.changes(again.seq)] == [40002]
+    state = d.follower()
+    assert state.kept_from == again.seq and state.seq == head_seq(d.config)

@@ -64,6 +64,10 @@ _DML = re.compile(r"^\s*(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA)\b", re.IGNORE
 _SCHEMA = re.compile(r"^\s*(ALTER|CREATE|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 
 
+class PositionLost(SourceError):
+    """The source's log no longer holds the position asked for (MariaDB's error 1236)."""
+
+
 @dataclass(frozen=True)
 class RowChange:
     """One row of the link table changed by a transaction: the row before (None: inserted)
@@ -182,7 +186,7 @@ class BinlogReader:
         except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
             if code == _POSITION_LOST:
-                raise SourceError(
+                raise PositionLost(
                     f"{source_db.where(self.config)} cannot send its binary log after GTID "
                     f"{self._stream.auto_position} (MariaDB error 1236: {exc.args[-1]}): the "
                     "log no longer holds that position (purged: source_db.log_expire; or reset)"
