@@ -46,9 +46,11 @@ TABLE = "lagbench"
 
 
 def _debl(config, *argv: str, log: Path) -> subprocess.Popen:
+    """``debl ARGV`` in a session of its own, as a service runs (with the kernel's autogroup
+    scheduling, a session shares the cores with the others as one)."""
     out = open(log, "ab")
     return subprocess.Popen([sys.executable, "-m", "debl", *argv], env=config.child_env(),
-                            stdout=out, stderr=subprocess.STDOUT)
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _run(config, *argv: str, log: Path) -> None:

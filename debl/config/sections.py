@@ -300,8 +300,9 @@ class SourceDbConfig(_Section):
     server_id: int = 1
     # The id `debl follow` gives itself as the source's replica (each replica of a server needs
     # its own: a second connection with the same id ends the first). 0: derived from the
-    # catalog's database and the table (loaders.follower, replica_server_id), so the followers
-    # of several datasets reading one source never share one (docs/FRESHNESS.md, "Capture").
+    # catalog's database and the table (debl.store.source_binlog.replica_server_id), so the
+    # followers of several datasets reading one source never share one (docs/RUNTIME.md, "The
+    # source database").
     follower_server_id: int = 0
     # Seconds the server keeps its binary log (binlog_expire_logs_seconds; 0: until purged by
     # hand). A follower starts at the dump's position of the oldest load kept, so the log must

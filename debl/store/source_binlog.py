@@ -13,9 +13,11 @@ What it guarantees, and refuses:
   table changed at the source (``ALTER TABLE``) is a SourceError naming the columns found; rows
   are never read with another table's layout. A statement that empties, drops or renames the
   table, or writes it as a statement rather than as rows (``binlog_format`` not ``ROW`` for
-  that session), is a SourceError too: the change log could not say what changed.
+  that session), is a SourceError too: the change log could not say what changed; so is a
+  transaction whose rows of the table end without a commit the reader knows (XA's prepare).
 - A position the source's log no longer holds (MariaDB's error 1236: purged, or a log that was
-  reset) is a SourceError saying that the changes after it are lost for good and what to do.
+  reset) is a PositionLost (a SourceError) saying that the changes after it are lost for good
+  and what to do.
 - A source that cannot be reached or drops the connection is a ServiceError: the caller
   retries from the last transaction it has (``Committed.gtid``).
 
