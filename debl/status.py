@@ -6,7 +6,8 @@ beside it (the same, and its buckets), the previous one while its stores exist a
 whose stores are being dropped (docs/LOADING.md, "Days"), the current load's buckets per job
 state (and, asked for, every bucket with its demand), the demand summed over coordinators, the
 queries the coordinators answered per route, the gen_HF jobs running now, and full availability
-once every bucket is loaded. A load that answers before its uptime says how far (``early``: the
+once every bucket is loaded, and each source's follower (``followers``: the change log's capture,
+docs/FRESHNESS.md). A load that answers before its uptime says how far (``early``: the
 shares answerable, the bytes fetched on demand, the keys waiting, the claims found false;
 docs/LOADING.md, "Answers before the copy ends").
 Everything comes from MySQL: the report is the same from any machine and does not need a
@@ -25,7 +26,8 @@ import time
 from collections import Counter
 
 from debl.format.bucket_map import BucketMap
-from debl.catalog import Bucket, Catalog, EarlyAnswering, JobState, LoadRecord, LoadState, Phase
+from debl.catalog import (Bucket, Catalog, EarlyAnswering, FollowerState, JobState, LoadRecord,
+                          LoadState, Phase)
 
 DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators
 CLAIMS_SHOWN = 20  # false claims listed per load (a load records its first; a resume may add)
@@ -88,6 +90,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,
+        "followers": [_follower(f, now) for f in catalog.changes.followers()],
     }
     if every_bucket:
         status["buckets"]["list"] = _bucket_list(buckets, demand,
@@ -118,6 +121,23 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _follower(f: FollowerState, now: float) -> dict:
+    """A source's follower (``debl follow``; docs/FRESHNESS.md, "Capture: `debl follow`"): the
+    position captured up to (``gtid``, ``seq``), the source's head as it last read it and how
+    many transactions it was behind (``behind``), the ``changes`` captured in all, ``lag_s``
+    from the last captured commit to its capture (the log's commit times have whole seconds),
+    its ``state`` and ``error``, and its last sign of life."""
+    return {"source": f.source, "gtid": f.gtid, "seq": f.seq, "state": f.state,
+            "error": f.error, "head_gtid": f.head_gtid, "head_seq": f.head_seq,
+            "head_age_s": None if f.head_ts is None else now - f.head_ts,
+            "behind": None if f.head_seq is None else max(0, f.head_seq - f.seq),
+            "changes": f.changes, "kept_from": f.kept_from,
+            "lag_s": (None if f.commit_ts is None or f.captured_ts is None
+                      else f.captured_ts - f.commit_ts),
+            "captured_age_s": None if f.captured_ts is None else now - f.captured_ts,
+            "heartbeat_age_s": now - f.heartbeat, "host": f.host, "pid": f.pid}
 
 
 def _early(catalog: Catalog, load_id: str) -> dict | None:

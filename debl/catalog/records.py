@@ -252,7 +252,10 @@ class FollowerState:
     """A source's follower as the catalog has it: the position captured up to (*gtid*, *seq*:
     every change at or before it is in the change log), the last captured commit's time and
     when it was captured, its last sign of life, its state (``following``, ``catching-up``,
-    ``failed``, ``stopped``) and the error that stopped or slows it, with what to do."""
+    ``failed``, ``stopped``) and the error that stopped or slows it, with what to do; the
+    source's head as the follower last read it (*head_gtid*, *head_seq*, at *head_ts*), the
+    *changes* it has captured in all, and *kept_from*: the change log holds every change of
+    the source past it (a load whose dump's position is older cannot be kept fresh)."""
 
     source: str
     gtid: str
@@ -264,3 +267,8 @@ class FollowerState:
     error: str | None
     host: str | None
     pid: int | None
+    head_gtid: str | None = None
+    head_seq: int | None = None
+    head_ts: float | None = None
+    changes: int = 0
+    kept_from: int = 0

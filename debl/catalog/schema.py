@@ -35,7 +35,10 @@ from sqlalchemy.engine import Connection
 # one (docs/FRESHNESS.md, "Positions"): where the source's changes since the dump begin.
 # 12: the source's changes since the dump (debl_changes) and the follower that captures them
 # (debl_follower): docs/FRESHNESS.md, "The change log".
-SCHEMA_VERSION = 12
+# 13: debl_follower.head_gtid, head_seq, head_ts, changes and kept_from: the source's head as the
+# follower last read it, the changes it has captured, and the position past which the log holds
+# every change (docs/FRESHNESS.md, "Capture: `debl follow`").
+SCHEMA_VERSION = 13
 
 
 # The values of the state columns (docs/LOADING.md, "The catalog"). A StrEnum is its value: the
@@ -371,7 +374,19 @@ follower_table = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),  # following, catching-up, failed, stopped
     sa.Column("error", sa.Text),  # what stopped or slows it, with what to do
     sa.Column("host", sa.String(255)),
-    sa.Column("pid", sa.Integer), **_UTF8)
+    sa.Column("pid", sa.Integer),
+    # The source's head when the follower last read it (None: not yet), and when: how far it is
+    # behind, in transactions (head_seq - seq).
+    sa.Column("head_gtid", sa.String(64)),
+    sa.Column("head_seq", mysql.BIGINT(unsigned=True)),
+    sa.Column("head_ts", sa.Double),
+    # Changes captured from the source in all (pruning forgets rows, not this count).
+    sa.Column("changes", mysql.BIGINT(unsigned=True), nullable=False, server_default="0"),
+    # The change log holds every change of the source past this position (up to seq): where
+    # the follower first started, moved on by prune and by a start past it. A load whose
+    # dump's position is older cannot be kept fresh from this log.
+    sa.Column("kept_from", mysql.BIGINT(unsigned=True), nullable=False, server_default="0"),
+    **_UTF8)
 
 # The rows of one load's dataset, dropped with its stores (its loads, files, counts, chunks and
 # phases rows stay: the reports read them).

@@ -160,6 +160,7 @@ def render(s: dict) -> str:
             out.append(f"           at once from MySQL alone {n.get('via_mysql', 0):,}, from "
                        f"HBase {n.get('via_hbase', 0):,}; hot keys from the hot files "
                        f"{n.get('via_hot_raw', 0):,}")
+    out.extend(_followers(s.get("followers", [])))
     if s["running_jobs"]:
         out.append("running    bucket  run id                      for s  attempt")
         for j in s["running_jobs"]:
@@ -172,6 +173,26 @@ def render(s: dict) -> str:
     # Names, sources and errors come from outside (a file named with ESC ] 0 ; once set the
     # terminal's title): each line is shown escaped (docs/RELIABILITY.md, "Security").
     return "\n".join(printable(line) for line in out)
+
+
+def _followers(followers: list[dict]) -> list[str]:
+    """Each source's follower (read_status's ``followers``): where it is, how far behind the
+    source's head, what it captured, its error and what to do."""
+    out = []
+    for f in followers:
+        behind = ("" if f["behind"] is None else
+                  f", {f['behind']:,} transaction(s) behind the source's head {f['head_gtid']} "
+                  f"(read {f['head_age_s']:,.0f} s ago)")
+        lag = ("" if f["lag_s"] is None else
+               f"; its last captured commit was captured {f['lag_s']:,.1f} s after it, "
+               f"{f['captured_age_s']:,.0f} s ago")
+        out.append(f"follower   source {f['source']}: {f['state']}, captured up to GTID "
+                   f"{f['gtid']}{behind}")
+        out.append(f"           {f['changes']:,} changes captured{lag}; host {f['host']} pid "
+                   f"{f['pid']}, last sign of life {f['heartbeat_age_s']:,.0f} s ago")
+        if f["error"]:
+            out.append(f"           error: {f['error']}")
+    return out
 
 
 @click.command("status")
