@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from debl.config import load_config
 from loaders import mysql_bulk
 from loaders.rejects import RejectWriter
@@ -42,7 +44,7 @@ SAMPLE_S = 0.1
 
 class CpuSampler:
     """(time, client CPU s, server CPU s) every SAMPLE_S in a thread, for CPU seconds between
-    two moments. Linux ``/proc``; the server's CPU is 0 without its pid."""
+    two moments. The server's CPU is 0 without its pid."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
@@ -54,8 +56,8 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         server = 0.0
         if self.server_pid:
-            fields = Path(f"/proc/{self.server_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            times = psutil.Process(self.server_pid).cpu_times()
+            server = times.user + times.system
         return time.time(), usage.ru_utime + usage.ru_stime, server
 
     def _run(self) -> None:

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -400,21 +401,9 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
 
 
 def _sockets_to(*ports: int) -> int:
-    """This process's TCP connections to any of *ports* (Linux's /proc)."""
-    mine = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if target.startswith("socket:["):
-            mine.add(target[len("socket:["):-1])
-    found = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            found += fields[9] in mine and int(fields[2].rsplit(":", 1)[1], 16) in ports
-    return found
+    """This process's TCP connections to any of *ports*."""
+    return sum(bool(c.raddr) and c.raddr.port in ports
+               for c in psutil.Process().net_connections(kind="tcp"))
 
 
 def test_a_warm_up_of_many_offers_keeps_a_few_connections_and_closes_them(raw):

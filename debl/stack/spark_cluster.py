@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 from tenacity import (Retrying, retry_if_exception_type, retry_if_not_exception_type,
                       stop_after_delay, wait_fixed)
 
@@ -167,17 +168,12 @@ class SparkCluster(Service):
         """Processes whose command line or working directory is under the cluster's home
         (executors and their Python workers run in work-<i>/ and local-<i>/)."""
         home, found = f"{self.home}/", []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                    errors="replace")
-                cwd = os.readlink(proc / "cwd")
-            except OSError:
-                continue
-            if home in cmdline or f"{cwd}/".startswith(home):
-                found.append(int(proc.name))
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            cmdline, cwd = proc.info["cmdline"], proc.info["cwd"]
+            if proc.pid == os.getpid() or cmdline is None or cwd is None:
+                continue  # this process, or one not ours (nor the cluster's)
+            if home in " ".join(cmdline) or f"{cwd}/".startswith(home):
+                found.append(proc.pid)
         return found
 
     def probe(self) -> str:
