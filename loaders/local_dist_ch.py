@@ -23,9 +23,10 @@ Pitfalls:
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
 from debl.format.bucket_map import BucketMap
 from debl.format.bucket_file import encode
@@ -36,6 +37,7 @@ from debl.keys.manifest import Manifest, claim_violations
 from debl.format.link import CHECKSUM_MOD, REJECT_PREFIX, ParseError, line_body, line_checksum, \
     parse_line, too_long
 from debl.hdfs import HdfsClient
+from debl.retry import retried
 from loaders.chunker import Chunk, Segment, chunk_name
 from loaders.dist_ch import DistResult, Reject
 from loaders.rejects import pending_line
@@ -121,17 +123,17 @@ def bucket_locally(config: Config, hdfs: HdfsClient, chunk: Chunk, bucket_map: B
     return DistResult(chunk.chunk_no, parts, rejects, per_file, violations)
 
 
-def _write(hdfs: HdfsClient, path: str, data: bytes, attempts: int = 3) -> None:
-    """Write one bucket file (a temporary name renamed over *path*: written again whole if a
-    DataNode dropped the connection, as a busy one does; the last failure is raised)."""
-    for attempt in range(attempts):
-        try:
-            hdfs.write_atomic(path, data)
-            return
-        except ServiceError:
-            if attempt + 1 == attempts:
-                raise
-            time.sleep(0.2 * (attempt + 1))
+# A bucket file's write that failed (a busy DataNode drops the connection): written again
+# whole after 0.2 s, then 0.4 s; the third failure is raised (docs/RELIABILITY.md, "Retries").
+RETRY_BUCKET_WRITE = Retrying(retry=retry_if_exception_type(ServiceError),
+                              stop=stop_after_attempt(3), wait=wait_incrementing(0.2, 0.2),
+                              reraise=True)
+
+
+def _write(hdfs: HdfsClient, path: str, data: bytes) -> None:
+    """Write one bucket file (a temporary name renamed over *path*), again whole if it failed
+    (``RETRY_BUCKET_WRITE``)."""
+    retried(RETRY_BUCKET_WRITE, hdfs.write_atomic, path, data)
 
 
 def _lines(block: bytes) -> list[bytes]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import urllib.request
 from pathlib import Path
 
 import psutil
 from tenacity import (Retrying, retry_if_exception_type, retry_if_not_exception_type,
-                      stop_after_delay, wait_fixed)
+                      retry_if_result, stop_after_delay, wait_fixed)
 
 from debl.errors import StackError
 from debl.stack.daemon import Daemon
@@ -158,9 +157,10 @@ class SparkCluster(Service):
                     os.kill(pid, signal.SIGKILL if attempt else signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-            deadline = time.monotonic() + (30.0 if attempt == 0 else 10.0)
-            while time.monotonic() < deadline and self._processes():
-                time.sleep(0.2)
+            # Until none is left, or for 30 s after SIGTERM (then SIGKILL), 10 s after SIGKILL.
+            Retrying(retry=retry_if_result(bool), wait=wait_fixed(0.2),
+                     stop=stop_after_delay(30.0 if attempt == 0 else 10.0),
+                     retry_error_callback=lambda _: None)(self._processes)
             stopped = True
         return stopped
 
