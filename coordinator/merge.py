@@ -11,8 +11,8 @@ greatest ``time``, then greatest ``version``, then the hot row over the cold one
 is a total order, the winner of the per-store winners is the winner of all input rows: exactly
 what the in-memory reference computes from the raw files.
 
-Merge first, then filter (debl.format.link.select_links). Filtering each store before merging would be
-wrong in two ways:
+Merge first, then filter (debl.format.link.select_links). Filtering each store before merging would
+be wrong in two ways:
 
 - hidden rows: a newer hidden row (a delete) in one store must hide an older visible row in the
   other, so both scans include hidden rows;
@@ -56,8 +56,8 @@ def answer(hot: NewestFirst | None, cold: NewestFirst | None, id1: int, link_typ
     that side can have id1), merged key by key, then filtered.
 
     The sources are read lazily inside: in the calling thread's request record
-    (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is left
-    of the time in here (the rows parsed, merged and filtered)."""
+    (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is
+    left of the time in here (the rows parsed, merged and filtered)."""
     with request_cost.Timed(request_cost.MERGE):
         return _answer(hot, cold, id1, link_type, min_time, max_time, offset, limit)
 

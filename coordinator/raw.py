@@ -245,7 +245,7 @@ class RawReader:
         parts = [[self.cache.get((load, f.opened.path, i)) for i in range(start, stop)]
                  for f, start, stop in wanted]
         runs = []  # (which, first part, past the last part) of each missing run
-        for which, ((f, start, _), got) in enumerate(zip(wanted, parts)):
+        for which, got in enumerate(parts):
             i = 0
             while i < len(got):
                 if got[i] is not None:

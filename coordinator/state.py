@@ -72,8 +72,8 @@ class BucketState:
 
 @dataclass(frozen=True)
 class HotBucket:
-    """The hot files' rows in one hot bucket (a load's one, ``debl.format.bucket_map.HOT_MAP``), read
-    raw until MySQL takes the hot keys over; their id1s lie in ``[c_lo, c_hi]``."""
+    """The hot files' rows in one hot bucket (a load's one, ``debl.format.bucket_map.HOT_MAP``),
+    read raw until MySQL takes the hot keys over; their id1s lie in ``[c_lo, c_hi]``."""
 
     b_index: int
     rows: int

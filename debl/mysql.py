@@ -123,7 +123,8 @@ def connect_reader(config: Config) -> MySQLdb.Connection:
             host=config.mysql.host, port=config.mysql.port, user=config.mysql.user,
             password=config.mysql_secret, database=config.mysql.database, autocommit=True,
             connect_timeout=min(10, timeout), read_timeout=timeout, write_timeout=timeout,
-            charset="utf8mb4", local_infile=0)  # libmariadb's default sends any file a server asks for
+            # local_infile: libmariadb's default sends any file a server asks for
+            charset="utf8mb4", local_infile=0)
     except MySQLdb.MySQLError as exc:
         raise ServiceError(describe(exc, config)) from exc
 

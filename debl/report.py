@@ -312,8 +312,8 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
                  "Paper (100M links, 10 GB over 100 Mbit/s, 5 region servers): fileCopy 893 s, "
                  "DeBL (no mysql) 952 s, DeBL (2g mysql) 1257 s, bulkLoad (HBase) 1978 s, "
                  "bulkLoad (MySQL) 2565 s; both DeBL variants served all 500,000 queries "
-                 "before bulkLoad (MySQL) was up. docs/DESIGN.md section 11 quotes no figure for the "
-                 "demand/fifo wait ratio.")
+                 "before bulkLoad (MySQL) was up. docs/DESIGN.md section 11 quotes no figure for "
+                 "the demand/fifo wait ratio.")
 
 
 def _buckets_line(spec: dict, effective: dict) -> str:

@@ -1,18 +1,18 @@
 """dist_ch: the Spark job that buckets one copied chunk by id1 range.
 
 For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, validates each
-(exactly as ``debl.format.link.parse_line``), gives each good line its origin ``(file_seq, line_no)``
-from the chunk's segments, and writes, for every bucket ``b`` the slice touches (``b`` from the
-load's bucket map, ``debl.format.bucket_map``), one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``
-(``debl.format.bucket_file``): that bucket's lines, each followed by two more fields, the origin (gen_HF
-needs it for the merge rule's last tie-breakers), sorted by (id1, link_type, time), with a sparse
-index of byte offsets and a Bloom filter of its keys as its footer, so that the raw route reads
-one id1's rows without the rest (docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows,
-bytes (of the lines, without the footer), a checksum and the lowest and highest id1 of its rows
-(the coordinator's cold coverage); the loader records them in the bucket index. Bad lines come
-back whole; the reason in the reject file is parse_line's own. A line over
-``loading.max_line_bytes`` is never held whole (the JVM reads past it): it comes back as its length
-and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
+(exactly as ``debl.format.link.parse_line``), gives each good line its origin
+``(file_seq, line_no)`` from the chunk's segments, and writes, for every bucket ``b`` the slice
+touches (``b`` from the load's bucket map, ``debl.format.bucket_map``), one bucket file
+``<bucket_dir>/<b>/chunk-NNNNN.<slice>`` (``debl.format.bucket_file``): that bucket's lines, each
+followed by two more fields, the origin (gen_HF needs it for the merge rule's last tie-breakers),
+sorted by (id1, link_type, time), with a sparse index of byte offsets and a Bloom filter of its keys
+as its footer, so that the raw route reads one id1's rows without the rest (docs/ONLINE.md,
+"Bucket files"). It returns, per bucket, rows, bytes (of the lines, without the footer), a checksum
+and the lowest and highest id1 of its rows (the coordinator's cold coverage); the loader records
+them in the bucket index. Bad lines come back whole; the reason in the reject file is parse_line's
+own. A line over ``loading.max_line_bytes`` is never held whole (the JVM reads past it): it comes
+back as its length and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
 was the slowest stage before uptime on a fast link (docs/LOADING.md, "Decisions where DESIGN is

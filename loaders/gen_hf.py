@@ -3,9 +3,9 @@ and bulk-loads them, the buckets that the most waiting queries need first.
 
 Each run: pick buckets (``pick_buckets``), mark them ``running`` in the job status table, read
 their HDFS files, apply the merge rule, write real HFiles with HBase's ``HFileOutputFormat2``
-(``loaders.hfile``, on the JVM), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the HFiles are on
-the HBase root's HDFS), and mark the buckets ``loaded`` with their row count, superseded count and
-checksum (for ``debl verify``).
+(``loaders.hfile``, on the JVM), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the
+HFiles are on the HBase root's HDFS), and mark the buckets ``loaded`` with their row count,
+superseded count and checksum (for ``debl verify``).
 
 Pitfalls and guarantees:
 

@@ -6,10 +6,10 @@ and Spark may not even have started yet when the first chunk lands (docs/LOADING
 before the copy ends"). This module buckets such a chunk by the same rules as dist_ch's JVM task
 (``loaders.dist_ch``, ``debl.jobs.DistCh``), of which the Python definitions are the reference:
 a line is valid when ``debl.format.link.parse_line`` accepts it, a bucket file is
-``debl.format.bucket_file.encode`` of the bucket's lines (each the line's body, TAB file_seq, TAB the
-line's byte offset in its file), its checksum ``debl.format.link.line_checksum`` summed mod 2^64, a
-line over ``max_line_bytes`` is refused by its length and first bytes. So a chunk bucketed here
-and the same chunk bucketed by the JVM give the same bucket files byte for byte, the same index
+``debl.format.bucket_file.encode`` of the bucket's lines (each the line's body, TAB file_seq, TAB
+the line's byte offset in its file), its checksum ``debl.format.link.line_checksum`` summed mod
+2^64, a line over ``max_line_bytes`` is refused by its length and first bytes. So a chunk bucketed
+here and the same chunk bucketed by the JVM give the same bucket files byte for byte, the same index
 rows and the same rejects (tests/test_local_dist_ch.py), one file per bucket (slice 0).
 
 Pitfalls:

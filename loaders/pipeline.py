@@ -128,7 +128,8 @@ class Bucketer:
         """Bucket *chunk* (*data*: its bytes, when the caller holds them) and record it;
         *local*: in this process (None: when Spark has not started yet and it is small)."""
         t0 = time.time()
-        # A hot chunk needs no sample: its lines go into the one hot bucket (debl.format.bucket_map).
+        # A hot chunk needs no sample: its lines go into the one hot bucket
+        # (debl.format.bucket_map).
         bucket_map = HOT_MAP if chunk.hot else self.decided.result()  # raises the sample's error
         where = self.namespace.hot_dir if chunk.hot else self.namespace.bucket_dir
         if local is None:
@@ -300,7 +301,7 @@ def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog,
         def settle() -> None:
             """The chunk sent before, once closed: recorded and handed to dist_ch. Its copy
             took its own sending and the wait for its close, not the next chunk's sending."""
-            for chunk, t0, t1, finished in sent:
+            for chunk, t0, t1, finished in sent:  # noqa: B023 -- called in this iteration only
                 waited = time.time()
                 finished()
                 t1 += time.time() - waited
@@ -308,7 +309,7 @@ def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog,
                 if chunk.hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, t1 - t0))
-            sent.clear()
+            sent.clear()  # noqa: B023 -- called in this iteration only
 
         try:
             while files and not stopped():

@@ -120,7 +120,7 @@ class Source(ABC):
     def describe(self) -> str:
         """Where the files are, as DeBL records and shows it (never with a password)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a local source keeps nothing open
         """Let go of what the source keeps open between reads (an HTTP source's kept-alive
         connections); it may still be used afterwards."""
 

@@ -72,8 +72,8 @@ def main() -> int:
     for pid, (kib, cmd) in sorted(peaks.items(), key=lambda kv: -kv[1][0]):
         print(f"{pid:>8} peak RSS {kib / 1024:8.1f} MiB  {cmd}", file=sys.stderr)
     for pid, (before, cmd) in watched.items():
-        print(f"{pid:>8} RSS {(before or 0) / 1024:8.1f} MiB before, peak {watch_peak[pid] / 1024:8.1f}"
-              f" MiB during  {cmd}", file=sys.stderr)
+        print(f"{pid:>8} RSS {(before or 0) / 1024:8.1f} MiB before, peak "
+              f"{watch_peak[pid] / 1024:8.1f} MiB during  {cmd}", file=sys.stderr)
     return proc.returncode
 
 

@@ -3,8 +3,8 @@ boundaries").
 
 For each input directory: the sample of all its files (as a load with every file cold),
 drawn from the directory itself and, with ``--url``, over HTTP from a ``debl source serve`` of
-it; its wall time, reads, bytes and HTTP requests; then its bucket map applied to the raw files: the number
-of buckets, largest / mean and smallest / mean bucket bytes (input bytes, without the origin
+it; its wall time, reads, bytes and HTTP requests; then its bucket map applied to the raw files: the
+number of buckets, largest / mean and smallest / mean bucket bytes (input bytes, without the origin
 fields dist_ch adds). Run it alone on the machine: the times are wall-clock.
 
     python scripts/sample_cost.py DIR [DIR ...] [--url URL ...] [--repeat N] [--busy]

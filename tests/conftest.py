@@ -13,6 +13,7 @@ import os
 import pytest
 
 from debl.config import Config, load_config
+from tests.ui_browser import browser  # noqa: F401 -- the fixture of tests/test_ui_page*.py
 
 
 @pytest.fixture(scope="session")

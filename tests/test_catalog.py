@@ -582,7 +582,8 @@ def test_a_dropped_or_superseded_load_never_becomes_current(config):
         with pytest.raises(LoadStateError, match="L3 cannot become current: its stores were "
                                                  "dropped"):
             catalog.loads.make_current("L3", time.time())
-        assert catalog.loads.current().load_id == "L2" and catalog.loads.load("L3").state == "running"
+        assert catalog.loads.current().load_id == "L2"
+        assert catalog.loads.load("L3").state == "running"
         with pytest.raises(LoadStateError, match="no load L9"):
             catalog.loads.make_current("L9", time.time())
 

@@ -259,8 +259,8 @@ def test_buffered_query_is_released_and_demand_published_then_cleared(world, coo
 
 
 def _recorded(fn, *args, **kwargs):
-    """``fn``'s answer and the request record it ran in (``debl.measure.request_cost``), as the query
-    client wraps each request."""
+    """``fn``'s answer and the request record it ran in (``debl.measure.request_cost``), as the
+    query client wraps each request."""
     cost = request_cost.begin()
     try:
         return fn(*args, **kwargs), cost

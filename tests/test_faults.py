@@ -13,6 +13,7 @@ CI's short campaign; ``--trials 20`` of every target is the full one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -206,8 +207,6 @@ HANG_S = 60.0
 
 def _frozen(daemon) -> "contextlib.AbstractContextManager":
     """SIGSTOP a stack daemon for the block (a server that takes calls and never answers)."""
-    import contextlib
-
     @contextlib.contextmanager
     def frozen():
         pid = daemon.pid()

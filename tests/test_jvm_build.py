@@ -60,13 +60,14 @@ def test_the_other_jvm_libraries_are_those_pyspark_ships(artifact):
 
 
 def test_hbase_is_what_the_spark_runtime_resolves():
-    runtime = {d["artifactId"]: d for d in _dependencies(_pom(ROOT / "scripts/maven/spark/pom.xml"))}
+    runtime = {d["artifactId"]: d
+               for d in _dependencies(_pom(ROOT / "scripts/maven/spark/pom.xml"))}
     assert DEPS["hbase-shaded-mapreduce"]["version"] == runtime["hbase-shaded-mapreduce"]["version"]
 
 
 def test_the_jar_is_named_as_the_spark_session_expects():
-    """debl/spark/session.py puts ``<lib_dir>/debl-jobs.jar`` on the classpath; the build names it so and
-    scripts/build_jobs_jar.sh moves it there."""
+    """debl/spark/session.py puts ``<lib_dir>/debl-jobs.jar`` on the classpath; the build names it
+    so and scripts/build_jobs_jar.sh moves it there."""
     assert JOBS.findtext("m:build/m:finalName", None, NS) == "debl-jobs"
     script = (ROOT / "scripts/build_jobs_jar.sh").read_text()
     assert 'jar="$state/lib/debl-jobs.jar"' in script and "loaders/jvm" in script

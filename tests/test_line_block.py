@@ -1,6 +1,6 @@
-"""debl.format.line_block against debl.format.link.parse_line: a block is accepted only if every one of its
-lines parses, and then parsed column-wise into the parser's numbers; a block of ordinary lines is
-accepted. Pure unit tests (docs/LOADING.md, "The hot path's cost")."""
+"""debl.format.line_block against debl.format.link.parse_line: a block is accepted only if every one
+of its lines parses, and then parsed column-wise into the parser's numbers; a block of ordinary
+lines is accepted. Pure unit tests (docs/LOADING.md, "The hot path's cost")."""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ def _heavy_files(directory: Path) -> None:
         path.write_bytes(b"".join(lines))
         os.utime(path, (mtimes[before] - 60,) * 2)
     newest = mtimes[-1]
-    hot = [Link(HEAVY, LT, id2, id2 % 2, b"hot", T0 + 25, 9).to_line() for id2 in range(0, 4000, 97)]
+    hot = [Link(HEAVY, LT, id2, id2 % 2, b"hot", T0 + 25, 9).to_line()
+           for id2 in range(0, 4000, 97)]
     path = directory / "heavy-hot.tsv"
     path.write_bytes(b"".join(hot))
     os.utime(path, (newest + 3600,) * 2)
@@ -123,14 +124,15 @@ def _keys(reference: MemoryStore) -> list[tuple[int, int]]:
 
 
 RAW_ANSWERS: dict = {}  # (key, kwargs) -> links: compared with the answers after conversion
-RANGES = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30}, {"min_time": T0 + 10, "max_time": T0 + 12},
-          {"offset": 3, "limit": 5}, {"offset": 2400, "limit": 10}, {"limit": 1},
+RANGES = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30},
+          {"min_time": T0 + 10, "max_time": T0 + 12}, {"offset": 3, "limit": 5},
+          {"offset": 2400, "limit": 10}, {"limit": 1},
           {"min_time": 1766900000000}, {"max_time": 1767000000000, "offset": 1, "limit": 3})
 
 
 def test_bucket_files_are_exactly_what_the_reference_writer_writes(raw):
-    """dist_ch on the JVM sorts and indexes as debl.format.bucket_file.encode does: a file's lines in
-    input order (their origins ascending) encode to the file's very bytes."""
+    """dist_ch on the JVM sorts and indexes as debl.format.bucket_file.encode does: a file's lines
+    in input order (their origins ascending) encode to the file's very bytes."""
     config, _, bucket_files = raw
     fs = HdfsClient(config)
     most_blocks = 0

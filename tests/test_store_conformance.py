@@ -248,7 +248,8 @@ def test_count_and_reset(store: LinkStore, ns: int) -> None:
 
 
 _link = st.builds(
-    lambda id1, lt, id2, vis, data, time, version: Link(id1, LT + lt, id2, vis, data, time, version),
+    lambda id1, lt, id2, vis, data, time, version: Link(id1, LT + lt, id2, vis, data, time,
+                                                        version),
     st.integers(0, 2), st.integers(0, 1), st.integers(0, 5),
     st.sampled_from([0, 1, 1, 1]), st.binary(max_size=6), st.integers(0, 6), st.integers(0, 2))
 _query = st.tuples(st.integers(0, 2), st.integers(0, 1), st.integers(0, 7), st.integers(-1, 7),

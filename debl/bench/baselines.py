@@ -93,7 +93,8 @@ class Approach:
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
-    raw_route: bool = False  # the coordinator of the query phase answers raw after coordinator.raw_after
+    # the coordinator of the query phase answers raw after coordinator.raw_after
+    raw_route: bool = False
     # The bench loads it up only once MySQL holds the hot rows (the paper's uptime); `debl load`
     # does so with --wait-for-hot, whatever the approach's name.
     wait_for_hot: bool = False
@@ -327,8 +328,9 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             job_group(spark, f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            # Whole files, not text lines: a bucket file ends with its index (debl.format.bucket_file),
-            # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
+            # Whole files, not text lines: a bucket file ends with its index
+            # (debl.format.bucket_file), and a dist_ch temporary file (``._COPYING_``) matches the
+            # glob but is no data.
             raw = (sc.binaryFiles(",".join(paths))
                    .filter(lambda f: bucket_file_stem(f[0].rsplit("/", 1)[1]) is not None)
                    .flatMap(lambda f: file_rows(f[0], f[1])))

@@ -14,7 +14,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from debl.catalog.engines import engine_for, named_lock
-from debl.catalog.schema import METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table, schema_version
+from debl.catalog.schema import (METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table,
+                                 schema_version)
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
 from debl.mysql import describe

@@ -19,7 +19,8 @@ def show_data(data: bytes) -> str:
 
 def _how(answer) -> str:
     hot = {"mysql": "MySQL", "raw": "the hot files' bucket in HDFS (MySQL is still taking "
-                                    "them in)", "none": "nowhere: no hot row has these keys"}[answer.hot.value]
+                                    "them in)",
+           "none": "nowhere: no hot row has these keys"}[answer.hot.value]
     if answer.route == "mysql":
         where = f"the hot rows alone, from {hot} (no cold bucket for this id1)"
     elif answer.route == "merged":
@@ -58,8 +59,8 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     """Print the visible links of ID1 and LINK_TYPE, newest first, as DeBL answers them.
 
     Waits for the system to be up and for ID1's bucket to be loaded into HBase, as a query of
-    `debl query --target debl` would, or with the raw route on (coordinator.raw_after, in seconds) at most
-    that long before reading the bucket's files in HDFS; --timeout bounds the wait.
+    `debl query --target debl` would, or with the raw route on (coordinator.raw_after, in seconds)
+    at most that long before reading the bucket's files in HDFS; --timeout bounds the wait.
     """
     # lazy import: the coordinator brings the HBase client, which would cost every `debl`
     # command's start-up (docs/ARCHITECTURE.md, "Lazy imports")

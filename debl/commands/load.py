@@ -113,7 +113,8 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     click.echo(f"\nload {s.load_id} is up after {s.uptime_s:.1f} s")
     if s.taken_over_s is not None:
         click.echo(f"  MySQL took the hot keys over after {s.taken_over_s:.1f} s")
-    click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in MySQL")
+    click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in "
+               "MySQL")
     click.echo(f"  cold: {s.cold_files} files, {s.cold_bytes / 1e6:.1f} MB, {s.cold_rows} rows in "
                f"{s.buckets} buckets from {s.chunks} chunks")
     if s.bucket_map:

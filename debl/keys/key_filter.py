@@ -33,7 +33,8 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """``debl.format.bucket_file._mix`` on uint64 arrays (numpy's uint64 arithmetic wraps like it)."""
+    """``debl.format.bucket_file._mix`` on uint64 arrays (numpy's uint64 arithmetic wraps like
+    it)."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))

@@ -16,8 +16,8 @@ file's bytes against its manifest.
 
 Pitfalls:
 
-- "Valid" is ``debl.format.link.parse_line``'s word: claims are about valid lines only, and the bytes
-  of bad lines lie inside pieces like any others. A point is always a valid line's start, so a
+- "Valid" is ``debl.format.link.parse_line``'s word: claims are about valid lines only, and the
+  bytes of bad lines lie inside pieces like any others. A point is always a valid line's start, so a
   file that begins with bad lines has its first point after them; its first piece still begins
   at byte 0.
 - A file with bytes but no valid line has ``id1_lo = id1_hi = None``: its one piece claims
@@ -205,7 +205,8 @@ def _kind(value: object) -> str:
         return f"the integer {_shown(value)}"
     if isinstance(value, float):
         return f"the number {value!r}"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value),
+                                                                    type(value).__name__)
 
 
 def _shown(value: int) -> str:

@@ -78,14 +78,16 @@ class Daemon:
             raise StackError(self.name, f"cannot write its log {self.log_file}: {exc}; check "
                              f"that {self.home} is writable by this user") from exc
         with log:
-            log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
+            log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n"
+                      .encode())
             log.flush()
             try:
                 proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                                         start_new_session=True)
             except OSError as exc:
-                raise StackError(self.name, f"cannot run {argv[0]}: {exc}", str(self.log_file))
+                raise StackError(self.name, f"cannot run {argv[0]}: {exc}",
+                                 str(self.log_file)) from exc
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
 

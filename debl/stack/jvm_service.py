@@ -53,12 +53,12 @@ logger.datanode.name = org.apache.hadoop.hdfs.server.datanode.DataNode
 logger.datanode.level = WARN
 logger.deletion.name = org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.FsDatasetAsyncDiskService
 logger.deletion.level = WARN
-"""
+"""  # noqa: E501 -- a logger's name is one line of log4j's properties
 
 
 def site_xml(props: dict[str, object]) -> str:
-    body = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>\n"
-                   for k, v in props.items())
+    body = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value>"
+                   "</property>\n" for k, v in props.items())
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 

@@ -44,7 +44,7 @@ class LinkStore(ABC):
     def reset(self) -> None:
         """Empty the store (create its table if missing)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a store without connections has none to release
         """Release connections. Idempotent."""
 
     def __enter__(self) -> "LinkStore":

@@ -5,9 +5,9 @@ Row key (32 bytes, every field 8-byte big-endian unsigned, so byte order is nume
     id1 | link_type | MAX_TIME - time | 2**64-1 - id2
 
 so the rows of one ``(id1, link_type)`` are contiguous and come newest first, ties on ``time``
-by ``id2`` descending: exactly get_link_list's order (debl.format.link.select_links), so a scan needs no
-re-sort and ``limit`` can stop it early. Python ``bytes`` order equals HBase's unsigned byte
-order, so sorting keys in Python sorts them for HFiles.
+by ``id2`` descending: exactly get_link_list's order (debl.format.link.select_links), so a scan
+needs no re-sort and ``limit`` can stop it early. Python ``bytes`` order equals HBase's unsigned
+byte order, so sorting keys in Python sorts them for HFiles.
 
 One column family ``l``, one qualifier ``v``; the cell value is ``visibility`` (1 byte),
 ``version`` (8 bytes big-endian) and the raw ``data`` bytes. ``time`` and ``id2`` live only in the

@@ -93,7 +93,8 @@ def _chunks_of_file(spec: GenerateSpec, k: int, chunks: int) -> tuple[int, int]:
     return first, max(first, (hi - 1 - spec.start_id) // CHUNK_IDS)
 
 
-def _plan_bad_lines(spec: GenerateSpec, chunks: int) -> dict[tuple[int, int], list[tuple[float, str]]]:
+def _plan_bad_lines(spec: GenerateSpec,
+                    chunks: int) -> dict[tuple[int, int], list[tuple[float, str]]]:
     """(chunk, file) -> [(relative position in that chunk's slice of the file, kind), ...].
     In ``ranges`` the chunk is one that holds ids of the file, so a bad line sits among the
     lines of its file's ids."""

@@ -2,8 +2,8 @@
 its own request stream against the target, closed loop or at the instants of its own Poisson
 schedule (docs/WORKLOAD.md). Each thread keeps its completions in compact arrays; the part turns
 them into histograms (``RunCounts``) at the end, never keeping raw samples beyond the run. Each
-request runs in a record of where its time went (``debl.measure.request_cost``); the process keeps its
-slowest and every route's latencies (``debl.workload.tail``).
+request runs in a record of where its time went (``debl.measure.request_cost``); the process keeps
+its slowest and every route's latencies (``debl.workload.tail``).
 
 Pitfall: a request blocked inside the target cannot be interrupted; the threads are daemons, and
 a stopped part waits ``STOP_GRACE_S`` for them before it gives up.

@@ -109,7 +109,8 @@ class StoreCheck:
             self.examples.append(text)
 
 
-def compare_rows(name: str, found: list[Link], want: dict[tuple[int, int, int], Link]) -> StoreCheck:
+def compare_rows(name: str, found: list[Link],
+                 want: dict[tuple[int, int, int], Link]) -> StoreCheck:
     """*found* (a whole store's rows) against *want* (the reference's winners by key)."""
     check = StoreCheck(name, len(found))
     seen: Counter = Counter(link.key for link in found)

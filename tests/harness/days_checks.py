@@ -235,7 +235,7 @@ def _dropped_since(world: World, load: LoadRecord) -> bool:
 def check_current(world: World, op: OpRecord, c: CurrentCheck, rng: random.Random) -> None:
     """``debl verify`` of the current day, its stores against the reference, one ``debl
     links`` (see the module); a check that a switch and cleanup overtook is done again."""
-    for attempt in range(3):
+    for _ in range(3):
         with Catalog(world.config) as catalog:
             load = catalog.loads.current()
         day = world.day_of_source(load.source)

@@ -190,7 +190,7 @@ class _Sequence:
         while world.running_loads() and time.monotonic() < deadline:
             time.sleep(1.0)
         world.reap(lambda bg, outcome: judge(world, bg, outcome), hard_limit=0.0)
-        for attempt in range(3):
+        for _ in range(3):
             newest = world.camp.latest_load()
             if newest.state == "up" and newest.hot_state not in ("loading", "failed"):
                 break
