@@ -117,7 +117,7 @@ class NewestFirstMerge:
                       if not done]
         if any(t is None for t, _ in open_files):
             return [i for t, i in open_files if t is None]
-        newest = max((t for t, _ in open_files), default=None)
+        newest = max((t for t, _ in open_files if t is not None), default=None)
         return [i for t, i in open_files if t == newest]
 
     def add(self, file: int, rows: list[tuple[Link, Origin]], done: bool) -> None:
@@ -134,7 +134,7 @@ class NewestFirstMerge:
         open_files = [t for t, done in zip(self._oldest, self._done) if not done]
         if None in open_files:  # a file that gave nothing yet may hold anything
             return []
-        bound = max(open_files, default=-1)
+        bound = max((t for t in open_files if t is not None), default=-1)
         final = [row for row in self._pending if row[0].time > bound]
         if not final:
             return []

@@ -50,7 +50,7 @@ from debl.format.link import CHECKSUM_MOD, ParseError, parse_line, too_long
 from debl.spark.session import task_heap
 from loaders import jobs
 from loaders.chunker import Chunk, chunk_name
-from loaders.jobs import DistChReport, RefusedLine
+from loaders.jobs import DistChReport, LongLine, RefusedLine
 
 
 # A slice's share of its task's heap: its output (up to ~4x the slice while its arrays double:
@@ -83,7 +83,7 @@ def slices_for(config: Config, chunk_bytes: int) -> int:
 @dataclass(frozen=True)
 class Reject:
     file: str
-    line_no: int
+    line_no: int | str  # a pending_line name while it is not known (loaders.rejects)
     reason: str
     line: bytes
 
@@ -136,7 +136,7 @@ def _chunk_result(chunk: Chunk, report: DistChReport, bucket_dir: str,
                                       c_lo, c_hi)
     # In input order, as the reject file lists them: by slice, then by segment and line.
     segment = {s.file_seq: i for i, s in enumerate(chunk.segments)}
-    refused = sorted([*report.rejects, *report.too_long],
+    refused: list[RefusedLine | LongLine] = sorted([*report.rejects, *report.too_long],
                      key=lambda r: (r.slice, segment[r.file_seq], r.line_no))
     rejects = [_reject(chunk, r.file_seq, r.line_no, r.line) if isinstance(r, RefusedLine)
                else Reject(_file_name(chunk, r.file_seq), r.line_no,
@@ -154,7 +154,7 @@ def _chunk_result(chunk: Chunk, report: DistChReport, bucket_dir: str,
                       violations)
 
 
-def _segments(chunk: Chunk) -> tuple[tuple[int, int, int, int, int, int], ...]:
+def _segments(chunk: Chunk) -> tuple[tuple[int, int | None, int, int, int, int], ...]:
     """The chunk's segments as the JVM takes them: file, first line, lines, first chunk line,
     first byte in the file and first byte in the chunk (the line's origin is its byte offset in
     its file: docs/ONLINE.md, "Bucket files")."""

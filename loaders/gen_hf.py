@@ -89,6 +89,7 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
     todo = [b for b in buckets if b.state != "loaded"
             and (max_bucket_bytes is None or b.bytes <= max_bucket_bytes)]
     carried = carried or {}
+    key: Callable[[Bucket], tuple]
     if order == "demand":
         key = lambda b: (b.state != "running", -demand.get(b.b_index, 0),  # noqa: E731
                          -carried.get(b.b_index, 0.0), b.b_index)
@@ -135,10 +136,11 @@ class GenHF:
         self.catalog = Catalog(config)
         # Named locks are server-wide: the database name keeps datasets apart.
         lock = f"{LOCK}.{config.mysql.database}"
-        self._lock = self.catalog.named_lock(lock)
-        if self._lock is None:
+        held = self.catalog.named_lock(lock)
+        if held is None:
             raise GenHFLockHeld(f"another gen_HF is running on this dataset (MySQL lock {lock} "
                                 "is held); it stops by itself once every bucket is loaded")
+        self._lock = held
         try:
             self.spark = spark_session(config, "debl-gen_HF")
         except BaseException:
@@ -411,12 +413,14 @@ class GenHF:
         ``service_timeout`` since the first failure (a service that stays away ends gen_HF
         within a few service_timeouts, each failed run having waited up to one or two, not
         after every retry; a long run that fails once is still retried)."""
+        now = state.outcome_timestamp or time.monotonic()  # (set once the call failed)
         first = getattr(state, "debl_first_failure", None)
-        if first is None:
-            first = state.debl_first_failure = state.outcome_timestamp
-        return (state.attempt_number > RETRIES
-                or state.outcome_timestamp - first >= self.config.service_timeout)
+        if first is None:  # kept on this call's own state
+            first = state.debl_first_failure = now  # type: ignore[attr-defined]
+        return state.attempt_number > RETRIES or now - first >= self.config.service_timeout
 
     def _report_retry(self, state: RetryCallState) -> None:
-        self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "
-                    f"{RETRIES} in {state.next_action.sleep:.1f} s")
+        outcome, action = state.outcome, state.next_action
+        assert outcome is not None and action is not None  # (before a sleep: both are known)
+        self.report(f"run failed: {outcome.exception()}; retry {state.attempt_number} of "
+                    f"{RETRIES} in {action.sleep:.1f} s")

@@ -224,7 +224,7 @@ def parse_byteranges(content_type: str, body: bytes) -> list[tuple[int, bytes, i
     if m is None:
         raise ValueError(f"no boundary in {content_type!r}")
     delimiter = b"--" + m.group(1).encode()
-    parts = []
+    parts: list[tuple[int, bytes, int | None]] = []
     pos = body.find(delimiter)
     while pos >= 0:
         pos += len(delimiter)
@@ -238,9 +238,9 @@ def parse_byteranges(content_type: str, body: bytes) -> list[tuple[int, bytes, i
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-range":
                 found = content_range(value.decode("latin-1"))
-        if found is None or found[0] is None:
+        first, last, size = found if found is not None else (None, None, None)
+        if first is None or last is None:  # (a first byte comes with a last)
             raise ValueError("a part without a valid Content-Range")
-        first, last, size = found
         start = head_end + 4
         if last < first or start + last - first + 1 > len(body):
             raise ValueError(f"a part of bytes {first}-{last} longer than the body")
@@ -305,9 +305,9 @@ class HttpStream:
             conn, resp = self._source.get_file(self._name, {}, (200,))
             total = end = header_size(resp.getheader("Content-Length"))
         else:
-            last = "" if self._end is None else str(self._end - 1)
+            upto = "" if self._end is None else str(self._end - 1)
             conn, resp = self._source.get_file(self._name,
-                                               {"Range": f"bytes={self._pos}-{last}"},
+                                               {"Range": f"bytes={self._pos}-{upto}"},
                                                (206, 416))
             header = resp.getheader("Content-Range")
             found = content_range(header)
@@ -325,12 +325,12 @@ class HttpStream:
                                       f"({shown_header(header)})")
                 self._end = self._pos  # nothing from pos on
                 return
-            if found is None or found[0] != self._pos:
+            first, last, total = found if found is not None else (None, None, None)
+            if first != self._pos or last is None:  # (a first byte comes with a last)
                 conn.close()
                 raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
                                   f"byte {self._pos} and answered Content-Range "
                                   f"{shown_header(header)}")
-            _, last, total = found
             end = last + 1
         try:
             self._check_total(total)
@@ -398,7 +398,7 @@ class HttpStream:
     def close(self) -> None:
         """The connection goes back to the source's pool if the response was read to its
         end, else it is closed."""
-        if self._resp is not None:
+        if self._resp is not None and self._conn is not None:  # set together
             self._source.done(self._conn, self._resp)
             self._conn, self._resp = None, None
 

@@ -229,8 +229,8 @@ class LoadRun:
         self._lost = False
         self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="debl-load")
         self._hot_path: Future | None = None
-        self.summary: LoadSummary | None = None
-        self._namespace: Namespace | None = None
+        self.summary: LoadSummary  # made by wait_up(); the hot path and finish() read it
+        self._namespace: Namespace  # the load's, known from wait_up() on
 
     def __enter__(self) -> "LoadRun":
         return self
@@ -253,7 +253,7 @@ class LoadRun:
     def _check_lock(self, before: str) -> None:
         """LoadStateError, naming the lock and how to go on, if the load lock is lost."""
         if self._lock_lost():
-            load_id = self.summary.load_id if self.summary else "?"
+            load_id = self.summary.load_id if hasattr(self, "summary") else "?"
             raise LoadStateError(
                 f"load {load_id} lost its MySQL lock {self._held.name}: the server closed the "
                 "lock's session (a restart?), so another `debl load` may have started on this "
@@ -292,7 +292,7 @@ class LoadRun:
             self._hot_path = self._background.submit(
                 self._run_hot, source, hot, rejects, max_bad,
                 None if wait_for_hot else self._hot_chunks(load_id))
-            summary.uptime_s = state.load.uptime - t_start
+            summary.uptime_s = (state.load.uptime or t_start) - t_start  # up: it has one
             return summary
         try:
             self._to_uptime(source, state, hot, cold, rejects, max_bad, wait_for_hot, t_start)
@@ -329,7 +329,7 @@ class LoadRun:
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:
             catalog.loads.set_bucket_map(load_id, bucket_map)
-        return ResumeState(catalog.loads.load(load_id), files, hot_seqs, bucket_map, [],
+        return ResumeState(catalog.loads.get(load_id), files, hot_seqs, bucket_map, [],
                            not hot_seqs)
 
     def _to_uptime(self, source: Source, state: ResumeState, hot: list, cold: list,
@@ -392,7 +392,7 @@ class LoadRun:
             buckets = catalog.index.buckets(load_id)
             summary.buckets = len(buckets)
             summary.cold_rows = sum(b.rows for b in buckets)
-            summary.hot_rows = catalog.loads.load(load_id).hot_rows
+            summary.hot_rows = catalog.loads.get(load_id).hot_rows
             summary.phases = phase_sums(catalog.phases.phases(load_id))
             summary.early = early_summary(catalog, load_id, dict(state.files))
             catalog.loads.make_current(load_id, t_up, summary.as_dict())
@@ -449,8 +449,8 @@ class LoadRun:
                                  f"{load_id}")
                 raise
             with Catalog(config) as catalog:
-                load = catalog.loads.load(load_id)
-                summary.taken_over_s = load.taken_over - load.started
+                load = catalog.loads.get(load_id)
+                summary.taken_over_s = (load.taken_over or load.started) - load.started
                 summary.phases = phase_sums(catalog.phases.phases(load_id))
                 catalog.loads.update_load(load_id, summary=summary.as_dict())
             if not load.wait_for_hot:

@@ -108,7 +108,7 @@ def bucket_locally(config: Config, hdfs: HdfsClient, chunk: Chunk, bucket_map: B
         old = per_file[s.file_seq]
         per_file[s.file_seq] = (old[0] + rows, old[1] + bad)
         manifest = manifests.get(s.file_seq) if manifests else None
-        if manifest is not None:
+        if manifest is not None and sizes is not None:  # (given together)
             found = claim_violations(s.file_seq, sizes[s.file_seq], manifest, s.start,
                                      min(s.end, sizes[s.file_seq]), valid)
             if found is not None:

@@ -137,17 +137,18 @@ class Bucketer:
         early = self.early
         if local:
             out = bucket_locally(self.config, self.hdfs, chunk, bucket_map, where, data,
-                                 early and early.manifests, early and early.sizes)
+                                 early.manifests if early else None,
+                                 early.sizes if early else None)
         else:
             out = dist_ch.bucket_chunk(self.spark.result(), self.config, chunk, bucket_map,
-                                       where, early and early.claims(chunk))
+                                       where, early.claims(chunk) if early else None)
         reached(self.config, "dist_ch-done")
         self.rejects.write_part(chunk_part(chunk.chunk_no),
                                 [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
         with self._recording:
             # A claim found false is recorded with its chunk, in one transaction
             # (docs/LOADING.md, "Answers before the copy ends", row "A claim found false").
-            claim = early and early.false_claim(out.violations)
+            claim = early.false_claim(out.violations) if early else None
             self.index.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
                                       out.parts, where, chunk_name(chunk.chunk_no),
                                       out.per_file, t0, time.time(), phase=phase,
@@ -237,7 +238,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
                     raise BadInputError(f"more than {max_bad} bad lines ({rejected} so far); "
                                         f"see {rejects.path}")
             stop_fetching.set()  # every byte is taken: a round under way ends, recorded
-            if fetching is not None:
+            if fetching is not None and fetcher is not None:  # (started together)
                 fetching.result()
                 result.chunks += fetcher.chunks
         except BaseException:

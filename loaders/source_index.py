@@ -98,7 +98,8 @@ class DirectoryIndex:
             return None, (f"{name}: not in {self.path}: it has no manifest and claims every "
                           "id1")
         listed_size, listed_mtime = entry.get("size"), entry.get("mtime")
-        if (type(listed_size) is not int or type(listed_mtime) not in (int, float)
+        if (type(listed_size) is not int or isinstance(listed_mtime, bool)
+                or not isinstance(listed_mtime, (int, float))
                 or listed_size != size or abs(listed_mtime - mtime) > MTIME_SLACK):
             return None, (f"{name}: {self.path} lists it with size {listed_size!r}, mtime "
                           f"{_when(listed_mtime)}; it has {size} bytes, mtime {_when(mtime)} "
@@ -108,6 +109,6 @@ class DirectoryIndex:
 
 
 def _when(mtime: object) -> str:
-    if type(mtime) not in (int, float) or not 0 <= mtime < 1e11:
+    if isinstance(mtime, bool) or not isinstance(mtime, (int, float)) or not 0 <= mtime < 1e11:
         return repr(mtime)
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.6f})"

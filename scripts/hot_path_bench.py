@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import dataclasses
 import inspect
 import json
 import os
@@ -109,7 +108,7 @@ def main() -> int:
     if "table" in inspect.signature(mysql_bulk.load_hot).parameters:
         kwargs["table"] = args.table
     else:
-        config = dataclasses.replace(config, mysql_link_table=args.table)
+        config = config.replace(mysql_link_table=args.table)
     with tempfile.TemporaryDirectory(prefix="hot-bench-") as tmp:
         with RejectWriter(Path(tmp)).open_part("hot") as part, CpuSampler(args.server_pid) as cpu:
             t0 = time.time()

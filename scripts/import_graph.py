@@ -216,7 +216,7 @@ def _explained(source_lines: list[str], node: ast.stmt) -> bool:
 def _imports(tree: ast.Module, module: str, is_package: bool):
     """(node, target names, inside a function) for every import statement, and the dynamic
     imports as (node, [first argument if a string literal], True)."""
-    found = []
+    found: list[tuple[ast.AST, list[str], bool, bool]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -260,7 +260,7 @@ def build(root: Path = ROOT) -> Graph:
         rel = str(path.relative_to(root))
         for node, targets, in_function, dynamic in _imports(tree, name, path.name == "__init__.py"):
             is_hidden = dynamic or (in_function and not _explained(source_lines, node))
-            resolved = {_resolve(t, modules) for t in targets} - {None}
+            resolved = {r for t in targets if (r := _resolve(t, modules)) is not None}
             if is_hidden:
                 hidden.append(Arrow(name, ", ".join(sorted(resolved)) or targets[0], rel,
                                     node.lineno, True))
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"modules outside pyproject.toml's contract on click: {len(outside)}")
     for name in outside:
         print(f"  {graph.modules[name].relative_to(ROOT)}")
-    counts = {}
+    counts: dict[str, int] = {}
     for name in graph.modules:
         counts[layer_of(name)] = counts.get(layer_of(name), 0) + 1
     print(f"modules: {len(graph.modules)} ("

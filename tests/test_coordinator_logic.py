@@ -640,7 +640,8 @@ class SlowReader:
     """A reader whose ``open_ahead`` takes a while, counting the opens in flight at once."""
 
     def __init__(self, budget: int) -> None:
-        self.budget, self.opened, self.in_flight, self.most, self.calls = budget, [], 0, 0, 0
+        self.budget, self.in_flight, self.most, self.calls = budget, 0, 0, 0
+        self.opened: list = []
         self._lock = threading.Lock()
 
     def open_ahead(self, bucket) -> bool:

@@ -331,10 +331,11 @@ def _fetcher(source, listed, coverage: Coverage, missing: dict) -> tuple:
 
     fetcher = object.__new__(DemandFetcher)
     fetcher.source, fetcher.files, fetcher.hot = source, {0: listed}, set()
-    fetcher.coverage, fetcher.early, fetcher.turn = coverage, _Missing(missing), LinkTurn()
+    fetcher.coverage, fetcher.turn = coverage, LinkTurn()
+    fetcher.early = _Missing(missing)  # type: ignore[assignment]  # a stand-in
     fetcher._readers = ThreadPoolExecutor(2)
     parts: list = []
-    fetcher._record = lambda hot, got, t0: parts.extend(got)
+    fetcher._record = lambda hot, got, t0: parts.extend(got)  # type: ignore[method-assign, assignment]
     return fetcher, parts
 
 

@@ -154,7 +154,7 @@ def read_hfiles(spark,
 
 def _random_links(n: int, seed: int, max_id1: int = 1000) -> list[Link]:
     rnd = random.Random(seed)
-    out = {}
+    out: dict = {}
     while len(out) < n:
         # Every byte value but tab, newline and carriage return (the text format's), to prove
         # byte-exactness.

@@ -128,8 +128,8 @@ def _mysql_rows(config) -> set[Link]:
         with conn.cursor() as cur:
             cur.execute(f"SELECT id1, link_type, id2, visibility, data, time, version "
                         f"FROM `{_current(config).namespace.link_table}`")
-            return {Link(*(bytes(v) if isinstance(v, (bytes, bytearray)) else int(v)
-                           for v in row)) for row in cur.fetchall()}
+            return {Link._make(bytes(v) if isinstance(v, (bytes, bytearray)) else int(v)
+                               for v in row) for row in cur.fetchall()}
     finally:
         conn.close()
 

@@ -21,7 +21,8 @@ def _pom(path: Path) -> ET.Element:
 
 
 def _properties(pom: ET.Element) -> dict[str, str]:
-    return {child.tag.split("}")[1]: child.text for child in pom.find("m:properties", NS)}
+    return {child.tag.split("}")[1]: child.text or ""
+            for child in pom.find("m:properties", NS) or ()}
 
 
 def _dependencies(pom: ET.Element) -> list[dict[str, str | None]]:
@@ -34,7 +35,7 @@ def _dependencies(pom: ET.Element) -> list[dict[str, str | None]]:
 
     return [{field: resolve(dep.findtext(f"m:{field}", None, NS))
              for field in ("groupId", "artifactId", "version", "scope")}
-            for dep in pom.find("m:dependencies", NS)]
+            for dep in pom.find("m:dependencies", NS) or ()]
 
 
 JOBS = _pom(ROOT / "loaders/jvm/pom.xml")

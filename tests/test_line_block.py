@@ -29,7 +29,7 @@ line = st.builds(lambda a, b, c, v, d, t, r, end: b"\t".join([a, b, c, v, d, t, 
 def parsed_numbers(block: bytes) -> list[tuple[int, ...]] | None:
     """Each line's (id1, link_type, id2, time, version) by parse_line, or None if one line is
     bad."""
-    numbers = []
+    numbers: list[tuple[int, ...]] = []
     for one in block.split(b"\n")[:-1]:
         try:
             link = parse_line(one)

@@ -124,7 +124,7 @@ def _keys(reference: MemoryStore) -> list[tuple[int, int]]:
 
 
 RAW_ANSWERS: dict = {}  # (key, kwargs) -> links: compared with the answers after conversion
-RANGES = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30},
+RANGES: tuple[dict[str, int], ...] = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30},
           {"min_time": T0 + 10, "max_time": T0 + 12}, {"offset": 3, "limit": 5},
           {"offset": 2400, "limit": 10}, {"limit": 1},
           {"min_time": 1766900000000}, {"max_time": 1767000000000, "offset": 1, "limit": 3})

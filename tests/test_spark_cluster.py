@@ -62,7 +62,7 @@ def cluster(stack_config):
 
 def namespace(config: Config) -> Config:
     """A dataset of this module's own, on *config*'s stack."""
-    return replace(config, mysql_database="debl_clustertest", mysql_link_table="cluster_links",
+    return config.replace(mysql_database="debl_clustertest", mysql_link_table="cluster_links",
                    hbase_table="cluster_links", hdfs_root="/debl-clustertest",
                    coordinator_poll_interval=0.2, gen_hf_run_buckets=4,
                    loading_bucket_target_bytes=512 * 1024)
@@ -87,8 +87,11 @@ def master_state(config: Config) -> dict:
 
 def listeners(port: int) -> set[str]:
     """Local addresses of the TCP sockets listening on *port*."""
-    return {c.laddr.ip for c in psutil.net_connections(kind="tcp")
-            if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+    found = set()
+    for c in psutil.net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+            found.add(c.laddr.ip)
+    return found
 
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}

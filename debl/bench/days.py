@@ -104,7 +104,7 @@ def disk_use(config: Config) -> dict[str, int]:
     """Bytes the stores hold for every load whose stores exist: MySQL (data and indexes), HBase
     (its tables' directories in HDFS) and the loads' HDFS directories."""
     hdfs = HdfsClient(config)
-    use = Counter()
+    use: Counter[str] = Counter()
     with Catalog(config) as catalog:
         loads = [load for load in catalog.loads.loads() if load.dropped is None]
     for load in loads:

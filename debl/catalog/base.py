@@ -42,7 +42,7 @@ class CatalogEngine:
             with self.engine.begin() as conn:
                 yield conn
         except DBAPIError as exc:
-            raise ServiceError(describe(exc.orig, self.config)) from exc
+            raise ServiceError(describe(exc.orig or exc, self.config)) from exc
 
     # -- the schema
 

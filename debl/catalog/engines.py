@@ -100,7 +100,7 @@ def named_lock(config: Config, name: str, wait: float = 0.0) -> NamedLock | None
         got = conn.execute(sa.select(sa.func.get_lock(name, wait))).scalar()
         conn.commit()
     except DBAPIError as exc:
-        raise ServiceError(describe(exc.orig, config)) from exc
+        raise ServiceError(describe(exc.orig or exc, config)) from exc
     if got != 1:
         conn.close()
         return None

@@ -34,7 +34,7 @@ SCHEMA_VERSION = 10
 STATES = ("pending", "queued", "running", "loaded", "failed")
 
 METADATA = sa.MetaData()
-_UTF8 = {"mysql_charset": "utf8mb4"}
+_UTF8: dict[str, Any] = {"mysql_charset": "utf8mb4"}
 _CHECKSUM = mysql.BIGINT(unsigned=True)
 
 

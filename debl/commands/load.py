@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,13 +16,16 @@ from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
 from loaders.source_url import check_no_password
 
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
 
 class _Bars(LoadProgress):
     """Two progress bars (hot bytes, cold bytes copied) and a line per bucketed chunk."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
-        self.bars: dict[str, click.progressbar] = {}
+        self.bars: dict[str, ProgressBar[int]] = {}
 
     def start(self, hot_bytes: int, cold_bytes: int) -> None:
         if self.quiet:

@@ -210,7 +210,8 @@ class Answerability:
         b = bisect.bisect_left(self._start_l, end, first, last)
         if b - a <= _LOOP:
             done, starts, ends = self._done, self._start_l, self._end_l
-            new = [i for i in range(a, b) if starts[i] >= s and ends[i] <= e and not done[i]]
+            new: list[int] | np.ndarray = [i for i in range(a, b)
+                                           if starts[i] >= s and ends[i] <= e and not done[i]]
             if not new:
                 return 0
             done[new] = True

@@ -145,7 +145,7 @@ class MariaDB(Service):
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")
-                (version,) = cur.fetchone()
+                (version,) = cur.fetchone() or ("unknown",)
         finally:
             conn.close()
         return f"MariaDB {version}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from typing import Self
 
 from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin
 
@@ -47,7 +48,7 @@ class LinkStore(ABC):
     def close(self) -> None:  # noqa: B027 -- a store without connections has none to release
         """Release connections. Idempotent."""
 
-    def __enter__(self) -> "LinkStore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

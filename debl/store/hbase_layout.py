@@ -36,6 +36,7 @@ Cell timestamp: the constant ``CELL_TS`` for every cell, bulk-loaded or put. Why
 from __future__ import annotations
 
 import struct
+from typing import overload
 
 from debl.format.link import MAX_DATA, MAX_TIME, Link
 
@@ -89,6 +90,11 @@ def prefix(id1: int, link_type: int) -> bytes:
     return _PREFIX.pack(id1, link_type)
 
 
+@overload
+def scan_bounds(id1: int, link_type: int) -> tuple[bytes, bytes]: ...  # the whole list
+@overload
+def scan_bounds(id1: int, link_type: int, min_time: int = 0,
+                max_time: int = MAX_TIME) -> tuple[bytes, bytes] | None: ...
 def scan_bounds(id1: int, link_type: int, min_time: int = 0,
                 max_time: int = MAX_TIME) -> tuple[bytes, bytes] | None:
     """(start, stop) of the scan for min_time <= time <= max_time: start inclusive, stop

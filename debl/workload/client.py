@@ -99,7 +99,7 @@ class ClientResult:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     raise TypeError(f"not serializable: {type(value).__name__}")
 
@@ -126,7 +126,7 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         parts, reports, t0, started_at = run_processes(target, spec, progress)
     else:
         source = target if isinstance(target, TargetSource) else None
-        live = source.open() if source is not None else target
+        live: Any = source.open() if source is not None else target
         try:
             part = Part(live, spec, threads_of(spec, 0),
                         source.name if source is not None else type(live).__name__)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
@@ -154,6 +154,11 @@ class ZipfSampler:
     lo: int
     hi: int
     shape: float = 0.8
+    # Derived in __post_init__: zeta(n), Gray et al.'s eta and alpha, zeta(2).
+    _zetan: float = field(init=False, repr=False, compare=False)
+    _eta: float = field(init=False, repr=False, compare=False)
+    _alpha: float = field(init=False, repr=False, compare=False)
+    _threshold: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.hi <= self.lo:

@@ -245,11 +245,12 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                 if last > first:
                     newest[k] = max(newest[k], int(rec.time[first:last].max()))
                 # Good lines [first, last) of this chunk, with the planned bad lines in between.
-                parts, cursor, written = [], first, int(lines[k])
+                parts: list[bytes | memoryview] = []
+                cursor, written = first, int(lines[k])
                 pos = int(nbytes[k])  # the file offset of line `cursor`
                 for rel, kind in bads:
                     at = min(first + int(rel * (last - first + 1)), last)
-                    parts.append(memoryview(buf[byte_at[cursor]:byte_at[at]]))
+                    parts.append(buf[byte_at[cursor]:byte_at[at]].data)
                     pos = _good_lines(builders[k], rec, byte_at, cursor, at, pos)
                     written += at - cursor + 1
                     line, reason = _bad_line(ctx, rec, k, first, last, kind, bad_rng)
@@ -258,7 +259,7 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                     nbytes[k] += len(line)
                     pos += len(line)
                     cursor = at
-                parts.append(memoryview(buf[byte_at[cursor]:byte_at[last]]))
+                parts.append(buf[byte_at[cursor]:byte_at[last]].data)
                 _good_lines(builders[k], rec, byte_at, cursor, last, pos)
                 outputs.write(k, parts)
                 lines[k] = written + (last - cursor)

@@ -63,8 +63,9 @@ class LatencyHistogram(Histogram):
         n = self.count
         if n == 0:
             return LatencySummary(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        p = [self.percentile_ns(q) / _NS_PER_MS for q in PERCENTILES]
-        return LatencySummary(n, *p, self.max_ns / _NS_PER_MS, self.total_ns / n / _NS_PER_MS)
+        p25, p50, p75, p95, p99 = (self.percentile_ns(q) / _NS_PER_MS for q in PERCENTILES)
+        return LatencySummary(n, p25, p50, p75, p95, p99, self.max_ns / _NS_PER_MS,
+                              self.total_ns / n / _NS_PER_MS)
 
 
 @dataclass(frozen=True)

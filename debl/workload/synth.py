@@ -79,7 +79,7 @@ class SynthContext:
     def degrees(self, lo: int, hi: int) -> np.ndarray:
         """Out-degree (links over all types) of ids ``[lo, hi)``."""
         ranks = self.shuffler.permute(np.arange(lo - self.spec.start_id, hi - self.spec.start_id))
-        degrees = self.cdf.value_for_rank(ranks, self.spec.n_ids)
+        degrees = np.asarray(self.cdf.value_for_rank(ranks, self.spec.n_ids))
         if self.spec.max_degree is not None:
             np.minimum(degrees, self.spec.max_degree, out=degrees)
         return degrees
