@@ -149,6 +149,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
                 write_run(last=True)
                 if result.runs > 1:
                     cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
+                    # (COUNT(*) gives one row)
                     result.rows, result.k_lo, result.k_hi = cur.fetchone()  # type: ignore[misc]
                 result.phases.append(("mysql_merge", t0, time.time()))
 

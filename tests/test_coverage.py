@@ -335,6 +335,7 @@ def _fetcher(source, listed, coverage: Coverage, missing: dict) -> tuple:
     fetcher.early = _Missing(missing)  # type: ignore[assignment]  # a stand-in
     fetcher._readers = ThreadPoolExecutor(2)
     parts: list = []
+    # a stand-in for the recording
     fetcher._record = lambda hot, got, t0: parts.extend(got)  # type: ignore[method-assign, assignment]
     return fetcher, parts
 

@@ -469,7 +469,7 @@ def test_unreachable_service_is_a_clear_service_error(kind: str) -> None:
         if kind == "mysql":
             from debl.store.mysql import MySQLStore as Store
         else:
-            from debl.store.hbase import HBaseStore as Store  # type: ignore[assignment]
+            from debl.store.hbase import HBaseStore as Store  # type: ignore[assignment]  # the other
         with Store(config, table=TABLE) as s, pytest.raises(ServiceError) as err:
             s.get_link_list(1, LT)
     assert f"127.0.0.1:{port}" in str(err.value)
@@ -484,7 +484,7 @@ def test_missing_table_is_a_clear_service_error(stack_config, kind: str) -> None
     if kind == "mysql":
         from debl.store.mysql import MySQLStore as Store
     else:
-        from debl.store.hbase import HBaseStore as Store  # type: ignore[assignment]
+        from debl.store.hbase import HBaseStore as Store  # type: ignore[assignment]  # the other
     with Store(stack_config, table="conf_links_absent") as s:
         s.drop_table()
         with pytest.raises(ServiceError, match="conf_links_absent.*does not exist"):
