@@ -29,6 +29,7 @@ import pytest
 from hypothesis import settings
 
 from debl.config import Config, load_config
+from tests.ui_browser import browser  # noqa: F401 -- the fixture of tests/test_ui_page*.py
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 # The stack's own catalog database, read before a worker's namespace is set: the stack grants
@@ -59,7 +60,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "stack_config" in getattr(item, "fixturenames", ()) \
                 and item.get_closest_marker("stack") is None:
             item.add_marker(pytest.mark.stack)
-        if item.get_closest_marker("xdist_group") is None:
+        if item.get_closest_marker("xdist_group") is None and isinstance(item, pytest.Function):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: else as found
 

@@ -157,7 +157,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
                       mix=mix, write_rate=write_rate, writers=writers)
     err = sys.stderr
     by_count = total is not None
-    length = total if by_count else max(1, int(duration or 1))
+    length = total if total is not None else max(1, int(duration or 1))
     with click.progressbar(length=length, label=f"querying {target}", file=err,
                            show_pos=by_count) as bar:
         def progress(done: int, elapsed: float) -> None:

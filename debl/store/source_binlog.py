@@ -147,7 +147,7 @@ class BinlogReader:
                 continue
             if isinstance(event, MariadbGtidEvent):
                 # A transaction begins (one cut off by a reconnect begins again here).
-                if rows and event.gtid_seq_no != seq:
+                if gtid is not None and rows and event.gtid_seq_no != seq:
                     self._uncommitted(gtid)
                 gtid, seq, commit_ts, flags = event.gtid, event.gtid_seq_no, \
                     float(event.timestamp), event.flags
