@@ -191,7 +191,7 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
 
 
 @pytest.mark.long
-@pytest.mark.xdist_group("campaign-load-shrink")
+@pytest.mark.xdist_group("campaign-follow")
 @pytest.mark.stack
 def test_a_follower_killed_under_writes_resumes_with_every_write_captured_once(stack_config,
                                                                               tmp_path):
@@ -210,6 +210,8 @@ def test_a_follower_killed_under_writes_resumes_with_every_write_captured_once(s
     assert trial.clean, (trial.landed, trial.problems, trial.examples)
 
 
+@pytest.mark.long
+@pytest.mark.xdist_group("campaign-load-shrink")
 @pytest.mark.stack
 def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifies(
         stack_config, tmp_path):
