@@ -16,6 +16,9 @@ if [ $# -gt 0 ]; then
   exec "${pytest[@]}" "$@"
 fi
 status=0
-"${pytest[@]}" -n "${DEBL_TEST_WORKERS:-3}" --dist loadgroup -m "not exclusive" || status=$?
+# --no-loadscope-reorder: the groups in the order tests/conftest.py gives (the long ones first),
+# not pytest-xdist's largest first, which left the one-test groups of the kill campaign for last.
+"${pytest[@]}" -n "${DEBL_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder \
+  -m "not exclusive" || status=$?
 "${pytest[@]}" -m exclusive || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 exit "$status"
