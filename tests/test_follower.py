@@ -242,6 +242,7 @@ def _inserts(d: Dataset, first_id1: int, n: int = 20) -> list[int]:
             for i in range(n)]
 
 
+@pytest.mark.exclusive  # it stops a service of the shared stack
 @pytest.mark.parametrize("service", ["source-db", "mariadb"])
 def test_a_service_stopped_and_started_under_the_follower_loses_nothing(dataset, service):
     """The source (its log) or DeBL's MariaDB (the change log) goes away while the source
@@ -337,6 +338,7 @@ def test_with_no_load_carrying_a_position_there_is_nothing_to_follow(dataset):
     assert result.exit_code == 1 and "nothing to follow" in result.output, result.output
 
 
+@pytest.mark.exclusive  # every other follower of the shared source would lose its position
 def test_a_position_purged_from_the_source_log_is_a_clear_error(dataset):
     """Last: it purges the source's log up to its current file."""
     d, t = dataset, dataset.table

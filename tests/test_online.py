@@ -17,6 +17,7 @@ import pytest
 from coordinator import Coordinator
 from debl.format.bucket_map import BucketMap
 from debl.catalog import Catalog
+from debl.errors import GenHFLockHeld
 from loaders.gen_hf import GenHF
 from loaders.load import LoadOptions, run_load
 from loaders.source import LocalSource
@@ -148,6 +149,20 @@ def test_gen_hf_whose_spark_jvm_dies_stops_at_once_with_a_clear_message(online):
     assert "Error: " in output and "Spark driver JVM of this process is gone" in output, output
 
 
+def _gen_hf_once_the_killed_ones_lock_is_free(config, wait_s: float = 30.0) -> GenHF:
+    """A GenHF, once MariaDB has released the dataset's lock of the gen_HF just killed: the
+    server releases a dead session's lock when it notices the closed connection, which a busy
+    machine takes a moment to do after the process is gone."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return GenHF(config)
+        except GenHFLockHeld:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online):
     config, _, reference = online
     load_id = _current(config)
@@ -169,7 +184,7 @@ def test_gen_hf_killed_mid_run_and_restarted_finishes_with_the_same_table(online
     with Catalog(config) as catalog:
         left_running = [b for b, s in catalog.jobs.job_states(load_id).items() if s == "running"]
 
-    with GenHF(config) as gen_hf:
+    with _gen_hf_once_the_killed_ones_lock_is_free(config) as gen_hf:
         gen_hf.serve(until_complete=True)
     with Catalog(config) as catalog:
         assert set(catalog.jobs.job_states(load_id).values()) == {"loaded"}
