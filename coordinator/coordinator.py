@@ -19,7 +19,10 @@ Every query is answered wholly from one load, which the answer names: the curren
   once, by the raw route when it is on, else with ServiceError naming the bucket.
 
 Hot and cold rows are merged key by key by the one merge rule (coordinator.merge), then
-filtered, counted or picked by id2 (the operation's own answer from the winners). Past its
+filtered, counted or picked by id2 (the operation's own answer from the winners). A load whose
+dump has the source's log position answers fresh: the source's changes of the key up to its
+head after the query's arrival take the place of the load's rows in that merge
+(coordinator.fresh; docs/FRESHNESS.md, "The contract"). Past its
 deadline (``timeout``/``deadline``, else ``default_timeout``, else
 ``coordinator.query_timeout``) a query gets QueryTimeout, or with ``partial=True`` the hot rows
 alone marked incomplete. A new current load (the next day's, a rollback, the uptime of the load
@@ -47,6 +50,7 @@ from debl.errors import QueryTimeout, ServiceError
 from coordinator.admission import FifoGate
 from coordinator.demand import new_coordinator_id
 from coordinator.early import EarlyAnswerTally
+from coordinator.fresh import FreshViews
 from coordinator.link_queries import LinkQueries
 from coordinator.operations import CountLink, Operation
 from coordinator.poller import EarlyServing, Poller, PollResult, Publication
@@ -97,6 +101,7 @@ class Coordinator(LinkQueries):
         slots = config.coordinator.raw_slots
         self._raw_gate = FifoGate(slots) if slots else None
         self._warmup = RawWarmup(self._raw)
+        self.fresh = FreshViews(config, catalog.changes)  # docs/FRESHNESS.md
         self._poller = Poller(self, catalog.serving, catalog.early,
                               config.coordinator.poll_interval)
         self._poller.poll()
@@ -123,6 +128,7 @@ class Coordinator(LinkQueries):
             self._poller.last_error = str(exc)
         for stores in self._stores.values():
             stores.close()
+        self.fresh.close()
         self._warmup.close(timeout=self.config.service_timeout)
         self._raw.close()
 
@@ -145,8 +151,10 @@ class Coordinator(LinkQueries):
         route = self._route(operation, started, end, partial)
         request_cost.routed(time.monotonic() - started, route.route, route.hot, route.outcome)
         answered = False
-        try:
-            result = fetch(route, self._raw, self._raw_gate, operation)
+        try:  # the source's changes of the key (coordinator.fresh), then the stores' rows
+            overlay = self.fresh.overlay(route.dataset.load, operation, started, end,
+                                          route.route is Route.PARTIAL)
+            result = fetch(route, self._raw, self._raw_gate, operation, overlay)
             answered = True
         finally:
             self._done(route, started, answered, operation.id1)
@@ -154,7 +162,7 @@ class Coordinator(LinkQueries):
         return Answer([] if counted else result, route.route is not Route.PARTIAL,
                       route.waited_s, None if route.bucket is None else route.bucket.b_index,
                       route.route, route.dataset.load.load_id, route.hot,
-                      result if counted else None)
+                      result if counted else None, None if overlay is None else overlay.position)
 
     def _done(self, route: RoutePlan, started: float, answered: bool, id1: int) -> None:
         """The query's counts, in one turn of the lock: the lock is where the client threads
@@ -364,6 +372,8 @@ class Coordinator(LinkQueries):
         with self._cond:
             if self._dataset is dataset and dataset.apply_states(states):
                 self._cond.notify_all()
+        if len(self._stores) > 1:  # a day left while its queries were in flight: gone now?
+            self._forget_stores(dataset.load.load_id)
 
     def _take_early(self, result: PollResult) -> None:
         """No load is current: serve the newest load before its uptime if it answers early
@@ -396,6 +406,7 @@ class Coordinator(LinkQueries):
             closing = [self._stores.pop(load_id) for load_id in idle]
         for stores in closing:
             stores.close()
+        self.fresh.forget(idle)  # a fresh view lives as long as its load's stores
 
     def publication(self, now: float) -> Publication:
         """What the poller publishes at the ``time.monotonic()`` *now* (``Publication``): the
@@ -409,8 +420,9 @@ class Coordinator(LinkQueries):
             load_id = dataset.load.load_id
             alone = not any(n for other, n in self._fetching.items() if other != load_id)
             early = dataset.early
-            return Publication(load_id, dataset.demand(now),
-                               {**self._recorder.answered(), **self._via}, dict(dataset.asked),
+            answered = {**self._recorder.answered(), **self._via,
+                        **self.fresh.published(load_id)}
+            return Publication(load_id, dataset.demand(now), answered, dict(dataset.asked),
                                load_id if alone else None,
                                alone and dataset.load.hot_in_mysql and not self._hot_raw[load_id],
                                None if early is None else EarlyServing(

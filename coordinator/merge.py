@@ -25,11 +25,16 @@ Both scans come newest first (time, then id2, descending), so the merge streams:
 side in batches, and the rows newer than every unfinished side's oldest row so far are final (a
 key's winner is its newest row). The merge stops as soon as ``offset + limit`` visible winners
 inside the window are known, so a heavy id1 costs a page or so per store, not its whole list.
+
+A fresh answer (docs/FRESHNESS.md) carries the source's changes of its key since the dump
+(``overlaid``): they take the place of the load's rows in the merged stream, before the
+operation filters, so a changed key may move a row into or out of the first ``limit``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any, Protocol
 
@@ -73,10 +78,13 @@ class Operation(Protocol):
         ...
 
 
-def answer(hot: NewestFirst | None, cold: NewestFirst | None, operation: Operation) -> Any:
+def answer(hot: NewestFirst | None, cold: NewestFirst | None, operation: Operation,
+           changes: Mapping[int, Link | None] | None = None) -> Any:
     """The answer of *operation* (get_link_list, count_link or multiget_link:
     ``coordinator.operations``) from a hot and a cold source (either may be None: no row of
-    that side can have id1), merged key by key, then given to the operation.
+    that side can have id1), merged key by key, with *changes* (a fresh answer's overlay:
+    id2 -> the row after the source's last change of the key, None if deleted) in place of
+    the load's rows, then given to the operation.
 
     The sources are read lazily inside: in the calling thread's request record
     (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is
@@ -88,7 +96,21 @@ def answer(hot: NewestFirst | None, cold: NewestFirst | None, operation: Operati
                  for s in (hot, cold) if s is not None]
         winners = (merge_newest_first(*sides) if len(sides) == 2 else
                    sides[0] if sides else iter(()))
+        if changes:
+            winners = overlaid(winners, changes)
         return operation.of_winners(winners)
+
+
+def overlaid(winners: Iterable[Link], changes: Mapping[int, Link | None]) -> Iterator[Link]:
+    """The load's *winners* of one (id1, link_type) (newest first, hidden rows included) with
+    the source's changes since the dump in place (docs/FRESHNESS.md, "Changes"): a changed
+    key's row replaces the load's whatever its time and version, a deleted key is gone, a new
+    key is added; newest first still, so the operation's filters, order, offset and limit,
+    count and picks by id2 come after, as for any answer, and the merge still streams."""
+    rows = sorted((link for link in changes.values() if link is not None), key=_newest_first,
+                  reverse=True)
+    kept = (link for link in winners if link.id2 not in changes)
+    return heapq.merge(kept, rows, key=_newest_first, reverse=True)
 
 
 def merge_newest_first(hot: Iterable[Link], cold: Iterable[Link]) -> Iterator[Link]:

@@ -49,6 +49,8 @@ class Answer:
     ``complete`` False). ``hot``: where the hot rows came from (``HotSide``). ``waited_s``: time
     blocked waiting for uptime or for the bucket (0.0 if answered at once). ``bucket``: the cold
     bucket of id1, None when no cold row can have id1. ``load_id``: the load that answered.
+    ``position``: a fresh answer's (docs/FRESHNESS.md, "The contract"), the sequence number of
+    the source's log position it equals the source at; None when the load is not kept fresh.
     """
 
     links: list[Link]
@@ -59,6 +61,7 @@ class Answer:
     load_id: str = ""
     hot: HotSide = HotSide.NONE
     count: int | None = None
+    position: int | None = None
 
     @property
     def waited(self) -> bool:

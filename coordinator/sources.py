@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.admission import FifoGate
+from coordinator.fresh_ranges import Overlay
 from coordinator.merge import answer
 from coordinator.operations import Operation
 from coordinator.raw import RawBucket, RawReader
@@ -29,14 +30,17 @@ class RawFiles:
         return self.reader.reads_locally(self.buckets)
 
 
-def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None,
-          operation: Operation) -> Any:
+def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None, operation: Operation,
+          overlay: Overlay | None = None) -> Any:
     """Run *operation* (get_link_list, count_link or multiget_link: ``coordinator.operations``)
     on the sources *route* names (no lock held): the one store that can hold the key's rows
     answers it whole; otherwise the hot and cold sides go through the one merge. The buckets
     whose files it reads (the hot one, the cold one) are one source: their files are read
-    together. A raw answer from local files alone takes its turn at *gate*."""
+    together. A raw answer from local files alone takes its turn at *gate*. With the source's
+    changes of the key in *overlay* (a fresh answer: ``coordinator.fresh``), nothing is pushed
+    down to a store: the merge reads the rows and puts the changes in place."""
     load, stores = route.dataset.load, route.stores
+    changes = None if overlay is None else overlay.rows
     raw = []
     if route.hot is HotSide.RAW and route.hot_bucket is not None:
         raw.append(RawBucket(load.load_id, route.hot_bucket.b_index, route.hot_bucket.rows,
@@ -49,13 +53,15 @@ def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None,
     mysql = stores.mysql if route.hot is HotSide.MYSQL else None
     if route.route is Route.MERGED:
         hot = files or mysql
-        if hot is None:  # no hot row: push the whole query down to HBase
+        if hot is None and not changes:  # no hot row: push the whole query down to HBase
             return operation.on(stores.hbase)
-        return answer(hot, stores.hbase, operation)
+        return answer(hot, stores.hbase, operation, changes)
     if files is not None:
         if mysql is None and gate is not None and files.local():
             with gate:  # CPU alone: queued in arrival order (coordinator.admission)
-                return answer(None, files, operation)
-        return answer(mysql, files, operation)
+                return answer(None, files, operation, changes)
+        return answer(mysql, files, operation, changes)
     # the hot rows alone, from MySQL (one statement), or none
-    return answer(None, None, operation) if mysql is None else operation.on(mysql)
+    if mysql is None or changes:
+        return answer(mysql, None, operation, changes)
+    return operation.on(mysql)

@@ -7,7 +7,8 @@ whose stores are being dropped (docs/LOADING.md, "Days"), the current load's buc
 state (and, asked for, every bucket with its demand), the demand summed over coordinators, the
 queries the coordinators answered per route, the gen_HF jobs running now, and full availability
 once every bucket is loaded, and each source's follower (``followers``: the change log's capture,
-docs/FRESHNESS.md). A load that answers before its uptime says how far (``early``: the
+docs/FRESHNESS.md) and, for a load kept fresh, what the coordinators applied of it
+(``fresh``). A load that answers before its uptime says how far (``early``: the
 shares answerable, the bytes fetched on demand, the keys waiting, the claims found false;
 docs/LOADING.md, "Answers before the copy ends").
 Everything comes from MySQL: the report is the same from any machine and does not need a
@@ -27,8 +28,8 @@ from collections import Counter
 from typing import Any
 
 from debl.format.bucket_map import BucketMap
-from debl.catalog import (Bucket, Catalog, EarlyAnswering, FollowerState, JobState, LoadRecord,
-                          LoadState, Phase)
+from debl.catalog import (FRESH_COUNTS, Bucket, Catalog, EarlyAnswering, FollowerState, JobState,
+                          LoadRecord, LoadState, Phase)
 
 DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators
 CLAIMS_SHOWN = 20  # false claims listed per load (a load records its first; a resume may add)
@@ -68,6 +69,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
               for j in jobs if j.state == JobState.FAILED]
     answered, answering = catalog.serving.answers(load_id) if load else ({}, 0)
+    fresh = {route: answered.pop(route) for route in FRESH_COUNTS.values() if route in answered}
     previous = catalog.loads.previous() if current else None
     prev = catalog.loads.load(previous) if previous else None  # gone meanwhile: None
     status: dict = {
@@ -89,6 +91,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         "answers": {"by_route": answered, "coordinators": answering,
                     "total": sum(n for route, n in answered.items()
                               if route != "timeouts" and not route.startswith("via_"))},
+        "fresh": None if load is None else _fresh(catalog, load, fresh),
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,
@@ -124,6 +127,25 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                                        "seconds": (load.uptime or load.started) - load.started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _fresh(catalog: Catalog, load: LoadRecord, counts: dict[str, int]) -> dict | None:
+    """The fresh answers of a load with a dump's position (None: it has none; docs/FRESHNESS.md,
+    "Where changes wait and how they are applied"): its ``source`` (whose follower is among
+    ``followers``), whether a follower has captured it (``followed``), whether the change log
+    still holds every change since the load's dump (``kept``: the follower's ``kept_from`` is
+    not past it), and summed over the coordinators that served it (each publishes its last
+    counts; a closed one's buffer is what it held at its close): the changes
+    ``applied_on_demand`` and ``applied_background``, the refreshes of each kind that applied
+    any, the changes ``buffered`` and the queries that ``timed_out`` waiting for the change
+    log."""
+    position = load.position
+    if position is None:
+        return None
+    follower = catalog.changes.follower(position.source)
+    return {"source": position.source, "followed": follower is not None,
+            "kept": follower is None or follower.kept_from <= position.seq,
+            **{name: counts.get(route, 0) for name, route in FRESH_COUNTS.items()}}
 
 
 def _follower(f: FollowerState, now: float) -> dict:

@@ -43,6 +43,7 @@ class FakeCatalog:
         self.serving = self  # the roles the coordinator's poller reads
         self.early = self
         self.index = None  # the raw reader's, a fake of its own (FakeRawReader)
+        self.changes = None  # no load here has a dump's position: no fresh view reads it
 
     def __enter__(self):
         return self

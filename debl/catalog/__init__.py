@@ -115,16 +115,16 @@ from debl.catalog.records import (Bucket, BucketChunk, Change, ChunkRecord, Dema
                                   Job, LoadFile, LoadRecord, Phase, ServingState)
 from debl.catalog.schema import (METADATA, SCHEMA_VERSION, ChunkState, EarlyAnswering, HotState,
                                  JobState, LoadState)
-from debl.catalog.serving import ServingCatalog
+from debl.catalog.serving import FRESH_COUNTS, ServingCatalog
 from debl.config import Config
 
 __all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "Change", "ChangesCatalog",
            "ChunkRecord", "ChunkState", "DemandRow", "EarlyAnswering", "EarlyCatalog",
-           "EarlyProgress", "EarlyState", "FalseClaim", "FileCount", "FilesCatalog",
-           "FollowerState", "HotState", "IndexCatalog", "Job", "JobState", "JobsCatalog",
-           "LoadFile", "LoadRecord", "LoadState", "LoadsCatalog", "METADATA", "NamedLock",
-           "Phase", "PhasesCatalog", "ProbesCatalog", "SCHEMA_VERSION", "ServingCatalog",
-           "ServingState", "engine_for", "named_lock"]
+           "EarlyProgress", "EarlyState", "FRESH_COUNTS", "FalseClaim", "FileCount",
+           "FilesCatalog", "FollowerState", "HotState", "IndexCatalog", "Job", "JobState",
+           "JobsCatalog", "LoadFile", "LoadRecord", "LoadState", "LoadsCatalog", "METADATA",
+           "NamedLock", "Phase", "PhasesCatalog", "ProbesCatalog", "SCHEMA_VERSION",
+           "ServingCatalog", "ServingState", "engine_for", "named_lock"]
 
 
 class Catalog:

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import Change, FollowerState
 from debl.catalog.schema import changes_table, follower_table
-from debl.errors import DeblError
+from debl.errors import DeblError, ServiceError
 from debl.format.link import Link
 
 _COLUMNS = ("seq", "row_no", "id1", "link_type", "id2", "deleted", "visibility", "data", "time",
@@ -112,12 +112,16 @@ class ChangesCatalog:
         with self._transaction() as conn:
             return [_state(row) for row in conn.execute(sa.select(t).order_by(t.c.source))]
 
-    def since(self, source: str, after: int, limit: int = 10_000) -> tuple[list[Change], int]:
+    def since(self, source: str, after: int, limit: int = 10_000,
+              dump: int | None = None) -> tuple[list[Change], int]:
         """The changes past position *after* in position order, at most about *limit* (whole
-        transactions), and the position they reach: every change up to it is in the list."""
+        transactions), and the position they reach: every change up to it is in the list.
+        *dump*: the position of the reader's dump; ServiceError if the log no longer holds
+        every change past it (``_check_kept``)."""
         t = changes_table
         with self._transaction() as conn:
             state = _follower(conn, source)
+            _check_kept(source, state, dump)
             captured = after if state is None else max(after, state.seq)
             rows = conn.execute(_select().where(t.c.seq > after, t.c.seq <= captured)
                                 .order_by(t.c.seq, t.c.row_no).limit(limit + 1)).all()
@@ -131,13 +135,15 @@ class ChangesCatalog:
                 return [_change(r) for r in rows], last
             return [_change(r) for r in rows], captured
 
-    def in_range(self, source: str, id_lo: int, id_hi: int,
-                 after: int) -> tuple[list[Change], int]:
+    def in_range(self, source: str, id_lo: int, id_hi: int, after: int,
+                 dump: int | None = None) -> tuple[list[Change], int]:
         """The changes of id1s in ``[id_lo, id_hi]`` past position *after*, in position order,
-        and the position they reach (the follower's: every such change up to it is there)."""
+        and the position they reach (the follower's: every such change up to it is there).
+        *dump*: as ``since``'s."""
         t = changes_table
         with self._transaction() as conn:
             state = _follower(conn, source)
+            _check_kept(source, state, dump)
             captured = after if state is None else max(after, state.seq)
             rows = conn.execute(_select().where(t.c.id1.between(id_lo, id_hi), t.c.seq > after,
                                                 t.c.seq <= captured)
@@ -164,6 +170,20 @@ def _row(c: Change) -> dict:
             "time": None if link is None else link.time,
             "version": None if link is None else link.version,
             "commit_ts": c.commit_ts, "captured_ts": c.captured_ts}
+
+
+def _check_kept(source: str, state: FollowerState | None, dump: int | None) -> None:
+    """ServiceError if the change log of *source* no longer holds every change past the
+    position *dump* (the follower's ``kept_from`` is past it: pruned, or lost by the source's
+    log; docs/FRESHNESS.md, "Capture: `debl follow`"): a load of that dump cannot be kept
+    fresh."""
+    if dump is not None and state is not None and state.kept_from > dump:
+        raise ServiceError(
+            f"the change log of source {source} holds the changes past seq {state.kept_from} "
+            f"only, not those since this load's dump (seq {dump}): they were forgotten (no "
+            "kept load needed them, or the source's log lost them), so the load cannot be "
+            "kept fresh. Take a new dump and load it (`debl source dump DIR`, `debl load "
+            "DIR`), or set fresh.mode=off to answer from the dump")
 
 
 def _select() -> sa.Select:

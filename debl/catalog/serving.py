@@ -18,6 +18,15 @@ from debl.catalog.schema import (answers_table, asks_table, coordinators_table, 
                                  hot_keys_table, jobs_table, loads_table)
 from debl.keys.key_filter import KeyFilter
 
+# What a coordinator publishes of its fresh answers (docs/FRESHNESS.md) beside its answers per
+# route, in debl_answers (each name fits its 16 characters): the changes applied on demand and
+# in the background, the refreshes of each kind that applied any, the changes buffered now and
+# the queries past their deadline waiting for the change log. The count's name -> its row's.
+FRESH_COUNTS = {"applied_on_demand": "fresh_demand", "applied_background": "fresh_background",
+                "refreshes_on_demand": "fresh_refreshes",
+                "refreshes_background": "fresh_bg_refresh", "buffered": "fresh_buffered",
+                "timed_out": "fresh_timeouts"}
+
 
 class ServingCatalog:
     """The current dataset as coordinators see it, and what they publish: ``Catalog.serving``."""

@@ -33,7 +33,9 @@ def _how(answer) -> str:
         where = (f"the hot rows ONLY, from {hot}, INCOMPLETE: bucket {answer.bucket} is not "
                  "loaded yet, its rows are missing and some of these may be superseded")
     waited = f"waited {answer.waited_s:.2f} s" if answer.waited else "answered at once"
-    return f"{where}; load {answer.load_id}; {waited}"
+    fresh = ("" if answer.position is None else  # docs/FRESHNESS.md, "The contract"
+             f"; the source at its log position {answer.position} (sequence number)")
+    return f"{where}; load {answer.load_id}{fresh}; {waited}"
 
 
 @click.command("links")
@@ -96,7 +98,7 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
         click.echo(json.dumps({
             "id1": id1, "link_type": link_type, **asked, "complete": answer.complete,
             "route": answer.route.value, "hot": answer.hot.value, "load_id": answer.load_id,
-            "bucket": answer.bucket, "waited_s": answer.waited_s,
+            "bucket": answer.bucket, "waited_s": answer.waited_s, "position": answer.position,
             **({"count": answer.count} if count else {"links": [
                 {"id2": l.id2, "visibility": l.visibility, "time": l.time,
                  "version": l.version, "data": l.data.decode("latin-1")}

@@ -162,6 +162,7 @@ def render(s: dict) -> str:
                        f"HBase {n.get('via_hbase', 0):,}; hot keys from the hot files "
                        f"{n.get('via_hot_raw', 0):,}")
     out.extend(_followers(s.get("followers", [])))
+    out.extend(_fresh(s.get("fresh")))
     if s["running_jobs"]:
         out.append("running    bucket  run id                      for s  attempt")
         for j in s["running_jobs"]:
@@ -174,6 +175,29 @@ def render(s: dict) -> str:
     # Names, sources and errors come from outside (a file named with ESC ] 0 ; once set the
     # terminal's title): each line is shown escaped (docs/RELIABILITY.md, "Security").
     return "\n".join(printable(line) for line in out)
+
+
+def _fresh(fresh: dict | None) -> list[str]:
+    """The lines of a load kept fresh (docs/FRESHNESS.md): whether its source is followed
+    (the follower's own lines come before), what was applied."""
+    if fresh is None:
+        return []
+    if not fresh["followed"]:
+        said = (f"no follower has captured source {fresh['source']} yet: start `debl follow` "
+                "(with fresh.mode on, queries wait for it)")
+    elif not fresh["kept"]:
+        said = (f"the change log of source {fresh['source']} no longer holds every change "
+                "since this load's dump (the follower's kept_from is past it): its answers "
+                "cannot be kept fresh; dump and load again (`debl source dump DIR`, `debl "
+                "load DIR`)")
+    else:
+        said = f"kept fresh from source {fresh['source']} (its follower above)"
+    return [f"fresh      {said}",
+            f"           changes applied on demand {fresh['applied_on_demand']:,} "
+            f"({fresh['refreshes_on_demand']:,} refreshes), in the background "
+            f"{fresh['applied_background']:,} ({fresh['refreshes_background']:,}); buffered "
+            f"{fresh['buffered']:,}; {fresh['timed_out']:,} queries timed out waiting for "
+            "the change log"]
 
 
 def _followers(followers: list[dict]) -> list[str]:

@@ -8,6 +8,8 @@ request in ``begin()`` ... ``finish()``; in between, each timed step on that thr
 
 - ``wait``: deciding the route (``coordinator.coordinator``): the coordinator's lock, and
   waiting for uptime, for the bucket (a buffered query) or, before uptime, for the key's bytes;
+  and for a fresh answer the source's head, the change log and the key range's refresh
+  (``coordinator.fresh``);
 - ``mysql``: a statement on MySQL, the wait for a pooled connection included (``debl.store.
   mysql``);
 - ``hbase``: a Thrift call to HBase, its rows decoded, the wait for a pooled connection
