@@ -47,7 +47,7 @@ from loaders.cleanup import drop_every_load
 TABLE = "lagbench"
 
 
-def _debl(config, *argv: str, log: Path) -> subprocess.Popen:
+def debl_service(config, *argv: str, log: Path) -> subprocess.Popen:
     """``debl ARGV`` in a session of its own, as a service runs (with the kernel's autogroup
     scheduling, a session shares the cores with the others as one)."""
     out = open(log, "ab")
@@ -55,8 +55,8 @@ def _debl(config, *argv: str, log: Path) -> subprocess.Popen:
                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _run(config, *argv: str, log: Path) -> None:
-    if _debl(config, *argv, log=log).wait() != 0:
+def run_debl(config, *argv: str, log: Path) -> None:
+    if debl_service(config, *argv, log=log).wait() != 0:
         sys.exit(f"debl {' '.join(argv)} failed: see {log}")
 
 
@@ -112,9 +112,9 @@ def main() -> None:
     conn.close()
     Catalog(config).close()  # made if missing
     drop_every_load(config)  # the follower starts at this run's dump
-    _run(config, "source", "dump", str(work / "dump"), "--files", "2", log=log)
-    _run(config, "load", str(work / "dump"), "--no-hot", log=log)
-    follower = _debl(config, "follow", log=log)
+    run_debl(config, "source", "dump", str(work / "dump"), "--files", "2", log=log)
+    run_debl(config, "load", str(work / "dump"), "--no-hot", log=log)
+    follower = debl_service(config, "follow", log=log)
     while (f := _follower(config)) is None or f.state != "following":
         if follower.poll() is not None:
             sys.exit(f"debl follow ended: see {log}")

@@ -47,6 +47,7 @@ from debl.catalog import Catalog  # noqa: E402
 from debl.config import load_config  # noqa: E402
 from debl.position import parse_gtid  # noqa: E402
 from debl.store.linkbench_writes import SourceLinks  # noqa: E402
+from follow_lag import debl_service, run_debl  # noqa: E402  (this script's directory)
 from debl.workload.mix import READ_OPS, ReadDraws, mix_named  # noqa: E402
 from debl.workload.requests import RequestSpec, RequestStream  # noqa: E402
 from debl.workload.writers import WriterPool  # noqa: E402
@@ -60,18 +61,6 @@ def _namespace(base):
     return base.replace(source_db_table=TABLE, mysql_database=f"{base.mysql.database}_fresh",
                         mysql_link_table="fresh_links", hbase_table="fresh_links",
                         hdfs_root=f"{base.hdfs.root.rstrip('/')}-fresh")
-
-
-def _debl(config, *argv: str, log: Path) -> subprocess.Popen:
-    """``debl ARGV`` in a session of its own, as a service runs."""
-    out = open(log, "ab")
-    return subprocess.Popen([sys.executable, "-m", "debl", *argv], env=config.child_env(),
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _run(config, *argv: str, log: Path) -> None:
-    if _debl(config, *argv, log=log).wait() != 0:
-        sys.exit(f"debl {' '.join(argv)} failed: see {log}")
 
 
 def _follower(config, source: str):
@@ -90,11 +79,11 @@ def prepare(config, args, work: Path) -> None:
     log = work / "commands.log"
     Catalog(config).close()  # made if missing
     drop_every_load(config)
-    _run(config, "generate", str(work / "input"), "--max-id", str(args.max_id), "--files", "4",
+    run_debl(config, "generate", str(work / "input"), "--max-id", str(args.max_id), "--files", "4",
          "--days", "4", "--seed", str(args.seed), log=log)
-    _run(config, "source", "db", "init", str(work / "input"), "--replace", log=log)
-    _run(config, "source", "dump", str(work / "dump"), "--files", str(args.files), log=log)
-    _run(config, "load", str(work / "dump"), log=log)
+    run_debl(config, "source", "db", "init", str(work / "input"), "--replace", log=log)
+    run_debl(config, "source", "dump", str(work / "dump"), "--files", str(args.files), log=log)
+    run_debl(config, "load", str(work / "dump"), log=log)
 
 
 def reader(c: Coordinator, spec: RequestSpec, mix, stream: int, rate: float, until: float,
@@ -215,7 +204,7 @@ def main() -> None:
     if not (args.reuse and _current(config)):
         prepare(config, args, work)
     load = _current(config)
-    follower = _debl(config, "follow", log=log)
+    follower = debl_service(config, "follow", log=log)
     deadline = time.monotonic() + CATCH_UP_S
     while (f := _follower(config, load.position.source)) is None or f.state != "following":
         if follower.poll() is not None or time.monotonic() > deadline:
