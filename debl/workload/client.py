@@ -48,6 +48,7 @@ import numpy as np
 
 from debl.errors import ConfigError
 from debl.store.linkbench_writes import SourceLinks
+from debl.workload.answer_log import prepare_dir
 from debl.workload.client_processes import run_processes
 from debl.workload.client_spec import (ClientSpec, LinkListTarget, Progress, TargetSource,
                                        default_processes)
@@ -142,6 +143,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
     if mix.write_share and writes_to is None:
         raise ConfigError(f"--mix {spec.mix} sends writes: name the source database they go "
                           "to (a SourceLinks; `debl query` takes the source_db settings)")
+    if spec.answer_log is not None:
+        prepare_dir(spec.answer_log)
     pool = (WriterPool(writes_to, mix, spec.requests, spec.writes_per_s, spec.writers)
             if mix.write_share else None)
     try:
