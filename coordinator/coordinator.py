@@ -41,7 +41,7 @@ import time
 from collections import Counter
 
 from debl.measure import request_cost
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, JobState, LoadRecord
 from debl.config import Config
 from debl.errors import QueryTimeout, ServiceError
 from coordinator.admission import FifoGate
@@ -253,7 +253,7 @@ class Coordinator(LinkQueries):
         if bucket is None or bucket.loaded:
             return self._plan(Route.MYSQL if bucket is None else Route.MERGED, dataset, bucket,
                               query.id1, query.link_type, query.outcome(), query.waited(now))
-        if bucket.j_stat == "failed":  # released now: gen_HF gave up on it
+        if bucket.j_stat == JobState.FAILED:  # released now: gen_HF gave up on it
             if query.raw_after is not None:
                 return self._plan(Route.RAW, dataset, bucket, query.id1, query.link_type, "raw",
                                   query.waited(now))

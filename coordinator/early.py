@@ -23,6 +23,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+from debl.catalog import EarlyAnswering
 from debl.keys.keyspace import KeySet
 
 
@@ -43,7 +44,7 @@ class EarlyView:
     def take(self, state: str, gen: int, answerable: list | None) -> bool:
         """A newer poll's state of the load; True when more keys may be answerable (waiters
         must look again)."""
-        self.on = self.on and state == "on"
+        self.on = self.on and state == EarlyAnswering.ON
         if answerable is None or gen == self.gen:
             return False
         self.gen, self.answerable = gen, KeySet.from_json(answerable)

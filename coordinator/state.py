@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from debl.catalog import Bucket, EarlyState, LoadRecord, ServingState
+from debl.catalog import Bucket, EarlyState, JobState, LoadRecord, LoadState, ServingState
 from debl.keys.key_filter import KeyFilter
 from debl.keys.keyspace import KeySet
 from coordinator.demand import decayed
@@ -58,7 +58,7 @@ class BucketState:
 
     @property
     def loaded(self) -> bool:
-        return self.j_stat == "loaded"
+        return self.j_stat == JobState.LOADED
 
     def stopped_waiting(self, now: float) -> None:
         """A query that needed this bucket stopped waiting without it (raw answer, deadline)."""
@@ -165,9 +165,9 @@ class Dataset:
         ``loaded`` or ``failed``."""
         woken = []
         for b, bucket in self.buckets.items():
-            new = states.get(b, "pending")
+            new = states.get(b, JobState.PENDING)
             if new != bucket.j_stat:
-                if new in ("loaded", "failed"):
+                if new in (JobState.LOADED, JobState.FAILED):
                     woken.append(b)
                 bucket.j_stat = new
         return woken
@@ -225,7 +225,7 @@ class BucketView:
 
 def load_failure(newest: LoadRecord | None) -> str | None:
     """The error of a query while no load is up and the newest one failed (None otherwise)."""
-    if newest is None or newest.state != "failed":
+    if newest is None or newest.state != LoadState.FAILED:
         return None
     reason = (newest.error or "no error recorded").strip().splitlines()[0][:200]
     return (f"the latest load {newest.load_id} failed ({reason}) and no load is up to answer "

@@ -6,6 +6,7 @@ the cause and, where there is one, the next step; the command line prints it wit
     ├── ServiceError         MariaDB, HDFS, HBase/Thrift or Spark cannot be reached or failed
     │   ├── StackError       the local stack could not start; names the service and its log
     │   ├── GenHFLockHeld    another gen_HF holds the dataset's lock
+    │   ├── FollowerLockHeld another `debl follow` holds the dataset's lock
     │   └── JvmGone          this process's Spark driver JVM died: start the command again
     ├── CatalogVersionError  the catalog's tables are from another DeBL version
     ├── SourceError          the input source is missing, unreadable or unreachable
@@ -43,6 +44,10 @@ class StackError(ServiceError):
 
 class GenHFLockHeld(ServiceError):
     """Another gen_HF runs on this dataset; one may start when it ends (callers may wait)."""
+
+
+class FollowerLockHeld(ServiceError):
+    """Another ``debl follow`` runs on this dataset; the message says where."""
 
 
 class JvmGone(ServiceError):

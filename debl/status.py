@@ -6,7 +6,8 @@ beside it (the same, and its buckets), the previous one while its stores exist a
 whose stores are being dropped (docs/LOADING.md, "Days"), the current load's buckets per job
 state (and, asked for, every bucket with its demand), the demand summed over coordinators, the
 queries the coordinators answered per route, the gen_HF jobs running now, and full availability
-once every bucket is loaded. A load that answers before its uptime says how far (``early``: the
+once every bucket is loaded, and each source's follower (``followers``: the change log's capture,
+docs/FRESHNESS.md). A load that answers before its uptime says how far (``early``: the
 shares answerable, the bytes fetched on demand, the keys waiting, the claims found false;
 docs/LOADING.md, "Answers before the copy ends").
 Everything comes from MySQL: the report is the same from any machine and does not need a
@@ -25,7 +26,8 @@ import time
 from collections import Counter
 
 from debl.format.bucket_map import BucketMap
-from debl.catalog import STATES, Bucket, Catalog, LoadRecord, Phase
+from debl.catalog import (Bucket, Catalog, EarlyAnswering, FollowerState, JobState, LoadRecord,
+                          LoadState, Phase)
 
 DEMAND_MAX_AGE_S = 60.0  # as ServingCatalog.demand: rows older than this are of dead coordinators
 CLAIMS_SHOWN = 20  # false claims listed per load (a load records its first; a resume may add)
@@ -60,10 +62,10 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     running = [
         {"b_index": j.b_index, "run_id": j.run_id, "started": j.started, "attempts": j.attempts,
          "running_s": None if j.started is None else now - j.started}
-        for j in sorted((j for j in jobs if j.state == "running"),
+        for j in sorted((j for j in jobs if j.state == JobState.RUNNING),
                         key=lambda j: (j.started is not None, j.started or 0.0, j.b_index))]
     failed = [{"b_index": j.b_index, "attempts": j.attempts, "error": (j.error or "")[:300]}
-              for j in jobs if j.state == "failed"]
+              for j in jobs if j.state == JobState.FAILED]
     answered, answering = catalog.serving.answers(load_id) if load else ({}, 0)
     previous = catalog.loads.previous() if current else None
     status: dict = {
@@ -88,6 +90,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
         "running_jobs": running,
         "failed_jobs": failed,
         "full_availability": None,
+        "followers": [_follower(f, now) for f in catalog.changes.followers()],
     }
     if every_bucket:
         status["buckets"]["list"] = _bucket_list(buckets, demand,
@@ -108,16 +111,33 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                       "bucket_map": _map_summary(load.bucket_map, every_bucket),
                       "chunk_size": load.chunk_size}
     status["phases"] = _phases(catalog.phases.phases(load.load_id), now)
-    if load.state == "up" and buckets and by_state.get("loaded", 0) == len(buckets):
+    if load.state == LoadState.UP and buckets and by_state.get(JobState.LOADED, 0) == len(buckets):
         ended = max((j.ended for j in jobs if j.ended is not None), default=None)
         if ended is not None:
             at = max(ended, load.uptime or ended)
             status["full_availability"] = {"at": at, "seconds": at - load.started,
                                            "after_uptime_s": at - (load.uptime or at)}
-    elif load.state == "up" and not buckets:  # no cold data: fully available at uptime
+    elif load.state == LoadState.UP and not buckets:  # no cold data: fully available at uptime
         status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
                                        "after_uptime_s": 0.0}
     return status
+
+
+def _follower(f: FollowerState, now: float) -> dict:
+    """A source's follower (``debl follow``; docs/FRESHNESS.md, "Capture: `debl follow`"): the
+    position captured up to (``gtid``, ``seq``), the source's head as it last read it and how
+    many transactions it was behind (``behind``), the ``changes`` captured in all, ``lag_s``
+    from the last captured commit to its capture (the log's commit times have whole seconds),
+    its ``state`` and ``error``, and its last sign of life."""
+    return {"source": f.source, "gtid": f.gtid, "seq": f.seq, "state": f.state,
+            "error": f.error, "head_gtid": f.head_gtid, "head_seq": f.head_seq,
+            "head_age_s": None if f.head_ts is None else now - f.head_ts,
+            "behind": None if f.head_seq is None else max(0, f.head_seq - f.seq),
+            "changes": f.changes, "kept_from": f.kept_from,
+            "lag_s": (None if f.commit_ts is None or f.captured_ts is None
+                      else f.captured_ts - f.commit_ts),
+            "captured_age_s": None if f.captured_ts is None else now - f.captured_ts,
+            "heartbeat_age_s": now - f.heartbeat, "host": f.host, "pid": f.pid}
 
 
 def _early(catalog: Catalog, load_id: str) -> dict | None:
@@ -143,7 +163,7 @@ def _early(catalog: Catalog, load_id: str) -> dict | None:
     claims: list = []
     answered: dict[int, int] = {}
     names: dict[int, str] = {}
-    if progress.state == "stopped":
+    if progress.state == EarlyAnswering.STOPPED:
         claims = catalog.early.false_claims(load_id)
         answered = catalog.early.claim_answers(load_id)
         names = {f.file_seq: f.name for f in catalog.files.files(load_id)}
@@ -171,11 +191,11 @@ def _bucket_summary(buckets: list[Bucket]) -> dict:
     by_state = Counter(b.state for b in buckets)
     return {
         "total": len(buckets),
-        "loaded": by_state.get("loaded", 0),
-        "by_state": {s: by_state.get(s, 0) for s in STATES},
+        "loaded": by_state.get(JobState.LOADED, 0),
+        "by_state": {s: by_state.get(s, 0) for s in JobState},
         "rows": sum(b.rows for b in buckets),
         "bytes": sum(b.bytes for b in buckets),
-        "loaded_bytes": sum(b.bytes for b in buckets if b.state == "loaded"),
+        "loaded_bytes": sum(b.bytes for b in buckets if b.state == JobState.LOADED),
         "largest_bytes": max((b.bytes for b in buckets), default=0),
     }
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from debl.catalog import ChunkRecord
+from debl.catalog import ChunkRecord, ChunkState
 from debl.hdfs import HdfsClient
 from loaders.coverage import Coverage
 from loaders.source import Source, SourceFile
@@ -35,18 +35,19 @@ BLOCK = 1 << 20
 # dropped rather than the stream closed: a closed stream loses what the source sent ahead.
 READ_THROUGH = 512 << 10
 YIELD_MAX_S = 10.0  # the longest the bulk copy waits for one fetch on demand's reads
-SHARE_BELOW_S = 0.5  # a fetch this short at the bulk copy's pace shares the link (LinkTurn)
+SHARE_BELOW_S = 0.5  # a fetch this short at the bulk copy's pace shares the wire (WireTurn)
 RATE_WINDOW_S = 1.0
 
 
-class LinkTurn:
-    """Whose turn the link is: while a fetch on demand that would take long reads
-    (``demand(nbytes)``), the bulk copy does not read its stream (``bulk_waits()``), so the
-    fetch has the whole link (docs/LOADING.md, "The copy follows demand"). A paused stream loses
-    nothing: the source stops sending once the socket's buffers are full, and the bytes in them
-    are read after the fetch. A fetch that would take less than SHARE_BELOW_S at the bulk
-    copy's own pace (``bulk_read``) shares the link instead: a pause costs the link the fetch's
-    requests' latency, and on a fast link that is more than the fetch gains.
+class WireTurn:
+    """Whose turn the wire is (the network from the source: docs/DESIGN.md section 2): while a
+    fetch on demand that would take long reads (``demand(nbytes)``), the bulk copy does not
+    read its stream (``bulk_waits()``), so the fetch has the whole wire (docs/LOADING.md, "The
+    copy follows demand"). A paused stream loses nothing: the source stops sending once the
+    socket's buffers are full, and the bytes in them are read after the fetch. A fetch that
+    would take less than SHARE_BELOW_S at the bulk copy's own pace (``bulk_read``) shares the
+    wire instead: a pause costs the wire the fetch's requests' latency, and on a fast wire that
+    is more than the fetch gains.
 
     Pitfall: the bulk copy waits at most YIELD_MAX_S per fetch, so that a source that closes a
     connection left unread for long never sees one."""
@@ -131,8 +132,8 @@ class Chunk:
     def lines(self) -> int:
         return sum(s.lines for s in self.segments)
 
-    def record(self, state: str) -> ChunkRecord:
-        """The chunk as the catalog keeps it, in *state* (``copied`` / ``bucketed``)."""
+    def record(self, state: ChunkState) -> ChunkRecord:
+        """The chunk as the catalog keeps it, in *state*."""
         layout = {"segments": [s.as_dict() for s in self.segments],
                   "slices": [list(s) for s in self.slices]}
         return ChunkRecord(self.chunk_no, self.path, self.bytes, layout, state, self.hot)
@@ -164,9 +165,9 @@ class ChunkCopier:
     def __init__(self, source: Source, files: list[tuple[int, SourceFile]], hdfs: HdfsClient,
                  directory: str, coverage: Coverage, numbers: Callable[[], int],
                  progress: Callable[[int], None] = lambda n: None, hot: bool = False,
-                 turn: LinkTurn | None = None):
+                 turn: WireTurn | None = None):
         self.source, self.files, self.hdfs, self.directory = source, files, hdfs, directory
-        self.turn = turn or LinkTurn()  # fetches on demand read first
+        self.turn = turn or WireTurn()  # fetches on demand read first
         self.coverage, self.numbers = coverage, numbers
         self.hot = hot  # the chunks it cuts are of hot files
         self.progress = progress
@@ -266,7 +267,7 @@ class ChunkCopier:
             # Opened with its listing: a file shorter or longer than listed, or one that
             # changes while it is copied, fails the load (loaders.source). It stops where a
             # fetch took bytes: what a source sends ahead of a stream closed early costs the
-            # link (docs/LOADING.md, "The copy follows demand").
+            # wire (docs/LOADING.md, "The copy follows demand").
             end = self.coverage.next_taken(seq, self._offset)
             self._bounded = end is not None
             self._stream_end = file.size if end is None else end
@@ -341,7 +342,7 @@ class ChunkCopier:
         """Up to BLOCK bytes of the stream, cut after their last newline (the rest goes back
         in front of the stream: its position stays where the ledger's claims end), and whether
         the file ended. Each read takes what the stream holds (up to the block): a fetch on
-        demand waits for one read at most before it has the link."""
+        demand waits for one read at most before it has the wire."""
         parts, size = [], 0
         while size < BLOCK:
             self.turn.bulk_waits()

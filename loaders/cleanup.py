@@ -41,7 +41,7 @@ import shutil
 import time
 from collections.abc import Callable
 
-from debl.catalog import Catalog, LoadRecord, NamedLock, ServingCatalog, named_lock
+from debl.catalog import Catalog, LoadRecord, LoadState, NamedLock, ServingCatalog, named_lock
 from debl.config import Config
 from debl.errors import LoadStateError
 from debl.faultpoints import reached
@@ -60,7 +60,7 @@ def droppable(loads: list[LoadRecord], current: LoadRecord | None, previous: str
         if load.dropping is not None:  # a drop a killed cleanup began: finished
             found.append(load)
             continue
-        if load is newest and load.state != "up" and (
+        if load is newest and load.state != LoadState.UP and (
                 current is None or load.started > current.started):
             continue  # a new day being loaded, or waiting for --resume
         if load.load_id == previous and current is not None and (

@@ -15,7 +15,7 @@ Spark job per fetch would cost more than the fetch. The answerable keys follow a
 
 Pitfalls:
 
-- A round takes at most ``ROUND_BYTES``, so that the link is not held from the bulk copy for
+- A round takes at most ``ROUND_BYTES``, so that the wire is not held from the bulk copy for
   long, and no piece larger than ``MAX_PIECE`` (a file without manifest is one piece claiming
   every id1: the bulk copy brings it).
 - A key missing several pieces of more than ``MAX_KEY_BYTES`` in all waits for the bulk copy:
@@ -34,14 +34,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from debl.catalog import EarlyCatalog, FalseClaim, IndexCatalog
+from debl.catalog import ChunkState, EarlyCatalog, FalseClaim
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.keys.manifest import Piece
-from loaders.chunker import Chunk, LinkTurn, Segment, chunk_name
-from loaders.coverage import Coverage
+from loaders.chunker import Chunk, Segment, chunk_name
+from loaders.dist_ch import DistResult
 from loaders.early import EarlyAnswers
-from loaders.source import Source, SourceFile
+from loaders.load_context import CopyState
+from loaders.source import SourceFile
 
 POLL_S = 0.05  # how often the waiting keys are read
 ROUND_BYTES = 4 << 20  # the most one round fetches
@@ -52,20 +53,21 @@ MAX_KEY_BYTES = 256 << 10  # a key missing several pieces of more bytes waits fo
 
 class DemandFetcher:
     """The thread that fetches what waiting queries need (see the module). ``run`` until
-    ``stop`` is set or every byte is taken; raises what a fetch, HDFS or the catalog raised."""
+    ``stop`` is set or every byte is taken; raises what a fetch, HDFS or the catalog raised.
+    *early*: the copy's early answers (``state.early``: only a load that answers early fetches
+    on demand); *bucket*: ``Bucketer.bucket``."""
 
-    def __init__(self, config, source: Source, load_id: str, chunk_dir: str,
-                 files: list[tuple[int, SourceFile]], hot: set[int], coverage: Coverage,
-                 numbers: Callable[[], int], early: EarlyAnswers, bucket, catalog: EarlyCatalog,
-                 index: IndexCatalog, progress, turn: LinkTurn, hdfs):
-        self.config, self.source, self.load_id, self.chunk_dir = config, source, load_id, chunk_dir
-        self.files = dict(files)
-        self.hot = hot
-        self.coverage, self.numbers, self.early = coverage, numbers, early
-        self.bucket = bucket  # Bucketer.bucket
-        self.catalog, self.index, self.progress = catalog, index, progress
-        self.turn = turn  # the bulk copy waits while a round reads
-        self.hdfs = hdfs  # the pipeline's HdfsClient
+    def __init__(self, state: CopyState, early: EarlyAnswers, bucket: Callable[..., DistResult]):
+        load = state.load
+        self.config, self.load_id = load.config, load.load_id
+        self.chunk_dir = load.namespace.chunk_dir
+        self.source, self.files, self.hot = state.io.source, dict(load.files), load.hot_seqs
+        self.coverage, self.numbers, self.early = state.coverage, state.numbers, early
+        self.bucket = bucket
+        self.catalog: EarlyCatalog = early.catalog  # the keys waited for, false claims
+        self.index, self.progress = state.index, state.io.progress
+        self.turn = state.turn  # the bulk copy waits while a round reads
+        self.hdfs = state.hdfs  # the pipeline's HdfsClient
         self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="demand-read")
         self.fetched_bytes = 0
         self.chunks = 0
@@ -110,9 +112,9 @@ class DemandFetcher:
         for p in chosen:
             by_file.setdefault(p.file_seq, []).append(p)
         taken: dict[bool, list[tuple[Segment, bytes]]] = {True: [], False: []}
-        with self.turn.demand(sum(p.size for p in chosen)):  # the link to itself, if long
+        with self.turn.demand(sum(p.size for p in chosen)):  # the wire to itself, if long
             # A request a file, side by side: one after the other, each request's own latency
-            # left the link idle while the bulk copy waited (docs/LOADING.md, "The copy
+            # left the wire idle while the bulk copy waited (docs/LOADING.md, "The copy
             # follows demand").
             reads = dict(zip(by_file, self._readers.map(
                 lambda item: self.source.read_ranges(
@@ -175,7 +177,7 @@ class DemandFetcher:
                       tuple(segments), hot=hot)
         self.hdfs.write_atomic(chunk.path, data)
         reached(self.config, "demand-copied")
-        self.index.chunk_copied(self.load_id, chunk.record("copied"), t0, time.time(),
+        self.index.chunk_copied(self.load_id, chunk.record(ChunkState.COPIED), t0, time.time(),
                                   chunk.lines)
         self.progress.copied(len(data))
         self.bucket(chunk, data, local=True, phase="demand")

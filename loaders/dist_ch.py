@@ -15,13 +15,13 @@ back whole; the reason in the reject file is parse_line's own. A line over
 and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
-was the slowest stage before uptime on a fast link (docs/LOADING.md, "Decisions where DESIGN is
+was the slowest stage before uptime on a fast wire (docs/LOADING.md, "Decisions where DESIGN is
 silent"). This module keeps
 the plan (slices, segments, the bucket map, the line limit) and turns the slices' reports into
 the chunk's result.
 
 Why one task per slice and no shuffle: a chunk is bucketed while the next one is copied, so
-dist_ch needs to keep up with the link, not the whole machine; a Spark shuffle (a sort, two
+dist_ch needs to keep up with the wire, not the whole machine; a Spark shuffle (a sort, two
 stages) cost several times the parse itself (docs/LOADING.md, "Decisions where DESIGN is
 silent").
 

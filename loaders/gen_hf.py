@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
                       retry_if_not_exception_type, wait_exponential)
 
-from debl.catalog import Bucket, Catalog, LoadRecord
+from debl.catalog import Bucket, Catalog, JobState, LoadRecord
 from debl.config import SPELLINGS, Config
 from debl.errors import DeblError, GenHFLockHeld, JvmGone, ServiceError
 from debl.faultpoints import reached
@@ -86,14 +86,14 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
     *run_buckets*, and at most *run_bytes* in total unless the first alone is larger. A bucket
     over *max_bucket_bytes* is never taken (no task could merge it: ``GenHF.oversized``).
     """
-    todo = [b for b in buckets if b.state != "loaded"
+    todo = [b for b in buckets if b.state != JobState.LOADED
             and (max_bucket_bytes is None or b.bytes <= max_bucket_bytes)]
     carried = carried or {}
     if order == "demand":
-        key = lambda b: (b.state != "running", -demand.get(b.b_index, 0),  # noqa: E731
+        key = lambda b: (b.state != JobState.RUNNING, -demand.get(b.b_index, 0),  # noqa: E731
                          -carried.get(b.b_index, 0.0), b.b_index)
     elif order == "fifo":
-        key = lambda b: (b.state != "running", b.b_index)  # noqa: E731
+        key = lambda b: (b.state != JobState.RUNNING, b.b_index)  # noqa: E731
     else:
         raise DeblError(f"unknown order {order!r}: choose one of {', '.join(ORDERS)}")
     chosen: list[Bucket] = []
@@ -147,6 +147,7 @@ class GenHF:
         self._table_for: str | None = None  # the load whose table we made sure exists
         self._carried: tuple[str, dict[int, float]] | None = None  # (load, its carried demand)
         self._cleaned = 0.0  # when the last cleanup ran (time.monotonic())
+        self._first_failure = 0.0  # when the run retried now first failed (time.monotonic())
 
     def close(self) -> None:
         self.catalog.close()
@@ -181,7 +182,7 @@ class GenHF:
             return []
         limit = self.bucket_limit()
         return [b for b in self.catalog.index.buckets(load.load_id)
-                if b.state != "loaded" and b.bytes <= limit]
+                if b.state != JobState.LOADED and b.bytes <= limit]
 
     def bucket_limit(self) -> int:
         """The largest bucket (bytes) one task can merge in its share of the heap."""
@@ -221,7 +222,7 @@ class GenHF:
         run_id = time.strftime("R%H%M%S-") + secrets.token_hex(2)
         self.ensure_table(load, buckets)
         moved = set(self.catalog.jobs.set_job_state(load.load_id, [b.b_index for b in chosen],
-                                                    "running", run_id))
+                                                    JobState.RUNNING, run_id))
         chosen = [b for b in chosen if b.b_index in moved]
         ids = [b.b_index for b in chosen]
         if not chosen:
@@ -230,7 +231,7 @@ class GenHF:
         try:
             rows, cells, per_bucket, phases = self._convert(load, run_id, chosen)
         except BaseException as exc:
-            self.catalog.jobs.set_job_state(load.load_id, ids, "failed", run_id,
+            self.catalog.jobs.set_job_state(load.load_id, ids, JobState.FAILED, run_id,
                                             error=str(exc)[:2000], of_run=run_id)
             current = self.catalog.loads.current()
             if isinstance(exc, Exception) and (current is None
@@ -305,7 +306,7 @@ class GenHF:
             f" to at least {-(-b.bytes * HEAP_PER_BUCKET * heap.tasks // (1 << 30))}g and "
             "restart `debl gen-hf`, or load again with smaller buckets "
             "(loading.bucket_target_bytes, or debl load --bucket-width)")
-            for b in buckets if b.state != "loaded" and b.bytes > limit}
+            for b in buckets if b.state != JobState.LOADED and b.bytes > limit}
 
     def _refuse_oversized(self, load_id: str, buckets: list[Bucket]) -> None:
         """Mark the buckets too large to convert ``failed`` with the reason, once, so that
@@ -313,8 +314,9 @@ class GenHF:
         other buckets go on being converted (one such bucket once stopped gen_HF for good)."""
         for b_index, reason in self.oversized(buckets).items():
             state = next(b.state for b in buckets if b.b_index == b_index)
-            if state != "failed":
-                self.catalog.jobs.set_job_state(load_id, [b_index], "failed", error=reason)
+            if state != JobState.FAILED:
+                self.catalog.jobs.set_job_state(load_id, [b_index], JobState.FAILED,
+                                                error=reason)
                 self.report(f"not converted: {reason}")
 
     def _convert(self, load: LoadRecord, run_id: str, chosen: list[Bucket]):
@@ -410,12 +412,12 @@ class GenHF:
         """Whether serve() stops retrying: after RETRIES retries, or once runs have failed for
         ``service_timeout`` since the first failure (a service that stays away ends gen_HF
         within a few service_timeouts, each failed run having waited up to one or two, not
-        after every retry; a long run that fails once is still retried)."""
-        first = getattr(state, "debl_first_failure", None)
-        if first is None:
-            first = state.debl_first_failure = state.outcome_timestamp
+        after every retry; a long run that fails once is still retried). Tenacity asks after
+        each failed attempt of one call, the first numbered 1: that one starts the count."""
+        if state.attempt_number == 1:
+            self._first_failure = state.outcome_timestamp
         return (state.attempt_number > RETRIES
-                or state.outcome_timestamp - first >= self.config.service_timeout)
+                or state.outcome_timestamp - self._first_failure >= self.config.service_timeout)
 
     def _report_retry(self, state: RetryCallState) -> None:
         self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "

@@ -1,5 +1,5 @@
 """The hot files as the hot path reads them once they are in HDFS: a ``Source`` over the hot
-chunks, so that the link is crossed once (docs/LOADING.md, "Uptime without MySQL").
+chunks, so that the wire is crossed once (docs/LOADING.md, "Uptime without MySQL").
 
 A load copies its hot files into HDFS as chunks of their own (before its cold ones), where
 dist_ch buckets them for the raw route; MySQL's hot path then reads the same chunks back from

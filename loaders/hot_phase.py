@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import time
 
-from debl.catalog import Catalog
-from debl.config import Config
+from debl.catalog import Catalog, HotState
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
-from debl.namespace import Namespace
 from loaders.chunker import Chunk
 from loaders.hot_chunks import HotChunkSource
+from loaders.load_context import LoadContext, LoadIO, LoadProgress
 from loaders.mysql_bulk import HotResult, load_hot
-from loaders.rejects import HOT_PART, RejectWriter
-from loaders.source import Source, SourceFile
+from loaders.rejects import HOT_PART
 
 
 class _Recorded:
@@ -46,12 +44,12 @@ class _Recorded:
         """Dropped: the line's reject was recorded when its hot chunk was bucketed."""
 
 
-def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: Source,
-                   hot: list[tuple[int, SourceFile]], rejects: RejectWriter, max_bad: int,
-                   chunks: list[Chunk] | None, progress) -> HotResult:
+def load_hot_files(load: LoadContext, io: LoadIO, chunks: list[Chunk] | None) -> HotResult:
     """Load the hot files into the load's link table and hand the hot keys to MySQL. *chunks*:
-    read them back from these hot chunks in HDFS (see the module), or from *source* when None.
+    read them back from these hot chunks in HDFS (see the module), or from the source when None.
     Raises what the hot path raised; the load's hot state then says ``failed`` with it."""
+    config, load_id, namespace, hot = load.config, load.load_id, load.namespace, load.hot
+    source, rejects, progress = io.source, io.rejects, io.progress
     with Catalog(config) as catalog:
         catalog.phases.phase_start(load_id, "hot", "all")
         try:
@@ -66,12 +64,12 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
             else:
                 with rejects.open_part(HOT_PART) as part:
                     try:
-                        result = load_hot(config, source, hot, part, max_bad,
+                        result = load_hot(config, source, hot, part, load.max_bad,
                                           progress=progress.hot, table=namespace.link_table)
                     finally:  # before the phase counts as done; a failed one's rejects stay
                         part.commit()
         except BaseException as exc:
-            catalog.loads.update_load(load_id, hot_state="failed", error=_first_line(exc))
+            catalog.loads.update_load(load_id, hot_state=HotState.FAILED, error=_first_line(exc))
             raise
         reached(config, "hot-loaded")
         for phase, t0, t1 in result.phases:
@@ -82,10 +80,11 @@ def load_hot_files(config: Config, load_id: str, namespace: Namespace, source: S
     return result
 
 
-def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progress) -> bool:
+def drop_hot_buckets(load: LoadContext, progress: LoadProgress) -> bool:
     """Delete the load's hot bucket files once every live coordinator reads its hot keys from
     MySQL alone (at most ``loading.coordinator_ack_timeout`` s of waiting); False if some
     coordinator did not say so in time (the files are kept: cleanup drops them with the load)."""
+    config, load_id = load.config, load.load_id
     deadline = time.monotonic() + config.loading.coordinator_ack_timeout
     with Catalog(config) as catalog:
         behind = catalog.serving.coordinators_behind(load_id, hot_mysql=True)
@@ -99,7 +98,7 @@ def drop_hot_buckets(config: Config, load_id: str, namespace: Namespace, progres
                              "MySQL: the hot bucket files are kept until the load is cleaned up")
             return False
         t0 = time.time()
-        HdfsClient(config).delete(namespace.hot_dir, recursive=True)
+        HdfsClient(config).delete(load.namespace.hot_dir, recursive=True)
         catalog.phases.record_phase(load_id, "hot_files_removed", "all", t0, time.time())
     return True
 

@@ -6,7 +6,7 @@ The hot files are copied first, in chunks of their own, and bucketed into the lo
 directory, so that the raw route answers their keys as soon as they are bucketed, long before
 MySQL has taken them in (docs/LOADING.md, "Uptime without MySQL"); once the last hot chunk is in
 HDFS, ``on_hot_copied`` hands the hot chunks to the hot path, which reads them back from HDFS
-instead of crossing the link again. The cold files follow into the bucket directory.
+instead of crossing the wire again. The cold files follow into the bucket directory.
 
 Each chunk step is one catalog transaction (``chunk_copied``, ``chunk_bucketed``), so a resumed
 load reads one consistent state: the chunks recorded as bucketed are done, the copy goes on
@@ -35,22 +35,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from debl.format.bucket_map import HOT_MAP
-from debl.catalog import Catalog, IndexCatalog
+from debl.catalog import Catalog, ChunkState
 from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
-from debl.namespace import Namespace
 from debl.spark.session import spark_session
 from loaders import dist_ch
-from loaders.chunker import Chunk, ChunkCopier, LinkTurn, chunk_name
+from loaders.chunker import Chunk, ChunkCopier, WireTurn, chunk_name
 from loaders.coverage import Coverage
 from loaders.dist_ch import DistResult
 from loaders.demand import DemandFetcher
 from loaders.early import EarlyAnswers
+from loaders.load_context import CopyState, LoadContext, LoadIO
 from loaders.local_dist_ch import LOCAL_MAX, bucket_locally
 from loaders.rejects import RejectWriter, chunk_part
-from loaders.source import Source, SourceFile
+from loaders.source import SourceFile
 
 MIN_CHUNK = 4 << 20
 FIRST_CHUNK = 2 << 20  # a load that answers early starts with chunks this small, doubling
@@ -115,12 +115,11 @@ class Bucketer:
     ``LOCAL_MAX`` bytes while Spark is still starting, and for every chunk fetched on demand.
     Records one chunk at a time (the bucket index sums every chunk of a bucket)."""
 
-    def __init__(self, config: Config, load_id: str, namespace: Namespace, index: IndexCatalog,
-                 hdfs: HdfsClient, spark: Future, decided: Future, rejects: RejectWriter,
-                 early: EarlyAnswers | None = None):
-        self.config, self.load_id, self.namespace = config, load_id, namespace
-        self.index, self.hdfs, self.spark, self.decided = index, hdfs, spark, decided
-        self.rejects, self.early = rejects, early
+    def __init__(self, state: CopyState, spark: Future, decided: Future):
+        self.config, self.load_id = state.load.config, state.load.load_id
+        self.namespace = state.load.namespace
+        self.index, self.hdfs, self.spark, self.decided = state.index, state.hdfs, spark, decided
+        self.rejects, self.early = state.io.rejects, state.early
         self._recording = threading.Lock()
 
     def bucket(self, chunk: Chunk, data: bytes | None = None, local: bool | None = None,
@@ -147,7 +146,7 @@ class Bucketer:
             # A claim found false is recorded with its chunk, in one transaction
             # (docs/LOADING.md, "Answers before the copy ends", row "A claim found false").
             claim = early and early.false_claim(out.violations)
-            self.index.chunk_bucketed(self.load_id, chunk.record("bucketed"), bucket_map,
+            self.index.chunk_bucketed(self.load_id, chunk.record(ChunkState.BUCKETED), bucket_map,
                                       out.parts, where, chunk_name(chunk.chunk_no),
                                       out.per_file, t0, time.time(), phase=phase,
                                       false_claim=claim)
@@ -158,25 +157,22 @@ class Bucketer:
         return out
 
 
-def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Namespace,
-                    plan: PipelinePlan, decided: Future, rejects: RejectWriter, max_bad: int,
-                    progress, stop: Callable[[], bool],
-                    on_hot_copied: Callable[[list[Chunk]], None],
-                    early: EarlyAnswers | None = None) -> Copied:
+def copy_and_bucket(load: LoadContext, io: LoadIO, plan: PipelinePlan, decided: Future,
+                    early: EarlyAnswers | None, stop: Callable[[], bool],
+                    on_hot_copied: Callable[[list[Chunk]], None]) -> Copied:
     """Copy the plan's files chunk by chunk, bucket each chunk as soon as it is in HDFS (with
     the bucket map *decided* resolves to); returns when every chunk is bucketed, or early,
     before the next chunk's dist_ch, once *stop* says so (the caller raises why). Raises what
     the copy, dist_ch or the catalog raised (the copy stops at its next chunk boundary).
-    *early*: the load answers before its uptime (its answerable keys follow each chunk)."""
+    *early*: the load answers before its uptime (its answerable keys follow each chunk).
+    *on_hot_copied* is called in the copy thread with the hot chunks once they are all in
+    HDFS, unless the copy stopped before."""
+    config, progress, rejects, max_bad = load.config, io.progress, io.rejects, load.max_bad
     copied: queue.Queue = queue.Queue(maxsize=2)
     abort = threading.Event()
     catalog = Catalog(config)  # thread-safe: the threads' of the copy, of dist_ch, of fetches
-    index = catalog.index
     size = _ChunkSize(plan.chunk_size, plan.ramp, lambda n: dist_ch.whole_waves(config, n))
     result = Copied(chunks=len(plan.done))
-    coverage = ledger(plan)
-    numbers = _numbers(plan.done)
-    turn = LinkTurn()  # a fetch on demand reads before the bulk copy
     for chunk in plan.done:
         progress.copied(chunk.bytes)
 
@@ -190,9 +186,7 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
 
     def copy_all() -> None:
         try:
-            _copy(config, source, hdfs, index, load_id, namespace, plan, coverage, numbers,
-                  turn, size, hand_over, progress, lambda: stop() or abort.is_set(),
-                  on_hot_copied)
+            _copy(state, plan, size, hand_over, lambda: stop() or abort.is_set(), on_hot_copied)
         finally:
             hand_over(None)
 
@@ -201,18 +195,16 @@ def copy_and_bucket(config: Config, source: Source, load_id: str, namespace: Nam
     stop_fetching = threading.Event()
     with HdfsClient(config, threads=HDFS_THREADS) as hdfs, \
             ThreadPoolExecutor(max_workers=3, thread_name_prefix="chunk-copy") as pool:
-        hdfs.mkdirs(namespace.chunk_dir)
+        state = CopyState(load, io, hdfs, catalog.index, ledger(plan), _numbers(plan.done),
+                          WireTurn(), early)
+        hdfs.mkdirs(load.namespace.chunk_dir)
         copying = pool.submit(copy_all)
         # Spark starts while the first chunks are copied (and bucketed here meanwhile).
         spark = pool.submit(spark_session, config, "debl-dist_ch")
-        bucketer = Bucketer(config, load_id, namespace, index, hdfs, spark, decided, rejects,
-                            early)
+        bucketer = Bucketer(state, spark, decided)
         fetcher = fetching = None
         if early is not None and config.loading.demand_fetch:
-            fetcher = DemandFetcher(config, source, load_id, namespace.chunk_dir,
-                                    [*plan.hot, *plan.cold], {seq for seq, _ in plan.hot},
-                                    coverage, numbers, early, bucketer.bucket, catalog.early,
-                                    index, progress, turn, hdfs)
+            fetcher = DemandFetcher(state, early, bucketer.bucket)
             fetching = pool.submit(fetcher.run, stop_fetching)
         try:
             while (item := _next(copied, fetching)) is not None:
@@ -280,21 +272,22 @@ def _numbers(done: list[Chunk]) -> Callable[[], int]:
     return next_number
 
 
-def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog, load_id: str,
-          namespace: Namespace, plan: PipelinePlan, coverage: Coverage,
-          numbers: Callable[[], int], turn: LinkTurn, size: _ChunkSize, hand_over, progress,
-          stopped: Callable[[], bool], on_hot_copied: Callable[[list[Chunk]], None]) -> None:
+def _copy(state: CopyState, plan: PipelinePlan, size: _ChunkSize,
+          hand_over: Callable[[tuple[Chunk, float] | None], None], stopped: Callable[[], bool],
+          on_hot_copied: Callable[[list[Chunk]], None]) -> None:
     """The copy thread: the hot files, then the cold ones, each chunk handed to dist_ch once
     its file is closed, which goes on while the next chunk is sent (``ChunkCopier.start_next``).
     A resumed load copies only the bytes its bucketed chunks do not hold."""
+    config, load_id = state.load.config, state.load.load_id
     hot_chunks = [c for c in plan.done if c.hot]
     # Chunks taper towards the end of the whole input, not of the hot files: cold chunks follow
     # those at once, and a run of small hot chunks would cost a Spark job each.
     remaining = (sum(f.size for _, f in (*plan.hot, *plan.cold))
                  - sum(c.bytes for c in plan.done))
     for hot, files in ((True, plan.hot), (False, plan.cold)):
-        copier = ChunkCopier(source, files, hdfs, namespace.chunk_dir, coverage, numbers,
-                             progress.copied, hot=hot, turn=turn)
+        copier = ChunkCopier(state.io.source, files, state.hdfs, state.load.namespace.chunk_dir,
+                             state.coverage, state.numbers, state.io.progress.copied, hot=hot,
+                             turn=state.turn)
         sent: list = []  # (chunk, its copy's start and end, wait for its close): one at most
 
         def settle() -> None:
@@ -304,7 +297,7 @@ def _copy(config: Config, source: Source, hdfs: HdfsClient, index: IndexCatalog,
                 waited = time.time()
                 finished()
                 t1 += time.time() - waited
-                index.chunk_copied(load_id, chunk.record("copied"), t0, t1, chunk.lines)
+                state.index.chunk_copied(load_id, chunk.record(ChunkState.COPIED), t0, t1, chunk.lines)
                 if chunk.hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, t1 - t0))
@@ -346,7 +339,8 @@ def number_lines(config: Config, load_id: str, rejects: RejectWriter) -> None:
     order (named by ``loaders.rejects.pending_line``) their line numbers, from the lines of
     every segment before theirs."""
     with Catalog(config) as catalog:
-        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id) if c.state == "bucketed"]
+        chunks = [Chunk.of(c) for c in catalog.index.chunks(load_id)
+                  if c.state == ChunkState.BUCKETED]
     first: dict[tuple[str, int], int] = {}
     by_file: dict[int, list] = {}
     for chunk in chunks:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from debl.format.bucket_map import BucketMap
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, ChunkState, HotState, LoadRecord, LoadState
 from debl.errors import LoadStateError
 from debl.hdfs import HdfsClient, HdfsFile
 from loaders.chunker import Chunk, chunk_no_of
@@ -54,17 +54,18 @@ def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
     if load.dropped is not None or load.dropping is not None:
         raise LoadStateError(f"load {load_id} cannot be resumed: its stores were dropped (or "
                              "are being dropped) by cleanup; run `debl load` anew")
-    hot_done = load.hot_state in ("mysql", "none")
-    if load.state == "up" and hot_done:
+    hot_done = load.hot_state in (HotState.MYSQL, HotState.NONE)
+    if load.state == LoadState.UP and hot_done:
         raise LoadStateError(f"load {load_id} is already up; nothing to resume")
     _check_unchanged(catalog, source, load_id)
     recorded = catalog.files.files(load_id)
     files = [(f.file_seq, SourceFile(unescape_name(f.name), f.size, f.mtime)) for f in recorded]
     chunks = catalog.index.chunks(load_id)
-    done = [Chunk.of(c) for c in chunks if c.state == "bucketed"]
-    catalog.index.forget_chunks(load_id, [c.chunk_no for c in chunks if c.state != "bucketed"])
-    if load.state != "up":
-        catalog.loads.update_load(load_id, state="running", error=None)
+    done = [Chunk.of(c) for c in chunks if c.state == ChunkState.BUCKETED]
+    catalog.index.forget_chunks(load_id,
+                                [c.chunk_no for c in chunks if c.state != ChunkState.BUCKETED])
+    if load.state != LoadState.UP:
+        catalog.loads.update_load(load_id, state=LoadState.RUNNING, error=None)
     return ResumeState(load, files, {f.file_seq for f in recorded if f.hot}, load.bucket_map,
                        done, hot_done)
 

@@ -192,8 +192,8 @@ def _strata(size: int, target_bytes: int, reads_per_bucket: int) -> int:
 def sample_bucket_map(config: Config, source: Source, cold: list[SourceFile]) -> BucketMap:
     """The bucket map of a load whose cold files are *cold*: split points from a sample, for
     buckets of about ``bucket_target_bytes``; a file whose manifest is sorted and fine enough
-    is weighed from it (``manifest_weights``), without a read: the sample's bytes would cost the link what the
-    copy needs (docs/LOADING.md, "Bucket boundaries")."""
+    is weighed from it (``manifest_weights``), without a read: the sample's bytes would
+    cost the wire what the copy needs (docs/LOADING.md, "Bucket boundaries")."""
     target, per_bucket = config.loading.bucket_target_bytes, config.loading.sample_reads_per_bucket
     weighed = {f.name: manifest_weights(f, _strata(f.size, target, per_bucket)) for f in cold}
     known = [w for w in weighed.values() if w is not None]

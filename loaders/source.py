@@ -99,7 +99,7 @@ class Source(ABC):
         With *listed* (the file's entry in the listing the load recorded), the stream raises
         SourceError when the file turns out shorter or longer than listed, or its size or mtime
         changed by the time it was read to its end (*seen*: an earlier stream's ``seen``, not
-        asked again). Pitfall: a stream closed early has cost the link what an HTTP source
+        asked again). Pitfall: a stream closed early has cost the wire what an HTTP source
         sent ahead: a reader that stops at a known byte says so."""
         if listed is None:
             return self._open(name, offset, end)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from debl.format.bucket_file import is_bucket_file, read_index
-from debl.catalog import Catalog
+from debl.catalog import Catalog, JobState
 from debl.config import Config
 from debl.errors import LoadStateError
 from debl.hdfs import HdfsClient
@@ -104,7 +104,7 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
         report.checks.append(Check(f"bucket {b.b_index}: HDFS rows, checksum = index",
                                    (b.rows, b.checksum), (rows, checksum)))
         job = jobs.get(b.b_index)
-        if job is not None and job.state == "loaded":
+        if job is not None and job.state == JobState.LOADED:
             report.checks.append(Check(f"bucket {b.b_index}: HBase winners + superseded = rows",
                                        b.rows, (job.rows_loaded or 0) + (job.superseded or 0)))
             report.checks.append(Check(f"bucket {b.b_index}: HBase rows, checksum = gen_HF's",

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from debl.catalog import Bucket, Catalog, LoadRecord
+from debl.catalog import Bucket, Catalog, JobState, LoadRecord, LoadState
 from debl.config import Config
 from debl.errors import LoadStateError
 from debl.format.bucket_file import parse_row
@@ -41,7 +41,6 @@ from loaders.verify import bucket_files, bucket_lines
 WAIT_POLL_S = 0.2
 MAX_EXAMPLES = 5
 _HOT, _COLD = Origin(1, 0, 0), Origin(0, 0, 0)  # a store's winners: only the side counts
-_LOADED = "loaded"  # a cold bucket's job state once gen_HF has put it in HBase
 
 
 @dataclass
@@ -133,7 +132,7 @@ def _load(catalog: Catalog, load_id: str | None) -> LoadRecord:
         raise LoadStateError(f"load {load.load_id} carries no dump position (its listing had "
                              "none): it is no dump of the source, nothing to compare; load "
                              "the output of `debl source dump`")
-    if load.state != "up":
+    if load.state != LoadState.UP:
         raise LoadStateError(f"load {load.load_id} is {load.state}, not up: it has not taken "
                              "every row of the dump yet; verify once it is up")
     return load
@@ -150,6 +149,13 @@ def caught_up(config: Config, catalog: Catalog, position: DumpPosition,
     finally:
         conn.close()
     head_seq = parse_gtid(head)[2]
+    state = catalog.changes.follower(position.source)
+    if state is not None and state.kept_from > position.seq:
+        raise LoadStateError(
+            f"the change log of source {position.source} holds the changes past position "
+            f"{state.kept_from} only, the load was dumped at {position.gtid}: the changes "
+            "between are forgotten and the load cannot be compared with the source; load a "
+            "newer dump (`debl source dump DIR`, `debl load DIR`)")
     deadline = time.monotonic() + wait_s
     while True:
         state = catalog.changes.follower(position.source)
@@ -212,7 +218,7 @@ class _Sides:
             for link, origin in self._files(True, b, (k_lo, k_hi)):
                 if k_lo <= link.id1 <= k_hi:
                     add(link, origin)
-        if cold is not None and cold.state == _LOADED:
+        if cold is not None and cold.state == JobState.LOADED:
             for link in self.hbase.scan_id1_range(k_lo, k_hi):
                 add(link, _COLD)
         elif cold is not None:

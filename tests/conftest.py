@@ -22,6 +22,7 @@ draws new ones each run. Neither has a deadline: a stack test's example waits on
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -30,8 +31,13 @@ from hypothesis import settings
 from debl.config import Config, load_config
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+# The stack's own catalog database, read before a worker's namespace is set: the stack grants
+# its user that database and the ones named after it (`<database>_...`), so a worker's database
+# is `<database>_<worker>`, and the stack is always brought up under the shared name (a stack
+# first started by a worker would otherwise grant that worker's database alone).
+_STACK_DATABASE = load_config().mysql.database
 if _WORKER:
-    os.environ.setdefault("DEBL_MYSQL_DATABASE", f"debl_{_WORKER}")
+    os.environ.setdefault("DEBL_MYSQL_DATABASE", f"{_STACK_DATABASE}_{_WORKER}")
     os.environ.setdefault("DEBL_HBASE_TABLE", f"linktable_{_WORKER}")
     os.environ.setdefault("DEBL_HDFS_ROOT", f"/debl-{_WORKER}")
 
@@ -61,7 +67,8 @@ def stack_config() -> Config:
         from debl.stack.stack import stack_up
 
         config = load_config()
-        stack_up(config)
+        stack_up(dataclasses.replace(
+            config, mysql=dataclasses.replace(config.mysql, database=_STACK_DATABASE)))
     except Exception as exc:  # any failure: missing binaries, ports in use, a service that died
         message = f"the local stack is not available: {type(exc).__name__}: {exc}"
         if os.environ.get("CI") == "true":

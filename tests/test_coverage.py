@@ -154,7 +154,7 @@ class _Chunks:
 
 def test_the_bulk_copy_reads_no_byte_a_fetch_took_ahead_of_it(tmp_path, monkeypatch):
     """The bulk copy's stream stops where a fetch took bytes ahead of it: over HTTP a stream
-    closed early had cost the link what the server sent ahead (docs/LOADING.md, "The copy
+    closed early had cost the wire what the server sent ahead (docs/LOADING.md, "The copy
     follows demand", has what it cost). Every byte is copied
     once, by the bulk copy or a fetch, and the bulk copy reads exactly the bytes it keeps."""
     from loaders import chunker
@@ -242,15 +242,15 @@ def test_the_bulk_copy_reads_through_a_short_range_a_fetch_took_inside_its_strea
 
 
 def test_a_fetch_short_at_the_bulk_copys_pace_shares_the_link(monkeypatch):
-    """A fetch the bulk copy's pace would bring in under SHARE_BELOW_S shares the link; a longer
-    one, or one before the pace is known, has the link to itself."""
+    """A fetch the bulk copy's pace would bring in under SHARE_BELOW_S shares the wire; a longer
+    one, or one before the pace is known, has the wire to itself."""
     from loaders import chunker
-    from loaders.chunker import SHARE_BELOW_S, LinkTurn
+    from loaders.chunker import SHARE_BELOW_S, WireTurn
 
     clock = [100.0]
     monkeypatch.setattr(chunker, "time", type("Clock", (), {
         "monotonic": staticmethod(lambda: clock[0])}))
-    turn = LinkTurn()
+    turn = WireTurn()
 
     def bulk_may_read() -> bool:
         return turn._free.is_set()
@@ -270,11 +270,11 @@ def test_a_fetch_short_at_the_bulk_copys_pace_shares_the_link(monkeypatch):
 
 
 def test_the_bulk_copy_does_not_read_its_stream_while_a_fetch_reads(tmp_path, monkeypatch):
-    """While a fetch on demand reads (``LinkTurn.demand``), the bulk copy leaves its stream
-    unread, so that the fetch has the link; it goes on once the fetch is done."""
+    """While a fetch on demand reads (``WireTurn.demand``), the bulk copy leaves its stream
+    unread, so that the fetch has the wire; it goes on once the fetch is done."""
     import threading
 
-    from loaders.chunker import ChunkCopier, LinkTurn
+    from loaders.chunker import ChunkCopier, WireTurn
     from loaders.source import LocalSource
 
     data = _file(2_000, 4)
@@ -293,14 +293,14 @@ def test_the_bulk_copy_does_not_read_its_stream_while_a_fetch_reads(tmp_path, mo
         stream.read = reading
         return stream
     monkeypatch.setattr(source, "_open", watched)
-    turn, numbers, hdfs = LinkTurn(), iter(range(10)), _Chunks()
+    turn, numbers, hdfs = WireTurn(), iter(range(10)), _Chunks()
     copier = ChunkCopier(source, [(0, source.list()[0])], hdfs, "/c", Coverage({0: len(data)}),
                          lambda: next(numbers), turn=turn)
     chunks = []
     with turn.demand():
         copying = threading.Thread(target=lambda: chunks.append(copier.copy_next(1 << 20)))
         copying.start()
-        assert not read.wait(0.5), "the bulk copy read while a fetch had the link"
+        assert not read.wait(0.5), "the bulk copy read while a fetch had the wire"
     copying.join(10)
     copier.close()
     assert read.is_set() and chunks[0].bytes == len(data)
@@ -325,12 +325,12 @@ def _fetcher(source, listed, coverage: Coverage, missing: dict) -> tuple:
     list instead of writing them to HDFS: (the fetcher, the parts)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from loaders.chunker import LinkTurn
+    from loaders.chunker import WireTurn
     from loaders.demand import DemandFetcher
 
     fetcher = object.__new__(DemandFetcher)
     fetcher.source, fetcher.files, fetcher.hot = source, {0: listed}, set()
-    fetcher.coverage, fetcher.early, fetcher.turn = coverage, _Missing(missing), LinkTurn()
+    fetcher.coverage, fetcher.early, fetcher.turn = coverage, _Missing(missing), WireTurn()
     fetcher._readers = ThreadPoolExecutor(2)
     parts: list = []
     fetcher._record = lambda hot, got, t0: parts.extend(got)

@@ -145,7 +145,7 @@ def test_every_answer_before_uptime_is_exact_and_waited_keys_are_fetched_first(
     lo, hi = (18000, 24000) if layout == "ranges" else (25000, 30001)
     late = [k for k in keys if lo <= k[0] < hi]
     config = _fresh(stack_config, f"debl_early_{layout}")
-    # About 20 s of copy: the bulk copy is the slow part, as over a thin link.
+    # About 20 s of copy: the bulk copy is the slow part, as over a thin wire.
     server, url = _serve(directory, total / 20e6)
     try:
         options = (LoadOptions(approach="debl", hot_bytes=files[-1].stat().st_size) if hot

@@ -138,12 +138,13 @@ def _campaign_targets() -> list:
     groups, widens it: docs/RELIABILITY.md, "Kill campaign"): each on a worker of its own in a
     parallel run, a service outage alone (``exclusive``)."""
     from harness.early_kills import EARLY_KILLS
+    from harness.follow_kills import FOLLOW_KILLS
     from harness.kills import KILLS
     from harness.outages import OUTAGES
     from harness.shrinking import SHRINKING
 
-    registry = {**KILLS, **EARLY_KILLS, **OUTAGES, **SHRINKING}
-    groups = {"kills": [*KILLS, *EARLY_KILLS], "outages": list(OUTAGES),
+    registry = {**KILLS, **EARLY_KILLS, **FOLLOW_KILLS, **OUTAGES, **SHRINKING}
+    groups = {"kills": [*KILLS, *EARLY_KILLS, *FOLLOW_KILLS], "outages": list(OUTAGES),
               "source": list(SHRINKING), "all": list(registry)}
     wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
@@ -190,6 +191,24 @@ def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stop
 
 @pytest.mark.long
 @pytest.mark.xdist_group("campaign-load-shrink")
+@pytest.mark.stack
+def test_a_follower_killed_under_writes_resumes_with_every_write_captured_once(stack_config,
+                                                                              tmp_path):
+    """The campaign's ``follow`` target, one trial (docs/RELIABILITY.md, "Kill campaign"):
+    ``debl follow`` killed -9 while a writer writes to the source, started again; every
+    acknowledged write is in the change log once, and the dump with the log applied is the
+    source's table."""
+    from harness.follow_kills import FOLLOW_KILLS
+    from harness.runner import run_campaign
+    from harness.trial import MISSED
+
+    result, _ = run_campaign(stack_config, tmp_path / "campaign", [FOLLOW_KILLS["follow"]], 1,
+                             seed=1, report=lambda text: print(text, file=sys.stderr))
+    trial, = result.trials
+    assert trial.landed != [MISSED] and trial.answers > 0, (trial.landed, trial.problems)
+    assert trial.clean, (trial.landed, trial.problems, trial.examples)
+
+
 @pytest.mark.stack
 def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifies(
         stack_config, tmp_path):

@@ -95,6 +95,24 @@ def test_serve_gives_up_after_too_many_failures_in_a_row():
     assert len(service.reports) == gen_hf.RETRIES
 
 
+def test_serve_gives_up_service_timeout_after_a_runs_first_failure():
+    """Retries of one run stop once service_timeout has passed since its first failure; the
+    next run that fails counts from its own first failure, not the earlier run's."""
+    service = _Service([])
+    service.config = Config(service_timeout=10.0)
+
+    def failures(*times: float) -> list[bool]:
+        """Whether serve gives up after each failure of one run (tenacity's one state)."""
+        state, gave_up = SimpleNamespace(), []
+        for n, t in enumerate(times, 1):
+            state.attempt_number, state.outcome_timestamp = n, t
+            gave_up.append(service._gives_up(state))
+        return gave_up
+
+    assert failures(100.0, 105.0, 110.0) == [False, False, True]
+    assert failures(500.0, 509.0, 510.0) == [False, False, True]
+
+
 def test_serve_raises_a_data_error_at_once():
     service = _Service([DeblError("bucket 3: 5 rows in its HDFS files, the bucket index says 6")])
     with pytest.raises(DeblError, match="bucket 3"):

@@ -60,7 +60,7 @@ def snapshot(config) -> dict:
 @pytest.fixture(scope="module")
 def loaded(stack_config, spark, dataset):
     """The data set loaded from an HTTP source capped at 0.25 MB/s: the copy is the slow
-    stage, as over the paper's 100 Mbit/s link with a large input."""
+    stage, as over the paper's 100 Mbit/s wire with a large input."""
     directory, _, _, _ = dataset
     server = make_server(directory, port=0, rate_mb_s=0.25)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -7,6 +7,7 @@ tests/test_routes_exact.py."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -130,3 +131,26 @@ def test_a_hot_path_failing_in_mysql_after_uptime_leaves_exact_raw_answers(data,
     assert _answers_exact(config, reference) <= {"raw", "none"}
     run_load(config, str(directory), options, resume=up.load_id)
     assert "mysql" in _answers_exact(config, reference)
+
+
+def test_a_hot_set_without_a_byte_is_handed_to_mysql_all_the_same(data, spark, tmp_path):
+    """The newest file is empty and hot (by its mtime): no hot chunk is cut from it. The hot
+    path started only once the copy had handed hot chunks over, so it never started and the
+    load stayed with its hot keys on their way to MySQL for good (``hot_state`` loading, no
+    take-over). It starts at uptime as for any hot set: MySQL takes over no row, and the
+    answers are exact (docs/LOADING.md, "How a load runs": the hot path's one start)."""
+    config = data[0]
+    directory = tmp_path / "input"
+    make_dataset(directory, max_id=2001, files=2, seed=37, bad_lines=0)
+    empty = directory / "empty.tsv"
+    empty.write_bytes(b"")
+    newest = max(p.stat().st_mtime for p in directory.iterdir()) + 10
+    os.utime(empty, (newest, newest))
+    summary = run_load(config, str(directory), LoadOptions(hot_since=newest, chunk_size=4 << 20,
+                                                           bucket_width=500))
+    assert (summary.hot_files, summary.hot_bytes) == (1, 0)
+    assert summary.taken_over_s is not None
+    with Catalog(config) as catalog:
+        load = catalog.loads.load(summary.load_id)
+    assert (load.state, load.hot_state, load.hot_rows) == ("up", "mysql", 0)
+    assert _answers_exact(config, reference_store(directory, {empty.name}), step=10)

@@ -36,7 +36,7 @@ from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_jso
                                 write_timeline)
 from debl.bench.spec import BenchSpec
 from debl.bench.tail import write_tail
-from debl.catalog import Catalog
+from debl.catalog import Catalog, JobState
 from debl.config import Config
 from debl.hdfs import HdfsClient
 from debl.workload.client import ClientSpec, default_processes, run_client
@@ -293,7 +293,7 @@ def _full_availability(config: Config, run: ApproachRun) -> float | None:
     """Seconds from the load start to the last bucket loaded; None if some are not loaded."""
     with Catalog(config) as catalog:
         jobs = catalog.jobs.jobs(run.load_id)
-    if any(j.state != "loaded" for j in jobs):
+    if any(j.state != JobState.LOADED for j in jobs):
         return None
     last = max((j.ended for j in jobs if j.ended is not None), default=None)
     return (last - run.load_started) if last is not None else run.uptime_s

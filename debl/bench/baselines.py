@@ -58,7 +58,7 @@ from pathlib import Path
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from debl.format.bucket_file import bucket_file_stem, file_rows
-from debl.catalog import Catalog, LoadFile
+from debl.catalog import Catalog, LoadFile, LoadState
 from debl.config import Config
 from debl.errors import ConfigError, DeblError, GenHFLockHeld, LoadStateError
 from debl.format.link import Link
@@ -173,7 +173,7 @@ def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: s
             ended = catalog.phases.phase_ended(resume, last_step)
         if ended:
             raise LoadStateError(f"load {resume} is already up; nothing to resume")
-        if row.state == "up" and row.summary:
+        if row.state == LoadState.UP and row.summary:
             return LoadSummary(**row.summary)
     return run_load(config, source_spec, options, resume, _UpLater(progress))
 
@@ -199,7 +199,7 @@ def _finish(config: Config, summary: LoadSummary, progress: LoadProgress) -> Loa
     with Catalog(config) as catalog:
         summary.uptime_s = t_up - catalog.loads.load(summary.load_id).started
         summary.phases = phase_sums(catalog.phases.phases(summary.load_id))
-        catalog.loads.update_load(summary.load_id, state="up", uptime=t_up,
+        catalog.loads.update_load(summary.load_id, state=LoadState.UP, uptime=t_up,
                                   summary=summary.as_dict())
     progress.up(summary)
     return summary
@@ -250,7 +250,7 @@ def _copy_files(config: Config, source_spec: str, options: LoadOptions,
                 catalog.phases.phase_end(load_id, "copy", item, bytes=copied)
                 summary.chunks += 1
         except BaseException as exc:
-            catalog.loads.update_load(load_id, state="failed", error=str(exc)[:2000])
+            catalog.loads.update_load(load_id, state=LoadState.FAILED, error=str(exc)[:2000])
             raise
     progress.message(f"copied {len(files)} files to {dest}")
     return _finish(config, summary, progress)

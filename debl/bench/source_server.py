@@ -1,7 +1,7 @@
 """``debl source serve``: a directory over HTTP on loopback, with a bandwidth cap.
 
-It stands in for the paper's remote server behind a 100 Mbit/s link: every response shares one
-token bucket, so the cap holds for the sum of all concurrent transfers, as on a real link.
+It stands in for the paper's remote server behind a 100 Mbit/s wire: every response shares one
+token bucket, so the cap holds for the sum of all concurrent transfers, as on a real wire.
 A file request may carry an HTTP ``Range`` (``bytes=A-B``, ``bytes=A-``, ``bytes=-N``, or
 several of them, comma-separated): the answer is 206 with those bytes (several ranges: one
 ``multipart/byteranges`` body, which the split-point sample asks for, a file's reads at once),
@@ -138,7 +138,7 @@ class RateLimiter:
             self.last = now
             self.tokens -= n
             wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
-            # Sleeping under the lock serialises transfers: the shared link is the bottleneck.
+            # Sleeping under the lock serialises transfers: the shared wire is the bottleneck.
             if wait:
                 time.sleep(wait)
 
@@ -262,7 +262,7 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
             self.timeout = timeout  # the socket's: an idle or stalled client lets go of its thread
             if limiter.rate:
                 # The cap counts a byte as sent when it is written to the socket: a small
-                # send buffer keeps that close to when it leaves, as on a real link, where
+                # send buffer keeps that close to when it leaves, as on a real wire, where
                 # what a paused client has not read waits at the server (docs/LOADING.md,
                 # "The copy follows demand").
                 self.request.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)

@@ -113,17 +113,18 @@ from debl.catalog.probes import ProbesCatalog
 from debl.catalog.records import (Bucket, BucketChunk, Change, ChunkRecord, DemandRow, EarlyProgress,
                                   EarlyState, FalseClaim, FileCount, FollowerState, Job, LoadFile, LoadRecord,
                                   Phase, ServingState)
-from debl.catalog.schema import METADATA, SCHEMA_VERSION, STATES
+from debl.catalog.schema import (METADATA, SCHEMA_VERSION, ChunkState, EarlyAnswering, HotState,
+                                 JobState, LoadState)
 from debl.catalog.serving import ServingCatalog
 from debl.config import Config
 
 __all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "Change", "ChangesCatalog",
-           "ChunkRecord", "FollowerState", "DemandRow",
-           "EarlyCatalog", "EarlyProgress", "EarlyState", "FalseClaim", "FileCount",
-           "FilesCatalog", "IndexCatalog", "Job", "JobsCatalog", "LoadFile",
-           "LoadRecord", "LoadsCatalog", "METADATA", "NamedLock", "Phase", "PhasesCatalog",
-           "ProbesCatalog", "SCHEMA_VERSION", "STATES", "ServingCatalog", "ServingState",
-           "engine_for", "named_lock"]
+           "ChunkRecord", "ChunkState", "DemandRow", "EarlyAnswering", "EarlyCatalog",
+           "EarlyProgress", "EarlyState", "FalseClaim", "FileCount", "FilesCatalog",
+           "FollowerState", "HotState", "IndexCatalog", "Job", "JobState", "JobsCatalog",
+           "LoadFile", "LoadRecord", "LoadState", "LoadsCatalog", "METADATA", "NamedLock",
+           "Phase", "PhasesCatalog", "ProbesCatalog", "SCHEMA_VERSION", "ServingCatalog",
+           "ServingState", "engine_for", "named_lock"]
 
 
 class Catalog:

@@ -48,7 +48,7 @@ class ChangesCatalog:
                 conn.execute(changes_table.insert(), rows)
             _put_follower(conn, source, gtid=gtid, seq=seq, commit_ts=commit_ts,
                           captured_ts=now if rows else None, heartbeat=now, state=state,
-                          error=None)
+                          error=None, added=len(rows))
 
     def start(self, source: str, gtid: str, seq: int) -> FollowerState:
         """The follower's row at its start: the position it has reached, or *gtid*/*seq* (the
@@ -58,11 +58,23 @@ class ChangesCatalog:
             found = _follower(conn, source)
             if found is None:
                 _put_follower(conn, source, gtid=gtid, seq=seq, commit_ts=None, captured_ts=None,
-                              heartbeat=now, state="catching-up", error=None)
+                              heartbeat=now, state="catching-up", error=None, kept_from=seq)
             else:
                 conn.execute(follower_table.update().where(follower_table.c.source == source)
                              .values(heartbeat=now, state="catching-up", error=None,
                                      host=socket.gethostname(), pid=os.getpid()))
+            return _follower(conn, source)
+
+    def skip_to(self, source: str, gtid: str, seq: int) -> FollowerState:
+        """Move *source*'s follower forward to (*gtid*, *seq*) without capturing what lies
+        between (no kept day needs it: the oldest kept dump is there); the log then holds every
+        change past it only (``kept_from``). A position at or before the follower's changes
+        nothing."""
+        t = follower_table
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.source == source, t.c.seq < seq).values(
+                gtid=gtid, seq=seq, kept_from=sa.func.greatest(t.c.kept_from, seq),
+                heartbeat=time.time()))
             return _follower(conn, source)
 
     def report(self, source: str, state: str, error: str | None = None) -> None:
@@ -72,11 +84,26 @@ class ChangesCatalog:
             conn.execute(t.update().where(t.c.source == source).values(
                 state=state, error=error, heartbeat=time.time()))
 
+    def saw_head(self, source: str, gtid: str, seq: int) -> None:
+        """The source's head as the follower has just read it (``debl status`` shows how far
+        behind it the follower is), and a sign of life."""
+        t = follower_table
+        now = time.time()
+        with self._transaction() as conn:
+            conn.execute(t.update().where(t.c.source == source).values(
+                head_gtid=gtid, head_seq=seq, head_ts=now, heartbeat=now))
+
     # -- the readers' side
 
     def follower(self, source: str) -> FollowerState | None:
         with self._transaction() as conn:
             return _follower(conn, source)
+
+    def followers(self) -> list[FollowerState]:
+        """Every source's follower (``debl status``), by source."""
+        t = follower_table
+        with self._transaction() as conn:
+            return [_state(row) for row in conn.execute(sa.select(t).order_by(t.c.source))]
 
     def since(self, source: str, after: int, limit: int = 10_000) -> tuple[list[Change], int]:
         """The changes past position *after* in position order, at most about *limit* (whole
@@ -112,8 +139,11 @@ class ChangesCatalog:
 
     def prune(self, below: int) -> int:
         """Forget the changes at or before position *below* (no kept day needs them: the
-        oldest kept dump is at or past it); the number forgotten."""
+        oldest kept dump is at or past it); the number forgotten. The followers' ``kept_from``
+        moves up to *below*: a load of an older dump cannot be kept fresh any more."""
+        t = follower_table
         with self._transaction() as conn:
+            conn.execute(t.update().values(kept_from=sa.func.greatest(t.c.kept_from, below)))
             return conn.execute(changes_table.delete().where(changes_table.c.seq <= below)
                                 ).rowcount
 
@@ -142,13 +172,21 @@ def _change(r) -> Change:
 def _follower(conn: Connection, source: str) -> FollowerState | None:
     t = follower_table
     row = conn.execute(sa.select(t).where(t.c.source == source)).first()
-    return None if row is None else FollowerState(
-        row.source, row.gtid, row.seq, row.commit_ts, row.captured_ts, row.heartbeat, row.state,
-        row.error, row.host, row.pid)
+    return None if row is None else _state(row)
 
 
-def _put_follower(conn: Connection, source: str, **values) -> None:
+def _state(row) -> FollowerState:
+    return FollowerState(row.source, row.gtid, row.seq, row.commit_ts, row.captured_ts,
+                         row.heartbeat, row.state, row.error, row.host, row.pid, row.head_gtid,
+                         row.head_seq, row.head_ts, row.changes, row.kept_from)
+
+
+def _put_follower(conn: Connection, source: str, added: int = 0, **values) -> None:
+    """Insert or update *source*'s row with *values* (a None leaves a field as it is, but for
+    ``error``), *added* more changes captured."""
     values = {**values, "host": socket.gethostname(), "pid": os.getpid()}
-    insert = mysql.insert(follower_table).values(source=source, **values)
+    insert = mysql.insert(follower_table).values(source=source, changes=added, **values)
     update = {k: insert.inserted[k] for k in values if values[k] is not None or k == "error"}
+    if added:
+        update["changes"] = follower_table.c.changes + added
     conn.execute(insert.on_duplicate_key_update(**update))

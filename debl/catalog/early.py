@@ -19,8 +19,9 @@ from debl.catalog.base import CatalogEngine
 from debl.catalog.index import read_buckets, write_false_claim
 from debl.catalog.loads import load_record
 from debl.catalog.records import EarlyProgress, EarlyState, FalseClaim
-from debl.catalog.schema import (early_answers_table, early_table, false_claims_table,
-                                 key_demand_table, loads_table, manifests_table, phases_table)
+from debl.catalog.schema import (EarlyAnswering, LoadState, early_answers_table, early_table,
+                                 false_claims_table, key_demand_table, loads_table,
+                                 manifests_table, phases_table)
 
 
 class EarlyCatalog:
@@ -52,8 +53,8 @@ class EarlyCatalog:
         id_lo, id_hi = ids if ids is not None else (None, None)
         with self._transaction() as conn:
             conn.execute(early_table.insert().values(
-                load_id=load_id, state="on", gen=0, answerable=[], total_bytes=total_bytes,
-                id_lo=id_lo, id_hi=id_hi, updated=time.time()))
+                load_id=load_id, state=EarlyAnswering.ON, gen=0, answerable=[],
+                total_bytes=total_bytes, id_lo=id_lo, id_hi=id_hi, updated=time.time()))
 
     def publish_answerable(self, load_id: str, answerable: list, key_share: float,
                            answerable_bytes: int) -> None:
@@ -98,7 +99,7 @@ class EarlyCatalog:
         with self._transaction() as conn:
             newest = conn.execute(sa.select(t.c.load_id, t.c.state)
                                   .order_by(t.c.started.desc()).limit(1)).first()
-            if newest is None or newest.state == "up":
+            if newest is None or newest.state == LoadState.UP:
                 return None
             state = conn.execute(sa.select(e.c.state).where(e.c.load_id == newest.load_id)
                                  ).scalar()

@@ -19,8 +19,8 @@ from debl.format.bucket_map import BucketMap
 from debl.catalog.base import CatalogEngine
 from debl.catalog.loads import write_file_counts, write_phase
 from debl.catalog.records import Bucket, BucketChunk, ChunkRecord, FalseClaim
-from debl.catalog.schema import (bucket_chunks_table, buckets_table, chunks_table, early_table,
-                                 false_claims_table, jobs_table)
+from debl.catalog.schema import (EarlyAnswering, JobState, bucket_chunks_table, buckets_table,
+                                 chunks_table, early_table, false_claims_table, jobs_table)
 
 _CHECKSUM_MOD = 1 << 64  # as debl.format.link.CHECKSUM_MOD: checksums are sums mod 2^64
 
@@ -104,7 +104,7 @@ class IndexCatalog:
 def read_buckets(conn, load_id: str, hot: bool) -> list[Bucket]:
     """In the transaction of *conn*: the load's (hot) buckets with their job states."""
     b, j = buckets_table, jobs_table
-    state = sa.literal("hot") if hot else sa.func.coalesce(j.c.state, "pending")
+    state = sa.literal("hot") if hot else sa.func.coalesce(j.c.state, JobState.PENDING)
     query = (sa.select(b.c.b_index, b.c.k_lo, b.c.k_hi, b.c.rows, b.c.bytes, b.c.checksum,
                        b.c.location, state, b.c.c_lo, b.c.c_hi, b.c.hot)
              .select_from(b.outerjoin(j, sa.and_(j.c.load_id == b.c.load_id,
@@ -125,7 +125,8 @@ def write_false_claim(conn, load_id: str, claim: FalseClaim) -> FalseClaim:
     claim = replace(claim, claim_no=int(n))
     now = time.time()
     conn.execute(t.insert().values(load_id=load_id, found=now, **asdict(claim)))
-    conn.execute(e.update().where(e.c.load_id == load_id).values(state="stopped", updated=now))
+    conn.execute(e.update().where(e.c.load_id == load_id)
+                 .values(state=EarlyAnswering.STOPPED, updated=now))
     return claim
 
 
@@ -179,4 +180,5 @@ def _write_bucket_chunks(conn, load_id: str, chunk_no: int, hot: bool, bucket_ma
          for b, rows, size, checksum, c_lo, c_hi in sums])
     if not hot:
         conn.execute(mysql.insert(jobs).prefix_with("IGNORE"),
-                     [{"load_id": load_id, "b_index": b, "state": "pending"} for b, *_ in sums])
+                     [{"load_id": load_id, "b_index": b, "state": JobState.PENDING}
+                      for b, *_ in sums])

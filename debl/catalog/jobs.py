@@ -12,10 +12,11 @@ import sqlalchemy as sa
 
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import Job
-from debl.catalog.schema import STATES, jobs_table
+from debl.catalog.schema import JobState, jobs_table
 
 # The job states that stamp a time column when a bucket enters them (see set_job_state).
-_STAMPED = {"queued": "queued", "running": "started", "loaded": "ended", "failed": "ended"}
+_STAMPED = {JobState.QUEUED: "queued", JobState.RUNNING: "started", JobState.LOADED: "ended",
+            JobState.FAILED: "ended"}
 
 
 class JobsCatalog:
@@ -38,15 +39,15 @@ class JobsCatalog:
         with self._transaction() as conn:
             return [Job(**row) for row in conn.execute(query).mappings()]
 
-    def set_job_state(self, load_id: str, buckets: Iterable[int], state: str,
+    def set_job_state(self, load_id: str, buckets: Iterable[int], state: JobState,
                       run_id: str | None = None, error: str | None = None, *,
                       of_run: str | None = None) -> list[int]:
         """Move buckets of *load_id* to *state*; returns those moved. Entering ``queued``,
         ``running``, ``loaded`` or ``failed`` stamps the matching time; entering ``running``
         counts an attempt. With *of_run*, only buckets that run *of_run* still holds
         (``running`` under that run id) move."""
-        if state not in STATES:
-            raise ValueError(f"unknown job state {state!r}: one of {', '.join(STATES)}")
+        if state not in tuple(JobState):
+            raise ValueError(f"unknown job state {state!r}: one of {', '.join(JobState)}")
         ids = list(buckets)
         if not ids:
             return []
@@ -54,11 +55,11 @@ class JobsCatalog:
         values: dict[str, Any] = {"state": state, "run_id": run_id, "error": error}
         if state in _STAMPED:
             values[_STAMPED[state]] = time.time()
-        if state == "running":
+        if state == JobState.RUNNING:
             values["attempts"] = t.c.attempts + 1
         where = [t.c.load_id == load_id, t.c.b_index.in_(ids)]
         if of_run is not None:
-            where += [t.c.run_id == of_run, t.c.state == "running"]
+            where += [t.c.run_id == of_run, t.c.state == JobState.RUNNING]
         with self._transaction() as conn:
             moved = list(conn.execute(sa.select(t.c.b_index).where(*where).with_for_update())
                          .scalars())
@@ -77,12 +78,13 @@ class JobsCatalog:
             held = set(conn.execute(
                 sa.select(t.c.b_index).where(t.c.load_id == load_id,
                                              t.c.b_index.in_(list(loaded)),
-                                             t.c.run_id == run_id, t.c.state == "running")
+                                             t.c.run_id == run_id,
+                                             t.c.state == JobState.RUNNING)
                 .with_for_update()).scalars())
             now = time.time()
             for b in sorted(held):
                 rows, superseded, checksum = loaded[b]
                 conn.execute(t.update().where(t.c.load_id == load_id, t.c.b_index == b).values(
-                    state="loaded", ended=now, error=None, rows_loaded=rows,
+                    state=JobState.LOADED, ended=now, error=None, rows_loaded=rows,
                     superseded=superseded, checksum_loaded=checksum))
         return sorted(held)

@@ -17,8 +17,9 @@ from sqlalchemy.dialects import mysql
 from debl.format.bucket_map import BucketMap
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import FileCount, LoadFile, LoadRecord, Phase
-from debl.catalog.schema import (DATASET_TABLES, current_table, file_counts_table, files_table,
-                                 hot_keys_table, loads_table, phases_table)
+from debl.catalog.schema import (DATASET_TABLES, HotState, LoadState, current_table,
+                                 file_counts_table, files_table, hot_keys_table, loads_table,
+                                 phases_table)
 from debl.errors import LoadStateError
 from debl.keys.key_filter import KeyFilter
 from debl.namespace import Namespace
@@ -53,11 +54,11 @@ class LoadsCatalog:
         *position*: the dump's position its listing carries."""
         with self._transaction() as conn:
             conn.execute(loads_table.insert().values(
-                load_id=load_id, approach=approach, source=source, state="running",
+                load_id=load_id, approach=approach, source=source, state=LoadState.RUNNING,
                 chunk_size=chunk_size, params=params,
                 started=time.time() if started is None else started,
                 link_table=namespace.link_table, hbase_table=namespace.hbase_table,
-                hdfs_dir=namespace.hdfs_dir, hot_state="loading" if hot else "none",
+                hdfs_dir=namespace.hdfs_dir, hot_state=HotState.LOADING if hot else HotState.NONE,
                 dump_gtid=None if position is None else position.gtid,
                 dump_source=None if position is None else position.source))
 
@@ -133,7 +134,7 @@ class LoadsCatalog:
         ran once became current with its tables gone (issue 38.5)."""
         now = time.time()
         t, c = loads_table, current_table
-        values: dict[str, Any] = {"state": "up", "uptime": uptime, "switched": now}
+        values: dict[str, Any] = {"state": LoadState.UP, "uptime": uptime, "switched": now}
         if summary is not None:
             values["summary"] = summary
         with self._transaction() as conn:
@@ -182,7 +183,7 @@ class LoadsCatalog:
                                      "(it was stopped, or still runs), so some may be gone; "
                                      "`debl cleanup` finishes the drop; to serve that day "
                                      "again, load its dump anew (`debl load SOURCE`)")
-            if previous is None or previous.dropped is not None or previous.state != "up":
+            if previous is None or previous.dropped is not None or previous.state != LoadState.UP:
                 raise LoadStateError(f"the previous load {row.previous} can no longer be "
                                      "served: its stores were dropped by cleanup (the "
                                      "keep_previous_load setting says how long they are kept); "
@@ -222,7 +223,7 @@ class LoadsCatalog:
                                                for seq, (n, bad) in counts.items()])
             conn.execute(loads.update().where(loads.c.load_id == load_id)
                          .values(hot_k_lo=k_lo, hot_k_hi=k_hi, hot_rows=rows,
-                                 hot_state="mysql", taken_over=now))
+                                 hot_state=HotState.MYSQL, taken_over=now))
 
     def hot_keys(self, load_id: str) -> KeyFilter | None:
         """The key filter of the load's hot rows in MySQL; None if it has none (no hot file,

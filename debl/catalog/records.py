@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from debl.catalog.schema import HotState
 from debl.format.bucket_map import BucketMap
 from debl.format.link import Link
 from debl.keys.key_filter import KeyFilter
@@ -18,7 +19,7 @@ class LoadRecord:
     load_id: str
     approach: str
     source: str
-    state: str  # running / up / failed
+    state: str  # a LoadState: running / up / failed
     bucket_map: BucketMap | None  # None: not decided yet, or no cold file
     chunk_size: int
     params: dict
@@ -33,7 +34,7 @@ class LoadRecord:
     link_table: str = ""
     hbase_table: str = ""
     hdfs_dir: str = ""
-    hot_state: str = "none"  # none / loading / mysql (MySQL took the hot keys over) / failed
+    hot_state: str = HotState.NONE  # none / loading / mysql (MySQL took the hot keys over) / failed
     taken_over: float | None = None
     switched: float | None = None  # when it last became the current load
     dropped: float | None = None  # when cleanup dropped its stores
@@ -61,7 +62,7 @@ class LoadRecord:
     @property
     def hot_in_mysql(self) -> bool:
         """Whether queries read the load's hot keys from MySQL (else from its hot buckets)."""
-        return self.hot_state == "mysql"
+        return self.hot_state == HotState.MYSQL
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class ChunkRecord:
     path: str
     bytes: int
     layout: dict
-    state: str  # copied / bucketed
+    state: str  # a ChunkState: copied / bucketed
     hot: bool = False
 
 
@@ -123,7 +124,7 @@ class Bucket:
     bytes: int
     checksum: int
     location: str
-    state: str
+    state: str  # a JobState; "hot" for a hot bucket (it has no job)
     c_lo: int  # the lowest and highest id1 of the bucket's rows
     c_hi: int
     hot: bool = False
@@ -149,7 +150,7 @@ class Job:
     """A bucket's job status. gen_HF sets the three counts when the bucket is ``loaded``."""
 
     b_index: int
-    state: str
+    state: str  # a JobState
     run_id: str | None
     queued: float | None
     started: float | None
@@ -191,7 +192,7 @@ class EarlyState:
     caller already has). *state*: ``on``, or ``stopped`` once a claim was found false."""
 
     load: LoadRecord
-    state: str
+    state: str  # an EarlyAnswering
     gen: int
     answerable: list | None
     buckets: list[Bucket]
@@ -203,7 +204,7 @@ class EarlyState:
 class EarlyProgress:
     """How much of a load is answerable before its uptime, for `debl status` and the page."""
 
-    state: str
+    state: str  # an EarlyAnswering
     key_share: float  # of the ids the manifests claim, the share answerable
     answerable_bytes: int  # the bytes of the pieces whose keys are all answerable
     total_bytes: int
@@ -251,7 +252,10 @@ class FollowerState:
     """A source's follower as the catalog has it: the position captured up to (*gtid*, *seq*:
     every change at or before it is in the change log), the last captured commit's time and
     when it was captured, its last sign of life, its state (``following``, ``catching-up``,
-    ``failed``, ``stopped``) and the error that stopped or slows it, with what to do."""
+    ``failed``, ``stopped``) and the error that stopped or slows it, with what to do; the
+    source's head as the follower last read it (*head_gtid*, *head_seq*, at *head_ts*), the
+    *changes* it has captured in all, and *kept_from*: the change log holds every change of
+    the source past it (a load whose dump's position is older cannot be kept fresh)."""
 
     source: str
     gtid: str
@@ -263,3 +267,8 @@ class FollowerState:
     error: str | None
     host: str | None
     pid: int | None
+    head_gtid: str | None = None
+    head_seq: int | None = None
+    head_ts: float | None = None
+    changes: int = 0
+    kept_from: int = 0

@@ -6,6 +6,7 @@ What each table holds is drawn in ``debl.catalog``'s docstring; docs/LOADING.md 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,8 +35,54 @@ from sqlalchemy.engine import Connection
 # one (docs/FRESHNESS.md, "Positions"): where the source's changes since the dump begin.
 # 12: the source's changes since the dump (debl_changes) and the follower that captures them
 # (debl_follower): docs/FRESHNESS.md, "The change log".
-SCHEMA_VERSION = 12
-STATES = ("pending", "queued", "running", "loaded", "failed")
+# 13: debl_follower.head_gtid, head_seq, head_ts, changes and kept_from: the source's head as the
+# follower last read it, the changes it has captured, and the position past which the log holds
+# every change (docs/FRESHNESS.md, "Capture: `debl follow`").
+SCHEMA_VERSION = 13
+
+
+# The values of the state columns (docs/LOADING.md, "The catalog"). A StrEnum is its value: the
+# catalog stores and returns the plain strings, and a string read back equals its member.
+class LoadState(StrEnum):
+    """A load's ``debl_loads.state``."""
+
+    RUNNING = "running"  # copying (or killed while it copied: resume takes it up)
+    UP = "up"  # every input byte in HDFS and bucketed (docs/DESIGN.md section 2: uptime)
+    FAILED = "failed"  # stopped on an error, recorded in ``error``
+
+
+class HotState(StrEnum):
+    """A load's ``debl_loads.hot_state``: how far MySQL has taken its hot files in."""
+
+    NONE = "none"  # no hot file
+    LOADING = "loading"  # MySQL is taking them in
+    MYSQL = "mysql"  # MySQL took the hot keys over (the take-over)
+    FAILED = "failed"  # MySQL's hot path failed: the hot buckets answer until a resume
+
+
+class ChunkState(StrEnum):
+    """A chunk's ``debl_chunks.state``."""
+
+    COPIED = "copied"  # in HDFS, not bucketed yet
+    BUCKETED = "bucketed"  # dist_ch wrote its bucket files
+
+
+class JobState(StrEnum):
+    """A cold bucket's ``debl_jobs.state``, moved by gen_HF (docs/DESIGN.md section 2)."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    LOADED = "loaded"  # in HBase
+    FAILED = "failed"  # its last run failed, or gen_HF gave up on it
+
+
+class EarlyAnswering(StrEnum):
+    """A load's ``debl_early.state``: whether it answers before its uptime."""
+
+    ON = "on"
+    STOPPED = "stopped"  # a claim of its manifests was found false
+
 
 METADATA = sa.MetaData()
 _UTF8 = {"mysql_charset": "utf8mb4"}
@@ -74,7 +121,7 @@ loads_table = sa.Table(
     sa.Column("load_id", sa.String(40), primary_key=True),
     sa.Column("approach", sa.String(32), nullable=False),
     sa.Column("source", sa.String(1024), nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # LoadState
     sa.Column("bucket_map", sa.JSON),  # BucketMap.to_dict(); NULL: not decided yet
     sa.Column("chunk_size", sa.BigInteger, nullable=False),
     sa.Column("params", _JSONText, nullable=False),
@@ -90,8 +137,8 @@ loads_table = sa.Table(
     sa.Column("link_table", sa.String(64), nullable=False),
     sa.Column("hbase_table", sa.String(128), nullable=False),
     sa.Column("hdfs_dir", sa.String(512), nullable=False),
-    # none (no hot file) / loading / mysql (MySQL took the hot keys over) / failed
-    sa.Column("hot_state", sa.String(16), nullable=False, server_default="none"),
+    sa.Column("hot_state", sa.String(16), nullable=False,  # HotState
+              server_default=HotState.NONE.value),
     sa.Column("taken_over", sa.Double),  # when MySQL took the hot keys over
     sa.Column("switched", sa.Double),  # when it became the current load (last time)
     sa.Column("dropping", sa.Double),  # when cleanup began dropping its stores (never served)
@@ -133,7 +180,7 @@ chunks_table = sa.Table(
     sa.Column("path", sa.String(512), nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("layout", _JSONText, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # ChunkState
     sa.Column("hot", sa.Boolean, nullable=False, server_default=sa.false()), **_UTF8)
 
 phases_table = sa.Table(
@@ -180,7 +227,7 @@ jobs_table = sa.Table(
     "debl_jobs", METADATA,
     sa.Column("load_id", sa.String(40), primary_key=True),
     _key("b_index"),
-    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # JobState
     sa.Column("run_id", sa.String(40)),
     sa.Column("queued", sa.Double),
     sa.Column("started", sa.Double),
@@ -249,7 +296,7 @@ manifests_table = sa.Table(
 early_table = sa.Table(
     "debl_early", METADATA,
     sa.Column("load_id", sa.String(40), primary_key=True),
-    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # EarlyAnswering
     sa.Column("gen", sa.Integer, nullable=False, server_default="0"),
     sa.Column("answerable", _JSONText),
     sa.Column("key_share", sa.Double, nullable=False, server_default="0"),
@@ -327,7 +374,19 @@ follower_table = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),  # following, catching-up, failed, stopped
     sa.Column("error", sa.Text),  # what stopped or slows it, with what to do
     sa.Column("host", sa.String(255)),
-    sa.Column("pid", sa.Integer), **_UTF8)
+    sa.Column("pid", sa.Integer),
+    # The source's head when the follower last read it (None: not yet), and when: how far it is
+    # behind, in transactions (head_seq - seq).
+    sa.Column("head_gtid", sa.String(64)),
+    sa.Column("head_seq", mysql.BIGINT(unsigned=True)),
+    sa.Column("head_ts", sa.Double),
+    # Changes captured from the source in all (pruning forgets rows, not this count).
+    sa.Column("changes", mysql.BIGINT(unsigned=True), nullable=False, server_default="0"),
+    # The change log holds every change of the source past this position (up to seq): where
+    # the follower first started, moved on by prune and by a start past it. A load whose
+    # dump's position is older cannot be kept fresh from this log.
+    sa.Column("kept_from", mysql.BIGINT(unsigned=True), nullable=False, server_default="0"),
+    **_UTF8)
 
 # The rows of one load's dataset, dropped with its stores (its loads, files, counts, chunks and
 # phases rows stay: the reports read them).

@@ -9,6 +9,7 @@ from datetime import datetime
 import click
 
 from debl.bench.baselines import run_approach
+from debl.catalog import EarlyAnswering
 from debl.format.bucket_map import BucketMap
 from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
@@ -120,7 +121,7 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     click.echo(f"  bad lines: {s.rejects}" + (f" (see {s.reject_file})" if s.rejects else ""))
     if s.early:
         click.echo(f"  answered before uptime: {s.early['demand_bytes'] / 1e6:.1f} MB fetched on "
-                   "demand" + ("" if s.early["state"] == "on" else
+                   "demand" + ("" if s.early["state"] == EarlyAnswering.ON else
                                "; early answers stopped at a false claim"))
         for claim in s.early["false_claims"]:
             lo, hi = claim["affected"]

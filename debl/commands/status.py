@@ -8,7 +8,7 @@ import time
 
 import click
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, EarlyAnswering, HotState, LoadState
 from debl.commands.common import config_of, friendly_errors, printable
 from debl.status import read_status
 from loaders.source_url import redact_url
@@ -25,13 +25,13 @@ def _mb(n: int) -> str:
 def _hot(load: dict) -> str:
     """Where a load's hot rows are: MySQL (since when), or its hot files' buckets."""
     state = load["hot_state"]
-    if state == "none":
+    if state == HotState.NONE:
         return "none (no hot file)"
-    if state == "mysql":
+    if state == HotState.MYSQL:
         since = ("" if load["taken_over_s"] is None else
                  f", MySQL took them over {load['taken_over_s']:,.1f} s after the start")
         return f"MySQL: {load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}{since}"
-    if state == "failed":
+    if state == HotState.FAILED:
         return "MySQL's hot path failed: answered from the hot files' buckets; resume the load"
     return ("MySQL is taking them in (the paper's uptime waits for it)" if load["wait_for_hot"]
             else "answered from the hot files' buckets while MySQL takes them in")
@@ -46,7 +46,7 @@ def _early(early: dict, up: bool, failed: bool = False) -> list[str]:
     or stopped at a false claim, the shares answerable, the bytes fetched on demand, the keys
     waiting, then each claim found false with the early answers given in the id1s it
     affects."""
-    stopped = early["state"] == "stopped"
+    stopped = early["state"] == EarlyAnswering.STOPPED
     head = ("stopped at a false claim: queries wait for the uptime" if stopped and not up else
             "stopped at a false claim before the uptime" if stopped else
             "answered before the uptime" if up else
@@ -89,7 +89,8 @@ def render(s: dict) -> str:
         out.append(f"  position   the dump's: GTID {load['position']['gtid']} of source "
                    f"{printable(load['position']['source'])}")
     if load.get("early"):
-        out.extend(_early(load["early"], load["uptime"] is not None, load["state"] == "failed"))
+        out.extend(_early(load["early"], load["uptime"] is not None,
+                          load["state"] == LoadState.FAILED))
     bmap = load["bucket_map"]
     out.append("  buckets    " + ("not decided yet" if bmap is None else
                                   f"fixed width {bmap['width']}" if bmap["kind"] == "width" else
@@ -108,7 +109,8 @@ def render(s: dict) -> str:
                        f"{other['source']}: {state}{up}; hot {_hot(other)}")
             if other.get("early"):
                 out.extend("  " + line for line in _early(
-                    other["early"], other["uptime"] is not None, other["state"] == "failed"))
+                    other["early"], other["uptime"] is not None,
+                    other["state"] == LoadState.FAILED))
     for d in s.get("dropping", []):
         out.append(f"  dropping   load {d['load_id']} ({d['approach']}) from {d['source']}: "
                    f"cleanup began dropping its stores {d['dropping_s']:,.0f} s ago; never "
@@ -158,6 +160,7 @@ def render(s: dict) -> str:
             out.append(f"           at once from MySQL alone {n.get('via_mysql', 0):,}, from "
                        f"HBase {n.get('via_hbase', 0):,}; hot keys from the hot files "
                        f"{n.get('via_hot_raw', 0):,}")
+    out.extend(_followers(s.get("followers", [])))
     if s["running_jobs"]:
         out.append("running    bucket  run id                      for s  attempt")
         for j in s["running_jobs"]:
@@ -170,6 +173,26 @@ def render(s: dict) -> str:
     # Names, sources and errors come from outside (a file named with ESC ] 0 ; once set the
     # terminal's title): each line is shown escaped (docs/RELIABILITY.md, "Security").
     return "\n".join(printable(line) for line in out)
+
+
+def _followers(followers: list[dict]) -> list[str]:
+    """Each source's follower (read_status's ``followers``): where it is, how far behind the
+    source's head, what it captured, its error and what to do."""
+    out = []
+    for f in followers:
+        behind = ("" if f["behind"] is None else
+                  f", {f['behind']:,} transaction(s) behind the source's head {f['head_gtid']} "
+                  f"(read {f['head_age_s']:,.0f} s ago)")
+        lag = ("" if f["lag_s"] is None else
+               f"; its last captured commit was captured {f['lag_s']:,.1f} s after it, "
+               f"{f['captured_age_s']:,.0f} s ago")
+        out.append(f"follower   source {f['source']}: {f['state']}, captured up to GTID "
+                   f"{f['gtid']}{behind}")
+        out.append(f"           {f['changes']:,} changes captured{lag}; host {f['host']} pid "
+                   f"{f['pid']}, last sign of life {f['heartbeat_age_s']:,.0f} s ago")
+        if f["error"]:
+            out.append(f"           error: {f['error']}")
+    return out
 
 
 @click.command("status")

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from debl.catalog import LoadState
 from debl.commands.common import config_of, friendly_errors, printable
 from loaders.verify import verify_load
 from loaders.verify_source import compare_with_source
@@ -44,7 +45,7 @@ def verify(ctx, load_id, no_source, source_spec, against_source, wait_s, as_json
             doc["against_source"] = against.to_dict()
         click.echo(json.dumps(doc, indent=2))
     else:
-        if report.state != "up":
+        if report.state != LoadState.UP:
             click.echo(f"note: load {report.load_id} is {report.state}, not up: lines it has not "
                        "taken yet show as mismatches")
         for c in report.failures:

@@ -298,6 +298,12 @@ class SourceDbConfig(_Section):
     table: str = "linktable"
     # The server's id in its GTIDs (domain-server-seq): any other than a replica's of it.
     server_id: int = 1
+    # The id `debl follow` gives itself as the source's replica (each replica of a server needs
+    # its own: a second connection with the same id ends the first). 0: derived from the
+    # catalog's database and the table (debl.store.source_binlog.replica_server_id), so the
+    # followers of several datasets reading one source never share one (docs/RUNTIME.md, "The
+    # source database").
+    follower_server_id: int = 0
     # Seconds the server keeps its binary log (binlog_expire_logs_seconds; 0: until purged by
     # hand). A follower starts at the dump's position of the oldest load kept, so the log must
     # reach back past a day's dump, the next day's load and the previous day kept for a
@@ -316,6 +322,11 @@ class SourceDbConfig(_Section):
         if not 1 <= self.server_id <= 0xFFFFFFFF:
             raise ConfigError(f"source_db.server_id must be 1 to 4294967295, not "
                               f"{self.server_id}")
+        if not 0 <= self.follower_server_id <= 0xFFFFFFFF or (
+                self.follower_server_id == self.server_id):
+            raise ConfigError(f"source_db.follower_server_id must be 0 (derived) or 1 to "
+                              f"4294967295 and not the source's own source_db.server_id "
+                              f"({self.server_id}), not {self.follower_server_id}")
         if not 0 <= self.log_expire <= MAX_LOG_EXPIRE:
             raise ConfigError(f"source_db.log_expire must be 0 (kept until purged by hand) to "
                               f"{MAX_LOG_EXPIRE} seconds (MariaDB's 99 days), not "

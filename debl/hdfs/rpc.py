@@ -5,7 +5,7 @@ Every message is Hadoop's own (``debl.hdfs.messages``), every field by its name;
 authentication, the stack's (a cluster with Kerberos refuses the first call, and the caller
 falls back to the reads it had).
 
-The wire: a connection starts with ``hrpc``, the version (9), the service class (0) and the
+The wire format: a connection starts with ``hrpc``, the version (9), the service class (0) and the
 authentication protocol (0: none), then a framed ``IpcConnectionContextProto`` naming the user
 and the protocol. Every call and answer is one frame: a 4-byte big-endian length, then
 varint-delimited messages: ``RpcRequestHeaderProto``, ``RequestHeaderProto`` (the method) and

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from debl.bench.inputs import ensure_input
 from debl.bench.results import ReportProgress
-from debl.catalog import Catalog
+from debl.catalog import Catalog, JobState
 from debl.config import Config
 from debl.errors import CatalogVersionError
 from harness import procs
@@ -142,7 +142,7 @@ class Campaign:
             buckets = catalog.index.buckets(load.load_id)
         lower, upper = buckets[:len(buckets) // 2], buckets[len(buckets) // 2:]
         with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
-            converted = hbase.table_exists() and all(b.state == "loaded" for b in lower)
+            converted = hbase.table_exists() and all(b.state == JobState.LOADED for b in lower)
         if not converted:
             self.reset_conversion()
             outcome = self.run(["gen-hf", "--until-complete"], "setup-gen-hf", 900.0)
@@ -150,7 +150,8 @@ class Campaign:
                 raise RuntimeError(f"the campaign's setup gen-hf failed: "
                                    f"{outcome.output[-2000:]}")
         with Catalog(self.config) as catalog:
-            catalog.jobs.set_job_state(load.load_id, [b.b_index for b in upper], "pending")
+            catalog.jobs.set_job_state(load.load_id, [b.b_index for b in upper],
+                                       JobState.PENDING)
         return len(lower), len(upper)
 
     def reset_conversion(self) -> None:
@@ -160,7 +161,7 @@ class Campaign:
         with Catalog(self.config) as catalog:
             catalog.jobs.set_job_state(load.load_id, [b.b_index for b in
                                                       catalog.index.buckets(load.load_id)],
-                                       "pending")
+                                       JobState.PENDING)
         with HBaseStore(self.config, load.namespace.hbase_table) as hbase:
             hbase.drop_table()
         HdfsClient(self.config).delete(f"{load.namespace.hdfs_dir}/hfiles", recursive=True)

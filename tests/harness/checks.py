@@ -33,7 +33,7 @@ from pathlib import Path
 from coordinator import Coordinator
 from debl.format.bucket_file import data_lines, is_bucket_file, parse_tail
 from debl.format.bucket_map import MAX_ID
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, JobState, LoadRecord
 from debl.config import Config
 from debl.errors import DeblError
 from debl.hdfs import HdfsClient
@@ -270,5 +270,5 @@ def all_loaded(config: Config) -> bool:
     """Whether every bucket of the current load is in HBase."""
     with Catalog(config) as catalog:
         load = catalog.loads.current()
-        return load is not None and all(b.state == "loaded"
+        return load is not None and all(b.state == JobState.LOADED
                                         for b in catalog.index.buckets(load.load_id))

@@ -34,7 +34,7 @@ import random
 import statistics
 import time
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, HotState, LoadState
 from debl.errors import DeblError
 from harness import procs
 from harness.days_checks import judge_step, stores_left
@@ -121,7 +121,8 @@ class Operations:
         day = self.world.day_of_source(newest.source)
         busy = self.world.running_loads()
         resumable = newest.dropping is None and newest.dropped is None and (
-            newest.state != "up" or newest.hot_state in ("loading", "failed"))
+            newest.state != LoadState.UP
+            or newest.hot_state in (HotState.LOADING, HotState.FAILED))
         self.world.start("resume", day.load_argv(self.world.spec.chunk)
                          + ["--resume", newest.load_id], op,
                          "ok" if resumable and not busy else "either", day)

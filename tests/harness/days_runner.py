@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, HotState, LoadState
 from debl.config import Config
 from harness.days_checks import (AnswerTally, CurrentCheck, check_current, check_disk,
                                      judge, judge_step, scan_logs, sequence_loads, tally)
@@ -192,7 +192,8 @@ class _Sequence:
         world.reap(lambda bg, outcome: judge(world, bg, outcome), hard_limit=0.0)
         for attempt in range(3):
             newest = world.camp.latest_load()
-            if newest.state == "up" and newest.hot_state not in ("loading", "failed"):
+            if (newest.state == LoadState.UP
+                    and newest.hot_state not in (HotState.LOADING, HotState.FAILED)):
                 break
             day = world.day_of_source(newest.source)
             started = time.time()

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from debl.bench.source_server import make_server
-from debl.catalog import Catalog
+from debl.catalog import Catalog, EarlyAnswering
 from debl.errors import DeblError, QueryTimeout
 from harness.campaign import CHUNK, Campaign
 from harness.kill_points import load_point
@@ -231,7 +231,7 @@ class EarlyLieTarget(EarlyAimedTarget):
         with Catalog(camp.config) as catalog:
             progress = catalog.early.early_progress(load.load_id)
             claims = catalog.early.false_claims(load.load_id)
-        if progress is None or progress.state != "stopped" or not claims:
+        if progress is None or progress.state != EarlyAnswering.STOPPED or not claims:
             trial.problems.append("the lie was not on record after the resume (early answers "
                                   f"{progress and progress.state}, {len(claims)} false claims)")
         after = sum(1 for t in asking.early_at if t >= resumed_at)

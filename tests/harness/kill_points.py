@@ -5,7 +5,7 @@ moment of the kill.
 
 from __future__ import annotations
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, HotState, JobState, LoadState
 from debl.config import Config
 
 
@@ -16,12 +16,12 @@ def load_point(config: Config, before: str | None) -> list[str]:
         load = catalog.loads.load()
         if load is None or load.load_id == before:
             return ["start-up (before the load is recorded)"]
-        if load.state == "up" and load.hot_state != "loading":
+        if load.state == LoadState.UP and load.hot_state != HotState.LOADING:
             return ["after uptime"]
         phases = catalog.phases.phases(load.load_id)
         statements = catalog.probes.running_statements()
     points = []
-    if load.state == "up":  # up, MySQL still taking the hot keys in (docs/LOADING.md)
+    if load.state == LoadState.UP:  # up, MySQL still taking the hot keys in (docs/LOADING.md)
         points.append("after uptime, before MySQL took over")
     for p in phases:
         if p.ended is not None:
@@ -57,7 +57,7 @@ def gen_hf_point(config: Config, since: float) -> list[str]:
         phases = [p for p in catalog.phases.phases(load.load_id) if p.started >= since
                   and p.phase in ("hfiles", "bulkload")]
         jobs = catalog.jobs.jobs(load.load_id)
-    running = {j.run_id for j in jobs if j.state == "running"}
+    running = {j.run_id for j in jobs if j.state == JobState.RUNNING}
     open_steps = [p for p in phases if p.ended is None]
     if open_steps:
         return sorted({"HFile writing" if p.phase == "hfiles" else "bulk load"
@@ -67,6 +67,6 @@ def gen_hf_point(config: Config, since: float) -> list[str]:
         if running & ended_loads:
             return ["after a bulk load, before the buckets are marked loaded"]
         return ["run started, before its HFiles"]
-    if all(j.state == "loaded" for j in jobs):
+    if all(j.state == JobState.LOADED for j in jobs):
         return ["after the last run"]
     return [GEN_HF_START if not phases else "between runs"]

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, HotState, LoadState
 from debl.faultpoints import POINTS
 from harness import procs
 from harness.campaign import Campaign
@@ -163,7 +163,7 @@ class LoadTarget(Target):
         if load is None or load.load_id == before:
             step = camp.run(argv, f"{self.name}-{trial.number}-again", _timeout(window))
             trial.steps.append(Step.of(step))
-        elif load.state != "up" or load.hot_state in ("loading", "failed"):
+        elif load.state != LoadState.UP or load.hot_state in (HotState.LOADING, HotState.FAILED):
             # killed before uptime, or after it before MySQL took the hot keys over
             step = camp.run(argv + ["--resume", load.load_id],
                             f"{self.name}-{trial.number}-resume", _timeout(window))
@@ -406,7 +406,7 @@ def _bench_point(camp: Campaign, before: str | None) -> list[str]:
     load = camp.latest_load()
     if load is None or load.load_id == before:
         return ["before the load (input, Spark start, reset)"]
-    if load.state != "up" or load.hot_state == "loading":
+    if load.state != LoadState.UP or load.hot_state == HotState.LOADING:
         return ["load: " + p for p in load_point(camp.config, before)]
     return ["query phase / gen_HF (after uptime)"]
 

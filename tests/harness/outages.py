@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from coordinator import Coordinator
+from debl.catalog import HotState, LoadState
 from debl.errors import DeblError
 from harness import procs
 from harness.campaign import Campaign
@@ -150,7 +151,8 @@ class OutageTarget(Target):
             return
         load = camp.latest_load()
         if load is not None and load.load_id != before and (
-                load.state != "up" or load.hot_state in ("loading", "failed")):
+                load.state != LoadState.UP
+                or load.hot_state in (HotState.LOADING, HotState.FAILED)):
             again = camp.run(argv + ["--resume", load.load_id],
                              f"{self.name}-{trial.number}-resume", HARD_LIMIT_S)
         elif load is None or load.load_id == before:

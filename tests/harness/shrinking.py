@@ -23,7 +23,7 @@ import shutil
 import time
 from pathlib import Path
 
-from debl.catalog import Catalog
+from debl.catalog import Catalog, LoadState
 from debl.commands.common import parse_size
 from harness.campaign import CHUNK, HOT_FILES, Campaign
 from harness.early_kills import COPY_S, _Served
@@ -122,7 +122,7 @@ class ShrinkingFileTarget(Target):
         if load is None or load.load_id == before:
             trial.problems.append("the load was never recorded")
             return None
-        if load.state != "failed":
+        if load.state != LoadState.FAILED:
             trial.problems.append(f"the load is {load.state}, not failed")
         if camp.current_load().load_id != current:
             trial.problems.append("the current day is no longer current")

@@ -36,7 +36,7 @@ import org.apache.spark.api.java.function.Function;
  * rows and reject records.
  *
  * <p>Why on the JVM: in Python (split, validate, format, checksum per line) dist_ch bucketed
- * about 11-25 MB/s on 2 cores and was the slowest stage before uptime when the link is fast.
+ * about 11-25 MB/s on 2 cores and was the slowest stage before uptime when the wire is fast.
  *
  * <p>The rules mirror the Python definitions, which stay the reference (tests compare them): a
  * line is valid exactly when {@code debl.format.link.parse_line} accepts it ({@link #lineId1}); the
