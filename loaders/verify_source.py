@@ -14,9 +14,13 @@ lacks), **different** (both hold the key, with other values), with examples.
 
 Before it compares, it waits (at most *wait_s*) until the follower's position reaches the
 source's head read at its start, and names what it waits for when it gives up; a head that
-moved by the end is a note (writes went on: rows written meanwhile may differ).
+moved by the end is a note (writes went on: rows written meanwhile may differ). Without a
+follower of the load's source (nothing captured), or with ``--no-changes``, it compares the
+load's rows alone, what DeBL answers when nothing is kept fresh: every row written since the
+dump is then missing (a new key) or different (updated, hidden), and a note says why.
 
-Memory: one range's rows at a time (a cold bucket's: what one gen_HF task holds).
+Memory: one range's rows at a time: a cold bucket's (what one gen_HF task holds), or the hot
+rows between two cold buckets' ranges.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class SourceComparison:
     load_id: str
     dump: str
     head: str
-    follower: int
+    follower: int | None  # None: no change log applied
     ranges: int = 0
     source_rows: int = 0
     debl_rows: int = 0
@@ -77,12 +81,15 @@ class SourceComparison:
             shown.append(text)
 
 
-def compare_with_source(config: Config, load_id: str | None = None, *, wait_s: float = 60.0,
+def compare_with_source(config: Config, load_id: str | None = None, *, changes: bool = True,
+                        wait_s: float = 60.0,
                         progress: Callable[[str], None] = lambda what: None
                         ) -> SourceComparison:
-    """Compare the current load (or *load_id*) with the source (see the module).
-    LoadStateError for a load without a dump's position, not up, or dropped, and when the
-    follower has not reached the source's head within *wait_s* seconds."""
+    """Compare the current load (or *load_id*) with the source (see the module); with
+    *changes* False, or when no follower has captured the source's changes, the load's rows
+    alone (what DeBL answers without capture: every row written since the dump differs; a note
+    says which). LoadStateError for a load without a dump's position, not up, or dropped, and
+    when the follower has not reached the source's head within *wait_s* seconds."""
     started = time.monotonic()
     with Catalog(config) as catalog:
         load = _load(catalog, load_id)
@@ -91,22 +98,34 @@ def compare_with_source(config: Config, load_id: str | None = None, *, wait_s: f
         hot = [] if load.hot_in_mysql else catalog.index.buckets(load.load_id, hot=True)
         paths = {(b.hot, b.b_index): catalog.index.bucket_paths(b.b_index, load.load_id, b.hot)
                  for b in [*cold, *hot]}
-        head, reached = caught_up(config, catalog, position, wait_s)
+        follower = catalog.changes.follower(position.source) if changes else None
+        if follower is None:
+            head, reached = read_head(config), None
+        else:
+            head, reached = caught_up(config, catalog, position, wait_s)
         found = SourceComparison(load.load_id, position.gtid, head, reached)
+        if follower is None and parse_gtid(head)[2] > position.seq:
+            found.notes.append(
+                ("the changes since the dump are not applied (--no-changes)" if not changes else
+                 f"no follower has captured the changes of source {position.source}: DeBL "
+                 "answers from the dump's rows alone") +
+                f": every row written since the dump ({position.gtid}; the source's head is "
+                f"{head}) shows as missing or different" +
+                ("" if not changes else "; `debl follow` captures them"))
         sides = _Sides(config, load, paths)
         conn = source_db.connect(config)
         try:
             for k_lo, k_hi, bucket in _ranges(cold):
                 progress(f"id1 {k_lo}..{k_hi}")
-                changes, _ = catalog.changes.in_range(position.source, k_lo, k_hi,
-                                                      position.seq)
-                mine = overlay(sides.rows(k_lo, k_hi, hot, bucket), changes)
+                applied = [] if follower is None else catalog.changes.in_range(
+                    position.source, k_lo, k_hi, position.seq)[0]
+                mine = overlay(sides.rows(k_lo, k_hi, hot, bucket), applied)
                 with conn.cursor() as cur, source_db.errors(config, "the comparison"):
                     theirs = {link.key: link for link in source_db.rows_in_range(
                         cur, config.source_db.table, k_lo, k_hi)}
                 _compare(found, mine, theirs)
                 found.ranges += 1
-                found.changes += len(changes)
+                found.changes += len(applied)
             with conn.cursor() as cur, source_db.errors(config, "reading the head"):
                 if source_db.head(cur) != head:
                     found.notes.append("the source took writes during the comparison: rows "
@@ -138,16 +157,21 @@ def _load(catalog: Catalog, load_id: str | None) -> LoadRecord:
     return load
 
 
+def read_head(config: Config) -> str:
+    """The source's head now (its GTID)."""
+    conn = source_db.connect(config)
+    try:
+        with conn.cursor() as cur, source_db.errors(config, "reading the head"):
+            return source_db.head(cur)
+    finally:
+        conn.close()
+
+
 def caught_up(config: Config, catalog: Catalog, position: DumpPosition,
               wait_s: float) -> tuple[str, int]:
     """The source's head now, and the follower's position once it has reached it (at most
     *wait_s* seconds later); LoadStateError naming both when it has not."""
-    conn = source_db.connect(config)
-    try:
-        with conn.cursor() as cur, source_db.errors(config, "reading the head"):
-            head = source_db.head(cur)
-    finally:
-        conn.close()
+    head = read_head(config)
     head_seq = parse_gtid(head)[2]
     state = catalog.changes.follower(position.source)
     if state is not None and state.kept_from > position.seq:
