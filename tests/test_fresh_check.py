@@ -9,21 +9,26 @@ The logs round-trip. No service is needed: the stack test is tests/test_fresh_ch
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from debl.catalog import Change
 from debl.errors import ConfigError
-from debl.format.link import Link, Origin
+from debl.format.link import MAX_ID, Link, Origin
+from debl.format.overlay import overlay
 from debl.position import DumpPosition
 from debl.store.memory import MemoryStore
-from debl.workload.answer_log import AnswerLog, prepare_dir, read_answer_logs
+from debl.workload.answer_log import (AnswerLog, answer_digest, prepare_dir, read_answer_logs,
+                                      rows_digest)
 from debl.workload.fresh_check import OLDER, WENT_BACK, WRONG, check_fresh
+from debl.workload.fresh_history import build_history
 from debl.workload.mix import COUNT_LINK, GET_LINK_LIST, MULTIGET_LINK, READ_OPS
 from debl.workload.write_log import read_writes, save_writes
 from debl.workload.writers import WriteRecord
 from loaders.listing import listing_entry, write_index
+from loaders.verify_source import SourceComparison, _compare, _ranges
 
 LT = 123456789
 DUMP = DumpPosition("0-1-100", "source-of-the-test")
@@ -199,6 +204,12 @@ def test_the_change_log_must_be_the_writes(tmp_path, log):
                                      "write missing from the change log": 1}, report.to_dict()
     late = check(tmp_path, [], changes=right[:2], changes_upto=102)
     assert late.history.counts == {"write past the follower": 1}
+    # a position no write holds, and no change either: another table's transaction
+    moved = [*WRITES[:2], WriteRecord("update_link", 1, LT, 11, 2900, 3000, 5000, "0-1-105",
+                                      True, True, row=EDIT)]
+    other = [change(101, NEW), change(102, hidden), change(105, EDIT)]
+    assert check(tmp_path, [], writes=moved, changes=other, changes_upto=106).ok
+    assert check(tmp_path, [], writes=moved).history.counts == {"position no write holds": 2}
 
 
 def test_the_dump_is_read_by_the_merge_rule_and_its_position_is_needed(tmp_path, log):
@@ -248,3 +259,105 @@ def test_the_write_log_round_trips(tmp_path):
     (tmp_path / "old.csv").write_text("op,id1\nadd_link,1\n")
     with pytest.raises(ConfigError, match="lacks the rows written"):
         read_writes(tmp_path / "old.csv")
+
+
+# ------------------------------------------------------------------ the pieces, one at a time
+
+def test_the_history_is_the_dump_then_each_write_at_its_position(tmp_path):
+    """Per (id1, link_type): the dump's rows, then a version per write that changed a row, in
+    position order whatever order the log has them in; a write at or before the dump's
+    position is in the dump already and is not applied again; delete_link hides the row it
+    found and keeps the rest of it."""
+    make_dump(tmp_path / "dump")
+    early = WriteRecord("update_link", 2, LT, 20, 1, 2, 3, "0-1-99", True, True,
+                        row=Link(2, LT, 20, 1, b"before the dump", 1, 0))
+    writes = [WRITES[2], early, WRITES[0], WRITES[1], WRITES[3]]  # out of position order
+    history = build_history(tmp_path / "dump", writes, {(1, LT), (2, LT), (4, LT)})
+    assert history.problems.total == 0, history.problems.to_dict()
+    assert history.dump_seq == 100 and history.dump_rows == 4  # id1 3: written, not changed
+    one = history.key(1, LT)
+    assert one.base == {10: ROWS[0], 11: ROWS[1]}
+    assert one.seqs == [101, 102, 103]
+    assert one.changes == [(12, NEW), (10, ROWS[0]._replace(visibility=0)), (11, EDIT)]
+    two = history.key(2, LT)
+    assert two.base == {20: ROWS[2]} and two.seqs == []  # the write of 99 is the dump's
+    assert history.key(4, LT).base == {} and history.key(4, LT).seqs == []
+    assert sorted(history.seqs) == [99, 101, 102, 103]
+
+
+def test_the_bounds_are_the_writes_acknowledged_before_sending_and_sent_before_the_answer(
+        tmp_path, log):
+    """lo counts a write acknowledged strictly before the read was sent; hi a write sent at or
+    before the answer came back. The answers here are wrong on purpose, so that each one's
+    bounds are printed."""
+    log.count(1100, 1999, 99)   # the add acked at 1100: not before 1100; delete sent at 2000
+    log.count(1101, 2000, 99)   # acked at 1100 < 1101; delete sent at 2000 <= 2000
+    log.count(5001, 5002, 99)   # everything acked
+    report = check(tmp_path, [log])
+    assert report.violations.counts == {WRONG: 3}
+    shown = sorted(e.split(": ")[1].split(";")[0] for e in report.violations.examples[WRONG])
+    assert shown == ["lo 100, hi 101", "lo 101, hi 102", "lo 103, hi 103"]
+
+
+def test_answers_at_the_dumps_moment_are_older_than_their_arrival_on_written_keys(tmp_path,
+                                                                                   log):
+    """What a DeBL without fresh answers gives: every answer the dump's. An answer on a key
+    written before it was sent is older than its arrival, unless the read gives the same at the
+    newer positions (count_link of id1 1: one link added, one hidden, still 2); the others
+    pass."""
+    for id1 in (1, 2, 3):
+        log.get(6000, 6100, state(0).get_link_list(id1, LT), id1=id1)
+        log.count(6000, 6100, state(0).count_link(id1, LT), id1=id1)
+    log.get(500, 600, state(0).get_link_list(1, LT))  # before any write: right
+    report = check(tmp_path, [log])
+    assert report.violations.counts == {OLDER: 1}, report.to_dict()
+    assert report.violations.examples[OLDER][0].startswith("get_link_list(1, 123456789)")
+    assert report.history.total == 0 and report.checked == 7
+
+
+def test_the_digest_tells_order_rows_and_bytes_apart():
+    rows = state(3).get_link_list(1, LT)
+    assert len(rows) == 2
+    assert answer_digest(GET, rows) == (rows_digest(rows), 2)
+    assert rows_digest(rows) != rows_digest(rows[::-1])
+    assert rows_digest(rows) != rows_digest(rows[:1])
+    assert rows_digest(rows) != rows_digest([rows[0]._replace(data=rows[0].data + b"!"),
+                                             rows[1]])
+    assert rows_digest(rows) != rows_digest([rows[0]._replace(version=1), rows[1]])
+    assert rows_digest([]) == answer_digest(GET, None)[0] and answer_digest(GET, [])[1] == 0
+    assert answer_digest(COUNT, 7) == (7, 0)
+
+
+def test_the_overlay_replaces_by_key_in_position_order():
+    base = {link.key: link for link in ROWS}
+    older = NEW._replace(time=1, version=0)  # past the dump the log's order wins, not the time
+
+    def change(seq, row_no, key, link):
+        return Change(seq, row_no, *key, link, 0.0, 0.0)
+
+    applied = overlay(base, [change(101, 0, NEW.key, NEW), change(101, 1, NEW.key, older),
+                             change(102, 0, ROWS[0].key, None)])
+    assert applied[NEW.key] == older and ROWS[0].key not in applied
+    assert base == {link.key: link for link in ROWS}  # not changed in place
+    with pytest.raises(ValueError, match="out of position order"):
+        overlay(base, [change(102, 0, NEW.key, NEW), change(101, 3, NEW.key, None)])
+
+
+def test_the_comparison_with_the_source_counts_each_row_once():
+    """``debl verify --against-source``'s count, range by range: a row of the source DeBL
+    lacks, one DeBL has and the source lacks, one with other values; the id range is covered
+    by the cold buckets' ranges and the ranges between them, exactly once."""
+    theirs = {link.key: link for link in [*ROWS, NEW]}
+    mine = {link.key: link for link in ROWS}
+    mine[ROWS[1].key] = EDIT
+    mine[(9, LT, 9)] = Link(9, LT, 9, 1, b"", 1, 0)
+    found = SourceComparison("load", DUMP.gtid, "0-1-103", 103)
+    _compare(found, mine, theirs)
+    assert (found.missing, found.extra, found.different) == (1, 1, 1) and not found.ok
+    assert (found.source_rows, found.debl_rows) == (5, 5)
+    assert "the source holds" in found.examples["missing"][0]
+    buckets = [SimpleNamespace(k_lo=10, k_hi=19), SimpleNamespace(k_lo=20, k_hi=29),
+               SimpleNamespace(k_lo=40, k_hi=49)]
+    ranges = [(lo, hi) for lo, hi, _ in _ranges(buckets)]
+    assert ranges == [(0, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, MAX_ID)]
+    assert [(lo, hi) for lo, hi, _ in _ranges([])] == [(0, MAX_ID)]

@@ -6,14 +6,16 @@ of the run applied in the order of its commit's position.
   or the load's source directory, its position in ``index.json``), keeping only the lines of
   the id1s asked or written: the merge rule among them (files in the listing's order, then
   lines), as a load of them does.
-- **The writes** (``build_history``): the bench's writers are the only writers of the source
-  during the run, so the positions past the dump's are exactly the GTIDs of the writes that
-  changed a row, each one transaction of one row: the history is the dump with each write
+- **The writes** (``build_history``): the bench's writers are the only writers of the link
+  table during the run, so its changes past the dump's position are exactly the writes that
+  changed a row, each one transaction of one row at its GTID: the history is the dump with each write
   applied in position order by the overlay rule (``debl.format.overlay``). add_link and
   update_link write the row their record carries; delete_link hides the row it found
   (visibility 0, the rest kept). What contradicts that is a **history problem**, counted and
-  shown with examples: a position past the dump's that no write holds (a gap: another writer,
-  or a write whose GTID was lost), two writes at one position, a write that changed a row
+  shown with examples: without the change log, a position past the dump's that no write
+  holds (a gap: another writer, or a write whose GTID was lost; the change log, when given,
+  says instead which positions changed the link table: a transaction of another table of the
+  source database is no problem then), two writes at one position, a write that changed a row
   without a GTID or failed after it was sent (its commit unknown), a write whose ``found`` or
   ``changed`` does not match the rows before it (another writer on the key), and, given the
   change log (``debl_changes``), a change that is not the write at its position, a write the
@@ -206,9 +208,10 @@ def build_history(dump_dir: Path | str, writes: Sequence[WriteRecord], asked: It
         history.seqs.append(seq)
         history.changes.append((w.id2, after))
         derived[seq] = (key, after)
-    _gaps(dump.seq, seqs, problems)
-    if changes is not None:
+    if changes is not None:  # it says which positions changed the table: the others' are gaps
         _against_change_log(derived, changes, changes_upto, dump.seq, problems)
+    else:
+        _gaps(dump.seq, seqs, problems)
     return History(dump, keys, logged, seqs, problems, lines,
                    sum(len(r) for r in rows.values()))
 
