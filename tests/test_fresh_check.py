@@ -8,6 +8,7 @@ The logs round-trip. No service is needed: the stack test is tests/test_fresh_ch
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,10 +21,12 @@ from debl.format.link import MAX_ID, Link, Origin
 from debl.format.overlay import overlay
 from debl.position import DumpPosition
 from debl.store.memory import MemoryStore
+from debl.workload.client import ClientSpec, TargetSource, run_client
 from debl.workload.answer_log import (AnswerLog, answer_digest, prepare_dir, read_answer_logs,
                                       rows_digest)
 from debl.workload.fresh_check import OLDER, WENT_BACK, WRONG, check_fresh
 from debl.workload.fresh_history import build_history
+from debl.workload.requests import RequestSpec
 from debl.workload.mix import COUNT_LINK, GET_LINK_LIST, MULTIGET_LINK, READ_OPS
 from debl.workload.write_log import read_writes, save_writes
 from debl.workload.writers import WriteRecord
@@ -361,3 +364,54 @@ def test_the_comparison_with_the_source_counts_each_row_once():
     ranges = [(lo, hi) for lo, hi, _ in _ranges(buckets)]
     assert ranges == [(0, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, MAX_ID)]
     assert [(lo, hi) for lo, hi, _ in _ranges([])] == [(0, MAX_ID)]
+
+
+def _store_of(rows: list[Link]) -> MemoryStore:
+    """A worker process's own memory store holding *rows*."""
+    store = MemoryStore()
+    store.write_links((link, Origin(0, 0, 0)) for link in rows)
+    return store
+
+
+class _Lying(MemoryStore):
+    """A store whose answers for one id1 leave out its newest row."""
+
+    def get_link_list(self, id1, link_type, *args, **kwargs):
+        rows = super().get_link_list(id1, link_type, *args, **kwargs)
+        return rows[1:] if id1 == self.lie_on and rows else rows
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_client_logs_every_answer_and_a_static_store_keeps_the_contract(tmp_path,
+                                                                             processes):
+    """run_client with --answer-log against the memory store (no write: every answer is the
+    dump's): every read is logged, in a file per process, and checked right; a store that
+    drops a row of one id1 is caught on exactly that id1's answers."""
+    rows = [Link(i, LT + i % 2, i + j, 1, b"x%d" % j, 1000 + j, 0)
+            for i in range(1, 301) for j in range(i % 4)]
+    make_dump(tmp_path / "dump", rows)
+    spec = RequestSpec(max_id=301, seed=3, link_types=2)
+    honest = MemoryStore()
+    honest.write_links((link, Origin(0, 0, 0)) for link in rows)
+    target = (honest if processes == 1 else
+              TargetSource(functools.partial(_store_of, rows), name="memory"))
+    result = run_client(target, ClientSpec(spec, threads=2, total=400, processes=processes,
+                                           answer_log=str(tmp_path / "answers")))
+    answers = read_answer_logs(tmp_path / "answers")
+    assert result.completed == len(answers) == 400
+    assert answers.files == [f"answers-p{k}.bin" for k in range(processes)]
+    report = check_fresh(tmp_path / "dump", [], answers)
+    assert report.ok and report.checked == 400, report.to_dict()
+
+    lying = _Lying()
+    lying.write_links((link, Origin(0, 0, 0)) for link in rows)
+    r = answers.records
+    with_rows = (r["id1"] % 4 > 0) & (r["link_type"] == LT + r["id1"] % 2)
+    lying.lie_on = int(np.bincount(r["id1"][with_rows]).argmax())  # asked most, with rows
+    run_client(lying, ClientSpec(spec, threads=2, total=400,
+                                 answer_log=str(tmp_path / "lies")))
+    lies = read_answer_logs(tmp_path / "lies")
+    report = check_fresh(tmp_path / "dump", [], lies)
+    asked = ((lies.records["id1"] == lying.lie_on)  # its other link type has no row to drop
+             & (lies.records["link_type"] == LT + lying.lie_on % 2))
+    assert asked.sum() > 0 and report.violations.counts == {WRONG: int(asked.sum())}
