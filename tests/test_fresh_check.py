@@ -415,3 +415,23 @@ def test_the_client_logs_every_answer_and_a_static_store_keeps_the_contract(tmp_
     asked = ((lies.records["id1"] == lying.lie_on)  # its other link type has no row to drop
              & (lies.records["link_type"] == LT + lying.lie_on % 2))
     assert asked.sum() > 0 and report.violations.counts == {WRONG: int(asked.sum())}
+
+
+def test_two_client_runs_are_two_clients(tmp_path):
+    """The answer logs of two `debl query` runs, each with its process 0: numbered apart, so a
+    key shown at 103 to one and at 102 to the other later is no going back."""
+    make_dump(tmp_path / "dump")
+    first, second = Log(prepare_dir(tmp_path / "a")), Log(prepare_dir(tmp_path / "b"))
+    first.get(3100, 3200, state(3).get_link_list(1, LT))
+    second.get(3300, 3400, state(2).get_link_list(1, LT))
+    for log in (first, second):
+        log.close()
+    both = read_answer_logs(tmp_path / "a", tmp_path / "b")
+    assert both.process.tolist() == [0, 1] and len(both.files) == 2
+    assert check_fresh(tmp_path / "dump", WRITES, both).ok
+    one = Log(prepare_dir(tmp_path / "c"))
+    one.get(3100, 3200, state(3).get_link_list(1, LT))
+    one.get(3300, 3400, state(2).get_link_list(1, LT))
+    one.close()
+    report = check_fresh(tmp_path / "dump", WRITES, read_answer_logs(tmp_path / "c"))
+    assert report.violations.counts == {WENT_BACK: 1}

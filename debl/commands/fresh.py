@@ -22,9 +22,10 @@ from debl.workload.write_log import read_writes
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A write log of `debl query --write-log` (repeat for several clients): "
                    "every write to the source since the dump.")
-@click.option("--answers", "answers_dir", required=True,
+@click.option("--answers", "answers_dirs", required=True, multiple=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="The directory of `debl query --answer-log`.")
+              help="The directory of `debl query --answer-log` (repeat for several clients: "
+                   "each its own, going back is checked per client process).")
 @click.option("--position", default=None, metavar="GTID",
               help="The dump's position, where its index.json carries none.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None,
@@ -34,7 +35,7 @@ from debl.workload.write_log import read_writes
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @friendly_errors
-def check_fresh(ctx, dump_dir, write_logs, answers_dir, position, tolerance, no_change_log,
+def check_fresh(ctx, dump_dir, write_logs, answers_dirs, position, tolerance, no_change_log,
                 as_json):
     """Check every logged answer: it equals the source at one position between the last write
     acknowledged before it was sent and the last write sent before it came back, and no client
@@ -42,7 +43,7 @@ def check_fresh(ctx, dump_dir, write_logs, answers_dir, position, tolerance, no_
     writes = [w for path in write_logs for w in read_writes(path)]
     say = (lambda text: None) if as_json else (lambda text: click.echo(f"note: {text}",
                                                                        err=True))
-    report = check_run(config_of(ctx), dump_dir, writes, answers_dir, position=position,
+    report = check_run(config_of(ctx), dump_dir, writes, answers_dirs, position=position,
                        tolerance_s=tolerance, change_log=not no_change_log, say=say)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

@@ -215,22 +215,32 @@ def read_answer_log(path: Path | str) -> tuple[dict, np.ndarray, np.ndarray, str
             np.concatenate(id2s) if id2s else np.zeros(0, "<i8"), note)
 
 
-def read_answer_logs(directory: Path | str) -> Answers:
-    """Every process's answer log in *directory*; ConfigError if there is none."""
-    directory = Path(directory)
-    paths = sorted(directory.glob(_GLOB))
-    if not paths:
-        raise ConfigError(f"{directory} holds no answer log (answers-p*.bin): give the "
-                          "directory of `debl query --answer-log`")
-    parts, processes, id2s, notes = [], [], [], []
-    for path in paths:
-        header, records, ids, note = read_answer_log(path)
-        parts.append(records)
-        processes.append(np.full(len(records), int(header["process"]), dtype=np.int32))
-        id2s.append(ids)
-        if note:
-            notes.append(note)
+def read_answer_logs(*directories: Path | str) -> Answers:
+    """Every process's answer log in *directories* (one a client run); ConfigError if one
+    holds none. The processes are numbered on over the directories: the first run's 0..P-1,
+    the next run's from P (each a client of its own: no going back is checked per process)."""
+    parts, processes, id2s, notes, files = [], [], [], [], []
+    base = 0
+    for directory in map(Path, directories):
+        paths = sorted(directory.glob(_GLOB))
+        if not paths:
+            raise ConfigError(f"{directory} holds no answer log (answers-p*.bin): give the "
+                              "directory of `debl query --answer-log`")
+        top = base
+        for path in paths:
+            header, records, ids, note = read_answer_log(path)
+            process = base + int(header["process"])
+            top = max(top, process + 1)
+            parts.append(records)
+            processes.append(np.full(len(records), process, dtype=np.int32))
+            id2s.append(ids)
+            files.append(path.name if len(directories) == 1 else str(path))
+            if note:
+                notes.append(note)
+        base = top
+    if not parts:
+        raise ConfigError("no answer log given: the directory of `debl query --answer-log`")
     records = np.concatenate(parts)
     counts = records["n_id2"].astype(np.int64)
     return Answers(records, np.concatenate(processes), np.concatenate(id2s),
-                   np.cumsum(counts) - counts, [p.name for p in paths], notes)
+                   np.cumsum(counts) - counts, files, notes)

@@ -129,15 +129,16 @@ def check_fresh(dump_dir: Path | str, writes: Sequence[WriteRecord], answers: An
 
 
 def check_run(config: Config, dump_dir: Path | str, writes: Sequence[WriteRecord],
-              answers_dir: Path | str, *, position: str | None = None,
+              answers_dir: Path | str | Sequence[Path | str], *, position: str | None = None,
               tolerance_s: float | None = None, change_log: bool = True,
               say: Callable[[str], None] = lambda _: None) -> FreshReport:
     """``check_fresh`` of a run as the bench and ``debl check-fresh`` have it: the answer logs
-    in *answers_dir*; the dump's position from its ``index.json`` (or the GTID *position*);
+    in *answers_dir* (a directory, or several: one per client run); the dump's position from its ``index.json`` (or the GTID *position*);
     the tolerance ``fresh.tolerance`` unless given; with *change_log*, the catalog's change log
     of the dump's source, which must be exactly the writes. LoadStateError when the change
     log has no follower of that source, ConfigError for logs that are not the client's."""
-    answers = read_answer_logs(answers_dir)
+    answers = read_answer_logs(*([answers_dir] if isinstance(answers_dir, (str, Path))
+                                 else answers_dir))
     listed = listing_position(LocalSource(Path(dump_dir)).list())  # the note: build_history
     dump = listed
     if position is not None:
