@@ -29,6 +29,7 @@ from debl.store import source_db
 from debl.store.memory import MemoryStore
 from debl.workload.generator import generate
 from debl.workload.spec import GenerateSpec
+from harness.follow_kills import source_sql
 from loaders.cleanup import drop_every_load
 from loaders.listing import listing_position
 from loaders.load import LoadOptions, run_load
@@ -56,23 +57,13 @@ def config(stack_config):
     return stack_config.replace(source_db_table=TABLE)
 
 
-def _query(config, sql: str, args=()) -> list[tuple]:
-    conn = source_db.connect(config)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, args)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
-
-
 def _table(config) -> set[Link]:
-    return {Link(*row) for row in _query(
+    return {Link(*row) for row in source_sql(
         config, f"SELECT id1, link_type, id2, visibility, data, time, version FROM `{TABLE}`")}
 
 
 def _head(config) -> str:
-    return _query(config, "SELECT @@gtid_binlog_pos")[0][0]
+    return source_sql(config, "SELECT @@gtid_binlog_pos")[0][0]
 
 
 def _dumped(directory) -> set[Link]:
@@ -89,7 +80,7 @@ def test_the_stack_runs_the_source_database_with_its_binary_log(stack_config):
     assert "binary log ROW/FULL/FULL" in health.detail
     assert stack_config.source_db_password_file.stat().st_mode & 0o077 == 0
     assert stack_config.source_db_replication_password_file.stat().st_mode & 0o077 == 0
-    settings = _query(stack_config, "SELECT @@server_id, @@gtid_domain_id, "
+    settings = source_sql(stack_config, "SELECT @@server_id, @@gtid_domain_id, "
                                     "@@binlog_expire_logs_seconds, @@bind_address")[0]
     assert settings == (stack_config.source_db.server_id, 0, stack_config.source_db.log_expire,
                         "127.0.0.1")
@@ -121,7 +112,7 @@ def test_the_table_refuses_rows_no_line_can_hold(config, datasets):
                           ((1, LT, 1, 2, b"ab", 1, 0), "visibility_is_0_or_1"),
                           ((2**64 - 1, LT, 1, 1, b"ab", 1, 0), "numbers_fit_63_bits")):
         with pytest.raises(Exception, match=check):
-            _query(config, f"INSERT INTO `{TABLE}` VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            source_sql(config, f"INSERT INTO `{TABLE}` VALUES (%s, %s, %s, %s, %s, %s, %s)",
                    (values[0], values[2], values[1], *values[3:]))
 
 
@@ -152,7 +143,7 @@ def test_init_fills_the_table_by_the_merge_rule_and_records_the_position(config,
     assert _table(config) == expected and s.rows == len(expected)
     assert s.rejects == generated.spec.bad_lines == len(generated.bad_lines)
     assert s.files == 4 and s.lines == generated.lines - generated.spec.bad_lines
-    create = _query(config, f"SHOW CREATE TABLE `{TABLE}`")[0][1]
+    create = source_sql(config, f"SHOW CREATE TABLE `{TABLE}`")[0][1]
     for part in ("PRIMARY KEY (`link_type`,`id1`,`id2`)", "KEY `id1_type` (`id1`,`link_type`,"
                  "`visibility`,`time`,`id2`,`version`,`data`)", "CONSTRAINT `data_has_no_tab"):
         assert part in create
@@ -271,10 +262,10 @@ def loaded(config, datasets, spark, tmp_path_factory):
     """A days-layout dump of the table (with hostile bytes written to it) loaded by `debl
     load` in a dataset of its own, hot files and cold ones."""
     _fill(config, datasets, "days")
-    (oldest, newest), = _query(config, f"SELECT MIN(time), MAX(time) FROM `{TABLE}`")
+    (oldest, newest), = source_sql(config, f"SELECT MIN(time), MAX(time) FROM `{TABLE}`")
     for id1, t in ((7, oldest), (8, newest)):  # in the oldest file (cold), the newest (hot)
         for k, data in enumerate(HOSTILE):
-            _query(config, f"INSERT INTO `{TABLE}` VALUES (%s, %s, %s, 1, %s, %s, 0)",
+            source_sql(config, f"INSERT INTO `{TABLE}` VALUES (%s, %s, %s, 1, %s, %s, 0)",
                    (id1, k, HOSTILE_TYPE, data, t))
     table = _table(config)
     out = tmp_path_factory.mktemp("dump")
