@@ -98,10 +98,10 @@ def test_answers_checked_and_debl_verified_against_the_source(stack_config, spar
         thread = threading.Thread(target=follower.serve, kwargs={"should_stop": stop.is_set})
         thread.start()
         try:
+            text = _cli(config, "verify", "--against-source")  # waits for the follower
             check = json.loads(_cli(config, "check-fresh", "--dump", str(dump), "--writes",
                                     str(writes_csv), "--answers", str(answers), "--json",
                                     code=1))
-            text = _cli(config, "verify", "--against-source")
         finally:
             stop.set()
             thread.join()
