@@ -201,7 +201,7 @@ class Coordinator(LinkQueries):
                     if query.registered is None and bucket is not None:
                         dataset.asked[bucket.b_index] += 1
                     route = self._route_now(query, dataset, bucket, now)
-                    if route is None:
+                    if route is None and bucket is not None:  # its bucket is on its way
                         self._register(query, bucket, now)
                         route = self._route_waiting(query, dataset, bucket, now, remaining)
                     if route is not None:
@@ -232,6 +232,7 @@ class Coordinator(LinkQueries):
         its bucket's, until a poll brings more keys, the uptime or the deadline (QueryTimeout).
         None: route again."""
         early = dataset.early
+        assert early is not None  # called before the uptime only
         if early.answers(query.id1):
             return self._plan(Route.EARLY, dataset, dataset.bucket_of(query.id1), query.id1,
                               query.link_type, "early", query.waited(now))

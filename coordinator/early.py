@@ -2,8 +2,8 @@
 "Answers before uptime"; docs/LOADING.md, "Answers before the copy ends").
 
 While no day is current and the newest load answers early, the coordinator serves that load:
-a key whose every piece is bucketed (its answerable keys, ``debl.keys.keyspace.KeySet``, published by
-the load after each chunk) is answered at once from the load's bucket files by the raw route's
+a key whose every piece is bucketed (its answerable keys, ``debl.keys.keyspace.KeySet``, published
+by the load after each chunk) is answered at once from the load's bucket files by the raw route's
 reader, hot and cold, merged by the one rule, exactly; any other key waits, and its waiting is
 demand: per bucket (what gen_HF will convert first at uptime) and per key (what the copy fetches
 first). At the load's uptime the coordinator takes the load as it takes any current load.

@@ -51,8 +51,10 @@ class LinkQueries(ABC):
         """The number of visible links of (id1, link_type) after the merge rule across the
         load's stores (``Answer.count`` of ``ask(CountLink(...))``); routed and waiting as
         get_link_list."""
-        return self.ask(CountLink(id1, link_type), timeout=timeout, deadline=deadline,
-                        partial=partial).count
+        count = self.ask(CountLink(id1, link_type), timeout=timeout, deadline=deadline,
+                         partial=partial).count
+        assert count is not None  # a count_link's answer carries its count
+        return count
 
     def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int], *,
                       timeout: float | None = None, deadline: float | None = None,

@@ -12,8 +12,8 @@ greatest ``time``, then greatest ``version``, then the hot row over the cold one
 is a total order, the winner of the per-store winners is the winner of all input rows: exactly
 what the in-memory reference computes from the raw files.
 
-Merge first, then filter (debl.format.link.select_links). Filtering each store before merging would be
-wrong in two ways:
+Merge first, then filter (debl.format.link.select_links). Filtering each store before merging would
+be wrong in two ways:
 
 - hidden rows: a newer hidden row (a delete) in one store must hide an older visible row in the
   other, so both scans include hidden rows;
@@ -53,12 +53,21 @@ class NewestFirst(Protocol):
 
 class Operation(Protocol):
     """What a read asks of the merge (``coordinator.operations``): the key's list, from
-    ``scan_from`` on, and its answer from the list's winners (newest first, hidden included)."""
+    ``scan_from`` on, and its answer from the list's winners (newest first, hidden included).
+    Read-only (properties): the operations are frozen dataclasses."""
 
-    id1: int
-    link_type: int
-    scan_from: int
-    needs_no_rows: bool  # its answer is known without reading (a limit of 0, no id2)
+    @property
+    def id1(self) -> int: ...
+
+    @property
+    def link_type(self) -> int: ...
+
+    @property
+    def scan_from(self) -> int: ...
+
+    @property
+    def needs_no_rows(self) -> bool:  # its answer is known without reading (a limit of 0, no id2)
+        ...
 
     def of_winners(self, winners: Iterable[Link]) -> Any:
         ...
@@ -70,8 +79,8 @@ def answer(hot: NewestFirst | None, cold: NewestFirst | None, operation: Operati
     that side can have id1), merged key by key, then given to the operation.
 
     The sources are read lazily inside: in the calling thread's request record
-    (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is left
-    of the time in here (the rows parsed, merged and filtered)."""
+    (``debl.measure.request_cost``) each store charges its own reads, and ``merge`` gets what is
+    left of the time in here (the rows parsed, merged and filtered)."""
     with request_cost.Timed(request_cost.MERGE):
         if operation.needs_no_rows:
             return operation.of_winners(())
@@ -126,7 +135,7 @@ class NewestFirstMerge:
                       if not done]
         if any(t is None for t, _ in open_files):
             return [i for t, i in open_files if t is None]
-        newest = max((t for t, _ in open_files), default=None)
+        newest = max((t for t, _ in open_files if t is not None), default=None)
         return [i for t, i in open_files if t == newest]
 
     def add(self, file: int, rows: list[tuple[Link, Origin]], done: bool) -> None:
@@ -143,7 +152,7 @@ class NewestFirstMerge:
         open_files = [t for t, done in zip(self._oldest, self._done) if not done]
         if None in open_files:  # a file that gave nothing yet may hold anything
             return []
-        bound = max(open_files, default=-1)
+        bound = max((t for t in open_files if t is not None), default=-1)
         final = [row for row in self._pending if row[0].time > bound]
         if not final:
             return []

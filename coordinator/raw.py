@@ -245,7 +245,7 @@ class RawReader:
         parts = [[self.cache.get((load, f.opened.path, i)) for i in range(start, stop)]
                  for f, start, stop in wanted]
         runs = []  # (which, first part, past the last part) of each missing run
-        for which, ((f, start, _), got) in enumerate(zip(wanted, parts)):
+        for which, got in enumerate(parts):
             i = 0
             while i < len(got):
                 if got[i] is not None:
@@ -400,7 +400,7 @@ class RawReader:
                     f"bucket {bucket.b_index}: no file {chunk.path}.<slice> in HDFS, though "
                     "dist_ch wrote one; run `debl verify`, and reload the input")
             per_chunk.append((chunk, found))
-        known = {} if previous is None else {
+        known = {} if previous is None or previous.filters is None else {
             f.opened.path: (f, previous.filters.bloom(i)) for i, f in enumerate(previous.files)}
         statuses = [s for _, found in per_chunk for s in found
                     if s.path not in known or known[s.path][0].opened.length != s.length]

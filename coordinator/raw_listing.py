@@ -30,6 +30,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from debl.errors import BucketFileError, ServiceError
@@ -43,11 +44,13 @@ QUERY_CHECKS_AFTER = 10  # poll intervals without a passed check before a query 
 class OpenedBucket(Protocol):
     """What the checks need of a bucket the reader opened (``coordinator.raw``)."""
 
-    b_index: int
     directories: dict[str, int | None]  # directory -> its modification time when listed
     files: list[Any]  # each with ``opened``: its ``file`` as listed when it was opened
     checked_at: float  # time.monotonic() of the last check that passed
     checking: threading.Lock  # held by the one thread checking it
+
+    @property
+    def b_index(self) -> int: ...
 
 
 class ListingChecks:
@@ -56,7 +59,7 @@ class ListingChecks:
     def __init__(self, hdfs: HdfsClient, interval: float) -> None:
         self._hdfs, self.interval = hdfs, interval
 
-    def sweep(self, opened: list[OpenedBucket]) -> None:
+    def sweep(self, opened: Sequence[OpenedBucket]) -> None:
         """Check every bucket of *opened*: one listing per parent directory for the times of
         all their directories, a bucket whose time moved (or whose parent's listing failed)
         checked on its own. Never raises: a bucket whose file is gone or changed is marked due

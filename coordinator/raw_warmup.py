@@ -16,8 +16,8 @@ time left the NameNode and the DataNode mostly waiting, and the clients waited f
 (docs/BENCHMARKS.md, "What changed, one step at a time").
 
 Pitfalls: the warm-up opens buckets only while the opened ones take under half of
-``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has read (the
-buckets already being opened when the budget's share is reached still are: at most
+``coordinator.raw_cache_bytes`` (``RawReader.open_ahead``), so it never evicts blocks a query has
+read (the buckets already being opened when the budget's share is reached still are: at most
 ``AT_ONCE - 1`` more); a
 bucket it cannot open (a file gone) is left to the query, which raises the error naming it; and
 an HDFS that does not answer ends the warm-up at once (every bucket would wait out its timeout

@@ -38,10 +38,10 @@ def fetch(route: RoutePlan, reader: RawReader, gate: FifoGate | None,
     together. A raw answer from local files alone takes its turn at *gate*."""
     load, stores = route.dataset.load, route.stores
     raw = []
-    if route.hot is HotSide.RAW:
+    if route.hot is HotSide.RAW and route.hot_bucket is not None:
         raw.append(RawBucket(load.load_id, route.hot_bucket.b_index, route.hot_bucket.rows,
                              hot=True, growing=route.dataset.early is not None))
-    if route.route is Route.RAW or (route.route is Route.EARLY and route.bucket is not None):
+    if route.bucket is not None and route.route in (Route.RAW, Route.EARLY):
         # early: the load's files so far, every byte of id1 is here
         raw.append(RawBucket(load.load_id, route.bucket.b_index, route.bucket.rows,
                              growing=route.route is Route.EARLY))

@@ -72,8 +72,8 @@ class BucketState:
 
 @dataclass(frozen=True)
 class HotBucket:
-    """The hot files' rows in one hot bucket (a load's one, ``debl.format.bucket_map.HOT_MAP``), read
-    raw until MySQL takes the hot keys over; their id1s lie in ``[c_lo, c_hi]``."""
+    """The hot files' rows in one hot bucket (a load's one, ``debl.format.bucket_map.HOT_MAP``),
+    read raw until MySQL takes the hot keys over; their id1s lie in ``[c_lo, c_hi]``."""
 
     b_index: int
     rows: int
@@ -118,6 +118,7 @@ class Dataset:
                 old.rows, old.c_lo, old.c_hi = b.rows, b.c_lo, b.c_hi
         self.hot_buckets = {b.b_index: HotBucket(b.b_index, b.rows, b.c_lo, b.c_hi)
                             for b in state.hot_buckets}
+        assert self.early is not None  # only a load before its uptime is refreshed
         return self.early.take(state.state, state.gen, state.answerable)
 
     def took_over(self, state: ServingState) -> None:

@@ -16,9 +16,9 @@ Every answered query is counted once, by how it was answered:
 - ``timeouts``: passed its deadline and got QueryTimeout.
 
 Wait times are kept for buffered queries only (the paper's "mean wait of buffered queries"), in a
-log-linear histogram (``debl.measure.histogram``: a few kB however many queries a coordinator answers in
-its life; percentiles within 0.1%, mean and maximum exact). A list of every wait once grew by
-8 bytes a buffered query for the coordinator's whole life.
+log-linear histogram (``debl.measure.histogram``: a few kB however many queries a coordinator
+answers in its life; percentiles within 0.1%, mean and maximum exact). A list of every wait once
+grew by 8 bytes a buffered query for the coordinator's whole life.
 
 The same counts are also kept for the queries *asked* in the first minute of the recorder's clock
 (which starts at creation or ``reset``; the benchmark resets it when its query phase starts at

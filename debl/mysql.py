@@ -24,6 +24,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar, cast
 
 import MySQLdb
 import pymysql
@@ -42,7 +43,7 @@ class _ChosenFileResult(pymysql.connections.MySQLResult):
     """A result that sends a LOCAL INFILE only if it is a file its connection allows."""
 
     def _read_load_local_packet(self, first_packet) -> None:
-        conn = self.connection
+        conn = cast("LocalFilesConnection", self.connection)  # the only connection that uses it
         asked = LoadLocalPacketWrapper(first_packet).filename
         if asked not in conn.allowed_files:
             conn.write_packet(b"")  # no data: the statement loads nothing
@@ -50,7 +51,7 @@ class _ChosenFileResult(pymysql.connections.MySQLResult):
             raise ServiceError(f"MySQL at {conn.host}:{conn.port} asked for the local file "
                                f"{asked.decode(errors='replace')!r}, which DeBL did not give it "
                                "to load: refused (is this the server DeBL should talk to?)")
-        super()._read_load_local_packet(first_packet)
+        super()._read_load_local_packet(first_packet)  # type: ignore[misc]  # not in the stubs
 
 
 class LocalFilesConnection(pymysql.connections.Connection):
@@ -74,7 +75,7 @@ class LocalFilesConnection(pymysql.connections.Connection):
         self._result = result
         if result.server_status is not None:
             self.server_status = result.server_status
-        return result.affected_rows
+        return result.affected_rows  # type: ignore[return-value]  # pymysql's own returns it
 
 
 def connect(config: Config, *, local_infile: bool = False, autocommit: bool = True,
@@ -123,12 +124,13 @@ def connect_reader(config: Config) -> MySQLdb.Connection:
             host=config.mysql.host, port=config.mysql.port, user=config.mysql.user,
             password=config.mysql_secret, database=config.mysql.database, autocommit=True,
             connect_timeout=min(10, timeout), read_timeout=timeout, write_timeout=timeout,
-            charset="utf8mb4", local_infile=0)  # libmariadb's default sends any file a server asks for
+            # local_infile: libmariadb's default sends any file a server asks for
+            charset="utf8mb4", local_infile=0)
     except MySQLdb.MySQLError as exc:
         raise ServiceError(describe(exc, config)) from exc
 
 
-def describe(exc: pymysql.err.MySQLError | MySQLdb.MySQLError, config: Config) -> str:
+def describe(exc: BaseException, config: Config) -> str:
     """A user's message for a pymysql or mysqlclient error (both carry ``(code, message)``)."""
     code = exc.args[0] if exc.args else None
     where = f"MySQL at {config.mysql.host}:{config.mysql.port}"
@@ -155,7 +157,11 @@ def mysql_errors(config: Config, doing: str) -> Iterator[None]:
         raise ServiceError(f"{describe(exc, config)} (during {doing})") from exc
 
 
-class ConnectionPool:
+# the pool of either driver (names as strings: MySQLdb.connections is imported on first connect)
+C = TypeVar("C", "pymysql.connections.Connection", "MySQLdb.connections.Connection")
+
+
+class ConnectionPool(Generic[C]):
     """At most *size* connections made by *factory*, lent to one caller at a time; idle ones are
     reused newest first. ``get`` waits up to *timeout* seconds for a free one, then raises
     TimeoutError. A connection that broke goes back through ``discard``, which frees its slot.
@@ -164,15 +170,14 @@ class ConnectionPool:
     every link read (docs/STORES.md, section 3, "Connections", has the measurement).
     """
 
-    def __init__(self, factory: Callable[[], pymysql.connections.Connection], size: int,
-                 timeout: float):
+    def __init__(self, factory: Callable[[], C], size: int, timeout: float):
         self.size, self.timeout = size, timeout
-        self._factory = factory
+        self._factory: Callable[[], C] = factory
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
-        self._idle: list[pymysql.connections.Connection] = []
+        self._idle: list[C] = []
 
-    def get(self) -> pymysql.connections.Connection:
+    def get(self) -> C:
         if not self._slots.acquire(timeout=self.timeout):
             raise TimeoutError(f"no free connection in {self.timeout:.0f} s")
         with self._lock:
@@ -184,12 +189,12 @@ class ConnectionPool:
             self._slots.release()
             raise
 
-    def put(self, conn: pymysql.connections.Connection) -> None:
+    def put(self, conn: C) -> None:
         with self._lock:
             self._idle.append(conn)
         self._slots.release()
 
-    def discard(self, conn: pymysql.connections.Connection) -> None:
+    def discard(self, conn: C) -> None:
         _close_quietly(conn)
         self._slots.release()
 
@@ -201,7 +206,8 @@ class ConnectionPool:
             _close_quietly(conn)
 
 
-def _close_quietly(conn: pymysql.connections.Connection) -> None:
+def _close_quietly(conn: pymysql.connections.Connection | MySQLdb.connections.Connection
+                   ) -> None:
     try:
         conn.close()
     except Exception:  # already broken: nothing left to release

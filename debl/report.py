@@ -112,11 +112,11 @@ def phase_wall(run: ApproachRun, names: tuple[str, ...]) -> float | None:
 
 def last_item(run: ApproachRun, name: str) -> float | None:
     """Duration of the phase item that ended last (e.g. the last dist_ch)."""
-    items = [p for p in run.phases if p.phase == name and p.end_s is not None]
-    if not items:
+    ended = [(p.end_s, p.start_s) for p in run.phases if p.phase == name and p.end_s is not None]
+    if not ended:
         return None
-    last = max(items, key=lambda p: p.end_s)
-    return last.end_s - last.start_s
+    end, start = max(ended, key=lambda span: span[0])
+    return end - start
 
 
 def table1(runs: list[ApproachRun]) -> Table:
@@ -180,7 +180,7 @@ def service_table(runs: list[ApproachRun]) -> Table:
         sv = service_from_uptime(r)
         if sv is None:
             continue
-        total = r.query["completed"] or 1
+        total = (r.query or {}).get("completed") or 1
         rows.append((r.approach, _s(r.uptime_s), f"{sv.first_window:,}",
                      f"{sv.first_window / total:.0%}", _s(sv.loaded_from_s),
                      _s(sv.loaded_rate, 0), _s(sv.longest_stall_s),
@@ -312,8 +312,8 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
                  "Paper (100M links, 10 GB over 100 Mbit/s, 5 region servers): fileCopy 893 s, "
                  "DeBL (no mysql) 952 s, DeBL (2g mysql) 1257 s, bulkLoad (HBase) 1978 s, "
                  "bulkLoad (MySQL) 2565 s; both DeBL variants served all 500,000 queries "
-                 "before bulkLoad (MySQL) was up. docs/DESIGN.md section 11 quotes no figure for the "
-                 "demand/fifo wait ratio.")
+                 "before bulkLoad (MySQL) was up. docs/DESIGN.md section 11 quotes no figure for "
+                 "the demand/fifo wait ratio.")
 
 
 def _buckets_line(spec: dict, effective: dict) -> str:

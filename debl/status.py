@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 from debl.format.bucket_map import BucketMap
 from debl.catalog import (Bucket, Catalog, EarlyAnswering, FollowerState, JobState, LoadRecord,
@@ -51,7 +52,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
     now = time.time()
     current, newest = catalog.loads.current(), catalog.loads.load()
     load = current or newest
-    load_id = None if load is None else load.load_id
+    load_id = "" if load is None else load.load_id  # ("": every read below is skipped)
     buckets = catalog.index.buckets(load_id) if load else []
     by_state = Counter(b.state for b in buckets)
     demand = catalog.serving.demand(load_id, DEMAND_MAX_AGE_S) if load else {}
@@ -68,12 +69,13 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
               for j in jobs if j.state == JobState.FAILED]
     answered, answering = catalog.serving.answers(load_id) if load else ({}, 0)
     previous = catalog.loads.previous() if current else None
+    prev = catalog.loads.load(previous) if previous else None  # gone meanwhile: None
     status: dict = {
         "now": now,
         "load": None,
         "loading": None,
-        "previous": None if previous is None else _brief(catalog.loads.load(previous), now),
-        "dropping": [{**_brief(d, now), "dropping_s": now - d.dropping}
+        "previous": None if prev is None else _brief(prev, now),
+        "dropping": [{**_brief(d, now), "dropping_s": now - (d.dropping or now)}
                      for d in catalog.loads.being_dropped()],
         "phases": [],
         "buckets": _bucket_summary(buckets),
@@ -97,7 +99,7 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
                                                  catalog.serving.asks(load_id) if load else {})
     if load is None:
         return status
-    if current is not None and newest.load_id != current.load_id:
+    if current is not None and newest is not None and newest.load_id != current.load_id:
         new_buckets = catalog.index.buckets(newest.load_id)
         status["loading"] = {**_brief(newest, now), **_files(catalog, newest.load_id),
                              "early": _early(catalog, newest.load_id),
@@ -118,7 +120,8 @@ def read_status(catalog: Catalog, top: int = 5, every_bucket: bool = False) -> d
             status["full_availability"] = {"at": at, "seconds": at - load.started,
                                            "after_uptime_s": at - (load.uptime or at)}
     elif load.state == LoadState.UP and not buckets:  # no cold data: fully available at uptime
-        status["full_availability"] = {"at": load.uptime, "seconds": load.uptime - load.started,
+        status["full_availability"] = {"at": load.uptime,
+                                       "seconds": (load.uptime or load.started) - load.started,
                                        "after_uptime_s": 0.0}
     return status
 
@@ -251,7 +254,7 @@ def _map_summary(bucket_map: BucketMap | None, with_splits: bool) -> dict | None
         return None
     if bucket_map.width:
         return {"kind": "width", "width": bucket_map.width, "buckets": None}
-    summary = {"kind": "splits", "width": None, "buckets": bucket_map.count}
+    summary: dict[str, Any] = {"kind": "splits", "width": None, "buckets": bucket_map.count}
     if with_splits:
         summary["splits"] = list(bucket_map.splits)
     return summary

@@ -67,8 +67,8 @@ class Batch:
 
     def due(self, now: float) -> bool:
         """Whether it must be written now: full, or waited for long enough."""
-        return bool(self.transactions) and (self.changes >= self.limit
-                                            or now - self.since >= self.wait)
+        since = self.since  # set while it holds transactions
+        return since is not None and (self.changes >= self.limit or now - since >= self.wait)
 
     def left(self, now: float) -> float:
         """Seconds until it is due (0: due)."""

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import BinaryIO
 
 from debl.catalog import ChunkRecord, ChunkState
 from debl.hdfs import HdfsClient
@@ -174,7 +175,8 @@ class ChunkCopier:
         self._index = 0  # the file being copied (into self.files)
         self._offset = 0  # the next byte of it to copy...
         self._line_no = 1  # ...and that byte's line
-        self._stream = None  # open at self._offset + len(self._pending)
+        # open at self._offset + len(self._pending)
+        self._stream: BinaryIO | _Prepended | None = None
         self._pending = b""  # bytes read and claimed from the current file but not yet sent
         self._eof = False  # the stream reached the file's end (the pending bytes are its last)
         self._bounded = False  # the stream stops before the file's end, where a fetch took
@@ -343,10 +345,13 @@ class ChunkCopier:
         in front of the stream: its position stays where the ledger's claims end), and whether
         the file ended. Each read takes what the stream holds (up to the block): a fetch on
         demand waits for one read at most before it has the wire."""
-        parts, size = [], 0
+        stream = self._stream
+        assert stream is not None  # open while its file is copied
+        parts: list[bytes] = []
+        size = 0
         while size < BLOCK:
             self.turn.bulk_waits()
-            more = self._stream.read(BLOCK - size)
+            more = stream.read(BLOCK - size)
             self.turn.bulk_read(len(more))
             if not more:
                 data = b"".join(parts)
@@ -367,7 +372,7 @@ class ChunkCopier:
         data = b"".join(parts)
         cut = data.rfind(b"\n") + 1
         if 0 < cut < len(data):
-            self._stream = _Prepended(data[cut:], self._stream)
+            self._stream = _Prepended(data[cut:], stream)
             return data[:cut], False
         return data, False  # inside a line longer than a block, or at a line end
 
@@ -383,10 +388,11 @@ class ChunkCopier:
 class _Prepended:
     """A stream with some bytes put back in front of it."""
 
-    def __init__(self, head: bytes, stream):
+    def __init__(self, head: bytes, stream: BinaryIO | _Prepended | _Ended):
         if isinstance(stream, _Prepended):
             head, stream = head + stream._head, stream._stream
-        self._head, self._stream = head, stream
+        self._head: bytes = head
+        self._stream: BinaryIO | _Prepended | _Ended = stream
 
     def read(self, n: int) -> bytes:
         if self._head:

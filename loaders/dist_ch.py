@@ -1,18 +1,18 @@
 """dist_ch: the Spark job that buckets one copied chunk by id1 range.
 
 For a chunk in HDFS, one Spark task per line-aligned slice streams its lines, validates each
-(exactly as ``debl.format.link.parse_line``), gives each good line its origin ``(file_seq, line_no)``
-from the chunk's segments, and writes, for every bucket ``b`` the slice touches (``b`` from the
-load's bucket map, ``debl.format.bucket_map``), one bucket file ``<bucket_dir>/<b>/chunk-NNNNN.<slice>``
-(``debl.format.bucket_file``): that bucket's lines, each followed by two more fields, the origin (gen_HF
-needs it for the merge rule's last tie-breakers), sorted by (id1, link_type, time), with a sparse
-index of byte offsets and a Bloom filter of its keys as its footer, so that the raw route reads
-one id1's rows without the rest (docs/ONLINE.md, "Bucket files"). It returns, per bucket, rows,
-bytes (of the lines, without the footer), a checksum and the lowest and highest id1 of its rows
-(the coordinator's cold coverage); the loader records them in the bucket index. Bad lines come
-back whole; the reason in the reject file is parse_line's own. A line over
-``loading.max_line_bytes`` is never held whole (the JVM reads past it): it comes back as its length
-and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
+(exactly as ``debl.format.link.parse_line``), gives each good line its origin
+``(file_seq, line_no)`` from the chunk's segments, and writes, for every bucket ``b`` the slice
+touches (``b`` from the load's bucket map, ``debl.format.bucket_map``), one bucket file
+``<bucket_dir>/<b>/chunk-NNNNN.<slice>`` (``debl.format.bucket_file``): that bucket's lines, each
+followed by two more fields, the origin (gen_HF needs it for the merge rule's last tie-breakers),
+sorted by (id1, link_type, time), with a sparse index of byte offsets and a Bloom filter of its keys
+as its footer, so that the raw route reads one id1's rows without the rest (docs/ONLINE.md,
+"Bucket files"). It returns, per bucket, rows, bytes (of the lines, without the footer), a checksum
+and the lowest and highest id1 of its rows (the coordinator's cold coverage); the loader records
+them in the bucket index. Bad lines come back whole; the reason in the reject file is parse_line's
+own. A line over ``loading.max_line_bytes`` is never held whole (the JVM reads past it): it comes
+back as its length and first bytes. A CRLF line is bucketed as its LF twin (its CR dropped).
 
 The per-line work runs on the JVM (``debl.jobs.DistCh``, through ``loaders.jobs``): in Python it
 was the slowest stage before uptime on a fast wire (docs/LOADING.md, "Decisions where DESIGN is
@@ -50,7 +50,7 @@ from debl.format.link import CHECKSUM_MOD, ParseError, parse_line, too_long
 from debl.spark.session import task_heap
 from loaders import jobs
 from loaders.chunker import Chunk, chunk_name
-from loaders.jobs import DistChReport, RefusedLine
+from loaders.jobs import DistChReport, LongLine, RefusedLine
 
 
 # A slice's share of its task's heap: its output (up to ~4x the slice while its arrays double:
@@ -83,7 +83,7 @@ def slices_for(config: Config, chunk_bytes: int) -> int:
 @dataclass(frozen=True)
 class Reject:
     file: str
-    line_no: int
+    line_no: int | str  # a pending_line name while it is not known (loaders.rejects)
     reason: str
     line: bytes
 
@@ -136,7 +136,7 @@ def _chunk_result(chunk: Chunk, report: DistChReport, bucket_dir: str,
                                       c_lo, c_hi)
     # In input order, as the reject file lists them: by slice, then by segment and line.
     segment = {s.file_seq: i for i, s in enumerate(chunk.segments)}
-    refused = sorted([*report.rejects, *report.too_long],
+    refused: list[RefusedLine | LongLine] = sorted([*report.rejects, *report.too_long],
                      key=lambda r: (r.slice, segment[r.file_seq], r.line_no))
     rejects = [_reject(chunk, r.file_seq, r.line_no, r.line) if isinstance(r, RefusedLine)
                else Reject(_file_name(chunk, r.file_seq), r.line_no,
@@ -154,7 +154,7 @@ def _chunk_result(chunk: Chunk, report: DistChReport, bucket_dir: str,
                       violations)
 
 
-def _segments(chunk: Chunk) -> tuple[tuple[int, int, int, int, int, int], ...]:
+def _segments(chunk: Chunk) -> tuple[tuple[int, int | None, int, int, int, int], ...]:
     """The chunk's segments as the JVM takes them: file, first line, lines, first chunk line,
     first byte in the file and first byte in the chunk (the line's origin is its byte offset in
     its file: docs/ONLINE.md, "Bucket files")."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from debl.catalog import Catalog, EarlyCatalog, FalseClaim
 from debl.config import Config
@@ -56,7 +56,7 @@ class EarlyAnswers:
 
     def __init__(self, config: Config, catalog: EarlyCatalog, load_id: str,
                  files: list[tuple[int, SourceFile]], manifests: dict[int, Manifest | None],
-                 done: list[Chunk] = ()):
+                 done: Sequence[Chunk] = ()):
         self.config, self.catalog, self.load_id = config, catalog, load_id
         self.manifests = manifests
         self.names = {seq: f.name for seq, f in files}
@@ -64,7 +64,7 @@ class EarlyAnswers:
         self._answerability = Answerability(
             p for seq, f in files for p in pieces(seq, f.size, manifests.get(seq)))
         claimed = [(m.id1_lo, m.id1_hi) for m in manifests.values()
-                   if m is not None and m.id1_lo is not None]
+                   if m is not None and m.id1_lo is not None and m.id1_hi is not None]
         self._space = KeySet(claimed) if len(claimed) == len(files) else KeySet.every()
         self._lock = threading.Lock()
         self.stopped = False
@@ -140,7 +140,8 @@ def note_manifests(config: Config, catalog: Catalog, load_id: str,
     if (manifests and eligible and config.loading.early_answers
             and catalog.loads.current() is None):
         claimed = [(f.manifest.id1_lo, f.manifest.id1_hi) for _, f in files
-                   if f.manifest is not None and f.manifest.id1_lo is not None]
+                   if f.manifest is not None and f.manifest.id1_lo is not None
+                   and f.manifest.id1_hi is not None]
         every = len(manifests) < len([f for _, f in files if f.size])
         catalog.early.begin_early(load_id, sum(f.size for _, f in files), None if every else (
             min(lo for lo, _ in claimed), max(hi for _, hi in claimed)) if claimed else None)
@@ -154,8 +155,9 @@ def open_early(config: Config, load_id: str, files: list[tuple[int, SourceFile]]
     if catalog.early.early_progress(load_id) is None:
         return None
     names = dict(files)
-    manifests = {seq: Manifest.from_json(m, names[seq].name, names[seq].size)
-                 for seq, m in catalog.early.manifests(load_id).items()}
+    manifests: dict[int, Manifest | None] = {
+        seq: Manifest.from_json(m, names[seq].name, names[seq].size)
+        for seq, m in catalog.early.manifests(load_id).items()}
     return EarlyAnswers(config, catalog.early, load_id, files, manifests, done)
 
 

@@ -58,9 +58,9 @@ MAX_SIZE = (1 << 63) - 1  # a size the catalog's BIGINT holds
 
 def checked_entry(entry: Any, where: str, plain_text: bool = True) -> tuple[str, int, float]:
     """One entry of a source's listing, ``{"name": ..., "size": ..., "mtime": ...}``, as
-    ``(name, size, mtime)``: the name a plain file name (``name_fault``), the size a whole number of bytes
-    (0 to 2^63-1), the mtime a finite number of seconds. Else SourceError naming *where* (which
-    entry of which listing) and what is wrong, with the name escaped.
+    ``(name, size, mtime)``: the name a plain file name (``name_fault``), the size a whole number of
+    bytes (0 to 2^63-1), the mtime a finite number of seconds. Else SourceError naming *where*
+    (which entry of which listing) and what is wrong, with the name escaped.
 
     Pitfall: a name goes into paths (fileCopy's copies) and onto terminals; a listing that
     names ``../../home/u/.ssh/authorized_keys`` once wrote the source's bytes there (issue

@@ -38,7 +38,7 @@ import pymysql
 from tenacity import (RetryCallState, Retrying, retry_if_exception_type,
                       retry_if_not_exception_type, stop_never)
 
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, LoadRecord, NamedLock
 from debl.config import Config
 from debl.errors import DeblError, FollowerLockHeld, ServiceError, SourceError
 from debl.position import DumpPosition, parse_gtid
@@ -132,9 +132,10 @@ class Follower:
     def __init__(self, config: Config, report: Callable[[str], None] = lambda _: None):
         self.config, self.report = config, report
         self.catalog = Catalog(config)
-        self._lock = self.catalog.named_lock(f"{LOCK}.{config.mysql.database}")
-        if self._lock is None:
+        lock = self.catalog.named_lock(f"{LOCK}.{config.mysql.database}")
+        if lock is None:
             raise FollowerLockHeld(self._held_by())
+        self._lock: NamedLock = lock
         self._head_conn: pymysql.connections.Connection | None = None
         try:
             self.source = self._source_id()
@@ -154,7 +155,8 @@ class Follower:
         self.head: tuple[str, int] | None = None
         self.result = FollowResult(self.gtid, self.seq)
         self._pruned = self._kept_at = self._progress_at = 0.0
-        self._failures, self._failing_since = 0, None
+        self._failures = 0
+        self._failing_since: float | None = None
         self._last_progress = (0, 0, 0)  # changes, transactions, batches at the last line
         self._prune()
 
@@ -210,7 +212,7 @@ class Follower:
         stopped, caught up (*target*) or an error."""
         try:
             self._keep_lock()
-            state = self.catalog.changes.follower(self.source)
+            state = self.catalog.changes.get(self.source)
             self.gtid, self.seq = state.gtid, state.seq  # the truth after any failure
             self.state = "catching-up"
             self.catalog.changes.report(self.source, self.state)
@@ -220,6 +222,7 @@ class Follower:
             self._failed()
             raise
         if until_caught_up and not target:
+            assert self.head is not None  # read by the housekeeping just forced
             target.append(self.head[1])
         batch = Batch(self.config.fresh.capture_batch, self.config.fresh.capture_wait)
         read = False
@@ -285,9 +288,9 @@ class Follower:
         if not force and now - self._kept_at < HOUSEKEEPING_S:
             return False
         self._kept_at = now
-        self.head = self._read_head()
-        self.catalog.changes.saw_head(self.source, *self.head)
-        if self.state == "catching-up" and self.seq >= self.head[1]:
+        head = self.head = self._read_head()
+        self.catalog.changes.saw_head(self.source, *head)
+        if self.state == "catching-up" and self.seq >= head[1]:
             self._caught_up()
         self._keep_lock()
         if now - self._pruned >= PRUNE_EVERY_S:
@@ -404,8 +407,9 @@ class Follower:
             pass
 
     def _report_retry(self, retry: RetryCallState) -> None:
-        exc = retry.outcome.exception()
-        pause = retry.next_action.sleep
+        outcome, action = retry.outcome, retry.next_action
+        assert outcome is not None and action is not None  # (before a sleep: both are known)
+        exc, pause = outcome.exception(), action.sleep
         message = (f"{exc}; retrying in {pause:.1f} s (attempt {retry.attempt_number}): "
                    f"nothing is lost, capture resumes at GTID {self.gtid}")
         self.report(message)

@@ -3,9 +3,9 @@ and bulk-loads them, the buckets that the most waiting queries need first.
 
 Each run: pick buckets (``pick_buckets``), mark them ``running`` in the job status table, read
 their HDFS files, apply the merge rule, write real HFiles with HBase's ``HFileOutputFormat2``
-(``loaders.hfile``, on the JVM), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the HFiles are on
-the HBase root's HDFS), and mark the buckets ``loaded`` with their row count, superseded count and
-checksum (for ``debl verify``).
+(``loaders.hfile``, on the JVM), bulk-load them with HBase's ``BulkLoadHFiles`` (a rename: the
+HFiles are on the HBase root's HDFS), and mark the buckets ``loaded`` with their row count,
+superseded count and checksum (for ``debl verify``).
 
 Pitfalls and guarantees:
 
@@ -89,6 +89,7 @@ def pick_buckets(buckets: list[Bucket], demand: dict[int, int], run_buckets: int
     todo = [b for b in buckets if b.state != JobState.LOADED
             and (max_bucket_bytes is None or b.bytes <= max_bucket_bytes)]
     carried = carried or {}
+    key: Callable[[Bucket], tuple]
     if order == "demand":
         key = lambda b: (b.state != JobState.RUNNING, -demand.get(b.b_index, 0),  # noqa: E731
                          -carried.get(b.b_index, 0.0), b.b_index)
@@ -135,10 +136,11 @@ class GenHF:
         self.catalog = Catalog(config)
         # Named locks are server-wide: the database name keeps datasets apart.
         lock = f"{LOCK}.{config.mysql.database}"
-        self._lock = self.catalog.named_lock(lock)
-        if self._lock is None:
+        held = self.catalog.named_lock(lock)
+        if held is None:
             raise GenHFLockHeld(f"another gen_HF is running on this dataset (MySQL lock {lock} "
                                 "is held); it stops by itself once every bucket is loaded")
+        self._lock = held
         try:
             self.spark = spark_session(config, "debl-gen_HF")
         except BaseException:
@@ -414,11 +416,16 @@ class GenHF:
         within a few service_timeouts, each failed run having waited up to one or two, not
         after every retry; a long run that fails once is still retried). Tenacity asks after
         each failed attempt of one call, the first numbered 1: that one starts the count."""
+        now = state.outcome_timestamp  # (set once the call failed)
+        if now is None:
+            now = time.monotonic()
         if state.attempt_number == 1:
-            self._first_failure = state.outcome_timestamp
+            self._first_failure = now
         return (state.attempt_number > RETRIES
-                or state.outcome_timestamp - self._first_failure >= self.config.service_timeout)
+                or now - self._first_failure >= self.config.service_timeout)
 
     def _report_retry(self, state: RetryCallState) -> None:
-        self.report(f"run failed: {state.outcome.exception()}; retry {state.attempt_number} of "
-                    f"{RETRIES} in {state.next_action.sleep:.1f} s")
+        outcome, action = state.outcome, state.next_action
+        assert outcome is not None and action is not None  # (before a sleep: both are known)
+        self.report(f"run failed: {outcome.exception()}; retry {state.attempt_number} of "
+                    f"{RETRIES} in {action.sleep:.1f} s")

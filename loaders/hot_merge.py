@@ -81,7 +81,7 @@ class HotRows:
                                               count=len(bodies)))
         fields = [np.fromiter((link[i] for link in links), dtype=np.uint64, count=len(links))
                   for i in (0, 1, 2, 5, 6)]  # id1, link_type, id2, time, version
-        self._keep(LineColumns(*fields, ends))
+        self._keep(LineColumns._make([*fields, ends]))
 
     def _keep(self, columns: LineColumns) -> None:
         n = len(columns.ends)
@@ -215,4 +215,4 @@ class Winners:
             steps[at[1:]] = starts[1:] - (starts[:-1] + sizes[:-1]) + 1
             np.cumsum(steps, out=steps)
             np.take(self.buf, steps, out=block[:n], mode="clip")  # "raise" copies: a new array
-            yield memoryview(block)[:n]
+            yield block.data[:n]

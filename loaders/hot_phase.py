@@ -56,8 +56,10 @@ def load_hot_files(load: LoadContext, io: LoadIO, chunks: list[Chunk] | None) ->
             if chunks is not None:
                 hdfs = HdfsClient(config, threads=2)
                 try:
-                    result = load_hot(config, HotChunkSource(hdfs, chunks), hot, _Recorded(),
-                                      -1, progress=progress.hot,  # type: ignore[arg-type]
+                    # the hot chunks read back as a source, their rejects recorded already
+                    result = load_hot(config, HotChunkSource(hdfs, chunks),  # type: ignore[arg-type]
+                                      hot, _Recorded(), -1,  # type: ignore[arg-type]
+                                      progress=progress.hot,
                                       table=namespace.link_table)
                 finally:
                     hdfs.close()

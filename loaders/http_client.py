@@ -37,12 +37,14 @@ import os
 import re
 import stat
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
 from debl.config import Config
 from debl.errors import ConfigError, SourceError
+from debl.retry import retried
 from loaders.file_names import MAX_SIZE
 
 log = logging.getLogger(__name__)
@@ -222,7 +224,7 @@ def parse_byteranges(content_type: str, body: bytes) -> list[tuple[int, bytes, i
     if m is None:
         raise ValueError(f"no boundary in {content_type!r}")
     delimiter = b"--" + m.group(1).encode()
-    parts = []
+    parts: list[tuple[int, bytes, int | None]] = []
     pos = body.find(delimiter)
     while pos >= 0:
         pos += len(delimiter)
@@ -236,15 +238,34 @@ def parse_byteranges(content_type: str, body: bytes) -> list[tuple[int, bytes, i
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-range":
                 found = content_range(value.decode("latin-1"))
-        if found is None or found[0] is None:
+        first, last, size = found if found is not None else (None, None, None)
+        if first is None or last is None:  # (a first byte comes with a last)
             raise ValueError("a part without a valid Content-Range")
-        first, last, size = found
         start = head_end + 4
         if last < first or start + last - first + 1 > len(body):
             raise ValueError(f"a part of bytes {first}-{last} longer than the body")
         parts.append((first, body[start:start + last - first + 1], size))
         pos = body.find(delimiter, start + last - first + 1)
     raise ValueError("no closing delimiter")
+
+
+class _TransferCut(Exception):
+    """A stream's transfer ended before its end (the connection closed early, a read
+    failed); its text is the cause a message gives."""
+
+
+def _cut(exc: BaseException) -> bool:
+    """A transfer cut, or a resume's request that found the server unreachable for now."""
+    return isinstance(exc, _TransferCut) or (
+        isinstance(exc, SourceError)
+        and isinstance(exc.__cause__, (OSError, http.client.HTTPException)))
+
+
+# An HTTP transfer cut: resumed from the first byte not received after RETRY_PAUSE_S, twice as
+# long after each fruitless resume; a stream allows its source's ``retries`` resumes in a row
+# (``source.retries``), then gives up. Anything else ends the read at once.
+RETRY_CUT_TRANSFER = Retrying(retry=retry_if_exception(_cut),
+                              wait=wait_exponential(multiplier=RETRY_PAUSE_S), reraise=True)
 
 
 class FileServer(Protocol):
@@ -273,6 +294,7 @@ class HttpStream:
         self._total: int | None = None  # the file's size, as the first response gave it
         self._resp: http.client.HTTPResponse | None = None
         self._conn: http.client.HTTPConnection | None = None  # the response's, kept-alive
+        self._resumes = RETRY_CUT_TRANSFER.copy(stop=stop_after_attempt(source.retries + 1))
         self._request()
 
     def _request(self) -> None:
@@ -283,9 +305,9 @@ class HttpStream:
             conn, resp = self._source.get_file(self._name, {}, (200,))
             total = end = header_size(resp.getheader("Content-Length"))
         else:
-            last = "" if self._end is None else str(self._end - 1)
+            upto = "" if self._end is None else str(self._end - 1)
             conn, resp = self._source.get_file(self._name,
-                                               {"Range": f"bytes={self._pos}-{last}"},
+                                               {"Range": f"bytes={self._pos}-{upto}"},
                                                (206, 416))
             header = resp.getheader("Content-Range")
             found = content_range(header)
@@ -303,12 +325,12 @@ class HttpStream:
                                       f"({shown_header(header)})")
                 self._end = self._pos  # nothing from pos on
                 return
-            if found is None or found[0] != self._pos:
+            first, last, total = found if found is not None else (None, None, None)
+            if first != self._pos or last is None:  # (a first byte comes with a last)
                 conn.close()
                 raise SourceError(f"source {self._source.url}: {self._name!r} was asked from "
                                   f"byte {self._pos} and answered Content-Range "
                                   f"{shown_header(header)}")
-            _, last, total = found
             end = last + 1
         try:
             self._check_total(total)
@@ -332,47 +354,51 @@ class HttpStream:
     def read(self, n: int = -1) -> bytes:
         """Up to *n* bytes (what has arrived, at least one), b"" only at the end: read in a
         loop, as from a socket."""
-        fruitless, pause = 0, RETRY_PAUSE_S
-        cause = "the connection closed early"
-        while True:
-            if self._end is not None and self._pos >= self._end:
-                return b""
-            if self._resp is not None:
-                try:
-                    # What has arrived, up to n: a reader that waited for the interpreter
-                    # lock takes all its socket holds in one call, not n at a time.
-                    data = self._resp.read1(n)
-                    if self._resp.length == 0:
-                        self._resp.read(0)  # marks it read to its end: the connection is kept
-                except (OSError, http.client.HTTPException) as exc:
-                    data, cause = b"", f"{type(exc).__name__}: {exc}"
-                if data:
-                    self._pos += len(data)
-                    return data
-                if self._end is None:  # no length given: the server's close is the end
-                    return b""
-                # Ended before its length: resume from the first byte not received.
-                self.close()
-            fruitless += 1
-            if fruitless > self._source.retries:
-                raise SourceError(
-                    f"source {self._source.url}: reading {self._name!r} failed at byte "
-                    f"{self._pos} of {self._end} ({cause}); {self._source.retries} resumes "
-                    "in a row brought nothing; nothing of this load is visible: check the "
-                    "server, then load again (or resume the load)")
-            time.sleep(pause)
-            pause *= 2
-            try:
-                self._request()
-            except SourceError as exc:  # unreachable for now: another try; anything else ends it
-                if not isinstance(exc.__cause__, (OSError, http.client.HTTPException)):
-                    raise
-                cause = str(exc)
+        try:
+            return retried(self._resumes, self._read_once, n)
+        except (_TransferCut, SourceError) as exc:
+            if not _cut(exc):
+                raise
+            raise SourceError(
+                f"source {self._source.url}: reading {self._name!r} failed at byte "
+                f"{self._pos} of {self._end} ({exc}); {self._source.retries} resumes "
+                "in a row brought nothing; nothing of this load is visible: check the "
+                "server, then load again (or resume the load)") from None
+
+    def _read_once(self, n: int) -> bytes:
+        """What has arrived, up to *n*, resuming first if the transfer was cut; _TransferCut
+        if it ends early again."""
+        if self._resp is None and not self._at_end():
+            self._request()
+        if self._at_end():
+            return b""
+        assert self._resp is not None
+        try:
+            # What has arrived, up to n: a reader that waited for the interpreter
+            # lock takes all its socket holds in one call, not n at a time.
+            data = self._resp.read1(n)
+            if self._resp.length == 0:
+                self._resp.read(0)  # marks it read to its end: the connection is kept
+        except (OSError, http.client.HTTPException) as exc:
+            data, cause = b"", f"{type(exc).__name__}: {exc}"
+        else:
+            cause = "the connection closed early"
+        if data:
+            self._pos += len(data)
+            return data
+        if self._end is None:  # no length given: the server's close is the end
+            return b""
+        # Ended before its length: resumed from the first byte not received.
+        self.close()
+        raise _TransferCut(cause)
+
+    def _at_end(self) -> bool:
+        return self._end is not None and self._pos >= self._end
 
     def close(self) -> None:
         """The connection goes back to the source's pool if the response was read to its
         end, else it is closed."""
-        if self._resp is not None:
+        if self._resp is not None and self._conn is not None:  # set together
             self._source.done(self._conn, self._resp)
             self._conn, self._resp = None, None
 

@@ -56,7 +56,7 @@ class DistChRequest:
 
     chunk_uri: str
     slices: tuple[tuple[int, int], ...]
-    segments: tuple[tuple[int, int, int, int, int, int], ...]
+    segments: tuple[tuple[int, int | None, int, int, int, int], ...]
     bucket_map: BucketMap
     bucket_dir: str
     chunk_no: int
@@ -367,11 +367,11 @@ def _jvm_gone(exc: BaseException) -> bool:
             return True
         except subprocess.TimeoutExpired:
             pass
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, (Py4JNetworkError, ConnectionError)):
+    seen, link = 0, exc  # type: int, BaseException | None
+    while link is not None and seen < 10:
+        if isinstance(link, (Py4JNetworkError, ConnectionError)):
             return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+        link, seen = link.__cause__ or link.__context__, seen + 1
     return False
 
 

@@ -4,7 +4,7 @@ hot keys (docs/LOADING.md).
 1. List the source, split the files into hot and cold (``loaders.split``); record the load in a
    namespace of its own (``debl.namespace``): nothing of the current load changes, it keeps
    serving until this one is up.
-2. Decide the bucket map (``debl.format.bucket_map``): a fixed width if one is configured, else split
+2. Decide the bucket map (``debl.format.bucket_map``): a fixed width if configured, else split
    points from a sample of the cold files (``loaders.sampling``), beside the copy and Spark's
    start: only dist_ch needs the map. Recorded with the load; a resumed load keeps it.
 3. The copy pipeline (``loaders.pipeline``): the hot files, then the cold ones, copied into HDFS

@@ -137,7 +137,7 @@ class LoadRun:
         self._lost = False
         self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="debl-load")
         self._hot_path: Future | None = None
-        self.summary: LoadSummary | None = None
+        self.summary: LoadSummary  # made by wait_up(); the hot path and finish() read it
         self.stage: Stage | None = None
         self._stage_lock = threading.Lock()
         self._hot_start: Stage | None = None  # hot_path_start's answer, once the load is listed
@@ -163,7 +163,7 @@ class LoadRun:
     def _check_lock(self, before: str) -> None:
         """LoadStateError, naming the lock and how to go on, if the load lock is lost."""
         if self._lock_lost():
-            load_id = self.summary.load_id if self.summary else "?"
+            load_id = self.summary.load_id if hasattr(self, "summary") else "?"
             raise LoadStateError(
                 f"load {load_id} lost its MySQL lock {self._held.name}: the server closed the "
                 "lock's session (a restart?), so another `debl load` may have started on this "
@@ -225,7 +225,7 @@ class LoadRun:
             self._hot_start = hot_path_start(True, load.wait_for_hot, False,
                                              config.loading.hot_path_start)
             self._enter(Stage.UP)
-            summary.uptime_s = state.load.uptime - t_start
+            summary.uptime_s = (state.load.uptime or t_start) - t_start  # up: it has one
             return summary
         try:
             self._to_bucketed(state)
@@ -266,7 +266,7 @@ class LoadRun:
         bucket_map = BucketMap.fixed(width) if width else None
         if bucket_map is not None:
             catalog.loads.set_bucket_map(load_id, bucket_map)
-        return ResumeState(catalog.loads.load(load_id), files, hot_seqs, bucket_map, [],
+        return ResumeState(catalog.loads.get(load_id), files, hot_seqs, bucket_map, [],
                            not hot_seqs)
 
     def _to_bucketed(self, state: ResumeState) -> None:
@@ -326,7 +326,7 @@ class LoadRun:
             buckets = catalog.index.buckets(load_id)
             summary.buckets = len(buckets)
             summary.cold_rows = sum(b.rows for b in buckets)
-            summary.hot_rows = catalog.loads.load(load_id).hot_rows
+            summary.hot_rows = catalog.loads.get(load_id).hot_rows
             summary.phases = phase_sums(catalog.phases.phases(load_id))
             summary.early = early_summary(catalog, load_id, dict(state.files))
             catalog.loads.make_current(load_id, t_up, summary.as_dict())
@@ -377,8 +377,8 @@ class LoadRun:
                                  f"{load_id}")
                 raise
             with Catalog(config) as catalog:
-                load = catalog.loads.load(load_id)
-                summary.taken_over_s = load.taken_over - load.started
+                load = catalog.loads.get(load_id)
+                summary.taken_over_s = (load.taken_over or load.started) - load.started
                 summary.phases = phase_sums(catalog.phases.phases(load_id))
                 catalog.loads.update_load(load_id, summary=summary.as_dict())
             if not load.wait_for_hot:

@@ -6,10 +6,10 @@ and Spark may not even have started yet when the first chunk lands (docs/LOADING
 before the copy ends"). This module buckets such a chunk by the same rules as dist_ch's JVM task
 (``loaders.dist_ch``, ``debl.jobs.DistCh``), of which the Python definitions are the reference:
 a line is valid when ``debl.format.link.parse_line`` accepts it, a bucket file is
-``debl.format.bucket_file.encode`` of the bucket's lines (each the line's body, TAB file_seq, TAB the
-line's byte offset in its file), its checksum ``debl.format.link.line_checksum`` summed mod 2^64, a
-line over ``max_line_bytes`` is refused by its length and first bytes. So a chunk bucketed here
-and the same chunk bucketed by the JVM give the same bucket files byte for byte, the same index
+``debl.format.bucket_file.encode`` of the bucket's lines (each the line's body, TAB file_seq, TAB
+the line's byte offset in its file), its checksum ``debl.format.link.line_checksum`` summed mod
+2^64, a line over ``max_line_bytes`` is refused by its length and first bytes. So a chunk bucketed
+here and the same chunk bucketed by the JVM give the same bucket files byte for byte, the same index
 rows and the same rejects (tests/test_local_dist_ch.py), one file per bucket (slice 0).
 
 Pitfalls:
@@ -23,9 +23,10 @@ Pitfalls:
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
 from debl.format.bucket_map import BucketMap
 from debl.format.bucket_file import encode
@@ -36,6 +37,7 @@ from debl.keys.manifest import Manifest, claim_violations
 from debl.format.link import CHECKSUM_MOD, REJECT_PREFIX, ParseError, line_body, line_checksum, \
     parse_line, too_long
 from debl.hdfs import HdfsClient
+from debl.retry import retried
 from loaders.chunker import Chunk, Segment, chunk_name
 from loaders.dist_ch import DistResult, Reject
 from loaders.rejects import pending_line
@@ -106,7 +108,7 @@ def bucket_locally(config: Config, hdfs: HdfsClient, chunk: Chunk, bucket_map: B
         old = per_file[s.file_seq]
         per_file[s.file_seq] = (old[0] + rows, old[1] + bad)
         manifest = manifests.get(s.file_seq) if manifests else None
-        if manifest is not None:
+        if manifest is not None and sizes is not None:  # (given together)
             found = claim_violations(s.file_seq, sizes[s.file_seq], manifest, s.start,
                                      min(s.end, sizes[s.file_seq]), valid)
             if found is not None:
@@ -121,17 +123,17 @@ def bucket_locally(config: Config, hdfs: HdfsClient, chunk: Chunk, bucket_map: B
     return DistResult(chunk.chunk_no, parts, rejects, per_file, violations)
 
 
-def _write(hdfs: HdfsClient, path: str, data: bytes, attempts: int = 3) -> None:
-    """Write one bucket file (a temporary name renamed over *path*: written again whole if a
-    DataNode dropped the connection, as a busy one does; the last failure is raised)."""
-    for attempt in range(attempts):
-        try:
-            hdfs.write_atomic(path, data)
-            return
-        except ServiceError:
-            if attempt + 1 == attempts:
-                raise
-            time.sleep(0.2 * (attempt + 1))
+# A bucket file's write that failed (a busy DataNode drops the connection): written again
+# whole after 0.2 s, then 0.4 s; the third failure is raised (docs/RELIABILITY.md, "Retries").
+RETRY_BUCKET_WRITE = Retrying(retry=retry_if_exception_type(ServiceError),
+                              stop=stop_after_attempt(3), wait=wait_incrementing(0.2, 0.2),
+                              reraise=True)
+
+
+def _write(hdfs: HdfsClient, path: str, data: bytes) -> None:
+    """Write one bucket file (a temporary name renamed over *path*), again whole if it failed
+    (``RETRY_BUCKET_WRITE``)."""
+    retried(RETRY_BUCKET_WRITE, hdfs.write_atomic, path, data)
 
 
 def _lines(block: bytes) -> list[bytes]:

@@ -130,7 +130,8 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
             # The filter is stored in one catalog row: it must fit the server's packet, with
             # room for the statement around it.
             cur.execute("SELECT @@max_allowed_packet")
-            result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, cur.fetchone()[0] // 2))
+            packet = cur.fetchone()[0]  # type: ignore[index]  # a variable: one row
+            result.keys = KeyFilterBuilder(min(MAX_FILTER_BYTES, packet // 2))
 
             def write_run(last: bool = False) -> None:
                 _write_run(config, cur, table, rows, result, last, source_table)
@@ -150,7 +151,8 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
                 write_run(last=True)
                 if result.runs > 1:
                     cur.execute(f"SELECT COUNT(*), MIN(id1), MAX(id1) FROM `{table}`")
-                    result.rows, result.k_lo, result.k_hi = cur.fetchone()
+                    # (COUNT(*) gives one row)
+                    result.rows, result.k_lo, result.k_hi = cur.fetchone()  # type: ignore[misc]
                 result.phases.append(("mysql_merge", t0, time.time()))
 
                 if result.runs > 1 or source_table:
@@ -216,7 +218,8 @@ def _load_winners(config: Config, cur, table: str, winners: Winners) -> None:
                            f"`{table}` (a key twice, or a value it refused); the load stopped")
 
 
-def _load_on_own_connection(config: Config, table: str, blocks: Iterable[bytes]) -> int:
+def _load_on_own_connection(config: Config, table: str,
+                            blocks: Iterable[bytes | memoryview]) -> int:
     conn = connect(config, local_infile=True, bulk=True)
     try:
         with conn.cursor() as cur, mysql_errors(config, f"the hot path into `{table}`"):
@@ -225,7 +228,7 @@ def _load_on_own_connection(config: Config, table: str, blocks: Iterable[bytes])
         conn.close()
 
 
-def _load_lines(cur, table: str, blocks: Iterable[bytes]) -> int:
+def _load_lines(cur, table: str, blocks: Iterable[bytes | memoryview]) -> int:
     """One LOAD DATA of *blocks* (whole lines) into *table*, through a named pipe; returns
     the rows it inserted."""
     with tempfile.TemporaryDirectory(prefix="debl-hot-") as tmp:
@@ -244,7 +247,7 @@ def _load_lines(cur, table: str, blocks: Iterable[bytes]) -> int:
     return loaded
 
 
-def _write_pipe(fifo: Path, blocks: Iterable[bytes]) -> None:
+def _write_pipe(fifo: Path, blocks: Iterable[bytes | memoryview]) -> None:
     out = open(fifo, "wb", buffering=0)
     try:
         with contextlib.suppress(OSError):  # Linux: a deeper pipe, fewer waits on either side

@@ -127,7 +127,8 @@ class Bucketer:
         """Bucket *chunk* (*data*: its bytes, when the caller holds them) and record it;
         *local*: in this process (None: when Spark has not started yet and it is small)."""
         t0 = time.time()
-        # A hot chunk needs no sample: its lines go into the one hot bucket (debl.format.bucket_map).
+        # A hot chunk needs no sample: its lines go into the one hot bucket
+        # (debl.format.bucket_map).
         bucket_map = HOT_MAP if chunk.hot else self.decided.result()  # raises the sample's error
         where = self.namespace.hot_dir if chunk.hot else self.namespace.bucket_dir
         if local is None:
@@ -135,17 +136,18 @@ class Bucketer:
         early = self.early
         if local:
             out = bucket_locally(self.config, self.hdfs, chunk, bucket_map, where, data,
-                                 early and early.manifests, early and early.sizes)
+                                 early.manifests if early else None,
+                                 early.sizes if early else None)
         else:
             out = dist_ch.bucket_chunk(self.spark.result(), self.config, chunk, bucket_map,
-                                       where, early and early.claims(chunk))
+                                       where, early.claims(chunk) if early else None)
         reached(self.config, "dist_ch-done")
         self.rejects.write_part(chunk_part(chunk.chunk_no),
                                 [(r.file, r.line_no, r.reason, r.line) for r in out.rejects])
         with self._recording:
             # A claim found false is recorded with its chunk, in one transaction
             # (docs/LOADING.md, "Answers before the copy ends", row "A claim found false").
-            claim = early and early.false_claim(out.violations)
+            claim = early.false_claim(out.violations) if early else None
             self.index.chunk_bucketed(self.load_id, chunk.record(ChunkState.BUCKETED), bucket_map,
                                       out.parts, where, chunk_name(chunk.chunk_no),
                                       out.per_file, t0, time.time(), phase=phase,
@@ -228,7 +230,7 @@ def copy_and_bucket(load: LoadContext, io: LoadIO, plan: PipelinePlan, decided: 
                     raise BadInputError(f"more than {max_bad} bad lines ({rejected} so far); "
                                         f"see {rejects.path}")
             stop_fetching.set()  # every byte is taken: a round under way ends, recorded
-            if fetching is not None:
+            if fetching is not None and fetcher is not None:  # (started together)
                 fetching.result()
                 result.chunks += fetcher.chunks
         except BaseException:
@@ -293,15 +295,16 @@ def _copy(state: CopyState, plan: PipelinePlan, size: _ChunkSize,
         def settle() -> None:
             """The chunk sent before, once closed: recorded and handed to dist_ch. Its copy
             took its own sending and the wait for its close, not the next chunk's sending."""
-            for chunk, t0, t1, finished in sent:
+            for chunk, t0, t1, finished in sent:  # noqa: B023 -- called in this iteration only
                 waited = time.time()
                 finished()
                 t1 += time.time() - waited
-                state.index.chunk_copied(load_id, chunk.record(ChunkState.COPIED), t0, t1, chunk.lines)
+                state.index.chunk_copied(load_id, chunk.record(ChunkState.COPIED), t0, t1,
+                                         chunk.lines)
                 if chunk.hot:
                     hot_chunks.append(chunk)
                 hand_over((chunk, t1 - t0))
-            sent.clear()
+            sent.clear()  # noqa: B023 -- called in this iteration only
 
         try:
             while files and not stopped():

@@ -90,7 +90,8 @@ class RejectWriter:
             self._counts[part] = 0
         return RejectPart(self, part)
 
-    def write_part(self, part: str, records: Iterable[tuple[str, int, str, bytes]]) -> None:
+    def write_part(self, part: str,
+                   records: Iterable[tuple[str, int | str, str, bytes]]) -> None:
         """Write and commit a whole part at once: (file, line_no, reason, line) records."""
         with self.open_part(part) as writing:
             for record in records:
@@ -185,7 +186,7 @@ def _fsync_directory(directory: Path) -> None:
 def read_rejects(directory: Path) -> list[tuple[str, int | str, str, bytes]]:
     """The records of a load's reject files (hot first, then the chunks in order); a line not
     numbered yet by its ``pending_line`` name (a load still copying)."""
-    out = []
+    out: list[tuple[str, int | str, str, bytes]] = []
     if not directory.is_dir():
         return out
     parts = sorted((p for p in directory.iterdir() if p.name.endswith(SUFFIX)),

@@ -47,7 +47,7 @@ def resume_state(catalog: Catalog, source: Source, load_id: str) -> ResumeState:
     if load is None:
         raise LoadStateError(f"no load {load_id!r}; `debl status` lists the loads")
     newest = catalog.loads.load()
-    if newest.load_id != load_id:
+    if newest is not None and newest.load_id != load_id:
         raise LoadStateError(f"load {load_id} cannot be resumed: load {newest.load_id} started "
                              "after it (only the newest load can be resumed; the current day "
                              "keeps serving whatever happens to a newer one)")

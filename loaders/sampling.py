@@ -163,7 +163,8 @@ def _greedy(sizes: np.ndarray, limit: float) -> list[int]:
     """Indexes where a bucket starts when each bucket takes ids in order while it stays within
     *limit* (an id heavier than the limit alone)."""
     before = np.concatenate(([0.0], np.cumsum(sizes)))  # weight of the ids before index i
-    starts, i = [], 0
+    starts: list[int] = []
+    i = 0
     while True:
         # The first id that would take the bucket from i past the limit starts the next one.
         j = max(int(np.searchsorted(before, before[i] + limit * (1 + 1e-12), "right")) - 1,

@@ -50,6 +50,7 @@ streams, several ranges) are ``loaders.http_client``'s.
 from __future__ import annotations
 
 import bisect
+import builtins
 import email.utils
 import http.client
 import os
@@ -105,13 +106,14 @@ class Source(ABC):
             return self._open(name, offset, end)
         checked = _CheckedStream(self, listed, offset, end, seen)  # the file before the read
         checked.stream = self._open(name, offset, end)
-        return checked
+        return checked  # type: ignore[return-value]  # read like a BinaryIO, as _open's
 
     @abstractmethod
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         """Up to *length* bytes of one file from *offset* (fewer only at the end of the file)."""
 
-    def read_ranges(self, name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, name: str,
+                    ranges: builtins.list[tuple[int, int]]) -> builtins.list[bytes]:
         """``read_range`` of each ``(offset, length)`` of one file, in order; a source may
         read them together (an HTTP source: several a request)."""
         return [self.read_range(name, offset, length) for offset, length in ranges]
@@ -120,7 +122,7 @@ class Source(ABC):
     def describe(self) -> str:
         """Where the files are, as DeBL records and shows it (never with a password)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a local source keeps nothing open
         """Let go of what the source keeps open between reads (an HTTP source's kept-alive
         connections); it may still be used afterwards."""
 
@@ -166,7 +168,7 @@ class _CheckedStream:
     def __init__(self, source: Source, listed: SourceFile, offset: int, end: int | None = None,
                  seen: SourceFile | None = None):
         self._source, self._listed = source, listed
-        self.stream: BinaryIO | None = None  # opened after the first stat, by Source.open
+        self.stream: BinaryIO  # opened after the first stat, by Source.open
         self._pos, self._offset = offset, offset
         self._end = listed.size if end is None else min(end, listed.size)
         # A stream that stops before the file's end checks only that it reaches *end* (read).
@@ -207,8 +209,7 @@ class _CheckedStream:
         return data
 
     def close(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
+        self.stream.close()
 
     def __enter__(self) -> "_CheckedStream":
         return self
@@ -371,7 +372,8 @@ class HttpSource(Source):
                 parts.append(block)
             return b"".join(parts)
 
-    def read_ranges(self, name: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, name: str,
+                    ranges: builtins.list[tuple[int, int]]) -> builtins.list[bytes]:
         """Up to MAX_RANGES ranges a request (``multipart/byteranges``): the split-point
         sample's reads of a file in a request or a few, not one each. A server that answers
         several ranges with the whole file is asked one range a request from then on; a batch
@@ -389,8 +391,8 @@ class HttpSource(Source):
         parts.sort(key=lambda part: part[0])
         return [self._cut(name, parts, offset, length) for offset, length in ranges]
 
-    def _read_spans(self, name: str, spans: list[tuple[int, int]],
-                    ) -> list[tuple[int, bytes, int | None]] | None:
+    def _read_spans(self, name: str, spans: builtins.list[tuple[int, int]],
+                    ) -> builtins.list[tuple[int, bytes, int | None]] | None:
         """``(first, data, file size)`` of the parts answering *spans*; None if the server
         does not answer several ranges at once."""
         if len(spans) == 1:
@@ -423,7 +425,7 @@ class HttpSource(Source):
         found = content_range(resp.getheader("Content-Range"))
         return None if found is None or found[0] is None else [(found[0], body, found[2])]
 
-    def _cut(self, name: str, parts: list[tuple[int, bytes, int | None]], offset: int,
+    def _cut(self, name: str, parts: builtins.list[tuple[int, bytes, int | None]], offset: int,
              length: int) -> bytes:
         """Bytes ``[offset, offset + length)`` out of *parts* (fewer only at the file's
         end), or from a request of their own if the parts do not hold them."""

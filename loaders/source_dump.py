@@ -237,8 +237,9 @@ class _DaySplit:
     ``files`` periods of equal length."""
 
     def __init__(self, extent: Extent, files: int):
-        lo = extent.min_time if extent.rows else 0
-        hi = extent.max_time if extent.rows else 0
+        # (no rows: MIN and MAX are NULL)
+        lo = extent.min_time if extent.min_time is not None else 0
+        hi = extent.max_time if extent.max_time is not None else 0
         span = hi - lo + 1
         # bounds[k]: period k's first time; bounds[files]: one past the last time
         self.bounds = [lo + span * k // files for k in range(files + 1)]

@@ -121,11 +121,12 @@ class DirectoryIndex:
 def _matches(entry: dict, size: int, mtime: float) -> bool:
     """Whether the index's *entry* lists the file as it is now (*size*, *mtime*)."""
     listed_size, listed_mtime = entry.get("size"), entry.get("mtime")
-    return (type(listed_size) is int and type(listed_mtime) in (int, float)
+    return (type(listed_size) is int and not isinstance(listed_mtime, bool)
+            and isinstance(listed_mtime, (int, float))
             and listed_size == size and abs(listed_mtime - mtime) <= MTIME_SLACK)
 
 
 def _when(mtime: object) -> str:
-    if type(mtime) not in (int, float) or not 0 <= mtime < 1e11:
+    if isinstance(mtime, bool) or not isinstance(mtime, (int, float)) or not 0 <= mtime < 1e11:
         return repr(mtime)
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime)) + f" ({mtime:.6f})"

@@ -1,4 +1,5 @@
-"""``debl verify``: the nothing-lost accounting of docs/DESIGN.md section 8, checked from the data itself.
+"""``debl verify``: the nothing-lost accounting of docs/DESIGN.md section 8, checked from the
+data itself.
 
 Per source file: its lines, counted again from the source, equal the good lines that the load
 took from it (into buckets, hot files' buckets included, or into MySQL when it streamed the hot

@@ -6,9 +6,10 @@ change log (docs/FRESHNESS.md, "Measured: the follower's lag").
 On the configured stack (``debl stack up`` first), in a namespace of its own (the source's
 table ``lagbench``, the catalog ``<mysql_database>_lag``): the table made anew with a few rows,
 every load of the namespace dropped, the table dumped and loaded (``debl source dump``, ``debl
-load --no-hot``: the position the follower starts at), then ``debl follow`` started and, once it follows, *writers* connections write
-LinkBench's ``add_link`` of new keys at *rate* writes a second in all (each its own transaction,
-one change each) for *seconds*; the follower is stopped once it has caught up.
+load --no-hot``: the position the follower starts at), then ``debl follow`` started and, once
+it follows, *writers* connections write LinkBench's ``add_link`` of new keys at *rate* writes
+a second in all (each its own transaction, one change each) for *seconds*; the follower is
+stopped once it has caught up.
 
 Per change it prints two lags: **acked** = its ``captured_ts`` minus the instant the writer's
 commit returned (``time.time()`` in this process; the commit happened just before, so this is
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from debl.catalog import Catalog
 from debl.config import load_config
@@ -59,9 +61,9 @@ def _run(config, *argv: str, log: Path) -> None:
 
 
 def _cpu_s(pid: int) -> float:
-    """The CPU seconds (user + system) process *pid* has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The CPU seconds (user + system) process *pid* has used (psutil)."""
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
 
 
 def _follower(config):
@@ -82,6 +84,8 @@ def _writer(links: SourceLinks, rate: float, deadline: float, first_id1: int,
                 time.sleep(wait)
             link = Link(first_id1 + n, 1, 1, 1, b"lag", int(time.time() * 1000), 0)
             ack = session.add_link(link)
+            if ack.gtid is None:
+                raise SystemExit(f"{links.where} keeps no binary log: there is nothing to follow")
             acks.append((parse_gtid(ack.gtid)[2], ack.acked_ns / 1e9 + offset))
             n += 1
 

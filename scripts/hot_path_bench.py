@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import dataclasses
 import inspect
 import json
 import os
@@ -31,6 +30,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 from debl.config import load_config
 from loaders import mysql_bulk
@@ -42,7 +43,7 @@ SAMPLE_S = 0.1
 
 class CpuSampler:
     """(time, client CPU s, server CPU s) every SAMPLE_S in a thread, for CPU seconds between
-    two moments. Linux ``/proc``; the server's CPU is 0 without its pid."""
+    two moments. The server's CPU is 0 without its pid."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
@@ -54,8 +55,8 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         server = 0.0
         if self.server_pid:
-            fields = Path(f"/proc/{self.server_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            times = psutil.Process(self.server_pid).cpu_times()
+            server = times.user + times.system
         return time.time(), usage.ru_utime + usage.ru_stime, server
 
     def _run(self) -> None:
@@ -107,7 +108,7 @@ def main() -> int:
     if "table" in inspect.signature(mysql_bulk.load_hot).parameters:
         kwargs["table"] = args.table
     else:
-        config = dataclasses.replace(config, mysql_link_table=args.table)
+        config = config.replace(mysql_link_table=args.table)
     with tempfile.TemporaryDirectory(prefix="hot-bench-") as tmp:
         with RejectWriter(Path(tmp)).open_part("hot") as part, CpuSampler(args.server_pid) as cpu:
             t0 = time.time()

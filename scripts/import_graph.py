@@ -1,22 +1,29 @@
-"""DeBL's import graph, checked against its layers (docs/ARCHITECTURE.md).
+"""DeBL's import graph: its figures, and the rules of its layers that import-linter cannot check.
 
     python scripts/import_graph.py [--arrows] [--check]
 
+The layers themselves (docs/ARCHITECTURE.md: foundation <- pipeline and query side <-
+application, the pipeline and the query side apart, the library without click) are contracts of
+import-linter in ``pyproject.toml``, checked by ``lint-imports --no-cache``
+(tests/test_import_graph.py runs it). This script reads the layers from there and keeps what
+import-linter cannot express.
+
 Parses every ``.py`` file under ``debl/``, ``loaders/`` and ``coordinator/`` with ``ast`` (nothing
-is imported or run), puts each module in its layer by its path (``LAYERS`` below: the first
-matching prefix wins) and prints: the number of modules per layer; the arrows (imports of
-DeBL's own modules), within a layer and between each pair of layers; the **upward** arrows (a
-module importing one of a higher layer); the **sideways** arrows (between the pipeline and the
-query side, which stand side by side on the foundation and know nothing of each other); the
-**hidden** arrows (``importlib.import_module`` / ``__import__``, and imports inside a function
-without a ``# lazy import: <why>`` comment on the line or directly above it); the import
-**cycles** (modules that import each other, directly or around a circle, by any import: one
-inside a function or under ``if TYPE_CHECKING:`` counts too, as it ties the two modules' code
-together all the same); the largest modules with their lines; and the modules over
-``MAX_LINES`` lines (one module per role, under 500 lines: docs/ARCHITECTURE.md). These are the
-figures docs/ARCHITECTURE.md refers to instead of quoting them. ``--arrows`` also lists every
-arrow between layers; ``--check`` exits 1 if any upward, sideways or hidden arrow or any cycle
-exists (tests/test_import_graph.py runs the same check).
+is imported or run), puts each module in its layer (the contract's modules, a module being in the
+layer of the one that is itself or holds it) and prints: the number of modules per layer; the
+arrows (imports of DeBL's own modules), within a layer and between each pair of layers; the
+modules **in no layer** of the contract (a contract of import-linter checks only the modules it
+names), and those left out of the contract on click; the **hidden** arrows
+(``importlib.import_module`` / ``__import__``, and imports inside a function without a ``# lazy
+import: <why>`` comment on the line or directly above it); the import **cycles** (modules that
+import each other, directly or around a circle, by any import: one inside a function or under
+``if TYPE_CHECKING:`` counts too, as it ties the two modules' code together all the same; a
+package and a module in it included, which import-linter's ``acyclic_siblings`` does not look
+at); the largest modules with their lines; and the modules over ``MAX_LINES`` lines (one module
+per role, under 500 lines: docs/ARCHITECTURE.md). These are the figures docs/ARCHITECTURE.md
+refers to instead of quoting them. ``--arrows`` also lists every arrow between layers;
+``--check`` exits 1 if any module is in no layer or outside the contract on click, or any
+hidden arrow or cycle exists (tests/test_import_graph.py runs the same check).
 
 Pitfalls: an import inside ``if``/``try`` at module level is a module-level import, not a hidden
 one. Only imports of DeBL's own modules are arrows; a hidden import of a third-party module
@@ -28,34 +35,45 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("debl", "loaders", "coordinator")
 
-# Layer of a module, by its dotted name: the first prefix that matches (a prefix matches the
-# module itself and everything under it). Ranks: an arrow may only point to a lower rank, or
-# within one layer. The pipeline and the query side share rank 1 and may not import each other.
-LAYERS: tuple[tuple[str, str], ...] = (
-    # application: what a user runs; drives the layers below
-    ("debl.cli", "application"),
-    ("debl.__main__", "application"),
-    ("debl.commands", "application"),
-    ("debl.stack", "application"),
-    ("debl.bench", "application"),
-    ("debl.report", "application"),
-    ("debl.workload", "application"),  # LinkBench's generator and query client, and its targets
-    ("debl.ui", "application"),  # the live status page (`debl ui`)
-    ("debl.status", "application"),  # what `debl status` and `debl ui` read of the catalog
-    # pipeline and query side
-    ("loaders", "pipeline"),
-    ("coordinator", "query"),
-    # foundation: everything else in debl/ (config, model, errors, buckets, bucket_file, the
-    # service clients mysql/spark/hdfs, catalog, store/)
-    ("debl", "foundation"),
-)
+CLI = ("debl.cli", "debl.__main__", "debl.commands")  # the modules that may import click
+# The package that holds the application's modules and the foundation's: in no layer of the
+# contract (it holds both), so it must import nothing; counted with the foundation.
+CONTAINER = "debl"
+# The middle layer of the contract, by package: the pipeline and the query side.
+SIDES = {"loaders": "pipeline", "coordinator": "query"}
+
+
+def contract_layers(pyproject: Path = ROOT / "pyproject.toml") -> tuple[tuple[str, str], ...]:
+    """(module, layer) for each module named in import-linter's layers contract: its top
+    layer is the application, its bottom one the foundation, the pipeline and the query side
+    between them. An arrow may only point to a lower rank, or within one layer; the pipeline
+    and the query side share rank 1 and may not import each other."""
+    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    top, middle, bottom = next(c["layers"] for c in contracts if c["type"] == "layers")
+    found = []
+    for text, layer in ((top, "application"), (middle, None), (bottom, "foundation")):
+        for name in (n.strip() for n in re.split(r"[|:]", text)):
+            found.append((name, layer or SIDES[name]))
+    return tuple(found)
+
+
+def click_sources(pyproject: Path = ROOT / "pyproject.toml") -> tuple[str, ...]:
+    """The modules of import-linter's contract that forbids click."""
+    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    return tuple(next(c["source_modules"] for c in contracts if c["type"] == "forbidden"
+                      and c["forbidden_modules"] == ["click"]))
+
+
+LAYERS = contract_layers()
 RANK = {"foundation": 0, "pipeline": 1, "query": 1, "application": 2}
 LAZY_MARK = "lazy import:"
 MAX_LINES = 500  # a module's lines, at most (docs/ARCHITECTURE.md)
@@ -81,13 +99,17 @@ class Graph:
     hidden: tuple[Arrow, ...]  # every hidden import, DeBL's or not
     lines: dict[str, int]
 
-    def upward(self) -> list[Arrow]:
-        return [a for a in self.arrows
-                if RANK[layer_of(a.importer)] < RANK[layer_of(a.imported)]]
+    def unplaced(self, layers: tuple[tuple[str, str], ...] = LAYERS) -> list[str]:
+        """The modules in no layer of the contract: import-linter checks none of their
+        arrows."""
+        return sorted(m for m in self.modules if _place(m, layers) is None and not (
+            m == CONTAINER and not _imports(ast.parse(self.modules[m].read_text()), m, True)))
 
-    def sideways(self) -> list[Arrow]:
-        return [a for a in self.arrows
-                if {layer_of(a.importer), layer_of(a.imported)} == {"pipeline", "query"}]
+    def outside_click_contract(self, sources: tuple[str, ...] | None = None) -> list[str]:
+        """The modules, the CLI's apart, that the contract forbidding click does not cover."""
+        sources = click_sources() if sources is None else sources
+        return sorted(m for m in self.modules if m != CONTAINER
+                      and not _within(m, CLI) and not _within(m, sources))
 
     def cycles(self) -> list[tuple[str, ...]]:
         """The import cycles: each set of modules that reach one another through arrows
@@ -146,11 +168,20 @@ class Graph:
         return counts
 
 
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _place(module: str, layers: tuple[tuple[str, str], ...]) -> str | None:
+    return next((layer for prefix, layer in layers if _within(module, (prefix,))), None)
+
+
 def layer_of(module: str) -> str:
-    for prefix, layer in LAYERS:
-        if module == prefix or module.startswith(prefix + "."):
-            return layer
-    raise ValueError(f"{module} is in no layer: add it to LAYERS")
+    layer = "foundation" if module == CONTAINER else _place(module, LAYERS)
+    if layer is None:
+        raise ValueError(f"{module} is in no layer: add it to one of the layers contract in "
+                         "pyproject.toml")
+    return layer
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -185,7 +216,7 @@ def _explained(source_lines: list[str], node: ast.stmt) -> bool:
 def _imports(tree: ast.Module, module: str, is_package: bool):
     """(node, target names, inside a function) for every import statement, and the dynamic
     imports as (node, [first argument if a string literal], True)."""
-    found = []
+    found: list[tuple[ast.AST, list[str], bool, bool]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -229,7 +260,7 @@ def build(root: Path = ROOT) -> Graph:
         rel = str(path.relative_to(root))
         for node, targets, in_function, dynamic in _imports(tree, name, path.name == "__init__.py"):
             is_hidden = dynamic or (in_function and not _explained(source_lines, node))
-            resolved = {_resolve(t, modules) for t in targets} - {None}
+            resolved = {r for t in targets if (r := _resolve(t, modules)) is not None}
             if is_hidden:
                 hidden.append(Arrow(name, ", ".join(sorted(resolved)) or targets[0], rel,
                                     node.lineno, True))
@@ -239,21 +270,25 @@ def build(root: Path = ROOT) -> Graph:
     return Graph(modules, tuple(arrows), tuple(hidden), lines)
 
 
-def _show(title: str, arrows: list[Arrow]) -> None:
-    print(f"{title}: {len(arrows)}")
-    for a in arrows:
-        print(f"  {a.path}:{a.line}  {a.importer} ({layer_of(a.importer)}) -> "
-              f"{a.imported} ({layer_of(a.imported)})")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arrows", action="store_true", help="list every arrow between layers")
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 on any upward, sideways or hidden arrow, or any import cycle")
+                        help="exit 1 on a module in no layer or outside the contract on click, "
+                             "a hidden arrow, or an import cycle")
     args = parser.parse_args(argv)
     graph = build()
-    counts = {}
+    unplaced = graph.unplaced()
+    print(f"modules in no layer of pyproject.toml's layers contract: {len(unplaced)}")
+    for name in unplaced:
+        print(f"  {graph.modules[name].relative_to(ROOT)}")
+    if unplaced:  # the figures below need every module's layer
+        return 1
+    outside = graph.outside_click_contract()
+    print(f"modules outside pyproject.toml's contract on click: {len(outside)}")
+    for name in outside:
+        print(f"  {graph.modules[name].relative_to(ROOT)}")
+    counts: dict[str, int] = {}
     for name in graph.modules:
         counts[layer_of(name)] = counts.get(layer_of(name), 0) + 1
     print(f"modules: {len(graph.modules)} ("
@@ -263,9 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"arrows: {sum(by_layer.values())} (within a layer {within}; "
           + ", ".join(f"{a} -> {b} {n}" for (a, b), n in sorted(by_layer.items()) if a != b)
           + ")")
-    upward, sideways = graph.upward(), graph.sideways()
-    _show("upward arrows", upward)
-    _show("sideways arrows (pipeline <-> query)", sideways)
     print(f"hidden arrows: {len(graph.hidden)}")
     for a in graph.hidden:
         print(f"  {a.path}:{a.line}  {a.importer} -> {a.imported}")
@@ -285,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         for importer, imported in sorted({(a.importer, a.imported) for a in graph.arrows}):
             if layer_of(importer) != layer_of(imported):
                 print(f"  {importer} ({layer_of(importer)}) -> {imported} ({layer_of(imported)})")
-    bad = upward or sideways or graph.hidden or cycles
+    bad = outside or graph.hidden or cycles
     return 1 if args.check and bad else 0
 
 

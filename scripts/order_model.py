@@ -71,7 +71,7 @@ def mean_wait(share: np.ndarray, order: str, threads: int, run_buckets: int, run
         chosen = todo[:run_buckets]
         now += run_s
         loaded[chosen] = True
-        for thread in np.flatnonzero(np.isin(bucket, chosen)):
+        for thread in np.flatnonzero(np.isin(bucket, chosen)).tolist():
             if since[thread] <= now:  # buffered before its bucket landed
                 waits.append(now - since[thread])
             ask(thread, max(now, since[thread]))

@@ -2,22 +2,23 @@
 
     python scripts/peak_rss.py [--watch PID ...] -- COMMAND [ARG ...]
 
-Every 0.2 s the script reads ``VmHWM`` (the kernel's own peak RSS of a process) from
-``/proc/<pid>/status`` for the command and all its descendants (a Spark JVM started by py4j
-included), keeping the last value seen per process; ``--watch`` adds processes that run anyway
-(the stack's MariaDB, NameNode, DataNode), whose growth during the command is reported. Linux
-only. Prints one line per process: pid, peak RSS in MiB, command line; exits with the command's
-status. docs/RELIABILITY.md uses it for the over-long line's memory figures.
+Every 0.2 s the script reads ``VmHWM`` (the kernel's own peak RSS of a process, which psutil
+does not give) from ``/proc/<pid>/status`` for the command and all its descendants (a Spark JVM
+started by py4j included), keeping the last value seen per process; ``--watch`` adds processes
+that run anyway (the stack's MariaDB, NameNode, DataNode), whose growth during the command is
+reported. Linux only. Prints one line per process: pid, peak RSS in MiB, command line; exits
+with the command's status. docs/RELIABILITY.md uses it for the over-long line's memory figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import psutil
 
 
 def _status_kib(pid: int, field: str) -> int | None:
@@ -30,32 +31,18 @@ def _status_kib(pid: int, field: str) -> int | None:
     return None
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
-            kids += [int(k) for k in text.split()]
-    except OSError:
-        pass
-    return kids
-
-
 def _tree(root: int) -> list[int]:
-    seen, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        seen.append(pid)
-        todo += _children(pid)
-    return seen
+    try:
+        return [root, *(p.pid for p in psutil.Process(root).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [root]
 
 
 def _cmdline(pid: int) -> str:
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline())[:150]
+    except psutil.Error:
         return "?"
-    return raw[:150]
 
 
 def main() -> int:
@@ -85,8 +72,8 @@ def main() -> int:
     for pid, (kib, cmd) in sorted(peaks.items(), key=lambda kv: -kv[1][0]):
         print(f"{pid:>8} peak RSS {kib / 1024:8.1f} MiB  {cmd}", file=sys.stderr)
     for pid, (before, cmd) in watched.items():
-        print(f"{pid:>8} RSS {(before or 0) / 1024:8.1f} MiB before, peak {watch_peak[pid] / 1024:8.1f}"
-              f" MiB during  {cmd}", file=sys.stderr)
+        print(f"{pid:>8} RSS {(before or 0) / 1024:8.1f} MiB before, peak "
+              f"{watch_peak[pid] / 1024:8.1f} MiB during  {cmd}", file=sys.stderr)
     return proc.returncode
 
 

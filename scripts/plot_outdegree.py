@@ -1,6 +1,7 @@
 """Measure a generated data set against LinkBench: out-degree CDF (plot) and request skew.
 
-    python scripts/plot_outdegree.py DATA_DIR --max-id N [--start-id 1] [--png docs/img/outdegree.png]
+    python scripts/plot_outdegree.py DATA_DIR --max-id N [--start-id 1]
+        [--png docs/img/outdegree.png]
 
 Reads every ``links-*.tsv`` in DATA_DIR, counts the first versions (``version`` 0: one per key)
 per id1 -- ids without links count as degree 0 -- and compares the empirical CDF of out-degree

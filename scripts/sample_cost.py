@@ -3,8 +3,8 @@ boundaries").
 
 For each input directory: the sample of all its files (as a load with every file cold),
 drawn from the directory itself and, with ``--url``, over HTTP from a ``debl source serve`` of
-it; its wall time, reads, bytes and HTTP requests; then its bucket map applied to the raw files: the number
-of buckets, largest / mean and smallest / mean bucket bytes (input bytes, without the origin
+it; its wall time, reads, bytes and HTTP requests; then its bucket map applied to the raw files: the
+number of buckets, largest / mean and smallest / mean bucket bytes (input bytes, without the origin
 fields dist_ch adds). Run it alone on the machine: the times are wall-clock.
 
     python scripts/sample_cost.py DIR [DIR ...] [--url URL ...] [--repeat N] [--busy]
@@ -63,7 +63,7 @@ def _counted_request(self, *args, **kwargs):
     return _send(self, *args, **kwargs)
 
 
-http.client.HTTPConnection.request = _counted_request
+http.client.HTTPConnection.request = _counted_request  # type: ignore[method-assign]  # the profile patches it
 
 
 def bucket_bytes(directory: Path, bucket_map: BucketMap) -> np.ndarray:
@@ -93,7 +93,7 @@ def sample(spec: str, config) -> tuple[float, Counted, BucketMap]:
     files = source.list()
     sent = Counted.requests
     started = time.perf_counter()
-    bucket_map = sample_bucket_map(config, source, files)
+    bucket_map = sample_bucket_map(config, source, files)  # type: ignore[arg-type]  # a Source
     seconds = time.perf_counter() - started
     source.requests = Counted.requests - sent
     source.close()

@@ -5,7 +5,7 @@ flags (C1 only, serial GC: ``debl.stack.spark_cluster``) and without them, alter
 
 Each run starts a master exactly as ``debl stack up`` does (``SparkCluster.daemon_argv`` and
 ``daemon_env``, in a temporary home), waits until its ``/json`` page says ALIVE and reads the CPU
-time of its process from ``/proc/<pid>/stat`` (user + system, its own and that of its reaped
+time of its process (``psutil``: user + system, its own and that of its reaped
 children: ``spark-class`` runs the launcher JVM as a child, then becomes the master JVM), then
 stops it. Pick ports no stack uses. docs/RUNTIME.md quotes the figures. Linux only.
 """
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import psutil
 
 from debl.config import Config
 from debl.stack.spark_cluster import SparkCluster
@@ -37,8 +38,8 @@ def _alive(webui_port: int) -> bool:
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime .. cstime
+    t = psutil.Process(pid).cpu_times()  # its own and its reaped children's
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def start_once(cluster: SparkCluster, quick: bool, timeout: float = 120.0) -> tuple[float, float]:

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tail_trace, for the 
 
 import numpy as np  # noqa: E402
 
-import tail_trace  # noqa: E402
+import tail_trace  # type: ignore[import-not-found]  # noqa: E402 -- beside it, on its path
 
 CAUSES = ("buffered", "open", "listing", "hdfs", "read_wait", "hbase", "mysql", "gc", "cpu",
           "waiting")
@@ -72,12 +72,13 @@ def _patch(no_full: bool) -> None:
 
     original_phase = approach._query_phase
 
-    def query_phase(config, spec, app, run, service, progress):
+    def query_phase(config, spec, app, run, service, client, progress):
         _current[0] = app.name
-        return original_phase(config, spec, app, run, service, progress)
+        return original_phase(config, spec, app, run, service, client, progress)
 
     if no_full:
-        approach.GenHFProcess.wait = lambda self, timeout: {"stopped": "tail_profile --no-full"}
+        approach.GenHFProcess.wait = (  # type: ignore[method-assign]  # the profile patches it
+            lambda self, timeout: {"stopped": "tail_profile --no-full"})
     approach.target_source = target_source
     approach.merged_reports = merged_reports
     approach._query_phase = query_phase

@@ -86,7 +86,7 @@ def instrument() -> None:
                 return fn(*args)
             return call
         return run(self, [(waited(fn), args) for fn, args in calls], what)
-    calls.CallThreads.run = timed_run
+    calls.CallThreads.run = timed_run  # type: ignore[method-assign]  # the profile patches it
     _timed(MySQLStore, "_read", "mysql")
     try:
         from debl.store.hbase import HBaseStore

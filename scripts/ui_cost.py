@@ -52,7 +52,7 @@ def page_open():
                 break
             except OSError:
                 if time.monotonic() > deadline or ui.poll() is not None:
-                    raise SystemExit("debl ui did not start: see its message above")
+                    raise SystemExit("debl ui did not start: see its message above") from None
                 time.sleep(0.2)
         browser = subprocess.Popen(["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                                     f"http://127.0.0.1:{port}/"],

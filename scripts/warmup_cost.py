@@ -15,11 +15,11 @@ give the daemons; Linux only.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+import psutil
 
 from debl.config import load_config
 
@@ -40,8 +40,8 @@ with Coordinator(load_config()) as coordinator:
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def main() -> None:

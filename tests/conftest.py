@@ -29,6 +29,7 @@ import pytest
 from hypothesis import settings
 
 from debl.config import Config, load_config
+from tests.ui_browser import browser  # noqa: F401 -- the fixture of tests/test_ui_page*.py
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 # The stack's own catalog database, read before a worker's namespace is set: the stack grants
@@ -46,6 +47,10 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
 
 
+# First: pytest-xdist's own hook reads the groups (`--dist loadgroup`) and runs before a
+# conftest's, so a group marked after it would be ignored and a module's tests spread over
+# every worker, each making and dropping the module's tables under the others.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``stack`` every test that needs the stack's config, however it gets it; keep a
     module's tests on one worker of a parallel run (its module fixtures, such as a loaded data
@@ -55,9 +60,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "stack_config" in getattr(item, "fixturenames", ()) \
                 and item.get_closest_marker("stack") is None:
             item.add_marker(pytest.mark.stack)
-        if item.get_closest_marker("xdist_group") is None:
+        if item.get_closest_marker("xdist_group") is None and isinstance(item, pytest.Function):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: else as found
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse a parallel run whose groups are not in effect: pytest-xdist groups a test by a
+    suffix it adds to the test's id, which pytest 9.2 no longer keeps (pytest-xdist issue 1386;
+    pyproject.toml pins pytest below it), and nothing else would tell: the run would go on
+    with a module's tests on every worker, failing at random."""
+    if _WORKER and session.config.getvalue("loadgroup"):
+        ungrouped = [item.nodeid for item in session.items if "@" not in item.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(
+                f"pytest-xdist's groups are not in effect ({ungrouped[0]} has none) with "
+                f"pytest {pytest.__version__}: install the versions pyproject.toml's dev extra "
+                "gives (pip install -e '.[dev]')")
 
 
 @pytest.fixture(scope="session")

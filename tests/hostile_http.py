@@ -107,6 +107,7 @@ class HostileSource:
                 first, last, status = 0, len(data) - 1, 200
                 if header:
                     m = re.match(r"^bytes=(\d+)-(\d*)$", header)
+                    assert m is not None, header  # the loader's own Range
                     first = int(m.group(1))
                     last = min(int(m.group(2)), len(data) - 1) if m.group(2) else len(data) - 1
                     status = 206

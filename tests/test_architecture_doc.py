@@ -15,8 +15,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.test_import_graph import import_graph  # scripts/import_graph.py, loaded once
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -47,7 +47,7 @@ def hot_names(config, load_id: str) -> set[str]:
 
 def _namespace(config, load_id: str):
     with Catalog(config) as catalog:
-        return catalog.loads.load(load_id).namespace
+        return catalog.loads.get(load_id).namespace
 
 
 def hbase_count(config, load_id: str) -> int:

@@ -1,5 +1,5 @@
-"""The bucket file format (debl.format.bucket_file): sorted data, the sparse index and its lookup, the
-trailer's checks, and which names are bucket files. Pure unit tests; that dist_ch's JVM writer
+"""The bucket file format (debl.format.bucket_file): sorted data, the sparse index and its lookup,
+the trailer's checks, and which names are bucket files. Pure unit tests; that dist_ch's JVM writer
 writes exactly ``encode``'s bytes is checked on the stack (tests/test_raw.py)."""
 
 from __future__ import annotations

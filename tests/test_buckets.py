@@ -1,6 +1,6 @@
-"""The bucket map (debl.format.bucket_map.BucketMap): every id from 0 to 2^63-1 in exactly one bucket, no
-bound that overflows, JSON round trips, and the JVM's mirror (debl.jobs.BucketMap) agreeing with
-it on the same ids."""
+"""The bucket map (debl.format.bucket_map.BucketMap): every id from 0 to 2^63-1 in exactly one
+bucket, no bound that overflows, JSON round trips, and the JVM's mirror (debl.jobs.BucketMap)
+agreeing with it on the same ids."""
 
 from __future__ import annotations
 

@@ -74,8 +74,8 @@ def test_a_batch_without_changes_has_no_commit_time():
 def _load(load_id: str, position: DumpPosition | None, dropped: float | None = None):
     return LoadRecord(load_id, "debl", "/x", "up", None, 1, {}, 0.0, None, None, None, None, 0,
                       None, None, dropped=dropped,
-                      dump_gtid=position and position.gtid,
-                      dump_source=position and position.source)
+                      dump_gtid=position.gtid if position else None,
+                      dump_source=position.source if position else None)
 
 
 def test_the_follower_starts_at_the_oldest_kept_dump_of_its_source():

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from debl.format.bucket_map import MAX_ID, BucketMap
-from debl.catalog import (METADATA, SCHEMA_VERSION, BucketChunk, Catalog, FalseClaim, LoadFile,
-                          engine_for)
+from debl.catalog import (METADATA, SCHEMA_VERSION, BucketChunk, Catalog, ChunkState, FalseClaim,
+                          LoadFile, engine_for)
 from debl.catalog.schema import RETIRED_TABLES
 from debl.cli import main
 from debl.errors import CatalogVersionError, GenHFLockHeld, LoadStateError, ServiceError
@@ -271,7 +271,7 @@ def _part(b: int, chunk_no: int, rows: int, checksum: int) -> BucketChunk:
 def _bucketed(catalog: Catalog, load_id: str, chunk_no: int, bucket_map: BucketMap,
               parts: list[BucketChunk], hot: bool = False) -> None:
     chunk = Chunk(chunk_no, f"/c/chunk-{chunk_no:05d}", 10, (), hot=hot)
-    catalog.index.chunk_bucketed(load_id, chunk.record("bucketed"), bucket_map, parts,
+    catalog.index.chunk_bucketed(load_id, chunk.record(ChunkState.BUCKETED), bucket_map, parts,
                                  "/h" if hot else "/b", f"chunk-{chunk_no:05d}", {}, 1.0, 2.0)
 
 
@@ -582,7 +582,8 @@ def test_a_dropped_or_superseded_load_never_becomes_current(config):
         with pytest.raises(LoadStateError, match="L3 cannot become current: its stores were "
                                                  "dropped"):
             catalog.loads.make_current("L3", time.time())
-        assert catalog.loads.current().load_id == "L2" and catalog.loads.load("L3").state == "running"
+        assert catalog.loads.current().load_id == "L2"
+        assert catalog.loads.load("L3").state == "running"
         with pytest.raises(LoadStateError, match="no load L9"):
             catalog.loads.make_current("L9", time.time())
 

@@ -75,7 +75,8 @@ def _latest(config):
 def hot_file(directory: Path, lines: int = 3000) -> Path:
     path = directory / "hot.tsv"
     path.write_bytes(b"".join(b"%d\t%d\t%d\t1\tdata-%d\t%d\t%d\n"
-                              % (i, LT, i + 1, i, 1_700_000_000 + i, i) for i in range(1, lines + 1)))
+                              % (i, LT, i + 1, i, 1_700_000_000 + i, i)
+                              for i in range(1, lines + 1)))
     return path
 
 

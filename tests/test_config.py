@@ -222,7 +222,7 @@ def test_a_config_survives_pickling_and_the_environment_of_a_child(tmp_path, mon
 def test_missing_password_names_the_file(tmp_path):
     config = Config(state_dir=tmp_path)
     with pytest.raises(ConfigError, match="debl stack up"):
-        config.mysql_secret
+        _ = config.mysql_secret
 
 
 def test_booleans_from_toml_and_environment(tmp_path):

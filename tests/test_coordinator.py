@@ -1,9 +1,10 @@
 """The coordinator on the real stack: routing, buffering and release, deadlines, partial answers,
 demand publication, many threads, restart, and random queries against the in-memory reference.
 
-One module-scoped load in a database of its own (``debl_coordtest``), dropped at the end. The data set is a generated one (updates, hidden rows, bad lines)
-plus two crafted files: a cold one and a hot one whose rows conflict on purpose at one id1 (every
-case of the merge rule across stores), and hot-only ids whose bucket has no cold row at all.
+One module-scoped load in a database of its own (``debl_coordtest``), dropped at the end. The data
+set is a generated one (updates, hidden rows, bad lines) plus two crafted files: a cold one and a
+hot one whose rows conflict on purpose at one id1 (every case of the merge rule across stores), and
+hot-only ids whose bucket has no cold row at all.
 
 gen_HF is another component: a bucket is "loaded" here by writing its merged cold rows into the
 real HBase table (HBaseStore.write_links) and setting its job state, as gen_HF does at the end
@@ -32,7 +33,7 @@ from click.testing import CliRunner
 from coordinator import Coordinator
 from coordinator.state import Dataset, HotBucket
 from debl.format.bucket_map import BucketMap
-from debl.catalog import Catalog, LoadRecord
+from debl.catalog import Catalog, JobState, LoadRecord
 from debl.commands.links import links as links_command
 from debl.commands.status import status as status_command
 from debl.config import Config
@@ -142,7 +143,8 @@ class World:
                 hbase.write_links(self.cold_rows[b])
         with Catalog(self.config) as catalog:
             before = time.monotonic()
-            catalog.jobs.set_job_state(self.load.load_id, buckets, "loaded", run_id="test")
+            catalog.jobs.set_job_state(self.load.load_id, buckets, JobState.LOADED,
+                                       run_id="test")
         return before
 
     def ids_in(self, b: int) -> list[tuple[int, int]]:
@@ -236,8 +238,8 @@ def _eventually(predicate, timeout: float = 5.0) -> bool:
 # ---------------------------------------------------------------------------- tests
 
 def test_the_hot_bucket_of_an_id_is_the_one_whose_span_holds_it():
-    """A load's hot rows are in one hot bucket (debl.format.bucket_map.HOT_MAP), a load's of older code
-    in one per cold bucket: either way the hot bucket of id1 is the one whose rows' span holds
+    """A load's hot rows are in one hot bucket (debl.format.bucket_map.HOT_MAP), a load's of older
+    code in one per cold bucket: either way the hot bucket of id1 is the one whose rows' span holds
     it, and an id outside every span reads no hot file."""
     one = Dataset(load=None, hot_buckets={0: HotBucket(0, 9, 40, 700)})
     assert [one.hot_bucket_of(i) for i in (39, 40, 500, 700, 701)] == \

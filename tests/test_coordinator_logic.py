@@ -259,8 +259,8 @@ def test_buffered_query_is_released_and_demand_published_then_cleared(world, coo
 
 
 def _recorded(fn, *args, **kwargs):
-    """``fn``'s answer and the request record it ran in (``debl.measure.request_cost``), as the query
-    client wraps each request."""
+    """``fn``'s answer and the request record it ran in (``debl.measure.request_cost``), as the
+    query client wraps each request."""
     cost = request_cost.begin()
     try:
         return fn(*args, **kwargs), cost
@@ -640,7 +640,8 @@ class SlowReader:
     """A reader whose ``open_ahead`` takes a while, counting the opens in flight at once."""
 
     def __init__(self, budget: int) -> None:
-        self.budget, self.opened, self.in_flight, self.most, self.calls = budget, [], 0, 0, 0
+        self.budget, self.in_flight, self.most, self.calls = budget, 0, 0, 0
+        self.opened: list = []
         self._lock = threading.Lock()
 
     def open_ahead(self, bucket) -> bool:

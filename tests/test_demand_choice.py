@@ -21,7 +21,8 @@ class _Early:
 def _chooser(missing: dict[int, list[Piece]], sizes: dict[int, int]) -> DemandFetcher:
     """A fetcher with only what ``_choose`` reads: the pieces each key misses and the ledger."""
     fetcher = object.__new__(DemandFetcher)
-    fetcher.early, fetcher.coverage = _Early(missing), Coverage(sizes)
+    fetcher.coverage = Coverage(sizes)
+    fetcher.early = _Early(missing)  # type: ignore[assignment]  # a stand-in
     return fetcher
 
 

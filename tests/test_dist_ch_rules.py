@@ -1,9 +1,9 @@
 """dist_ch's line validation on the JVM (debl.jobs.DistCh.lineId1) accepts exactly the lines that
 debl.format.link.parse_line accepts, and finds the same id1: the Python parser is the reference, and
 the reject file's reasons come from it. dist_ch's task (DistCh.bucketSlice) puts every valid line in
-the bucket ``debl.format.bucket_map.BucketMap`` gives its id1, rejects what parse_line rejects and passes
-over what is longer than max_line_bytes: checked on generated lines and on the one set of hostile
-lines the loads are tested with (tests/hostile_lines.py).
+the bucket ``debl.format.bucket_map.BucketMap`` gives its id1, rejects what parse_line rejects and
+passes over what is longer than max_line_bytes: checked on generated lines and on the one set of
+hostile lines the loads are tested with (tests/hostile_lines.py).
 
 Needs Spark's JVM with debl-jobs.jar (the ``spark`` fixture; loaders/jvm, built by
 scripts/build_jobs_jar.sh).

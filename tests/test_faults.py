@@ -13,13 +13,14 @@ CI's short campaign; ``--trials 20`` of every target is the full one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
+import psutil
 import pytest
 
 from harness import procs
@@ -241,8 +242,6 @@ HANG_S = 60.0
 
 def _frozen(daemon) -> "contextlib.AbstractContextManager":
     """SIGSTOP a stack daemon for the block (a server that takes calls and never answers)."""
-    import contextlib
-
     @contextlib.contextmanager
     def frozen():
         pid = daemon.pid()
@@ -263,15 +262,14 @@ def _frozen(daemon) -> "contextlib.AbstractContextManager":
 
 
 def _all_stopped(pid: int) -> bool:
-    """Every thread of *pid* is stopped (state T in /proc)."""
+    """Every thread of *pid* is stopped (on Linux, psutil reads a thread by its id too)."""
     states = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    for thread in psutil.Process(pid).threads():
         try:
-            stat = (task / "stat").read_text()
-        except OSError:
+            states.append(psutil.Process(thread.id).status())
+        except psutil.NoSuchProcess:
             continue  # a thread that ended
-        states.append(stat[stat.rindex(")") + 2])
-    return all(state in "Tt" for state in states)
+    return all(state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP) for state in states)
 
 
 def _within(seconds: float, call):

@@ -79,7 +79,7 @@ class Dataset:
             with conn.cursor() as cur:
                 cur.execute(sql, args)
                 cur.execute("SELECT @@last_gtid")
-                return parse_gtid(cur.fetchone()[0])[2]
+                return parse_gtid(cur.fetchone()[0])[2]  # type: ignore[index]  # a variable: one row
         finally:
             conn.close()
 
@@ -217,7 +217,9 @@ class _Serving:
     """A follower serving in a thread of this process, what it says kept in ``said``."""
 
     def __init__(self, d: Dataset):
-        self.stop, self.errors, self.said = threading.Event(), [], []
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.said: list[str] = []
         self.thread = threading.Thread(target=self._run, args=(d,), daemon=True)
         self.thread.start()
 

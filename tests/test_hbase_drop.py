@@ -19,7 +19,7 @@ def test_two_cleanups_dropping_one_table_at_once_both_succeed(stack_config):
             store.create_table()
         start, errors = threading.Barrier(2), []
 
-        def drop() -> None:
+        def drop(name: str, start: threading.Barrier, errors: list[Exception]) -> None:
             try:
                 with HBaseStore(stack_config, name) as store:
                     start.wait()
@@ -27,7 +27,7 @@ def test_two_cleanups_dropping_one_table_at_once_both_succeed(stack_config):
             except Exception as exc:  # noqa: BLE001 -- the assertion below shows it
                 errors.append(exc)
 
-        threads = [threading.Thread(target=drop) for _ in range(2)]
+        threads = [threading.Thread(target=drop, args=(name, start, errors)) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from debl.format import bucket_file
 from debl.errors import ServiceError
-from debl.format.link import CHECKSUM_MOD, MAX_DATA, MAX_TIME, Link, Origin, merge_rank, row_checksum
+from debl.format.link import (CHECKSUM_MOD, MAX_DATA, MAX_TIME, Link, Origin, merge_rank,
+                              row_checksum)
 from debl.store.hbase_layout import (CELL_TS, FAMILY, QUALIFIER, cell_value, decode, id1_boundary,
                                      prefix, row_key, scan_bounds)
 from loaders.hfile import (BucketHFiles, cold_origin, merge_bucket, merge_links, merge_rows,
@@ -114,7 +115,8 @@ def test_merge_bucket_keeps_the_greatest_rank_per_key(rows):
 # is an explicit file:// URI, so these tests write no HDFS.
 
 
-def read_hfiles(spark, out_dir: str) -> dict[str, list[tuple[bytes, bytes, bytes, int, int, bytes]]]:
+def read_hfiles(spark,
+                out_dir: str) -> dict[str, list[tuple[bytes, bytes, bytes, int, int, bytes]]]:
     """Every HFile under out_dir/<family>/, read with HBase's HFile reader:
     {family/file: [(row, family, qualifier, timestamp, type, value), ...]} in file order."""
     sc = spark.sparkContext
@@ -152,7 +154,7 @@ def read_hfiles(spark, out_dir: str) -> dict[str, list[tuple[bytes, bytes, bytes
 
 def _random_links(n: int, seed: int, max_id1: int = 1000) -> list[Link]:
     rnd = random.Random(seed)
-    out = {}
+    out: dict = {}
     while len(out) < n:
         # Every byte value but tab, newline and carriage return (the text format's), to prove
         # byte-exactness.
@@ -214,7 +216,8 @@ def test_bucket_hfiles_equal_the_reference_merge(spark, tmp_path):
     for bucket_rows, cells, written in zip((low, high), by_bucket, result):
         reference = merge_bucket(bucket_rows)
         assert [decode(c[0], c[5]) for c in cells] == reference
-        assert {(c[1], c[2], c[3], c[4]) for c in cells} == {(FAMILY, QUALIFIER, CELL_TS, 4)}  # 4: Put
+        # 4: a Put
+        assert {(c[1], c[2], c[3], c[4]) for c in cells} == {(FAMILY, QUALIFIER, CELL_TS, 4)}
         assert written == BucketHFiles(
             rows=len(bucket_rows), winners=len(reference),
             checksum=sum(row_checksum(l) for l in reference) % CHECKSUM_MOD)
@@ -288,8 +291,8 @@ def bulk_load_round_trip(spark, config, table: str, hfile_dir: str, bucket_dir: 
     links = _random_links(2000, seed=6, max_id1=300)
     # One bucket per region: [, 100) [100, 200) [200, ), each one chunk file.
     prefixes = [[write_bucket_files(bucket_dir / str(b), [
-        (l, cold_origin(0, i)) for i, l in enumerate(links) if b * 100 <= l.id1 < (b + 1) * 100], 1)]
-        for b in range(3)]
+        (l, cold_origin(0, i)) for i, l in enumerate(links) if b * 100 <= l.id1 < (b + 1) * 100],
+        1)] for b in range(3)]
     drop()  # left over from an interrupted run
     try:
         assert hbase_bulk.create_table(spark, config, [id1_boundary(100), id1_boundary(200)], table)

@@ -1,6 +1,6 @@
-"""Hostile input on the real stack (docs/DESIGN.md sections 3 and 8): every kind of bad line is rejected
-with its exact reason and counted, every odd but valid byte round-trips through MySQL, HDFS and
-HBase, a CRLF file loads as its LF twin, an over-long line is rejected without being held in
+"""Hostile input on the real stack (docs/DESIGN.md sections 3 and 8): every kind of bad line is
+rejected with its exact reason and counted, every odd but valid byte round-trips through MySQL, HDFS
+and HBase, a CRLF file loads as its LF twin, an over-long line is rejected without being held in
 memory, and the answers equal the in-memory reference built from the LF twins.
 
 The data set holds, oldest first, four cold and four hot files: a CRLF file, a file of hostile
@@ -128,8 +128,8 @@ def _mysql_rows(config) -> set[Link]:
         with conn.cursor() as cur:
             cur.execute(f"SELECT id1, link_type, id2, visibility, data, time, version "
                         f"FROM `{_current(config).namespace.link_table}`")
-            return {Link(*(bytes(v) if isinstance(v, (bytes, bytearray)) else int(v)
-                           for v in row)) for row in cur.fetchall()}
+            return {Link._make(bytes(v) if isinstance(v, (bytes, bytearray)) else int(v)
+                               for v in row) for row in cur.fetchall()}
     finally:
         conn.close()
 
@@ -141,7 +141,7 @@ def test_each_hostile_line_is_rejected_with_its_exact_reason(hostile):
         with open(os.path.join(bytes(root / "crlf"), os.fsencode(name)), "rb") as f:
             for line_no, line in enumerate(f, 1):
                 body = line.rstrip(b"\n").removesuffix(b"\r")
-                for kind, bad, reason in HOSTILE:
+                for _, bad, reason in HOSTILE:
                     if body == bad:
                         expected.append((name, line_no, reason))
     assert len(expected) == 2 * len(HOSTILE)  # each kind once in a hot and once in a cold file

@@ -36,7 +36,7 @@ def lines(draw) -> bytes:
                                      b"1\t0\t0\t1\ta\rb\t1\t1\n", b"\n"]))
     link = Link(draw(ids), draw(link_types), draw(ids), draw(st.sampled_from([0, 1])),
                 draw(datas), draw(moments), draw(moments))
-    fields = [b"%d" % value if i != 4 else value for i, value in enumerate(link)]
+    fields = [link.data if i == 4 else str(value).encode() for i, value in enumerate(link)]
     for i in (0, 1, 2, 5, 6):
         fields[i] = b"0" * draw(st.sampled_from([0, 0, 0, 1, 2, 20])) + fields[i]
     return b"\t".join(fields) + draw(st.sampled_from([b"\n", b"\r\n"]))

@@ -51,7 +51,7 @@ def table_rows(config, table: str = TABLE) -> set[Link]:
         conn.close()
 
 
-def tables_and_keys(config) -> tuple[set[str], set[str]]:
+def tables_and_keys(config) -> tuple[set[str], dict[str, list[str]]]:
     conn = connect(config)
     try:
         with conn.cursor() as cur:

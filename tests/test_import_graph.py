@@ -1,15 +1,18 @@
 """The layers hold (docs/ARCHITECTURE.md): imports run one way, foundation <- pipeline and query
-side <- application, no hidden import, and SQL only where the catalog and the stores keep it.
+side <- application, the library without click (import-linter's contracts in pyproject.toml,
+checked by ``lint-imports``), every module in a layer, no hidden import, no import cycle
+(``scripts/import_graph.py``), and SQL only where the catalog and the stores keep it.
 
-Pure unit tests: ``scripts/import_graph.py`` reads the sources with ``ast``, nothing is started.
-The checker is also run on a small planted tree, so that a check which finds nothing is known to
-be able to find something.
+Pure unit tests: ``lint-imports`` and ``scripts/import_graph.py`` read the sources, nothing is
+started. Both are also run on small planted trees, so that a check which finds nothing is known
+to be able to find something.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -36,9 +39,51 @@ def graph():
     return import_graph.build()
 
 
-def test_no_upward_sideways_or_hidden_arrow_in_the_tree(graph):
-    assert graph.upward() == []
-    assert graph.sideways() == []
+# `lint-imports --no-cache` (no cache directory left behind), on the packages under its cwd.
+_LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _LINT_IMPORTS, "--no-cache"], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_import_contracts_hold():
+    """No upward arrow, none between the pipeline and the query side, no click in the library:
+    import-linter's contracts in pyproject.toml."""
+    done = _lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+def test_the_contracts_find_planted_arrows(tmp_path):
+    """The tree's contracts, on a tree of their modules with an upward arrow, a sideways one,
+    click imported by the library and click reached through the CLI's modules."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    for name in [m for m, _ in import_graph.LAYERS] + list(import_graph.CLI) + ["debl"]:
+        package = tmp_path.joinpath(*name.split("."))
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").touch()
+    planted = {"debl/errors": "import loaders\n", "loaders": "from coordinator import x\n",
+               "debl/status": "import click\n", "debl/ui": "from debl.commands import y\n",
+               "debl/commands": "import click\n"}
+    for package, text in planted.items():
+        (tmp_path / package / "__init__.py").write_text(text)
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Contracts: 0 kept, 2 broken." in done.stdout
+    for arrow in ("debl.errors -> loaders", "loaders -> coordinator", "debl.status -> click",
+                  "debl.ui -> debl.commands"):
+        assert arrow in done.stdout, done.stdout
+    assert "debl.commands is not allowed" not in done.stdout  # the CLI imports click
+
+
+def test_every_module_is_in_the_contracts_and_no_arrow_is_hidden(graph):
+    """import-linter checks only the modules its contracts name: each module is in a layer,
+    and each but the CLI's in the contract on click."""
+    assert graph.unplaced() == []
+    assert graph.outside_click_contract() == []
     assert list(graph.hidden) == []
 
 
@@ -59,10 +104,13 @@ def test_every_module_has_a_layer_and_each_layer_has_its_packages(graph):
 
 
 def test_the_checker_finds_planted_arrows(tmp_path):
-    """An upward arrow, a sideways one, a dynamic import and an unexplained import inside a
-    function are each found; an explained one is not."""
+    """A dynamic import and an unexplained import inside a function are each found, an
+    explained one is not; a module in no layer (nor in the contract on click) is found, and so
+    is the package of them all once it imports something."""
     files = {
-        "debl/__init__.py": "",
+        "debl/__init__.py": "import debl.errors\n",
+        "debl/errors.py": "",
+        "debl/extra.py": "",
         "debl/format/link.py": "from loaders.load import run\n",  # foundation -> pipeline: upward
         "debl/commands/__init__.py": "",
         "debl/commands/go.py": ("import importlib\n"
@@ -80,9 +128,8 @@ def test_the_checker_finds_planted_arrows(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     graph = import_graph.build(tmp_path)
-    assert [(a.importer, a.imported) for a in graph.upward()] == [("debl.format.link", "loaders.load")]
-    assert [(a.importer, a.imported) for a in graph.sideways()] == [
-        ("loaders.load", "coordinator.core")]
+    assert graph.unplaced() == ["debl", "debl.extra"]
+    assert graph.outside_click_contract() == ["debl.extra"]
     assert sorted((a.path, a.line) for a in graph.hidden) == [
         ("debl/commands/go.py", 2), ("loaders/load.py", 3)]
     assert graph.largest() == ("loaders.load", 5)
@@ -90,7 +137,7 @@ def test_the_checker_finds_planted_arrows(tmp_path):
     assert graph.over(1) == [("loaders.load", 5), ("debl.commands.go", 2)]
     assert graph.layer_arrows() == {("foundation", "pipeline"): 1, ("application", "query"): 1,
                                     ("pipeline", "query"): 1, ("pipeline", "foundation"): 1,
-                                    ("query", "foundation"): 1}
+                                    ("query", "foundation"): 1, ("foundation", "foundation"): 1}
 
 
 def test_the_checker_finds_planted_cycles(tmp_path):

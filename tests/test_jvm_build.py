@@ -21,7 +21,8 @@ def _pom(path: Path) -> ET.Element:
 
 
 def _properties(pom: ET.Element) -> dict[str, str]:
-    return {child.tag.split("}")[1]: child.text for child in pom.find("m:properties", NS)}
+    return {child.tag.split("}")[1]: child.text or ""
+            for child in pom.find("m:properties", NS) or ()}
 
 
 def _dependencies(pom: ET.Element) -> list[dict[str, str | None]]:
@@ -34,7 +35,7 @@ def _dependencies(pom: ET.Element) -> list[dict[str, str | None]]:
 
     return [{field: resolve(dep.findtext(f"m:{field}", None, NS))
              for field in ("groupId", "artifactId", "version", "scope")}
-            for dep in pom.find("m:dependencies", NS)]
+            for dep in pom.find("m:dependencies", NS) or ()]
 
 
 JOBS = _pom(ROOT / "loaders/jvm/pom.xml")
@@ -60,13 +61,14 @@ def test_the_other_jvm_libraries_are_those_pyspark_ships(artifact):
 
 
 def test_hbase_is_what_the_spark_runtime_resolves():
-    runtime = {d["artifactId"]: d for d in _dependencies(_pom(ROOT / "scripts/maven/spark/pom.xml"))}
+    runtime = {d["artifactId"]: d
+               for d in _dependencies(_pom(ROOT / "scripts/maven/spark/pom.xml"))}
     assert DEPS["hbase-shaded-mapreduce"]["version"] == runtime["hbase-shaded-mapreduce"]["version"]
 
 
 def test_the_jar_is_named_as_the_spark_session_expects():
-    """debl/spark/session.py puts ``<lib_dir>/debl-jobs.jar`` on the classpath; the build names it so and
-    scripts/build_jobs_jar.sh moves it there."""
+    """debl/spark/session.py puts ``<lib_dir>/debl-jobs.jar`` on the classpath; the build names it
+    so and scripts/build_jobs_jar.sh moves it there."""
     assert JOBS.findtext("m:build/m:finalName", None, NS) == "debl-jobs"
     script = (ROOT / "scripts/build_jobs_jar.sh").read_text()
     assert 'jar="$state/lib/debl-jobs.jar"' in script and "loaders/jvm" in script

@@ -1,6 +1,6 @@
-"""debl.format.line_block against debl.format.link.parse_line: a block is accepted only if every one of its
-lines parses, and then parsed column-wise into the parser's numbers; a block of ordinary lines is
-accepted. Pure unit tests (docs/LOADING.md, "The hot path's cost")."""
+"""debl.format.line_block against debl.format.link.parse_line: a block is accepted only if every one
+of its lines parses, and then parsed column-wise into the parser's numbers; a block of ordinary
+lines is accepted. Pure unit tests (docs/LOADING.md, "The hot path's cost")."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ line = st.builds(lambda a, b, c, v, d, t, r, end: b"\t".join([a, b, c, v, d, t, 
 def parsed_numbers(block: bytes) -> list[tuple[int, ...]] | None:
     """Each line's (id1, link_type, id2, time, version) by parse_line, or None if one line is
     bad."""
-    numbers = []
+    numbers: list[tuple[int, ...]] = []
     for one in block.split(b"\n")[:-1]:
         try:
             link = parse_line(one)

@@ -42,6 +42,7 @@ def snapshot(config) -> dict:
     """What the current load leaves behind: bucket index, job rows, MySQL rows."""
     with Catalog(config) as catalog:
         load = catalog.loads.current()
+        assert load is not None
         buckets = {b.b_index: (b.k_lo, b.k_hi, b.rows, b.checksum, b.c_lo, b.c_hi)
                    for b in catalog.index.buckets(load.load_id)}
         jobs = catalog.jobs.job_states(load.load_id)

@@ -57,8 +57,9 @@ def nothing_visible(config, load_id: str) -> None:
     """Nothing of the failed load *load_id* is served or converted: the current day (if any)
     goes on answering."""
     with Catalog(config) as catalog:
-        assert catalog.loads.load().load_id == load_id
-        assert catalog.loads.load().state == "failed"
+        newest = catalog.loads.load()
+        assert newest is not None and newest.load_id == load_id
+        assert newest.state == "failed"
         current = catalog.loads.current()
     with Coordinator(config) as c:
         if current is None:

@@ -11,8 +11,9 @@ from sqlalchemy.dialects import mysql
 
 from debl.catalog.schema import manifests_table
 from debl.errors import DeblError, ManifestError
-from debl.keys.manifest import (ID1_MAX, MANIFEST_VERSION, MAX_POINTS, STEP, ClaimViolation, Manifest,
-                           Piece, claim_violations, json_int, manifest_of_entry, piece_at, pieces)
+from debl.keys.manifest import (ID1_MAX, MANIFEST_VERSION, MAX_POINTS, STEP, ClaimViolation,
+                                Manifest, Piece, claim_violations, json_int, manifest_of_entry,
+                                piece_at, pieces)
 
 SORTED = Manifest(10, 90, True, (0, 100, 250), (10, 40, 40), lines=30, step=100)
 

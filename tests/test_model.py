@@ -1,5 +1,5 @@
-"""debl.format.link's parser on the input format's edge cases (docs/DESIGN.md section 3): line ends, carriage
-returns, numbers at and past the 64-bit edge, leading zeros. Pure unit tests."""
+"""debl.format.link's parser on the input format's edge cases (docs/DESIGN.md section 3): line ends,
+carriage returns, numbers at and past the 64-bit edge, leading zeros. Pure unit tests."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def test_a_carriage_return_that_is_not_the_line_end_is_bad(line, reason):
     (b"+5", "id1 is not an integer: b'+5'"),
     (b" 5", "id1 is not an integer: b' 5'"),
     (b"", "id1 is not an integer: b''"),
-    (b"1" + b"0" * 5000, "id1 is out of the 64-bit range: b'1000000000000000000000000000000000000000'"),
+    (b"1" + b"0" * 5000,
+     "id1 is out of the 64-bit range: b'1000000000000000000000000000000000000000'"),
 ])
 def test_bad_id1_reasons(field, reason):
     with pytest.raises(ParseError) as err:

@@ -51,7 +51,9 @@ def online(stack_config, spark, tmp_path_factory):
 
 def _current(config) -> str:
     with Catalog(config) as catalog:
-        return catalog.loads.current().load_id
+        current = catalog.loads.current()
+        assert current is not None
+        return current.load_id
 
 
 def lists(reference) -> list[tuple[int, int]]:

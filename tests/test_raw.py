@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -65,7 +66,8 @@ def _heavy_files(directory: Path) -> None:
         path.write_bytes(b"".join(lines))
         os.utime(path, (mtimes[before] - 60,) * 2)
     newest = mtimes[-1]
-    hot = [Link(HEAVY, LT, id2, id2 % 2, b"hot", T0 + 25, 9).to_line() for id2 in range(0, 4000, 97)]
+    hot = [Link(HEAVY, LT, id2, id2 % 2, b"hot", T0 + 25, 9).to_line()
+           for id2 in range(0, 4000, 97)]
     path = directory / "heavy-hot.tsv"
     path.write_bytes(b"".join(hot))
     os.utime(path, (newest + 3600,) * 2)
@@ -122,14 +124,15 @@ def _keys(reference: MemoryStore) -> list[tuple[int, int]]:
 
 
 RAW_ANSWERS: dict = {}  # (key, kwargs) -> links: compared with the answers after conversion
-RANGES = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30}, {"min_time": T0 + 10, "max_time": T0 + 12},
-          {"offset": 3, "limit": 5}, {"offset": 2400, "limit": 10}, {"limit": 1},
+RANGES: tuple[dict[str, int], ...] = ({}, {"min_time": T0 + 20}, {"max_time": T0 + 30},
+          {"min_time": T0 + 10, "max_time": T0 + 12}, {"offset": 3, "limit": 5},
+          {"offset": 2400, "limit": 10}, {"limit": 1},
           {"min_time": 1766900000000}, {"max_time": 1767000000000, "offset": 1, "limit": 3})
 
 
 def test_bucket_files_are_exactly_what_the_reference_writer_writes(raw):
-    """dist_ch on the JVM sorts and indexes as debl.format.bucket_file.encode does: a file's lines in
-    input order (their origins ascending) encode to the file's very bytes."""
+    """dist_ch on the JVM sorts and indexes as debl.format.bucket_file.encode does: a file's lines
+    in input order (their origins ascending) encode to the file's very bytes."""
     config, _, bucket_files = raw
     fs = HdfsClient(config)
     most_blocks = 0
@@ -421,21 +424,9 @@ def test_a_bucket_file_rewritten_since_it_was_opened_is_a_clear_error_naming_it(
 
 
 def _sockets_to(*ports: int) -> int:
-    """This process's TCP connections to any of *ports* (Linux's /proc)."""
-    mine = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if target.startswith("socket:["):
-            mine.add(target[len("socket:["):-1])
-    found = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            found += fields[9] in mine and int(fields[2].rsplit(":", 1)[1], 16) in ports
-    return found
+    """This process's TCP connections to any of *ports*."""
+    return sum(bool(c.raddr) and c.raddr.port in ports
+               for c in psutil.Process().net_connections(kind="tcp"))
 
 
 def test_a_warm_up_of_many_offers_keeps_a_few_connections_and_closes_them(raw):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 import pytest
@@ -173,7 +174,7 @@ class _Directories:
         return [HdfsFile(d, 0, True, ms) for d, ms in self.times.items()
                 if d.rsplit("/", 1)[0] == parent]
 
-    def modified_ms(self, paths: list[str]) -> list[int | None]:  # HdfsClient.modified_ms
+    def modified_ms(self, paths: Sequence[str]) -> Sequence[int | None]:  # HdfsClient's
         self.calls.append(("status", *paths))
         if self.failing & set(paths):
             raise ServiceError(f"HDFS did not answer for {paths}")

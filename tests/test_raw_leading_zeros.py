@@ -1,7 +1,7 @@
-"""The raw route on numbers written with leading zeros (valid input, docs/LOADING.md row "Integers in
-the input"), on the real stack: a cold input whose ids, link types, times and versions carry
-leading zeros, 19-digit ids among them, loaded ``--no-hot``, answers from the bucket files before
-any gen_HF run equal to the in-memory reference built from the raw files.
+"""The raw route on numbers written with leading zeros (valid input, docs/LOADING.md row
+"Integers in the input"), on the real stack: a cold input whose ids, link types, times and versions
+carry leading zeros, 19-digit ids among them, loaded ``--no-hot``, answers from the bucket files
+before any gen_HF run equal to the in-memory reference built from the raw files.
 
 Defect (issue 24): the reader found a key's lines by the text ``b"%d\\t%d\\t"``; a line ``05\\t1``
 sorted among key 5's lines ended the key's run there, and answers were stale or empty.

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from coordinator.raw_cache import BlockCache
 from coordinator.merge import NewestFirstMerge
 from coordinator.raw_scan import FileFilters, key_lines
-from debl.format.bucket_file import bloom_filter, bloom_holds, data_lines, encode, parse_row, parse_tail
+from debl.format.bucket_file import (bloom_filter, bloom_holds, data_lines, encode, parse_row,
+                                     parse_tail)
 from debl.format.link import Link, Origin
 from debl.store.memory import MemoryStore
 

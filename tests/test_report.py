@@ -157,7 +157,7 @@ def from_load(name: str = "debl-cold", per_second=EARLY, first: float | None = 4
     r = run(name, full=uptime + 2, per_second=per_second, last=0.3 + len(per_second) - 0.5,
             uptime=uptime, start=0.3)
     return ApproachRun(**{**r.__dict__, "queries_from": "load", "first_answer_s": first,
-                          "waits": {**r.waits, "early": 300}})
+                          "waits": {**(r.waits or {}), "early": 300}})
 
 
 def file_copy(uptime: float = 8.0) -> ApproachRun:

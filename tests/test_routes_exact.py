@@ -92,7 +92,8 @@ def awkward(loading):
 
 def _check(c: Coordinator, reference, key, min_time=0, max_time=BIG, offset=0,
            limit=10000) -> str:
-    answer = c.query(*key, min_time, max_time, offset, limit, timeout=300)
+    id1, link_type = key
+    answer = c.query(id1, link_type, min_time, max_time, offset, limit, timeout=300)
     assert answer.complete
     assert answer.links == reference.get_link_list(*key, min_time, max_time, offset, limit), \
         (key, min_time, max_time, offset, limit, answer.route)

@@ -134,7 +134,6 @@ def test_a_heavy_id_gets_a_bucket_of_its_own_and_raises_the_target(tmp_path):
 
 
 def test_every_id_even_2_63_minus_1_has_a_bucket(tmp_path):
-    rng = random.Random(6)
     write_files(tmp_path, [list(range(1, 20_000)) + [MAX_ID] * 3])
     _, bucket_map, sizes = skew_of(tmp_path)
     last = bucket_map.bucket_of(MAX_ID)

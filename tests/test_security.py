@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from debl.bench.source_server import make_server
@@ -129,50 +130,24 @@ def _has_runtime(config: Config) -> bool:
 
 
 def _listening(pids: set[int]) -> dict[int, list[str]]:
-    """pid -> the TCP addresses it listens on (from /proc: every socket of the process)."""
-    inodes: dict[str, tuple[str, int]] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A":  # LISTEN
-                inodes[fields[9]] = _address(fields[1])
+    """pid -> the TCP addresses it listens on (every socket of the process)."""
     found: dict[int, list[str]] = {}
     for pid in pids:
         try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
+            sockets = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:  # ended meanwhile
             continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:  # closed meanwhile (listdir's own, for one)
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                host, port = inodes[link[8:-1]]
-                found.setdefault(pid, []).append(f"{host}:{port}")
+        for c in sockets:
+            if c.status == psutil.CONN_LISTEN:
+                found.setdefault(pid, []).append(f"{c.laddr.ip}:{c.laddr.port}")
     return found
-
-
-def _address(hex_address: str) -> tuple[str, int]:
-    host, port = hex_address.split(":")
-    raw = bytes.fromhex(host)
-    if len(raw) == 4:
-        return socket.inet_ntop(socket.AF_INET, raw[::-1]), int(port, 16)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-    return socket.inet_ntop(socket.AF_INET6, words), int(port, 16)
 
 
 def _descendants(pid: int) -> set[int]:
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        found.add(p)
-        for task in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                todo += [int(c) for c in task.read_text().split()]
-            except OSError:
-                pass
-    return found
+    try:
+        return {pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return {pid}
 
 
 def _loopback(address: str) -> bool:
@@ -288,16 +263,11 @@ def test_a_password_in_the_source_url_is_refused_before_anything_is_recorded(sta
     assert _files_holding(stack_config.state_dir, b"Pa55-in-the-URL") == []
 
 
-def _argv_holding(needle: bytes) -> list[str]:
-    """The pids of every process whose argv holds *needle*, as /proc shows them now."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if needle in cmdline.read_bytes():
-                found.append(cmdline.parent.name)
-        except OSError:
-            pass
-    return found
+def _argv_holding(needle: bytes) -> list[int]:
+    """The pids of every process whose argv holds *needle*, as the system shows them now."""
+    text = needle.decode(errors="surrogateescape")  # as psutil decodes an argv
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if text in "\0".join(p.info["cmdline"] or ())]
 
 
 def _files_holding(root: Path, needle: bytes, but: Path | None = None) -> list[str]:

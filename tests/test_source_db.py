@@ -215,7 +215,8 @@ def test_a_dump_holds_exactly_the_writes_up_to_its_position(config, datasets, tm
                                     "AND id2 = %s", key)
                         op = "delete"
                     cur.execute("SELECT @@last_gtid")
-                    done.append((parse_gtid(cur.fetchone()[0])[2], op, key, row))
+                    gtid = cur.fetchone()[0]  # type: ignore[index]  # a variable: one row
+                    done.append((parse_gtid(gtid)[2], op, key, row))
                     if i == 300:
                         started.set()
                     if stop.is_set() and len(done) > stop_at[0] + 100:
@@ -239,7 +240,7 @@ def test_a_dump_holds_exactly_the_writes_up_to_its_position(config, datasets, tm
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert min(seqs) <= position < max(seqs), "the dump did not run while the client wrote"
     expected = dict(before)
-    for seq, op, key, row in done:
+    for seq, _op, key, row in done:
         if seq > position:
             break
         if row is None:

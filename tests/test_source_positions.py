@@ -194,7 +194,7 @@ def test_the_source_database_settings(tmp_path):
     assert "p@ss" not in repr(config)
     assert "p@ss" not in repr(Config(source_db_replication_password="p@ss"))
     with pytest.raises(ConfigError, match="DEBL_SOURCE_DB_PASSWORD or run `debl stack up`"):
-        Config(state_dir=tmp_path).source_db_secret
+        _ = Config(state_dir=tmp_path).source_db_secret
     with pytest.raises(ConfigError, match="source_db.server_id must be 1 to 4294967295"):
         Config(source_db_server_id=0)
     with pytest.raises(ConfigError, match="source_db.log_expire must be 0"):

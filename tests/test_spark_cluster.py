@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -61,7 +62,7 @@ def cluster(stack_config):
 
 def namespace(config: Config) -> Config:
     """A dataset of this module's own, on *config*'s stack."""
-    return replace(config, mysql_database="debl_clustertest", mysql_link_table="cluster_links",
+    return config.replace(mysql_database="debl_clustertest", mysql_link_table="cluster_links",
                    hbase_table="cluster_links", hdfs_root="/debl-clustertest",
                    coordinator_poll_interval=0.2, gen_hf_run_buckets=4,
                    loading_bucket_target_bytes=512 * 1024)
@@ -85,34 +86,28 @@ def master_state(config: Config) -> dict:
 
 
 def listeners(port: int) -> set[str]:
-    """Local addresses of the TCP sockets listening on *port* (from /proc/net/tcp and tcp6)."""
+    """Local addresses of the TCP sockets listening on *port*."""
     found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            local, _, state = line.split()[1:4]
-            address, hex_port = local.split(":")
-            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
-                found.add(address)
+    for c in psutil.net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+            found.add(c.laddr.ip)
     return found
 
 
-LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1, ::ffff:127.0.0.1
+LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}
 
 
 def spark_processes(home: Path) -> list[tuple[int, str]]:
     """Every process whose command line or working directory is under the cluster's home:
     master, workers, executors and their Python workers."""
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        cmdline, cwd = proc.info["cmdline"], proc.info["cwd"]
+        if cmdline is None or cwd is None:  # not ours, or ended meanwhile
             continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(proc / "cwd")
-        except OSError:
-            continue
-        if f"{home}/" in cmdline or f"{cwd}/".startswith(f"{home}/"):
-            found.append((int(proc.name), cmdline))
+        line = " ".join(cmdline)
+        if f"{home}/" in line or f"{cwd}/".startswith(f"{home}/"):
+            found.append((proc.pid, line))
     return found
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+from collections.abc import Iterable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -59,7 +60,7 @@ def real_store(request: pytest.FixtureRequest):
     with _open(request.param, request) as s:
         s.reset()
         yield s
-        s.drop_table()
+        s.drop_table()  # type: ignore[attr-defined]  # a real store's
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def put(store: LinkStore, *links: Link, origin: Origin = Origin(0, 0, 0)) -> Non
         store.write_links([(link, origin)])
 
 
-def ids(links: list[Link]) -> list[tuple[int, int]]:
+def ids(links: Iterable[Link]) -> list[tuple[int, int]]:
     return [(l.id2, l.time) for l in links]
 
 
@@ -290,7 +291,8 @@ def test_count_and_reset(store: LinkStore, ns: int) -> None:
 
 
 _link = st.builds(
-    lambda id1, lt, id2, vis, data, time, version: Link(id1, LT + lt, id2, vis, data, time, version),
+    lambda id1, lt, id2, vis, data, time, version: Link(id1, LT + lt, id2, vis, data, time,
+                                                        version),
     st.integers(0, 2), st.integers(0, 1), st.integers(0, 5),
     st.sampled_from([0, 1, 1, 1]), st.binary(max_size=6), st.integers(0, 6), st.integers(0, 2))
 _query = st.tuples(st.integers(0, 2), st.integers(0, 1), st.integers(0, 7), st.integers(-1, 7),
@@ -322,7 +324,7 @@ def test_matches_memory_store(real_store: LinkStore, batches, queries, multiget)
                 == oracle.multiget_link(base + id1, LT + lt, multiget))
 
 
-def test_scan_id1_range_reads_every_row_of_the_range(real_store: LinkStore, ns: int) -> None:
+def test_scan_id1_range_reads_every_row_of_the_range(real_store, ns: int) -> None:
     """Hidden rows included, ids outside the range excluded, one row per key, more rows than a
     page (what a check of a whole store against the reference reads)."""
     inside = [L(ns + 1, id2, 10 + id2 % 7, vis=id2 % 2) for id2 in range(1, 12_002)]
@@ -397,7 +399,7 @@ def test_connection_pool_lends_at_most_size_and_reuses_the_newest() -> None:
         made.append(object())
         return made[-1]
 
-    pool = ConnectionPool(factory, size=2, timeout=0.05)  # type: ignore[arg-type]
+    pool = ConnectionPool(factory, size=2, timeout=0.05)  # type: ignore[arg-type, type-var]
     a, b = pool.get(), pool.get()
     with pytest.raises(TimeoutError):
         pool.get()  # both lent: the caller waits, then gets a clear error
@@ -513,7 +515,7 @@ def test_unreachable_service_is_a_clear_service_error(kind: str) -> None:
         if kind == "mysql":
             from debl.store.mysql import MySQLStore as Store
         else:
-            from debl.store.hbase import HBaseStore as Store
+            from debl.store.hbase import HBaseStore as Store  # type: ignore[assignment]  # the other
         with Store(config, table=TABLE) as s, pytest.raises(ServiceError) as err:
             s.get_link_list(1, LT)
     assert f"127.0.0.1:{port}" in str(err.value)
@@ -528,7 +530,7 @@ def test_missing_table_is_a_clear_service_error(stack_config, kind: str) -> None
     if kind == "mysql":
         from debl.store.mysql import MySQLStore as Store
     else:
-        from debl.store.hbase import HBaseStore as Store
+        from debl.store.hbase import HBaseStore as Store  # type: ignore[assignment]  # the other
     with Store(stack_config, table="conf_links_absent") as s:
         s.drop_table()
         with pytest.raises(ServiceError, match="conf_links_absent.*does not exist"):

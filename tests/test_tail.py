@@ -1,6 +1,6 @@
 """The tail's instrument (docs/BENCHMARKS.md, "The tail"): a request's record of where its time
-went (``debl.measure.request_cost``), the slowest requests kept and merged across processes with every
-route's latencies (``debl.workload.tail``), and the bench's file and report of them
+went (``debl.measure.request_cost``), the slowest requests kept and merged across processes with
+every route's latencies (``debl.workload.tail``), and the bench's file and report of them
 (``debl.bench.tail``). Pure unit tests: a fake clock where durations are asserted, the
 in-memory store, synthetic benches; no service. The coordinator's own records:
 tests/test_coordinator_logic.py; the client over worker processes:

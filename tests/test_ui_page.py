@@ -32,8 +32,8 @@ from debl.ui.server import UIServer
 from debl.ui.services import ServiceMark
 from loaders.load import reject_path
 from loaders.rejects import RejectWriter
-from tests.ui_browser import (CHART_PIXELS, EARLY_FUCHSIA, RAW_BLUE, Given, browser,  # noqa: F401
-                              page, screenshot, wait_for)
+from tests.ui_browser import (CHART_PIXELS, EARLY_FUCHSIA, RAW_BLUE, Given, page, screenshot,
+                              wait_for)
 
 # ------------------------------------------------------------------- 1. a given status
 
@@ -302,8 +302,9 @@ def test_the_page_follows_a_load_its_queries_gen_hf_and_the_next_day(ui_stack, b
                 while gen_hf.run_once() is not None:
                     loaded = sum(b.state == "loaded" for b in catalog.index.buckets(
                         done["day1"].load_id))
+                    # (wait_for calls the lambda at once: no late binding, whatever B023 says)
                     wait_for(browser, f"{loaded} bucket(s) loaded", lambda s: sum(
-                        c["state"] == "loaded" for c in s["cells"]) == loaded)
+                        c["state"] == "loaded" for c in s["cells"]) == loaded)  # noqa: B023
             state = wait_for(browser, "full availability", lambda s: s["current"]["facts"]
                              ["full availability"] != "not yet")
             assert [c["state"] for c in state["cells"]] == ["loaded"] * len(buckets)

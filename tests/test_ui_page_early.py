@@ -18,8 +18,7 @@ import time
 import pytest
 
 from debl.ui.server import UIServer
-from tests.ui_browser import (CHART_PIXELS, EARLY_FUCHSIA, browser, page,  # noqa: F401
-                              screenshot, wait_for)
+from tests.ui_browser import CHART_PIXELS, EARLY_FUCHSIA, page, screenshot, wait_for
 
 @pytest.fixture()
 def early_stack(stack_config, tmp_path):

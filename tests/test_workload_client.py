@@ -7,7 +7,6 @@ import json
 import threading
 import time
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 

@@ -55,7 +55,8 @@ class CheckedTarget:
 
         self.mysql = MySQLStore(config, table=TABLE)
         self.reference = memory_store()
-        self.checked, self.wrong, self.lock = 0, [], threading.Lock()
+        self.checked, self.lock = 0, threading.Lock()
+        self.wrong: list = []
 
     def get_link_list(self, id1: int, link_type: int) -> list[Link]:
         got = self.mysql.get_link_list(id1, link_type)

@@ -56,7 +56,7 @@ def _parsed(out: Path, summary):
     """file index -> list of (line_no, Link or ParseError)."""
     result = {}
     for k, f in enumerate(summary.files):
-        rows = []
+        rows: list = []
         with open(out / f.name, "rb") as fh:
             for line_no, line in enumerate(fh, 1):
                 try:

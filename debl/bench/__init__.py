@@ -15,19 +15,23 @@ For one ``BenchSpec`` (reproducible from it alone):
 
 The package, by role:
 
-| module | role |
-|---|---|
-| ``spec`` | ``BenchSpec``: what one experiment is, and the command line that repeats it |
-| ``inputs`` | the generated input, its size model, and each approach's load options (hot share, chunk size, bucket target) |
-| ``approach`` | one approach: reset the stores, load, query phase, full availability |
-| ``gen_hf_process`` | ``debl gen-hf --until-complete`` as a restarted subprocess |
-| ``results`` | ``ApproachRun`` and the bench's files; ``BenchProgress``, the progress callbacks |
-| ``experiment`` | ``run_bench``: the source server, Spark once, every approach in turn |
-| ``answers`` | the answers since each load started: the first one, the share by a plain copy's end, the curve and its plot |
-| ``tail`` | each approach's slowest 1% by route and by cause: ``<approach>.tail.json``, and its rows in the report |
-| ``baselines`` | the approaches of the comparison: how each one loads, up to its uptime (DeBL's own load is ``loaders.load.load_debl``) |
-| ``source_server`` | ``debl source serve``: the experiment's HTTP source, a directory on loopback with a bandwidth cap |
-| ``manifest_cache`` | the manifests the source server lists: the directory's ``index.json``'s, or computed and cached under the state directory |
+- ``spec``: ``BenchSpec``: what one experiment is, and the command line that repeats it
+- ``inputs``: the generated input, its size model, and each approach's load options (hot share,
+  chunk size, bucket target)
+- ``approach``: one approach: reset the stores, load, query phase, full availability
+- ``gen_hf_process``: ``debl gen-hf --until-complete`` as a restarted subprocess
+- ``results``: ``ApproachRun`` and the bench's files; ``BenchProgress``, the progress callbacks
+- ``experiment``: ``run_bench``: the source server, Spark once, every approach in turn
+- ``answers``: the answers since each load started: the first one, the share by a plain copy's end,
+  the curve and its plot
+- ``tail``: each approach's slowest 1% by route and by cause: ``<approach>.tail.json``, and its rows
+  in the report
+- ``baselines``: the approaches of the comparison: how each one loads, up to its uptime (DeBL's own
+  load is ``loaders.load.load_debl``)
+- ``source_server``: ``debl source serve``: the experiment's HTTP source, a directory on loopback
+  with a bandwidth cap
+- ``manifest_cache``: the manifests the source server lists: the directory's ``index.json``'s, or
+  computed and cached under the state directory
 
 No SQL here: what the bench reads of a load comes from ``debl.catalog``, and emptying the stores
 goes through the stores' own methods. The names below are the package's public interface.
@@ -43,6 +47,7 @@ from debl.bench.spec import (DEFAULT_APPROACHES, DEFAULT_LAYOUT, DEFAULT_RECENCY
                              QUERIES_FROM, BenchSpec)
 
 __all__ = ["ApproachRun", "BenchProgress", "BenchResult", "BenchSpec", "DEFAULT_APPROACHES",
-           "DEFAULT_LAYOUT", "DEFAULT_RECENCY_SHARE", "QUERIES_FROM", "bench_root", "bucket_target_bytes",
-           "coordinator_config", "ensure_input", "find_bench", "hot_bytes_for_share",
-           "load_options", "max_id_for_size", "query_client_spec", "read_bench", "reset_stores", "run_bench"]
+           "DEFAULT_LAYOUT", "DEFAULT_RECENCY_SHARE", "QUERIES_FROM", "bench_root",
+           "bucket_target_bytes", "coordinator_config", "ensure_input", "find_bench",
+           "hot_bytes_for_share", "load_options", "max_id_for_size", "query_client_spec",
+           "read_bench", "reset_stores", "run_bench"]

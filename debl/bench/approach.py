@@ -39,7 +39,7 @@ from debl.bench.tail import write_tail
 from debl.catalog import Catalog, JobState
 from debl.config import Config
 from debl.hdfs import HdfsClient
-from debl.workload.client import ClientSpec, default_processes, run_client
+from debl.workload.client import ClientResult, ClientSpec, default_processes, run_client
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import merged_reports, target_source
 from loaders.cleanup import drop_every_load
@@ -94,7 +94,8 @@ class _QueryClient:
         self.started = False
         self._running = threading.Event()  # its first requests are sent
         self._done = threading.Event()
-        self._result = self._error = None
+        self._result: ClientResult | None = None
+        self._error: BaseException | None = None
 
     def start(self) -> None:
         if not self.started:
@@ -185,7 +186,8 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
     # With gen_hf_start "load", the service starts once the new load is recorded (it then
     # waits for uptime), never before: it would see the previous load complete and exit.
     early = service.start if service is not None and spec.gen_hf_start == "load" else None
-    if from_load:  # its requests wait in the coordinator: no load is current after the reset
+    # its requests wait in the coordinator: no load is current after the reset
+    if client is not None and from_load:
         progress.message(f"{name}: starting the query client; the load starts once it asks")
         client.start()
         client.wait_running()
@@ -197,7 +199,7 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
             service.stop()
         raise
     with Catalog(config) as catalog:
-        started = catalog.loads.load(summary.load_id).started
+        started = catalog.loads.get(summary.load_id).started
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
                       (), approach.target,
                       queries_from=None if client is None else "load" if from_load else "uptime")

@@ -65,7 +65,7 @@ from debl.format.link import Link
 from debl.namespace import Namespace
 from debl.spark.session import spark_session
 from debl.store.hbase_layout import CELL_TS, COLUMN, cell_value, row_key
-from loaders.gen_hf import GenHF
+from loaders.gen_hf import GenHF, RunResult
 from loaders.hbase_bulk import bucket_split_keys, create_table
 from loaders.hfile import merge_links
 from loaders.jobs import job_group
@@ -93,7 +93,8 @@ class Approach:
     paper_uptime_s: float | None
     uses_spark: bool
     description: str
-    raw_route: bool = False  # the coordinator of the query phase answers raw after coordinator.raw_after
+    # the coordinator of the query phase answers raw after coordinator.raw_after
+    raw_route: bool = False
     # The bench loads it up only once MySQL holds the hot rows (the paper's uptime); `debl load`
     # does so with --wait-for-hot, whatever the approach's name.
     wait_for_hot: bool = False
@@ -154,8 +155,11 @@ class _UpLater(LoadProgress):
     load's uptime is not the approach's (``_finish`` reports that)."""
 
     def __init__(self, progress: LoadProgress):
-        self.start, self.hot, self.copied = progress.start, progress.hot, progress.copied
-        self.bucketed, self.message = progress.bucketed, progress.message
+        # the wrapped progress's own methods, bound to it
+        self.start, self.hot, self.copied = (  # type: ignore[method-assign]
+            progress.start, progress.hot, progress.copied)
+        self.bucketed, self.message = (  # type: ignore[method-assign]
+            progress.bucketed, progress.message)
 
     def up(self, summary: LoadSummary) -> None:
         """Not the approach's uptime yet."""
@@ -169,7 +173,7 @@ def _cold_then(config: Config, source_spec: str, options: LoadOptions, resume: s
     _no_hot_options(options, "every file is cold")
     if resume:
         with Catalog(config) as catalog:
-            row = catalog.loads.load(resume)
+            row = catalog.loads.get(resume)
             ended = catalog.phases.phase_ended(resume, last_step)
         if ended:
             raise LoadStateError(f"load {resume} is already up; nothing to resume")
@@ -197,7 +201,7 @@ def _finish(config: Config, summary: LoadSummary, progress: LoadProgress) -> Loa
     from the catalog, and say it is up."""
     t_up = time.time()
     with Catalog(config) as catalog:
-        summary.uptime_s = t_up - catalog.loads.load(summary.load_id).started
+        summary.uptime_s = t_up - catalog.loads.get(summary.load_id).started
         summary.phases = phase_sums(catalog.phases.phases(summary.load_id))
         catalog.loads.update_load(summary.load_id, state=LoadState.UP, uptime=t_up,
                                   summary=summary.as_dict())
@@ -283,7 +287,7 @@ def open_gen_hf(config: Config, order: str, report: Callable[[str], None],
 def _one_big_gen_hf(config: Config, load_id: str, progress: LoadProgress) -> None:
     """Every bucket in one gen_HF run: HFiles of the whole input, then one bulk load."""
     big = config.replace(gen_hf_run_buckets=10**9, gen_hf_run_bytes=2**62)
-    runs = []
+    runs: list[RunResult] = []
     with Catalog(config) as catalog:
         catalog.phases.phase_start(load_id, "gen_hf", "all")
         progress.message("gen_HF over every bucket")
@@ -314,7 +318,7 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
     sc = spark.sparkContext
     with Catalog(config) as catalog:
         catalog.phases.phase_start(load_id, "batch_put", "all")
-        load = catalog.loads.load(load_id)
+        load = catalog.loads.get(load_id)
         table = load.namespace.hbase_table
         buckets = catalog.index.buckets(load_id)
         paths = [f"{config.hdfs.uri}{p}.*" for b in buckets
@@ -327,8 +331,9 @@ def _put_everything(config: Config, load_id: str, cold_bytes: int,
             progress.message(f"batchPut: merging and putting {len(buckets)} buckets")
             job_group(spark, f"batchPut-{load_id}", "batchPut-hbase")
             partitions = max(2, cold_bytes // (64 << 20))
-            # Whole files, not text lines: a bucket file ends with its index (debl.format.bucket_file),
-            # and a dist_ch temporary file (``._COPYING_``) matches the glob but is no data.
+            # Whole files, not text lines: a bucket file ends with its index
+            # (debl.format.bucket_file), and a dist_ch temporary file (``._COPYING_``) matches the
+            # glob but is no data.
             raw = (sc.binaryFiles(",".join(paths))
                    .filter(lambda f: bucket_file_stem(f[0].rsplit("/", 1)[1]) is not None)
                    .flatMap(lambda f: file_rows(f[0], f[1])))

@@ -104,7 +104,7 @@ def disk_use(config: Config) -> dict[str, int]:
     """Bytes the stores hold for every load whose stores exist: MySQL (data and indexes), HBase
     (its tables' directories in HDFS) and the loads' HDFS directories."""
     hdfs = HdfsClient(config)
-    use = Counter()
+    use: Counter[str] = Counter()
     with Catalog(config) as catalog:
         loads = [load for load in catalog.loads.loads() if load.dropped is None]
     for load in loads:
@@ -294,10 +294,11 @@ def _spec_dict(spec: DaysSpec) -> dict:
 def render(result: dict) -> str:
     """The experiment as Markdown."""
     spec = result["spec"]
+    rate = "uncapped" if spec["source_rate"] is None else f"{spec['source_rate']} MB/s"
     lines = [f"# Days in a row: {result['bench_id']}", "",
              f"{spec['days']} days of {spec['input']['max_id']:,} ids (layout "
              f"{spec['input']['layout']}), {spec['threads']} client threads asking throughout, "
-             f"source {'uncapped' if spec['source_rate'] is None else str(spec['source_rate']) + ' MB/s'}, "
+             f"source {rate}, "
              f"demand carried over: {'yes' if spec['carry_demand'] else 'no'}.", "",
              "| day | load | started s | up s | MySQL took over s | finished s |",
              "|---:|---|---:|---:|---:|---:|"]

@@ -62,7 +62,7 @@ class GenHFProcess:
 
     def _watcher(self) -> None:
         while not self._stop.is_set():
-            code = self.proc.poll()
+            code = self.proc.poll() if self.proc is not None else None
             if code is None:
                 self._stop.wait(0.5)
                 continue

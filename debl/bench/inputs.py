@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import itertools
 import json
 from pathlib import Path
 
@@ -86,12 +87,8 @@ def hot_bytes_for_share(files: list[SourceFile], share: float) -> int:
     if len(newest) < 2:
         raise ConfigError("debl needs at least two input files: one hot, one cold")
     target = share * sum(f.size for f in newest)
-    best, total = None, 0
-    for f in newest[:-1]:
-        total += f.size
-        if best is None or abs(total - target) < abs(best - target):
-            best = total
-    return best
+    totals = itertools.accumulate(f.size for f in newest[:-1])
+    return min(totals, key=lambda total: abs(total - target))  # the first of the nearest
 
 
 def cold_bytes(files: list[SourceFile], hot_bytes: int | None) -> int:

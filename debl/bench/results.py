@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from debl.bench.spec import BenchSpec
 from debl.config import Config
 from debl.errors import LoadStateError
@@ -97,7 +99,7 @@ class BenchProgress:
     def approach(self, name: str, index: int, total: int) -> None: ...
     def phase(self, name: str, phase: str) -> None: ...
     def moved(self, nbytes: int, total: int) -> None: ...
-    def queried(self, done: int, total: int, elapsed: float) -> None: ...
+    def queried(self, done: int, total: int | None, elapsed: float) -> None: ...
     def finished(self, run: ApproachRun, config: Config) -> None: ...
 
 
@@ -147,15 +149,15 @@ def read_bench(directory: Path) -> tuple[dict, list[ApproachRun]]:
 def machine() -> dict:
     """What the figures were measured on."""
     model = ""
-    try:
+    try:  # the CPU's model name: psutil does not give it, Linux's cpuinfo does
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-        mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    except (OSError, ValueError, IndexError):
-        mem_kib = 0
-    return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / 2**20, 1),
+    except OSError:
+        pass
+    memory = psutil.virtual_memory().total
+    return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gib": round(memory / 2**30, 1),
             "system": f"{platform.system()} {platform.release()}",
             "python": platform.python_version()}
 

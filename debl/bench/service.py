@@ -40,12 +40,12 @@ class Service:
     last_query_s: float
 
 
-def _bins(run: ApproachRun) -> list[tuple[float, float, int]]:
+def _bins(run: ApproachRun) -> list[tuple[float, float, float]]:
     """(start, end, completed) per second of the query phase, since the load started; the gap
     from uptime to the client's start is a bin of no completions. The last bin ends at the last
     query; seconds after it (a --duration phase that ended early) are dropped."""
     end_all = run.all_served_s
-    bins = []
+    bins: list[tuple[float, float, float]] = []
     if run.query_start_s is not None and run.query_start_s > run.uptime_s:
         bins.append((run.uptime_s, run.query_start_s, 0))
     for point in run.timeline:
@@ -57,7 +57,7 @@ def _bins(run: ApproachRun) -> list[tuple[float, float, int]]:
     return bins
 
 
-def _completed_between(bins: list[tuple[float, float, int]], lo: float, hi: float) -> float:
+def _completed_between(bins: list[tuple[float, float, float]], lo: float, hi: float) -> float:
     """Completions in [lo, hi), each bin's spread evenly over it."""
     total = 0.0
     for start, end, completed in bins:
@@ -68,7 +68,7 @@ def _completed_between(bins: list[tuple[float, float, int]], lo: float, hi: floa
 
 
 def _after_uptime(run: ApproachRun,
-                  bins: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
+                  bins: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
     """The bins from the uptime on: a query phase that started with the load
     (``queries_from`` "load") waits before it, which is no stall of the service from uptime;
     a bin across the uptime keeps its rate over the part after it."""

@@ -71,15 +71,15 @@ def byte_ranges(header: str | None, size: int) -> list[tuple[int, int]] | None |
     specs = header.strip()[6:].split(",")
     if len(specs) > MAX_RANGES:
         return None
-    wanted = []
+    wanted: list[tuple[int, int]] = []
     for spec in specs:
         m = _SPEC.match(spec.strip())
         if m is None or m.groups() == ("", ""):
             return None
-        one = _one_range(*m.groups(), size)
+        one = _one_range(m.group(1), m.group(2), size)
         if one is None:
             return None
-        if one != "unsatisfiable":
+        if isinstance(one, tuple):  # not "unsatisfiable"
             wanted.append(one)
     if not wanted:
         return "unsatisfiable"
@@ -259,7 +259,8 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
         disable_nagle_algorithm = True
 
         def setup(self) -> None:
-            self.timeout = timeout  # the socket's: an idle or stalled client lets go of its thread
+            # the socket's: an idle or stalled client lets go of its thread
+            self.timeout = timeout  # type: ignore[misc]  # per server, read by setup below
             if limiter.rate:
                 # The cap counts a byte as sent when it is written to the socket: a small
                 # send buffer keeps that close to when it leaves, as on a real wire, where
@@ -300,7 +301,7 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
                 size = st.st_size
                 modified = email.utils.formatdate(st.st_mtime, usegmt=True)
                 wanted = byte_ranges(self.headers.get("Range"), size)
-                if wanted == "unsatisfiable":
+                if isinstance(wanted, str):  # "unsatisfiable"
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{size}")
                     self.send_header("Last-Modified", modified)

@@ -110,9 +110,9 @@ from debl.catalog.index import IndexCatalog
 from debl.catalog.jobs import JobsCatalog
 from debl.catalog.loads import FilesCatalog, LoadsCatalog, PhasesCatalog
 from debl.catalog.probes import ProbesCatalog
-from debl.catalog.records import (Bucket, BucketChunk, Change, ChunkRecord, DemandRow, EarlyProgress,
-                                  EarlyState, FalseClaim, FileCount, FollowerState, Job, LoadFile, LoadRecord,
-                                  Phase, ServingState)
+from debl.catalog.records import (Bucket, BucketChunk, Change, ChunkRecord, DemandRow,
+                                  EarlyProgress, EarlyState, FalseClaim, FileCount, FollowerState,
+                                  Job, LoadFile, LoadRecord, Phase, ServingState)
 from debl.catalog.schema import (METADATA, SCHEMA_VERSION, ChunkState, EarlyAnswering, HotState,
                                  JobState, LoadState)
 from debl.catalog.serving import ServingCatalog
@@ -129,9 +129,9 @@ __all__ = ["Bucket", "BucketChunk", "Catalog", "CatalogEngine", "Change", "Chang
 
 class Catalog:
     """DeBL's tables in MySQL: one engine, and one object per role over it (``loads``,
-    ``files``, ``phases``, ``index``, ``jobs``, ``serving``, ``early``, ``changes``, ``probes``; the module
-    says what each holds). Thread-safe: every method call of a role takes a pooled connection
-    for one transaction.
+    ``files``, ``phases``, ``index``, ``jobs``, ``serving``, ``early``, ``changes``, ``probes``;
+    the module says what each holds). Thread-safe: every method call of a role takes a pooled
+    connection for one transaction.
 
     Raises ServiceError when MySQL cannot be reached, CatalogVersionError when the database
     holds the catalog of another DeBL version; with *replace_older* (a new load) an older

@@ -14,7 +14,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from debl.catalog.engines import engine_for, named_lock
-from debl.catalog.schema import METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table, schema_version
+from debl.catalog.schema import (METADATA, RETIRED_TABLES, SCHEMA_VERSION, schema_table,
+                                 schema_version)
 from debl.config import Config
 from debl.errors import CatalogVersionError, ServiceError
 from debl.mysql import describe
@@ -41,7 +42,7 @@ class CatalogEngine:
             with self.engine.begin() as conn:
                 yield conn
         except DBAPIError as exc:
-            raise ServiceError(describe(exc.orig, self.config)) from exc
+            raise ServiceError(describe(exc.orig or exc, self.config)) from exc
 
     # -- the schema
 

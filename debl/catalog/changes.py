@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import Change, FollowerState
 from debl.catalog.schema import changes_table, follower_table
+from debl.errors import DeblError
 from debl.format.link import Link
 
 _COLUMNS = ("seq", "row_no", "id1", "link_type", "id2", "deleted", "visibility", "data", "time",
@@ -63,7 +64,7 @@ class ChangesCatalog:
                 conn.execute(follower_table.update().where(follower_table.c.source == source)
                              .values(heartbeat=now, state="catching-up", error=None,
                                      host=socket.gethostname(), pid=os.getpid()))
-            return _follower(conn, source)
+            return _known_follower(conn, source)
 
     def skip_to(self, source: str, gtid: str, seq: int) -> FollowerState:
         """Move *source*'s follower forward to (*gtid*, *seq*) without capturing what lies
@@ -75,7 +76,7 @@ class ChangesCatalog:
             conn.execute(t.update().where(t.c.source == source, t.c.seq < seq).values(
                 gtid=gtid, seq=seq, kept_from=sa.func.greatest(t.c.kept_from, seq),
                 heartbeat=time.time()))
-            return _follower(conn, source)
+            return _known_follower(conn, source)
 
     def report(self, source: str, state: str, error: str | None = None) -> None:
         """The follower's state and error (None: none), and a sign of life."""
@@ -98,6 +99,12 @@ class ChangesCatalog:
     def follower(self, source: str) -> FollowerState | None:
         with self._transaction() as conn:
             return _follower(conn, source)
+
+    def get(self, source: str) -> FollowerState:
+        """*source*'s follower, which must be recorded (``start``): DeblError if its row is gone
+        (the catalog made anew meanwhile)."""
+        with self._transaction() as conn:
+            return _known_follower(conn, source)
 
     def followers(self) -> list[FollowerState]:
         """Every source's follower (``debl status``), by source."""
@@ -175,6 +182,14 @@ def _follower(conn: Connection, source: str) -> FollowerState | None:
     return None if row is None else _state(row)
 
 
+def _known_follower(conn: Connection, source: str) -> FollowerState:
+    found = _follower(conn, source)
+    if found is None:
+        raise DeblError(f"the catalog holds no follower of source {source} any more (made anew "
+                        "meanwhile?): start `debl follow` again")
+    return found
+
+
 def _state(row) -> FollowerState:
     return FollowerState(row.source, row.gtid, row.seq, row.commit_ts, row.captured_ts,
                          row.heartbeat, row.state, row.error, row.host, row.pid, row.head_gtid,
@@ -186,7 +201,8 @@ def _put_follower(conn: Connection, source: str, added: int = 0, **values) -> No
     ``error``), *added* more changes captured."""
     values = {**values, "host": socket.gethostname(), "pid": os.getpid()}
     insert = mysql.insert(follower_table).values(source=source, changes=added, **values)
-    update = {k: insert.inserted[k] for k in values if values[k] is not None or k == "error"}
+    update: dict[str, sa.ColumnElement] = {k: insert.inserted[k] for k in values
+                                            if values[k] is not None or k == "error"}
     if added:
         update["changes"] = follower_table.c.changes + added
     conn.execute(insert.on_duplicate_key_update(**update))

@@ -164,7 +164,7 @@ class EarlyCatalog:
                 k.c.load_id == load_id, k.c.waiting > 0,
                 k.c.updated >= time.time() - 30.0)).scalar()
         return EarlyProgress(row.state, float(row.key_share), int(row.answerable_bytes),
-                             int(row.total_bytes), int(demand), int(waiting or 0))
+                             int(row.total_bytes), int(demand or 0), int(waiting or 0))
 
     def claim_answers(self, load_id: str) -> dict[int, int]:
         """Early answers per false claim of *load_id*: those given in the id1s it affects,

@@ -24,8 +24,8 @@ def engine_for(config: Config) -> Engine:
 
     Its connections come from ``debl.mysql.connect`` (the one place that knows the connection
     settings, creates a missing database and turns errors into ServiceErrors), with autocommit
-    off, at READ COMMITTED. ``pool_pre_ping`` replaces a connection the server has closed (a restart, a KILL, an
-    idle timeout) before a method gets it."""
+    off, at READ COMMITTED. ``pool_pre_ping`` replaces a connection the server has closed (a
+    restart, a KILL, an idle timeout) before a method gets it."""
     key = (config.mysql.host, config.mysql.port, config.mysql.user, config.mysql.database,
            config.mysql_secret)
     with _engines_lock:
@@ -100,7 +100,7 @@ def named_lock(config: Config, name: str, wait: float = 0.0) -> NamedLock | None
         got = conn.execute(sa.select(sa.func.get_lock(name, wait))).scalar()
         conn.commit()
     except DBAPIError as exc:
-        raise ServiceError(describe(exc.orig, config)) from exc
+        raise ServiceError(describe(exc.orig or exc, config)) from exc
     if got != 1:
         conn.close()
         return None

@@ -91,6 +91,13 @@ class LoadsCatalog:
             row = conn.execute(query).mappings().first()
         return None if row is None else load_record(row)
 
+    def get(self, load_id: str) -> LoadRecord:
+        """The load *load_id*, which must be recorded: LoadStateError naming it if it is not."""
+        load = self.load(load_id)
+        if load is None:
+            raise LoadStateError(f"no load {load_id} in the catalog")
+        return load
+
     def loads(self) -> list[LoadRecord]:
         """Every load, newest first."""
         t = loads_table

@@ -30,4 +30,4 @@ class ProbesCatalog:
         query = sa.text("SELECT COUNT(*) FROM information_schema.processlist "
                         "WHERE db = DATABASE()")
         with self._transaction() as conn:
-            return int(conn.execute(query).scalar())
+            return int(conn.execute(query).scalar() or 0)

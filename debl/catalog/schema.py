@@ -85,7 +85,7 @@ class EarlyAnswering(StrEnum):
 
 
 METADATA = sa.MetaData()
-_UTF8 = {"mysql_charset": "utf8mb4"}
+_UTF8: dict[str, Any] = {"mysql_charset": "utf8mb4"}
 _CHECKSUM = mysql.BIGINT(unsigned=True)
 
 

@@ -51,7 +51,7 @@ class ServingCatalog:
             current = read_current(conn)
             newest = conn.execute(sa.select(t).order_by(t.c.started.desc()).limit(1)
                                   ).mappings().first()
-            states = {} if current is None else dict(conn.execute(
+            states: dict[int, str] = {} if current is None else dict(conn.execute(
                 sa.select(j.c.b_index, j.c.state).where(j.c.load_id == current.load_id)).all())
         return current, None if newest is None else load_record(newest), states
 

@@ -76,15 +76,16 @@ class Display(BenchProgress):
         self.detail = f"{nbytes / 1e6:,.1f} / {total / 1e6:,.1f} MB read from the source"
         self._draw()
 
-    def queried(self, done: int, total: int, elapsed: float) -> None:
-        self.detail = f"{done:,} / {total:,} requests"
+    def queried(self, done: int, total: int | None, elapsed: float) -> None:
+        self.detail = (f"{done:,} / {total:,} requests" if total is not None
+                       else f"{done:,} requests")
         self._draw()
 
     def finished(self, run: ApproachRun, config: Config) -> None:
         text = f"{run.approach}: up after {run.uptime_s:.1f} s"
         if run.first_answer_s is not None:
             text += f"; first answer at {run.first_answer_s:.2f} s (from {run.queries_from})"
-        if run.all_served_s is not None:
+        if run.all_served_s is not None and run.query is not None:
             q = run.query
             text += (f"; {q['completed']:,} requests served by {run.all_served_s:.1f} s "
                      f"({q['errors']:,} errors)")

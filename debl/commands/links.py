@@ -20,7 +20,8 @@ def show_data(data: bytes) -> str:
 
 def _how(answer) -> str:
     hot = {"mysql": "MySQL", "raw": "the hot files' bucket in HDFS (MySQL is still taking "
-                                    "them in)", "none": "nowhere: no hot row has these keys"}[answer.hot.value]
+                                    "them in)",
+           "none": "nowhere: no hot row has these keys"}[answer.hot.value]
     if answer.route == "mysql":
         where = f"the hot rows alone, from {hot} (no cold bucket for this id1)"
     elif answer.route == "merged":
@@ -66,8 +67,8 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     --count their number (count_link), with --id2 the links to those id2s (multiget_link).
 
     Waits for the system to be up and for ID1's bucket to be loaded into HBase, as a query of
-    `debl query --target debl` would, or with the raw route on (coordinator.raw_after, in seconds) at most
-    that long before reading the bucket's files in HDFS; --timeout bounds the wait.
+    `debl query --target debl` would, or with the raw route on (coordinator.raw_after, in seconds)
+    at most that long before reading the bucket's files in HDFS; --timeout bounds the wait.
     """
     # lazy import: the coordinator brings the HBase client, which would cost every `debl`
     # command's start-up (docs/ARCHITECTURE.md, "Lazy imports")
@@ -80,6 +81,7 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     operation = (CountLink(id1, link_type) if count else
                  MultigetLink(id1, link_type, id2s) if id2s else
                  LinkList(id1, link_type, min_time, max_time, offset, limit))
+    asked_id2s = operation.id2s if isinstance(operation, MultigetLink) else ()  # as checked
     if partial and timeout is None:
         timeout = 0.0
     with Coordinator(config_of(ctx)) as coordinator:
@@ -89,7 +91,7 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
         # before uptime").
         coordinator.record_early_answers()
     if as_json:
-        asked = ({"count": True} if count else {"id2s": list(operation.id2s)} if id2s else
+        asked = ({"count": True} if count else {"id2s": list(asked_id2s)} if id2s else
                  {"min_time": min_time, "max_time": max_time, "offset": offset, "limit": limit})
         click.echo(json.dumps({
             "id1": id1, "link_type": link_type, **asked, "complete": answer.complete,
@@ -107,13 +109,14 @@ def links(ctx: click.Context, id1: int, link_type: int, min_time: int, max_time:
     n = len(answer.links)
     found = f"id1 {id1}, link_type {link_type}: {n} link{'s' * (n != 1)}"
     if id2s:
-        found += f" of {len(operation.id2s)} id2s asked (multiget_link)"
+        found += f" of {len(asked_id2s)} id2s asked (multiget_link)"
     click.echo(f"{found} from {_how(answer)}")
     if not n:
         return
-    rows = [(str(l.id2), str(l.visibility), str(l.time), str(l.version), show_data(l.data))
-            for l in answer.links]
-    head = ("id2", "visible", "time", "version", "data")
+    rows: list[tuple[str, ...]] = [
+        (str(l.id2), str(l.visibility), str(l.time), str(l.version), show_data(l.data))
+        for l in answer.links]
+    head: tuple[str, ...] = ("id2", "visible", "time", "version", "data")
     if not id2s:  # get_link_list shows visible links alone
         rows, head = [r[:1] + r[2:] for r in rows], head[:1] + head[2:]
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head) - 1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,13 +16,16 @@ from debl.commands.common import config_of, friendly_errors, parse_size
 from loaders.load import DEBL_APPROACHES, LoadOptions, LoadProgress, load_debl
 from loaders.source_url import check_no_password
 
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
 
 class _Bars(LoadProgress):
     """Two progress bars (hot bytes, cold bytes copied) and a line per bucketed chunk."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
-        self.bars: dict[str, click.progressbar] = {}
+        self.bars: dict[str, ProgressBar[int]] = {}
 
     def start(self, hot_bytes: int, cold_bytes: int) -> None:
         if self.quiet:
@@ -113,7 +117,8 @@ def load(ctx, source, hot_bytes, hot_since, no_hot, chunk_size, bucket_width, ma
     click.echo(f"\nload {s.load_id} is up after {s.uptime_s:.1f} s")
     if s.taken_over_s is not None:
         click.echo(f"  MySQL took the hot keys over after {s.taken_over_s:.1f} s")
-    click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in MySQL")
+    click.echo(f"  hot : {s.hot_files} files, {s.hot_bytes / 1e6:.1f} MB, {s.hot_rows} rows in "
+               "MySQL")
     click.echo(f"  cold: {s.cold_files} files, {s.cold_bytes / 1e6:.1f} MB, {s.cold_rows} rows in "
                f"{s.buckets} buckets from {s.chunks} chunks")
     if s.bucket_map:

@@ -149,7 +149,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
                       answer_log=None if answer_log is None else str(answer_log))
     err = sys.stderr
     by_count = total is not None
-    length = total if by_count else max(1, int(duration or 1))
+    length = total if total is not None else max(1, int(duration or 1))
     with click.progressbar(length=length, label=f"querying {target}", file=err,
                            show_pos=by_count) as bar:
         def progress(done: int, elapsed: float) -> None:

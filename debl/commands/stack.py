@@ -70,6 +70,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
             pids = ",".join(str(p) if p else "-" for p in h.pids)
             rss = "+".join(f"{r / 1024:.0f}" for r in h.rss_kib if r) + " MiB" if h.rss_kib else "-"
             mark = "up  " if h.healthy else "DOWN"
-            click.echo(f"{mark} {h.service:9} {h.address:45} pid {pids:14} rss {rss:>8}  {h.detail}")
+            click.echo(f"{mark} {h.service:9} {h.address:45} pid {pids:14} rss {rss:>8}  "
+                       f"{h.detail}")
     if not all(h.healthy for h in health):
         ctx.exit(1)

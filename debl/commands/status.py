@@ -30,7 +30,8 @@ def _hot(load: dict) -> str:
     if state == HotState.MYSQL:
         since = ("" if load["taken_over_s"] is None else
                  f", MySQL took them over {load['taken_over_s']:,.1f} s after the start")
-        return f"MySQL: {load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}{since}"
+        return (f"MySQL: {load['hot_rows']:,} rows, id1 {load['hot_k_lo']}..{load['hot_k_hi']}"
+                f"{since}")
     if state == HotState.FAILED:
         return "MySQL's hot path failed: answered from the hot files' buckets; resume the load"
     return ("MySQL is taking them in (the paper's uptime waits for it)" if load["wait_for_hot"]

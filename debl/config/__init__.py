@@ -79,6 +79,7 @@ class Config:
         changes: dict[str, dict[str, Any]] = {}
         for key, value in settings.items():
             found = SPELLINGS.from_key(key)  # Config's own were taken above
+            assert found.section is not None
             changes.setdefault(found.section, {})[found.field] = value
         for section, values in changes.items():
             sections[section] = dataclasses.replace(sections[section], **values)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import types
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -112,7 +113,8 @@ _warned: set[tuple[str, str]] = set()  # (form, spelling): each old spelling war
 def _caller_stacklevel() -> int:
     """The stack level of the first frame outside the config modules and dataclasses, so that
     a warning points at the line that used the old spelling."""
-    level, frame = 1, sys._getframe(1)
+    level = 1
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and (os.path.dirname(frame.f_code.co_filename) == _CONFIG_DIR
                                  or os.path.basename(frame.f_code.co_filename)
                                  == "dataclasses.py"):

@@ -18,6 +18,7 @@ from debl.errors import ConfigError
 MiB = 1 << 20
 
 
+@dataclass(frozen=True)
 class _Section:
     """A typed section of Config: a frozen dataclass whose fields are settings. ``SECTION`` is
     its attribute of Config and its TOML table: the field ``port`` of ``SECTION = "mysql"`` is

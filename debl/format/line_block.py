@@ -2,8 +2,8 @@
 "The hot path's cost").
 
 ``well_formed(block)`` tells whether *every* line of a block of whole lines takes
-``debl.format.link.parse_line``'s fast path: one regular expression over the block, no Python step per
-line. A block it refuses (a bad line, a 19-digit number, a line over the caller's length limit)
+``debl.format.link.parse_line``'s fast path: one regular expression over the block, no Python step
+per line. A block it refuses (a bad line, a 19-digit number, a line over the caller's length limit)
 is no verdict: the caller parses that block line by line and finds the reason.
 
 ``block_columns(buf, lo, hi)`` then parses such a block's lines column-wise with numpy, once it

@@ -10,10 +10,10 @@ no tab, no newline and no carriage return, at most 255 bytes; NUL and invalid UT
 Lines are handled as ``bytes`` end to end so that data round-trips byte-exact through MySQL,
 HDFS and HBase.
 
-The merge rule (docs/DESIGN.md section 3): for one key ``(id1, link_type, id2)`` the row with the greatest
-``time`` wins; on equal time the greatest ``version``; on equal version the hot row over the cold
-one, then the later file, then the later line. Merge first, then filter: a newer hidden row hides
-an older visible one. ``Origin`` carries the tie-breakers that are not part of the row itself.
+The merge rule (docs/DESIGN.md section 3): for one key ``(id1, link_type, id2)`` the row with the
+greatest ``time`` wins; on equal time the greatest ``version``; on equal version the hot row over
+the cold one, then the later file, then the later line. Merge first, then filter: a newer hidden row
+hides an older visible one. ``Origin`` carries the tie-breakers that are not part of the row itself.
 """
 
 from __future__ import annotations
@@ -93,9 +93,9 @@ def _integer(field: bytes, name: str) -> int:
 
 
 def line_body(line: bytes) -> bytes:
-    """The line without its line end: ``\n``, or ``\r\n`` (docs/DESIGN.md section 3: a CRLF file loads
-    as its LF twin). A last line without a newline loses a final ``\r`` too, since the cold copy
-    ends such a line with ``\n`` and the hot path must read it the same way. Any other
+    """The line without its line end: ``\n``, or ``\r\n`` (docs/DESIGN.md section 3: a CRLF file
+    loads as its LF twin). A last line without a newline loses a final ``\r`` too, since the cold
+    copy ends such a line with ``\n`` and the hot path must read it the same way. Any other
     carriage return stays: in ``data`` it makes the line bad, elsewhere it spoils a number."""
     if line[-1:] == b"\n":
         line = line[:-1]

@@ -26,6 +26,7 @@ Pitfalls:
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -127,7 +128,7 @@ class HdfsClient:
         """The entries of the directory *path*; FileGone when it does not exist."""
         return self.run([(self._list, (path,))], f"list {path}")[0]
 
-    def modified_ms(self, paths: Sequence[str]) -> list[int | None]:
+    def modified_ms(self, paths: Sequence[str]) -> builtins.list[int | None]:
         """Each path's modification time (epoch ms), None for a path that does not exist: one
         NameNode call each, in parallel. A directory's changes when an entry is created,
         deleted or renamed in it."""
@@ -273,7 +274,7 @@ class HdfsClient:
         """*path* opened for reads: FileGone if it does not exist."""
         return self.run([(self._open_path, (path,))], f"open {path}")[0]
 
-    def read_many(self, ranges: Sequence[tuple[OpenFile, int, int]]) -> list[bytes]:
+    def read_many(self, ranges: Sequence[tuple[OpenFile, int, int]]) -> builtins.list[bytes]:
         """The bytes of each ``(file, offset, length)``, read in parallel (a local file's on
         the calling thread: a local disk read does not hang); the wait is the calling thread's
         request's ``hdfs`` time (``debl.measure.request_cost``), with the ranges."""
@@ -288,13 +289,13 @@ class HdfsClient:
         finally:
             request_cost.charge_reads(started, len(ranges), sum(map(len, datas)))
 
-    def run(self, calls: Sequence[tuple[Callable, tuple]], what: str) -> list:
+    def run(self, calls: Sequence[tuple[Callable, tuple]], what: str) -> builtins.list:
         """Each ``fn(*args)`` on the client's threads (``CallThreads.run``); the wait is the
         calling thread's request's ``hdfs_meta`` time (a file opened, a status asked)."""
         with request_cost.Timed(request_cost.HDFS_META):
             return self._calls.run(calls, what)
 
-    def list_located(self, directory: str) -> list[tuple[HdfsFile, Any]] | None:
+    def list_located(self, directory: str) -> builtins.list[tuple[HdfsFile, Any]] | None:
         """With local reads, *directory*'s entries and their blocks in one NameNode call, on
         the calling thread (bounded by the timeout), for ``open_file``; None without local
         reads, for a directory that does not exist, or when the NameNode's answer cannot be had:
@@ -363,7 +364,7 @@ class HdfsClient:
         except Exception as exc:  # noqa: BLE001 -- by its class: debl.hdfs.errors
             raise native_error(exc, f"give the status of {path}", path, self.server) from exc
 
-    def _list(self, path: str) -> list[HdfsFile]:
+    def _list(self, path: str) -> builtins.list[HdfsFile]:
         try:
             return [_record(s) for s in self._native().list_status(path)]
         except Exception as exc:  # noqa: BLE001 -- by its class: debl.hdfs.errors

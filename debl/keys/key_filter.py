@@ -33,13 +33,15 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """``debl.format.bucket_file._mix`` on uint64 arrays (numpy's uint64 arithmetic wraps like it)."""
+    """``debl.format.bucket_file._mix`` on uint64 arrays (numpy's uint64 arithmetic wraps like
+    it)."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
 
 
-def key_hashes(id1s: Sequence[int], link_types: Sequence[int]) -> np.ndarray:
+def key_hashes(id1s: Sequence[int] | np.ndarray,
+               link_types: Sequence[int] | np.ndarray) -> np.ndarray:
     """The 64-bit hash of each key, as ``bloom_positions`` derives its positions from."""
     with np.errstate(over="ignore"):
         return _mix(np.asarray(id1s, dtype=np.uint64)
@@ -77,7 +79,7 @@ class KeyFilterBuilder:
         self._kept = 0
         self._on: np.ndarray | None = None  # one bool per bit, once the size is known
 
-    def add(self, id1s: Sequence[int], link_types: Sequence[int]) -> None:
+    def add(self, id1s: Sequence[int] | np.ndarray, link_types: Sequence[int] | np.ndarray) -> None:
         if not len(id1s):
             return
         hashes = key_hashes(id1s, link_types)
@@ -89,17 +91,18 @@ class KeyFilterBuilder:
         if self._kept * BLOOM_BITS_PER_KEY >= self.max_bytes * 8:
             self._size_for(self._kept)
 
-    def _size_for(self, keys: int) -> None:
+    def _size_for(self, keys: int) -> np.ndarray:
         size = min(self.max_bytes, max(8, -(-keys * BLOOM_BITS_PER_KEY // 8)))
-        self._on = np.zeros(size * 8, dtype=bool)
+        on = self._on = np.zeros(size * 8, dtype=bool)
         for hashes in self._parts:
             self._set(hashes)
         self._parts = []
+        return on
 
     def _set(self, hashes: np.ndarray) -> None:
-        self._on[_positions(hashes, len(self._on))] = True  # type: ignore[index]
+        assert self._on is not None  # sized before any key is set
+        self._on[_positions(hashes, len(self._on))] = True
 
     def build(self) -> KeyFilter:
-        if self._on is None:
-            self._size_for(self._kept)
-        return KeyFilter(np.packbits(self._on, bitorder="little").tobytes())
+        on = self._size_for(self._kept) if self._on is None else self._on
+        return KeyFilter(np.packbits(on, bitorder="little").tobytes())

@@ -150,9 +150,9 @@ class Answerability:
     Claims are cut into elementary id1 segments (between every claim's ``lo`` and ``hi + 1``);
     each segment counts the pieces not yet bucketed that claim it, and the answerable keys are
     the segments at zero, kept as merged intervals as segments reach it (so ``answerable()``
-    costs a copy of those intervals, once per change). Per file, the bucketed bytes are kept as merged intervals, and a
-    piece is bucketed once one of them holds it whole. Not thread-safe: one thread updates and
-    asks (or the caller locks)."""
+    costs a copy of those intervals, once per change). Per file, the bucketed bytes are kept as
+    merged intervals, and a piece is bucketed once one of them holds it whole. Not thread-safe: one
+    thread updates and asks (or the caller locks)."""
 
     def __init__(self, pieces: Iterable[Piece]):
         ps = sorted(pieces, key=lambda p: (p.file_seq, p.start))
@@ -210,7 +210,8 @@ class Answerability:
         b = bisect.bisect_left(self._start_l, end, first, last)
         if b - a <= _LOOP:
             done, starts, ends = self._done, self._start_l, self._end_l
-            new = [i for i in range(a, b) if starts[i] >= s and ends[i] <= e and not done[i]]
+            new: list[int] | np.ndarray = [i for i in range(a, b)
+                                           if starts[i] >= s and ends[i] <= e and not done[i]]
             if not new:
                 return 0
             done[new] = True

@@ -16,8 +16,8 @@ file's bytes against its manifest.
 
 Pitfalls:
 
-- "Valid" is ``debl.format.link.parse_line``'s word: claims are about valid lines only, and the bytes
-  of bad lines lie inside pieces like any others. A point is always a valid line's start, so a
+- "Valid" is ``debl.format.link.parse_line``'s word: claims are about valid lines only, and the
+  bytes of bad lines lie inside pieces like any others. A point is always a valid line's start, so a
   file that begins with bad lines has its first point after them; its first piece still begins
   at byte 0.
 - A file with bytes but no valid line has ``id1_lo = id1_hi = None``: its one piece claims
@@ -124,7 +124,7 @@ class _Reader:
             raise self.fail("id1_lo" if lo is None else "id1_hi",
                             "null while the other bound is not (both are null only for a file "
                             "without valid lines)")
-        if lo is not None and lo > hi:
+        if lo is not None and hi is not None and lo > hi:
             raise self.fail("id1_lo", f"{lo} is over id1_hi {hi}")
         if type(obj["sorted"]) is not bool:
             raise self.fail("sorted", f"{_kind(obj['sorted'])}, not true or false")
@@ -176,7 +176,7 @@ class _Reader:
 
     def check_id1s(self, id1s: tuple[int, ...], lo: int | None, hi: int | None,
                    ordered: bool) -> None:
-        if lo is None:
+        if lo is None or hi is None:  # both, or neither (checked before)
             if id1s:
                 raise self.fail("id1s", "points in a file whose id1_lo and id1_hi are null "
                                         "(no valid line)")
@@ -205,7 +205,8 @@ def _kind(value: object) -> str:
         return f"the integer {_shown(value)}"
     if isinstance(value, float):
         return f"the number {value!r}"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _shown(value: int) -> str:
@@ -256,7 +257,7 @@ def pieces(file_seq: int, size: int, manifest: Manifest | None) -> list[Piece]:
         return []
     if manifest is None:
         return [Piece(file_seq, 0, size, 0, ID1_MAX)]
-    if manifest.id1_lo is None:
+    if manifest.id1_lo is None or manifest.id1_hi is None:  # both, or neither
         return [Piece(file_seq, 0, size, 0, -1)]
     if not manifest.sorted or not manifest.offsets:
         return [Piece(file_seq, 0, size, manifest.id1_lo, manifest.id1_hi)]
@@ -271,8 +272,8 @@ def piece_at(file_seq: int, size: int, manifest: Manifest | None, offset: int) -
     """The piece of ``pieces(file_seq, size, manifest)`` holding byte *offset* (``0 <= offset
     < size``), found by a binary search: a check of a few lines of a file with many points
     must not build all its pieces."""
-    if manifest is None or manifest.id1_lo is None or not manifest.sorted \
-            or not manifest.offsets:
+    if manifest is None or manifest.id1_lo is None or manifest.id1_hi is None \
+            or not manifest.sorted or not manifest.offsets:
         return pieces(file_seq, size, manifest)[0]
     points = manifest.offsets
     i = max(bisect.bisect_right(points, offset) - 1, 0)
@@ -321,7 +322,7 @@ def claim_violations(file_seq: int, size: int, manifest: Manifest | None, start:
         if k < len(points) and points[k] < offset:
             return _missing_point(file_seq, size, manifest, k)
         p = piece_at(file_seq, size, manifest, offset)
-        if manifest.id1_lo is None:
+        if manifest.id1_lo is None or manifest.id1_hi is None:  # both, or neither
             return ClaimViolation(file_seq, offset, id1, p.lo, p.hi,
                                   f"id1 {id1} in a file the manifest says has no valid line")
         if not manifest.id1_lo <= id1 <= manifest.id1_hi:

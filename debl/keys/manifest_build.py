@@ -195,7 +195,7 @@ class _Scan:
 
 
 def _well_formed(buf: np.ndarray, lo: int, hi: int) -> bool:
-    return well_formed(memoryview(buf)[lo:hi])
+    return well_formed(buf.data[lo:hi])
 
 
 def _lf_lines(data: bytes) -> list[bytes]:

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
+import numpy.typing as npt
 
 SUB_BITS = 10  # 2**10 buckets per power of two: relative resolution 1/1024
 _SUB = 1 << SUB_BITS
@@ -45,7 +47,7 @@ def bucket_of(ns: int) -> int:
     return shift * _SUB + (ns >> shift)
 
 
-def bucket_high(index: np.ndarray) -> np.ndarray:
+def bucket_high(index: np.ndarray | int) -> np.ndarray:
     """The highest value (ns) that falls into each bucket."""
     index = np.asarray(index, dtype=np.int64)
     shift = np.maximum(index // _SUB - 1, 0)
@@ -89,20 +91,20 @@ class Histogram:
     max_ns: int = 0
 
     @classmethod
-    def of(cls, durations_ns: np.ndarray) -> "Histogram":
+    def of(cls, durations_ns: npt.ArrayLike) -> Self:
         ns = np.maximum(np.asarray(durations_ns, dtype=np.int64), 0)
         keys, counts = count_keys(bucket_index(ns))
         return cls(keys, counts, int(ns.sum()), int(ns.max()) if len(ns) else 0)
 
     @classmethod
-    def of_counts(cls, counts: Mapping[int, int], total_ns: int, max_ns: int) -> "Histogram":
+    def of_counts(cls, counts: Mapping[int, int], total_ns: int, max_ns: int) -> Self:
         """From counts kept per bucket (``bucket_of``) one sample at a time."""
         keys = np.array(sorted(counts), dtype=np.int64)
         return cls(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64),
                    total_ns, max_ns)
 
     @classmethod
-    def merge(cls, parts: Sequence["Histogram"]) -> "Histogram":
+    def merge(cls, parts: Sequence["Histogram"]) -> Self:
         keys, counts = add_counts((p.keys, p.counts) for p in parts)
         return cls(keys, counts, sum(p.total_ns for p in parts),
                    max((p.max_ns for p in parts), default=0))

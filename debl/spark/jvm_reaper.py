@@ -9,7 +9,8 @@ moment, or for ever if the start-up hangs (docs/RELIABILITY.md, "Kill campaign",
 How: ``reaped_on_parent_death()`` marks every process started inside it with
 ``_DEBL_SPARK_OWNER=<token>`` in its environment, which spark-submit, the launcher, the JVM and
 the JVM's Python workers all inherit. The first time, it starts this file as a small watcher
-process (standard library only, ``python -I``: it imports nothing of DeBL's). The watcher polls
+process (``python -I``: it imports nothing of DeBL's, only the standard library and
+``psutil``, a few tens of milliseconds). The watcher polls
 its parent's pid; once the parent is gone, for whatever reason, it SIGKILLs every process whose
 environment carries the token until none is left, then ends.
 
@@ -23,7 +24,8 @@ Pitfalls:
   EOF anyway.
 - The mark lives in ``os.environ`` only while the block runs: a child started by another thread
   in that moment carries it too, and ends with this process.
-- Linux only (``/proc``); elsewhere nothing is marked or watched.
+- Linux only (a process's environment, read through ``psutil``); elsewhere nothing is marked
+  or watched.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import secrets
 import signal
 import sys
 import time
+
+import psutil
 
 OWNER_VAR = "_DEBL_SPARK_OWNER"  # not DEBL_*: the config refuses an unknown DEBL_ variable
 POLL_S = 0.2  # how often the watcher looks for its parent
@@ -85,18 +89,9 @@ def reaped_on_parent_death():
 
 def marked(token: str) -> list[int]:
     """Pids of the running processes whose environment carries *token* (this one excluded)."""
-    needle = f"\0{OWNER_VAR}={token}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in b"\0" + f.read() + b"\0":
-                    found.append(int(entry))
-        except OSError:  # ended meanwhile, or not ours
-            pass
-    return found
+    # A process that ended meanwhile is left out; one not ours has no environ (None).
+    return [p.pid for p in psutil.process_iter(["environ"])
+            if p.pid != os.getpid() and (p.info["environ"] or {}).get(OWNER_VAR) == token]
 
 
 def sweep(token: str) -> None:

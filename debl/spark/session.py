@@ -46,9 +46,11 @@ def spark_jars(config: Config) -> list[Path]:
     jars = sorted((lib / "spark").glob("*.jar"))
     own = lib / "debl-jobs.jar"
     if not jars or not own.exists():
-        raise ConfigError(f"the Spark-side HBase jars are missing under {lib}: run scripts/setup.sh")
+        raise ConfigError(f"the Spark-side HBase jars are missing under {lib}: run "
+                          "scripts/setup.sh")
     built = lib / ".debl-jobs.stamp"
-    if JVM_SOURCES.is_dir() and built.is_file() and built.read_text().strip() != jvm_sources_digest():
+    if (JVM_SOURCES.is_dir() and built.is_file()
+            and built.read_text().strip() != jvm_sources_digest()):
         raise ConfigError(f"{own} was built from other sources than this checkout's "
                           f"{JVM_SOURCES} (its classes would be missing or stale): run "
                           "bash scripts/build_jobs_jar.sh")

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from debl.errors import StackError
 
 
@@ -48,11 +50,11 @@ class Daemon:
         except (FileNotFoundError, ValueError, IndexError):
             return None
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
+            cmdline = " ".join(psutil.Process(pid).cmdline())
+        except psutil.Error:
             return None
         # Every daemon's command line names its home: proof that the pid is ours, not reused.
-        return pid if str(self.home.absolute()).encode() in cmdline else None
+        return pid if str(self.home.absolute()) in cmdline else None
 
     def exited(self) -> bool:
         """True if the process we started last is gone (used while it starts up, when its
@@ -76,14 +78,16 @@ class Daemon:
             raise StackError(self.name, f"cannot write its log {self.log_file}: {exc}; check "
                              f"that {self.home} is writable by this user") from exc
         with log:
-            log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n".encode())
+            log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n"
+                      .encode())
             log.flush()
             try:
                 proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                                         start_new_session=True)
             except OSError as exc:
-                raise StackError(self.name, f"cannot run {argv[0]}: {exc}", str(self.log_file))
+                raise StackError(self.name, f"cannot run {argv[0]}: {exc}",
+                                 str(self.log_file)) from exc
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
 
@@ -137,12 +141,9 @@ class Daemon:
 def rss_kib(pid: int) -> int | None:
     """Resident memory of process *pid* in KiB, or None if it is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
+        return psutil.Process(pid).memory_info().rss // 1024
+    except psutil.Error:
         return None
-    return None
 
 
 def _alive(pid: int) -> bool:
@@ -154,10 +155,10 @@ def _alive(pid: int) -> bool:
         return True
     # A zombie child of ours is dead for our purposes.
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
+        state = psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
         return False
-    if state == "Z":
+    if state == psutil.STATUS_ZOMBIE:
         try:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:

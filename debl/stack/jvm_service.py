@@ -9,6 +9,7 @@ there is no Hadoop or HBase install, so the usual ``bin/`` scripts' JDK 17 flags
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -53,12 +54,12 @@ logger.datanode.name = org.apache.hadoop.hdfs.server.datanode.DataNode
 logger.datanode.level = WARN
 logger.deletion.name = org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.FsDatasetAsyncDiskService
 logger.deletion.level = WARN
-"""
+"""  # noqa: E501 -- a logger's name is one line of log4j's properties
 
 
-def site_xml(props: dict[str, object]) -> str:
-    body = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>\n"
-                   for k, v in props.items())
+def site_xml(props: Mapping[str, object]) -> str:
+    body = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value>"
+                   "</property>\n" for k, v in props.items())
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 

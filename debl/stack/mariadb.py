@@ -99,7 +99,8 @@ class MariaDBServer(Service):
         daemon = self.daemons[0]
         if daemon.pid() is not None:
             return
-        server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
+        server = (shutil.which("mariadbd")
+                  or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin"))
         install = shutil.which("mariadb-install-db")
         if not server or not install:
             raise StackError(self.name, "mariadbd is not installed: run scripts/setup.sh")
@@ -114,7 +115,8 @@ class MariaDBServer(Service):
                 capture_output=True, text=True)
             if result.returncode != 0:
                 shutil.rmtree(data, ignore_errors=True)
-                raise StackError(self.name, "mariadb-install-db failed", None, result.stderr[-2000:])
+                raise StackError(self.name, "mariadb-install-db failed", None,
+                                 result.stderr[-2000:])
         # A server killed with the machine leaves its socket file behind: its existence must
         # not pass for readiness (the port is free, so no server owns it).
         self.socket_path.unlink(missing_ok=True)
@@ -221,7 +223,7 @@ class MariaDB(MariaDBServer):
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT VERSION()")
-                (version,) = cur.fetchone()
+                (version,) = cur.fetchone() or ("unknown",)
         finally:
             conn.close()
         return f"MariaDB {version}"

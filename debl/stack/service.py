@@ -137,7 +137,7 @@ def require_free(daemon: Daemon, *ports: int, wait: float = PORT_RELEASE_S) -> N
             continue
         waiting = Retrying(retry=retry_if_result(lambda free: not free), reraise=True,
                            stop=stop_after_delay(wait), wait=wait_fixed(0.5),
-                           retry_error_callback=lambda state: state.outcome.result())
+                           retry_error_callback=lambda _: False)  # still in use
         if not waiting(_port_free, port):
             raise StackError(daemon.name, f"port {port} on 127.0.0.1 is in use by another program "
                              f"(still after {wait:.0f} s); stop it or choose other ports in "

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 from tenacity import (Retrying, retry_if_exception_type, retry_if_not_exception_type,
-                      stop_after_delay, wait_fixed)
+                      retry_if_result, stop_after_delay, wait_fixed)
 
 from debl.errors import StackError
 from debl.stack.daemon import Daemon
@@ -157,9 +157,10 @@ class SparkCluster(Service):
                     os.kill(pid, signal.SIGKILL if attempt else signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-            deadline = time.monotonic() + (30.0 if attempt == 0 else 10.0)
-            while time.monotonic() < deadline and self._processes():
-                time.sleep(0.2)
+            # Until none is left, or for 30 s after SIGTERM (then SIGKILL), 10 s after SIGKILL.
+            Retrying(retry=retry_if_result(bool), wait=wait_fixed(0.2),
+                     stop=stop_after_delay(30.0 if attempt == 0 else 10.0),
+                     retry_error_callback=lambda _: None)(self._processes)
             stopped = True
         return stopped
 
@@ -167,17 +168,12 @@ class SparkCluster(Service):
         """Processes whose command line or working directory is under the cluster's home
         (executors and their Python workers run in work-<i>/ and local-<i>/)."""
         home, found = f"{self.home}/", []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                    errors="replace")
-                cwd = os.readlink(proc / "cwd")
-            except OSError:
-                continue
-            if home in cmdline or f"{cwd}/".startswith(home):
-                found.append(int(proc.name))
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            cmdline, cwd = proc.info["cmdline"], proc.info["cwd"]
+            if proc.pid == os.getpid() or cmdline is None or cwd is None:
+                continue  # this process, or one not ours (nor the cluster's)
+            if home in " ".join(cmdline) or f"{cwd}/".startswith(home):
+                found.append(proc.pid)
         return found
 
     def probe(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from typing import Self
 
 from debl.format.link import DEFAULT_LIMIT, MAX_TIME, Link, Origin
 
@@ -33,7 +34,8 @@ class LinkStore(ABC):
     def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int]) -> list[Link]:
         """LinkBench's multiget_link: the row of each of *id2s* that (id1, link_type) has,
         hidden ones included (as LinkBench's ``multigetLinks``), after the merge rule, in id2
-        order; an id2 asked twice is answered once. At most ``debl.format.link.MAX_MULTIGET`` id2s."""
+        order; an id2 asked twice is answered once. At most ``debl.format.link.MAX_MULTIGET``
+        id2s."""
 
     @abstractmethod
     def scan_newest_first(self, id1: int, link_type: int, min_time: int = 0) -> Iterator[Link]:
@@ -56,10 +58,10 @@ class LinkStore(ABC):
     def reset(self) -> None:
         """Empty the store (create its table if missing)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a store without connections has none to release
         """Release connections. Idempotent."""
 
-    def __enter__(self) -> "LinkStore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -44,13 +44,15 @@ import happybase
 from happybase.table import TScan  # the Thrift struct happybase itself uses
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from debl.measure import request_cost
 from debl.config import Config
 from debl.config.values import check_identifier
 from debl.errors import ServiceError
 from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_ids, check_query,
-                        merge_batch, select_id2s)
+                              merge_batch, select_id2s)
+from debl.retry import retried
 from debl.store.base import LinkStore
 from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode, row_key,
                                      id1_boundary, scan_bounds)
@@ -76,6 +78,28 @@ _MAX_CACHING = 10000  # rows per scanner RPC: ~1 MB of links, one round trip for
 _SCAN_PAGE = 10000
 _PUT_BATCH = 1000
 _LOST = (TTransportException, socket.error, EOFError)
+
+
+def _lost(exc: BaseException) -> bool:
+    """A connection broken in the Thrift transport (``TSocket read 0 bytes`` after a Thrift
+    restart, a broken pipe); not a timeout: the server took the call and hangs."""
+    return isinstance(exc, _LOST) and not isinstance(exc, TimeoutError)
+
+
+def _dropped_meanwhile(exc: BaseException) -> bool:
+    return isinstance(exc, TException) and any(
+        name in _thrift_message(exc) for name in _DROPPED_MEANWHILE)
+
+
+# A Thrift transport error: the pool has already replaced the broken connection (or failed to:
+# then the retry fails the same way and the error names the server); the call again, once.
+RETRY_LOST_TRANSPORT = Retrying(retry=retry_if_exception(_lost), stop=stop_after_attempt(2),
+                                reraise=True)
+# A table another client drops at the same moment: looked at again every 0.5 s, DROP_ATTEMPTS
+# times in all (docs/RELIABILITY.md, "Retries").
+RETRY_DROPPED_MEANWHILE = Retrying(retry=retry_if_exception(_dropped_meanwhile),
+                                   stop=stop_after_attempt(DROP_ATTEMPTS), wait=wait_fixed(0.5),
+                                   reraise=True)
 
 
 class HBaseStore(LinkStore):
@@ -127,38 +151,36 @@ class HBaseStore(LinkStore):
         (``debl.measure.request_cost``)."""
         started = time.perf_counter()
         try:
-            return self._run_once(work)
+            return self._run_retried(work)
         finally:
             request_cost.charge(request_cost.HBASE, started)
 
+    def _run_retried(self, work: Callable[[happybase.Connection], T]) -> T:
+        try:
+            return retried(RETRY_LOST_TRANSPORT, self._run_once, work)
+        except happybase.NoConnectionsAvailable as exc:
+            raise ServiceError(f"{self._where}: no free connection in the pool of "
+                               f"{self._pool_size} after {self._acquire_timeout:.0f} s") from exc
+        except TimeoutError as exc:  # socket.timeout: the server took the call and hangs
+            raise ServiceError(f"{self._where}: no answer within {self._timeout_ms / 1000:g}"
+                               " s (service_timeout); is HBase up? see `debl stack "
+                               "status`") from exc
+        except _LOST as exc:
+            raise ServiceError(f"{self._where}: connection lost: {exc} (is it running? "
+                               "see `debl stack status`)") from exc
+        except TException as exc:
+            message = _thrift_message(exc)
+            if "TableNotFoundException" in message:
+                raise ServiceError(f"{self._where}: table {self.table!r} does not exist "
+                                   "(create it with create_table() or reset(), or load "
+                                   "data)") from exc
+            raise ServiceError(f"{self._where}: {type(exc).__name__}: "
+                               f"{message.splitlines()[0] if message else ''} (is HBase "
+                               "up? see `debl stack status`)") from exc
+
     def _run_once(self, work: Callable[[happybase.Connection], T]) -> T:
-        for attempt in (1, 2):
-            try:
-                with self._get_pool().connection(timeout=self._acquire_timeout) as conn:
-                    return work(conn)
-            except happybase.NoConnectionsAvailable as exc:
-                raise ServiceError(f"{self._where}: no free connection in the pool of "
-                                   f"{self._pool_size} after {self._acquire_timeout:.0f} s") from exc
-            except TimeoutError as exc:  # socket.timeout: the server took the call and hangs
-                raise ServiceError(f"{self._where}: no answer within {self._timeout_ms / 1000:g}"
-                                   " s (service_timeout); is HBase up? see `debl stack "
-                                   "status`") from exc
-            except _LOST as exc:
-                # The pool has already replaced the broken connection (or failed to: then the
-                # retry fails the same way and the error names the server).
-                if attempt == 2:
-                    raise ServiceError(f"{self._where}: connection lost: {exc} (is it running? "
-                                       "see `debl stack status`)") from exc
-            except TException as exc:
-                message = _thrift_message(exc)
-                if "TableNotFoundException" in message:
-                    raise ServiceError(f"{self._where}: table {self.table!r} does not exist "
-                                       "(create it with create_table() or reset(), or load "
-                                       "data)") from exc
-                raise ServiceError(f"{self._where}: {type(exc).__name__}: "
-                                   f"{message.splitlines()[0] if message else ''} (is HBase "
-                                   "up? see `debl stack status`)") from exc
-        raise AssertionError("unreachable")
+        with self._get_pool().connection(timeout=self._acquire_timeout) as conn:
+            return work(conn)
 
     def close(self) -> None:
         """Close every pooled connection. Idempotent; a later call opens a new pool.
@@ -194,19 +216,10 @@ class HBaseStore(LinkStore):
         """Drop the table if it exists. Another process may drop it at the same moment (a
         load's cleanup and the gen_HF service's): a table that is gone, or being disabled by
         the other, counts as dropped once it no longer exists."""
-        def work(conn: happybase.Connection) -> None:
-            for attempt in range(DROP_ATTEMPTS):
-                if self._name not in conn.tables():
-                    return
-                try:
-                    conn.delete_table(self._name, disable=True)
-                    return
-                except TException as exc:
-                    if attempt == DROP_ATTEMPTS - 1 or not any(
-                            name in _thrift_message(exc) for name in _DROPPED_MEANWHILE):
-                        raise
-                    time.sleep(0.5)
-        self._run(work)
+        def drop(conn: happybase.Connection) -> None:
+            if self._name in conn.tables():
+                conn.delete_table(self._name, disable=True)
+        self._run(lambda conn: retried(RETRY_DROPPED_MEANWHILE, drop, conn))
 
     # ------------------------------------------------------------------ LinkStore
 

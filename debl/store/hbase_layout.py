@@ -5,9 +5,9 @@ Row key (32 bytes, every field 8-byte big-endian unsigned, so byte order is nume
     id1 | link_type | MAX_TIME - time | 2**64-1 - id2
 
 so the rows of one ``(id1, link_type)`` are contiguous and come newest first, ties on ``time``
-by ``id2`` descending: exactly get_link_list's order (debl.format.link.select_links), so a scan needs no
-re-sort and ``limit`` can stop it early. Python ``bytes`` order equals HBase's unsigned byte
-order, so sorting keys in Python sorts them for HFiles.
+by ``id2`` descending: exactly get_link_list's order (debl.format.link.select_links), so a scan
+needs no re-sort and ``limit`` can stop it early. Python ``bytes`` order equals HBase's unsigned
+byte order, so sorting keys in Python sorts them for HFiles.
 
 One column family ``l``, one qualifier ``v``; the cell value is ``visibility`` (1 byte),
 ``version`` (8 bytes big-endian) and the raw ``data`` bytes. ``time`` and ``id2`` live only in the
@@ -36,6 +36,7 @@ Cell timestamp: the constant ``CELL_TS`` for every cell, bulk-loaded or put. Why
 from __future__ import annotations
 
 import struct
+from typing import overload
 
 from debl.format.link import MAX_DATA, MAX_TIME, Link
 
@@ -89,6 +90,11 @@ def prefix(id1: int, link_type: int) -> bytes:
     return _PREFIX.pack(id1, link_type)
 
 
+@overload
+def scan_bounds(id1: int, link_type: int) -> tuple[bytes, bytes]: ...  # the whole list
+@overload
+def scan_bounds(id1: int, link_type: int, min_time: int = 0,
+                max_time: int = MAX_TIME) -> tuple[bytes, bytes] | None: ...
 def scan_bounds(id1: int, link_type: int, min_time: int = 0,
                 max_time: int = MAX_TIME) -> tuple[bytes, bytes] | None:
     """(start, stop) of the scan for min_time <= time <= max_time: start inclusive, stop

@@ -32,7 +32,8 @@ Pitfalls:
   2 updated, 0 unchanged).
 - One ``SourceSession`` is one connection: not thread-safe; a thread per session.
 - A deadlock or a lock wait timeout (another writer on the same key) rolls the transaction back;
-  it is run again, at most ``RETRIES`` times, as LinkBench's ``processSQLException`` does. A
+  it is run again, at most ``RETRIES`` times, as LinkBench's ``processSQLException`` does
+  (``RETRY_ROLLED_BACK``; docs/RELIABILITY.md, "Retries"). A
   connection lost during a write is not retried (its commit may have happened): the write
   fails with a ServiceError.
 """
@@ -47,10 +48,12 @@ from typing import Any
 import pymysql
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from debl.config.values import check_identifier
 from debl.errors import ConfigError, ServiceError
 from debl.format.link import Link, check_ids
+from debl.retry import retried
 from debl.store.mysql import link_table_ddl
 
 RETRIES = 3
@@ -58,6 +61,19 @@ _RETRIED = {1205, 1213}  # lock wait timeout, deadlock: the server rolled the tr
 _LOST = {2006, 2013}  # the connection broke: whether the commit happened is unknown
 _SCHEMES = ("mysql", "mariadb")
 _KEY = "id1 = %s AND link_type = %s AND id2 = %s"
+
+
+def _rolled_back(exc: BaseException) -> bool:
+    """A transaction the server rolled back for another writer on the same keys."""
+    return (isinstance(exc, pymysql.err.OperationalError) and bool(exc.args)
+            and exc.args[0] in _RETRIED)
+
+
+# A write's transaction rolled back by a deadlock or a lock wait timeout: run again at once, at
+# most RETRIES times more, as LinkBench does; a lost connection is not retried (its commit may
+# have happened), nor any other error (docs/RELIABILITY.md, "Retries").
+RETRY_ROLLED_BACK = Retrying(retry=retry_if_exception(_rolled_back),
+                             stop=stop_after_attempt(RETRIES + 1), reraise=True)
 
 
 @dataclass(frozen=True)
@@ -193,7 +209,10 @@ class SourceSession:
         """The row of one key as the source holds it now (LinkBench's getLink), hidden or
         not; None if it has none."""
         rows = self.execute(self._get, (index(id1), index(link_type), index(id2)))
-        return Link(*rows[0][:4], bytes(rows[0][4]), *rows[0][5:]) if rows else None
+        if not rows:
+            return None
+        id1, link_type, id2, visibility, data, time_ms, version = rows[0]
+        return Link(id1, link_type, id2, visibility, bytes(data), time_ms, version)
 
     def _write(self, work: Any) -> WriteAck:
         """Run *work* (cursor -> (found, changed)) as one transaction; its GTID if it changed a
@@ -205,32 +224,31 @@ class SourceSession:
         if changed:
             with self.conn.cursor() as cur:
                 cur.execute("SELECT @@last_gtid")
-                gtid = cur.fetchone()[0] or None  # '' without a binary log
+                row = cur.fetchone()  # one row
+                gtid = (row[0] if row else None) or None  # '' without a binary log
         return WriteAck(found, changed, gtid, sent, acked)
 
     def _transaction(self, work: Any) -> Any:
-        for attempt in range(1, RETRIES + 2):
-            try:
-                self.conn.begin()
-                with self.conn.cursor() as cur:
-                    result = work(cur)
-                self.conn.commit()
-                return result
-            except pymysql.err.OperationalError as exc:
-                code = exc.args[0] if exc.args else None
-                self._rollback()
-                if code in _RETRIED and attempt <= RETRIES:
-                    continue
-                lost = " (the connection is lost: is the source up?)" if code in _LOST else ""
-                raise ServiceError(f"{self.links.where}: {exc.args[-1]}{lost}") from exc
-            except pymysql.err.MySQLError as exc:
-                self._rollback()
-                raise ServiceError(f"{self.links.where}, table {self.links.table}: "
-                                   f"{exc.args[-1] if exc.args else exc}") from exc
-            except BaseException:
-                self._rollback()
-                raise
-        raise AssertionError("unreachable")
+        try:
+            return retried(RETRY_ROLLED_BACK, self._transaction_once, work)
+        except pymysql.err.OperationalError as exc:
+            code = exc.args[0] if exc.args else None
+            lost = " (the connection is lost: is the source up?)" if code in _LOST else ""
+            raise ServiceError(f"{self.links.where}: {exc.args[-1]}{lost}") from exc
+        except pymysql.err.MySQLError as exc:
+            raise ServiceError(f"{self.links.where}, table {self.links.table}: "
+                               f"{exc.args[-1] if exc.args else exc}") from exc
+
+    def _transaction_once(self, work: Any) -> Any:
+        try:
+            self.conn.begin()
+            with self.conn.cursor() as cur:
+                result = work(cur)
+            self.conn.commit()
+            return result
+        except BaseException:  # rolled back, whatever broke it (the server may have already)
+            self._rollback()
+            raise
 
     def _rollback(self) -> None:
         try:

@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 
 import MySQLdb
 import pymysql
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from debl.measure import request_cost
 from debl.config import Config
@@ -69,7 +70,8 @@ from debl.config.values import check_identifier
 from debl.errors import ServiceError
 from debl.mysql import ConnectionPool, connect, connect_reader, describe
 from debl.format.link import (DEFAULT_LIMIT, MAX_TIME, Link, Origin, check_ids, check_query,
-                        merge_batch)
+                              merge_batch)
+from debl.retry import retried
 from debl.store.base import LinkStore
 
 T = TypeVar("T")
@@ -86,6 +88,20 @@ INDEX_RECHECK_S = 5.0
 _CONNECTION_LOST = {2006, 2013, 2014, 2045, 2055}
 _UNKNOWN_TABLE = 1146
 _NO_SUCH_INDEX = 1176
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """A connection the server no longer holds (restarted, killed, timed out), either driver's."""
+    if isinstance(exc, (MySQLdb.InterfaceError, pymysql.err.InterfaceError)):
+        return True
+    return (isinstance(exc, (MySQLdb.OperationalError, pymysql.err.OperationalError))
+            and bool(exc.args) and exc.args[0] in _CONNECTION_LOST)
+
+
+# A MySQL connection lost: a new one and the call again, once (every call here is idempotent,
+# writes included); any other error is the call's answer (docs/RELIABILITY.md, "Retries").
+RETRY_LOST_CONNECTION = Retrying(retry=retry_if_exception(_connection_lost),
+                                stop=stop_after_attempt(2), reraise=True)
 
 
 _COLUMN_DDL = ("  id1 BIGINT UNSIGNED NOT NULL,\n"
@@ -242,72 +258,67 @@ class MySQLStore(LinkStore):
         time (``debl.measure.request_cost``)."""
         started = perf_counter()
         try:
-            return self._read_once(sql)
+            return self._read_retried(sql)
         finally:
             request_cost.charge(request_cost.MYSQL, started)
 
+    def _read_retried(self, sql: bytes) -> tuple[tuple, ...]:
+        try:
+            return retried(RETRY_LOST_CONNECTION, self._read_once, sql)
+        except (MySQLdb.OperationalError, MySQLdb.InterfaceError) as exc:
+            if exc.args and exc.args[0] == _NO_SUCH_INDEX:
+                raise _IndexMissing() from exc
+            raise _service_error(self.config, exc, self.table) from exc
+        except MySQLdb.MySQLError as exc:  # the server refused the statement
+            if exc.args and exc.args[0] == _UNKNOWN_TABLE:
+                raise _service_error(self.config, exc, self.table) from exc
+            raise
+
     def _read_once(self, sql: bytes) -> tuple[tuple, ...]:
-        for attempt in (1, 2):
-            reader = self._borrow(self._readers)
-            try:
-                reader.query(sql)
-                rows = reader.store_result().fetch_row(0)
-            except (MySQLdb.OperationalError, MySQLdb.InterfaceError) as exc:
-                code = exc.args[0] if exc.args else None
-                lost = isinstance(exc, MySQLdb.InterfaceError) or code in _CONNECTION_LOST
-                if lost:
-                    self._readers.discard(reader)  # a new connection next time
-                else:
-                    self._readers.put(reader)
-                if code == _NO_SUCH_INDEX:
-                    raise _IndexMissing() from exc
-                if not lost or attempt == 2:
-                    raise _service_error(self.config, exc, self.table) from exc
-                continue
-            except MySQLdb.MySQLError as exc:  # the server refused the statement: still usable
+        reader = self._borrow(self._readers)
+        try:
+            reader.query(sql)
+            rows = reader.store_result().fetch_row(0)
+        except MySQLdb.MySQLError as exc:
+            if _connection_lost(exc):
+                self._readers.discard(reader)  # a new connection next time
+            else:  # the server refused the statement: still usable
                 self._readers.put(reader)
-                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
-                    raise _service_error(self.config, exc, self.table) from exc
-                raise
-            except BaseException:  # interrupted mid-call: its state is unknown, not lent again
-                self._readers.discard(reader)
-                raise
-            self._readers.put(reader)
-            return rows
-        raise AssertionError("unreachable")
+            raise
+        except BaseException:  # interrupted mid-call: its state is unknown, not lent again
+            self._readers.discard(reader)
+            raise
+        self._readers.put(reader)
+        return rows
 
     def _run(self, work: Callable[[pymysql.connections.Connection], T]) -> T:
         """Run *work* on a pooled connection; reconnect and retry once if it was lost."""
-        for attempt in (1, 2):
-            conn = self._borrow(self._pool)
-            try:
-                result = work(conn)
-            except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
-                lost = isinstance(exc, pymysql.err.InterfaceError) or (
-                    exc.args and exc.args[0] in _CONNECTION_LOST)
-                if lost:
-                    self._pool.discard(conn)  # a new connection next time
-                else:
-                    self._pool.put(conn)
-                if not lost or attempt == 2:
-                    raise _service_error(self.config, exc, self.table) from exc
-                continue
-            except pymysql.err.ProgrammingError as exc:
+        try:
+            return retried(RETRY_LOST_CONNECTION, self._run_once, work)
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+            raise _service_error(self.config, exc, self.table) from exc
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] == _UNKNOWN_TABLE:
+                raise _service_error(self.config, exc, self.table) from exc
+            raise
+
+    def _run_once(self, work: Callable[[pymysql.connections.Connection], T]) -> T:
+        conn = self._borrow(self._pool)
+        try:
+            result = work(conn)
+        except pymysql.err.MySQLError as exc:
+            if _connection_lost(exc):
+                self._pool.discard(conn)  # a new connection next time
+            else:  # the server refused the statement: still usable
                 self._pool.put(conn)
-                if exc.args and exc.args[0] == _UNKNOWN_TABLE:
-                    raise _service_error(self.config, exc, self.table) from exc
-                raise
-            except pymysql.err.MySQLError:  # the server refused the statement: still usable
-                self._pool.put(conn)
-                raise
-            except BaseException:
-                # Interrupted mid-call (a KeyboardInterrupt, a generator closed): its state on
-                # the connection is unknown, so it is not lent again.
-                self._pool.discard(conn)
-                raise
-            self._pool.put(conn)
-            return result
-        raise AssertionError("unreachable")
+            raise
+        except BaseException:
+            # Interrupted mid-call (a KeyboardInterrupt, a generator closed): its state on
+            # the connection is unknown, so it is not lent again.
+            self._pool.discard(conn)
+            raise
+        self._pool.put(conn)
+        return result
 
     def _execute(self, sql: str, args: Any = None) -> list[tuple]:
         def work(conn: pymysql.connections.Connection) -> list[tuple]:

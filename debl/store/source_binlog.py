@@ -120,8 +120,8 @@ class BinlogReader:
              "connect_timeout": min(10.0, timeout), "read_timeout": timeout},
             server_id=replica_server_id(config), is_mariadb=True, auto_position=after,
             blocking=True, resume_stream=True, slave_heartbeat=HEARTBEAT_S,
-            # A table's map is parsed once per table id, not once per transaction (most of
-            # the library's work: docs/FRESHNESS.md, "Measured: the follower's lag"); a
+            # A table's map is parsed once per table id, not once per transaction (the
+            # follower's CPU: docs/FRESHNESS.md, "Measured: the follower's lag"); a
             # statement that may change the table drops the maps (_refuse_statement).
             freeze_schema=True,
             only_schemas=[db.database], only_tables=[db.table], enable_logging=False,
@@ -147,7 +147,7 @@ class BinlogReader:
                 continue
             if isinstance(event, MariadbGtidEvent):
                 # A transaction begins (one cut off by a reconnect begins again here).
-                if rows and event.gtid_seq_no != seq:
+                if gtid is not None and rows and event.gtid_seq_no != seq:
                     self._uncommitted(gtid)
                 gtid, seq, commit_ts, flags = event.gtid, event.gtid_seq_no, \
                     float(event.timestamp), event.flags

@@ -212,7 +212,8 @@ def server_summary(config: Config) -> str:
         with conn.cursor() as cur:
             cur.execute("SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image, "
                         "@@binlog_row_metadata, @@gtid_binlog_pos")
-            version, log_bin, fmt, image, metadata, position = cur.fetchone()
+            # (a SELECT of variables gives one row)
+            version, log_bin, fmt, image, metadata, position = cur.fetchone()  # type: ignore[misc]
     finally:
         conn.close()
     if not log_bin:

@@ -92,14 +92,14 @@ class Snapshot:
 
     def extent(self) -> Extent:
         """The snapshot's row count and time bounds (one pass over an index on the server)."""
-        cur = self._conn.cursor()
+        cur = self._connection().cursor()
         self._run(cur, f"SELECT COUNT(*), MIN(time), MAX(time) FROM `{self.table}`")
         return Extent(*cur.fetchone())
 
     def rows(self, per_fetch: int = ROWS_PER_FETCH) -> Iterator[list[tuple]]:
         """The snapshot's rows in id1 order, ``per_fetch`` at a time, each a tuple in the line's
         order: id1, link_type, id2, visibility, data, time, version."""
-        cur = self._conn.cursor(MySQLdb.cursors.SSCursor)
+        cur = self._connection().cursor(MySQLdb.cursors.SSCursor)
         try:
             self._run(cur, f"SELECT {_COLUMNS} FROM `{self.table}` FORCE INDEX (id1_type) "
                            "ORDER BY id1")
@@ -113,6 +113,11 @@ class Snapshot:
                 yield list(batch)
         finally:
             cur.close()
+
+    def _connection(self) -> MySQLdb.Connection:
+        if self._conn is None:
+            raise RuntimeError("a snapshot is read inside its `with`, which takes it")
+        return self._conn
 
     def _run(self, cur, sql: str) -> None:
         try:

@@ -37,7 +37,7 @@ class RejectSample:
 
     def _read(self, load_id: str, total: int) -> dict:
         directory = reject_path(self.config, load_id)
-        found = {"dir": str(directory), "records": [], "note": None}
+        found: dict = {"dir": str(directory), "records": [], "note": None}
         if not total:
             return found
         if not directory.is_dir():

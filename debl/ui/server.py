@@ -91,10 +91,7 @@ def _host_is_loopback(header: str | None) -> bool:
 class _Handler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
     protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        self.timeout = 30.0  # an idle connection lets go of its thread
-        super().setup()
+    timeout = 30.0  # the socket's (read by setup): an idle connection lets go of its thread
 
     def log_message(self, format: str, *args: object) -> None:  # quiet: a page polls each second
         pass
@@ -171,7 +168,7 @@ class UIServer:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
+        host, port = self.httpd.socket.getsockname()[:2]
         return f"http://{host}:{port}/"
 
     def start(self) -> "UIServer":

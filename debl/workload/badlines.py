@@ -2,8 +2,8 @@
 
 Every kind breaks exactly one rule of the input format (docs/DESIGN.md section 3) in a line that is
 otherwise a plausible link, so a parser that checks only some rules lets some through. Each line
-is checked against ``debl.format.link.parse_line`` when it is made, and its reason is the parser's own
-message, so the generator's report and the loader's reject file say the same thing.
+is checked against ``debl.format.link.parse_line`` when it is made, and its reason is the parser's
+own message, so the generator's report and the loader's reject file say the same thing.
 """
 
 from __future__ import annotations

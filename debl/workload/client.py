@@ -114,7 +114,7 @@ class ClientResult:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     raise TypeError(f"not serializable: {type(value).__name__}")
 
@@ -140,13 +140,16 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         raise ConfigError("a client with several processes needs a TargetSource (each "
                           "process opens its own target); a live target cannot be shared")
     mix = mix_named(spec.mix)
-    if mix.write_share and writes_to is None:
-        raise ConfigError(f"--mix {spec.mix} sends writes: name the source database they go "
-                          "to (a SourceLinks; `debl query` takes the source_db settings)")
+    pool = None
+    if mix.write_share:
+        if writes_to is None:
+            raise ConfigError(f"--mix {spec.mix} sends writes: name the source database they "
+                              "go to (a SourceLinks; `debl query` takes the source_db settings)")
+        rate = spec.writes_per_s
+        assert rate is not None  # a ClientSpec whose mix writes has a rate (it checks)
+        pool = WriterPool(writes_to, mix, spec.requests, rate, spec.writers)
     if spec.answer_log is not None:
         prepare_dir(spec.answer_log)
-    pool = (WriterPool(writes_to, mix, spec.requests, spec.writes_per_s, spec.writers)
-            if mix.write_share else None)
     try:
         result = _run(target, spec, progress, pool)
     finally:
@@ -159,11 +162,12 @@ def _run(target: LinkListTarget | TargetSource, spec: ClientSpec, progress: Prog
          pool: WriterPool | None) -> ClientResult:
     reports: list[Any] = []
     if spec.processes > 1:
+        assert isinstance(target, TargetSource)  # run_client refuses a live one
         parts, reports, t0, started_at = run_processes(
             target, spec, progress, None if pool is None else pool.start)
     else:
         source = target if isinstance(target, TargetSource) else None
-        live = source.open() if source is not None else target
+        live: Any = source.open() if source is not None else target
         try:
             part = Part(live, spec, threads_of(spec, 0),
                         source.name if source is not None else type(live).__name__)
@@ -211,7 +215,8 @@ def _run(target: LinkListTarget | TargetSource, spec: ClientSpec, progress: Prog
         elapsed_s=(max(p.finished_ns for p in parts) - t0) / 1e9,
         completed=completed, errors=errors,
         rows=sum(p.rows for p in parts), empty=sum(p.empty for p in parts),
-        cpu_s=sum(p.cpu_s for p in parts), latency=counts.latency.summary(), timeline=counts.timeline(seconds),
+        cpu_s=sum(p.cpu_s for p in parts), latency=counts.latency.summary(),
+        timeline=counts.timeline(seconds),
         error_samples=tuple(samples[:MAX_ERROR_SAMPLES]),
         first_answer_s=min(firsts) / 1e9 if firsts else None, counts=counts,
         target_reports=tuple(reports),

@@ -8,7 +8,7 @@ Invalid settings raise ``ConfigError`` naming the ``debl query`` option.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +24,10 @@ class LinkListTarget(Protocol):
     ``multiget_link`` (every store and the coordinator have the three)."""
 
     def get_link_list(self, id1: int, link_type: int) -> Any: ...
+
+    def count_link(self, id1: int, link_type: int) -> int: ...
+
+    def multiget_link(self, id1: int, link_type: int, id2s: Iterable[int]) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
@@ -36,7 +36,8 @@ _ZETA_EXACT_TERMS = 10_000_000
 
 @dataclass(frozen=True, eq=False)
 class EmpiricalCDF:
-    """One section of Distribution.dat: ``values`` strictly increasing, ``cum[i] = P(X <= values[i])``."""
+    """One section of Distribution.dat: ``values`` strictly increasing,
+    ``cum[i] = P(X <= values[i])``."""
 
     name: str
     values: np.ndarray  # int64
@@ -73,7 +74,8 @@ class EmpiricalCDF:
 
         Computed from the CDF's steps, not by enumerating ranks, so it is cheap for any n.
         """
-        # Rank r gets values[i] iff cum[i-1] < 1 - r/n <= cum[i], i.e. r in [n(1-cum[i]), n(1-cum[i-1])).
+        # Rank r gets values[i] iff cum[i-1] < 1 - r/n <= cum[i],
+        # i.e. r in [n(1-cum[i]), n(1-cum[i-1])).
         # Count integer ranks r in [0, n) with 1 - r/n <= cum[i]  <=>  r >= n(1 - cum[i]).
         below = np.ceil(n * (1.0 - self.cum) - 1e-9).clip(0, n)  # first rank at or under each step
         at_most = np.concatenate(([n], below[:-1]))
@@ -152,6 +154,11 @@ class ZipfSampler:
     lo: int
     hi: int
     shape: float = 0.8
+    # Derived in __post_init__: zeta(n), Gray et al.'s eta and alpha, zeta(2).
+    _zetan: float = field(init=False, repr=False, compare=False)
+    _eta: float = field(init=False, repr=False, compare=False)
+    _alpha: float = field(init=False, repr=False, compare=False)
+    _threshold: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.hi <= self.lo:

@@ -92,7 +92,8 @@ def _chunks_of_file(spec: GenerateSpec, k: int, chunks: int) -> tuple[int, int]:
     return first, max(first, (hi - 1 - spec.start_id) // CHUNK_IDS)
 
 
-def _plan_bad_lines(spec: GenerateSpec, chunks: int) -> dict[tuple[int, int], list[tuple[float, str]]]:
+def _plan_bad_lines(spec: GenerateSpec,
+                    chunks: int) -> dict[tuple[int, int], list[tuple[float, str]]]:
     """(chunk, file) -> [(relative position in that chunk's slice of the file, kind), ...].
     In ``ranges`` the chunk is one that holds ids of the file, so a bad line sits among the
     lines of its file's ids."""
@@ -229,11 +230,12 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                 if last > first:
                     newest[k] = max(newest[k], int(rec.time[first:last].max()))
                 # Good lines [first, last) of this chunk, with the planned bad lines in between.
-                parts, cursor, written = [], first, int(lines[k])
+                parts: list[bytes | memoryview] = []
+                cursor, written = first, int(lines[k])
                 pos = int(nbytes[k])  # the file offset of line `cursor`
                 for rel, kind in bads:
                     at = min(first + int(rel * (last - first + 1)), last)
-                    parts.append(memoryview(buf[byte_at[cursor]:byte_at[at]]))
+                    parts.append(buf[byte_at[cursor]:byte_at[at]].data)
                     pos = _good_lines(builders[k], rec, byte_at, cursor, at, pos)
                     written += at - cursor + 1
                     line, reason = _bad_line(ctx, rec, k, first, last, kind, bad_rng)
@@ -242,7 +244,7 @@ def generate(out_dir: Path | str, spec: GenerateSpec, progress: Progress | None 
                     nbytes[k] += len(line)
                     pos += len(line)
                     cursor = at
-                parts.append(memoryview(buf[byte_at[cursor]:byte_at[last]]))
+                parts.append(buf[byte_at[cursor]:byte_at[last]].data)
                 _good_lines(builders[k], rec, byte_at, cursor, last, pos)
                 outputs.write(k, parts)
                 lines[k] = written + (last - cursor)

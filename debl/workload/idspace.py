@@ -33,7 +33,7 @@ def cluster_starts(start_id: int, max_id: int) -> tuple[np.ndarray, np.ndarray]:
     sparse = [start_id]
     for k in (1, 2):
         after_previous = sparse[-1] + int(dense[k] - dense[k - 1])
-        sparse.append(max(CLUSTER_BASES[k], after_previous))
+        sparse.append(max(CLUSTER_BASES[k] or 0, after_previous))  # k > 0: a base
     return dense, np.array(sparse, dtype=np.int64)
 
 

@@ -1,10 +1,10 @@
 """Latency statistics as LinkBench reports them, kept in histograms that merge exactly.
 
-Every latency is an integer number of nanoseconds in a log-linear histogram (``debl.measure.histogram``:
-buckets at most 1/1024 of their values wide; merging adds counts exactly, so the percentiles of
-the client's worker processes merged are those of all their samples together; a percentile is
-never below the true sample and above it by less than 0.1% plus 1 ns; ``max`` and ``mean`` are
-exact). LinkBench reports wider bucket bounds (``p99 = [29,30]ms``).
+Every latency is an integer number of nanoseconds in a log-linear histogram
+(``debl.measure.histogram``: buckets at most 1/1024 of their values wide; merging adds counts
+exactly, so the percentiles of the client's worker processes merged are those of all their samples
+together; a percentile is never below the true sample and above it by less than 0.1% plus 1 ns;
+``max`` and ``mean`` are exact). LinkBench reports wider bucket bounds (``p99 = [29,30]ms``).
 
 The fields are LinkBench's: count, p25, p50, p75, p95, p99, max, mean, in milliseconds.
 
@@ -56,14 +56,16 @@ class LatencySummary:
 
 
 class LatencyHistogram(Histogram):
-    """A histogram of latencies (``debl.measure.histogram``), summarized as LinkBench reports them."""
+    """A histogram of latencies (``debl.measure.histogram``), summarized as LinkBench reports
+    them."""
 
     def summary(self) -> LatencySummary:
         n = self.count
         if n == 0:
             return LatencySummary(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        p = [self.percentile_ns(q) / _NS_PER_MS for q in PERCENTILES]
-        return LatencySummary(n, *p, self.max_ns / _NS_PER_MS, self.total_ns / n / _NS_PER_MS)
+        p25, p50, p75, p95, p99 = (self.percentile_ns(q) / _NS_PER_MS for q in PERCENTILES)
+        return LatencySummary(n, p25, p50, p75, p95, p99, self.max_ns / _NS_PER_MS,
+                              self.total_ns / n / _NS_PER_MS)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,8 @@ class LinkIds:
 
     def choose(self, rng: np.random.Generator, id1: int, link_type: int, p_exist: float) -> int:
         """One id2 that names a loaded link with probability about *p_exist*."""
-        return self.pick(rng, id1, *self.links_of_type(id1, link_type), p_exist)
+        first, loaded = self.links_of_type(id1, link_type)
+        return self.pick(rng, id1, first, loaded, p_exist)
 
     def choose_many(self, rng: np.random.Generator, id1: int, link_type: int, count: int,
                     p_exist: float) -> tuple[int, ...]:

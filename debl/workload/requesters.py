@@ -4,8 +4,8 @@ schedule (docs/WORKLOAD.md); under a mix of reads each request is the read its d
 (``debl.workload.mix.ReadDraws``), on the same ``(id1, link_type)``. Each thread keeps its
 completions in compact arrays; the part turns them into histograms (``RunCounts``, and one per
 read) at the end, never keeping raw samples beyond the run. Each request runs in a record of
-where its time went (``debl.measure.request_cost``); the process keeps its slowest and every route's
-latencies (``debl.workload.tail``).
+where its time went (``debl.measure.request_cost``); the process keeps its slowest and every
+route's latencies (``debl.workload.tail``).
 
 Pitfall: a request blocked inside the target cannot be interrupted; the threads are daemons, and
 a stopped part waits ``STOP_GRACE_S`` for them before it gives up.
@@ -20,6 +20,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -103,8 +104,8 @@ class _Requester(threading.Thread):
                                self.log)
         t0, deadline, stop, schedule = sh.t0_ns, sh.deadline_ns, sh.stop, self.schedule
         begin, finish, tail, reads = request_cost.begin, request_cost.finish, sh.tail, self.reads
-        calls = (get,) if reads is None else (get, self.target.count_link,
-                                              self.target.multiget_link)
+        calls: tuple[Callable[..., Any], ...] = (
+            (get,) if reads is None else (get, self.target.count_link, self.target.multiget_link))
         op, more = 0, ()
         while self.quota is None or self.done < self.quota:
             if stop.is_set():

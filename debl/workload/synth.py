@@ -18,8 +18,8 @@ For each id1 of the chunk (ids ``[lo, hi)``):
 Updates in ``days`` (see ``debl.workload.spec``): for each later period ``k`` every link of an
 earlier period is updated in ``k`` with probability ``min(1, r/k)``, ``r = share / (1 - share)``.
 With equal periods file ``k`` holds ``k * n/F`` earlier links, so it gets ``r * n/F`` updates in
-expectation: ``share`` of its lines. Deciding updates per chunk keeps the generator streaming (no memory of
-earlier chunks) and every update's key is a link that really exists in an earlier file.
+expectation: ``share`` of its lines. Deciding updates per chunk keeps the generator streaming (no
+memory of earlier chunks) and every update's key is a link that really exists in an earlier file.
 
 Updates in ``ranges``: each link gets Poisson(``r``) updates, so ``share`` of every file's lines
 are updates in expectation; their times are uniform between the link's time and the end of its
@@ -79,7 +79,7 @@ class SynthContext:
     def degrees(self, lo: int, hi: int) -> np.ndarray:
         """Out-degree (links over all types) of ids ``[lo, hi)``."""
         ranks = self.shuffler.permute(np.arange(lo - self.spec.start_id, hi - self.spec.start_id))
-        degrees = self.cdf.value_for_rank(ranks, self.spec.n_ids)
+        degrees = np.asarray(self.cdf.value_for_rank(ranks, self.spec.n_ids))
         if self.spec.max_degree is not None:
             np.minimum(degrees, self.spec.max_degree, out=degrees)
         return degrees

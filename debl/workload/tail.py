@@ -1,11 +1,11 @@
 """The slowest requests of a client run and where their time went, by route and by cause
 (docs/BENCHMARKS.md, "The tail").
 
-Each request runs inside a record of its own (``debl.measure.request_cost``): the route the coordinator
-chose, the seconds each component took (``COMPONENTS``: the wait for the route, MySQL, HBase,
-HDFS reads and HDFS's other calls, the merge, the client being late), the rest of the wall time
-("other"), the raw route's reads, the sorted runs merged, the collections during it. Each worker
-process keeps, in a ``TailKeeper``:
+Each request runs inside a record of its own (``debl.measure.request_cost``): the route the
+coordinator chose, the seconds each component took (``COMPONENTS``: the wait for the route, MySQL,
+HBase, HDFS reads and HDFS's other calls, the merge, the client being late), the rest of the wall
+time ("other"), the raw route's reads, the sorted runs merged, the collections during it. Each
+worker process keeps, in a ``TailKeeper``:
 
 - its slowest successful requests with their records, at most ``capacity`` of them
   (``tail_capacity``: the share of the whole run's requests), in a min-heap: a request no slower

@@ -111,6 +111,8 @@ def send(session: SourceSession, write: Write) -> WriteAck:
     """Send one write with LinkBench's semantics."""
     if write.op == DELETE_LINK:
         return session.delete_link(write.id1, write.link_type, write.id2)
+    if write.link is None:
+        raise ValueError(f"a {write.op} without the link's row to write")
     if write.op == ADD_LINK:
         return session.add_link(write.link)
     return session.update_link(write.link)
@@ -174,7 +176,8 @@ class WriterPool:
                  writers: int) -> None:
         self.mix, self.requests, self.rate, self.writers = mix, requests, rate, writers
         self.where = source.where
-        self.t0_ns, self.deadline_ns = 0, None
+        self.t0_ns = 0
+        self.deadline_ns: int | None = None  # (set by start)
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._errors: list[str] = []
@@ -216,7 +219,8 @@ class WriterPool:
         latency, errors = {}, {}
         for op in WRITE_OPS:
             mine = [r for r in records if r.op == op]
-            ns = np.array([r.acked_ns - r.intended_ns for r in mine if r.ok], dtype=np.int64)
+            ns = np.array([r.acked_ns - r.intended_ns for r in mine  # acknowledged: the ok ones
+                           if r.acked_ns is not None], dtype=np.int64)
             latency[op] = LatencyHistogram.of(ns).summary()
             errors[op] = sum(not r.ok for r in mine)
         completed = sum(r.ok for r in records)

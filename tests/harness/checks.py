@@ -65,7 +65,8 @@ class Reference:
         rule)."""
         listed = LocalSource(directory).list()
         hot = frozenset(f.name for f in split_files(listed, hot_bytes=hot_bytes).hot)
-        hot_rows, cold_rows = [], []
+        hot_rows: list[tuple[Link, Origin]] = []
+        cold_rows: list[tuple[Link, Origin]] = []
         cold_lines: dict[tuple[int, int], bytes] = {}
         for seq, f in enumerate(listed):
             is_hot = f.name in hot
@@ -85,7 +86,7 @@ class Reference:
         stores[0].write_links(hot_rows)
         stores[1].write_links(cold_rows)
         stores[2].write_links(hot_rows + cold_rows)  # the merge rule across hot and cold
-        return Reference(Path(directory), hot, *stores, cold_lines)
+        return Reference(Path(directory), hot, stores[0], stores[1], stores[2], cold_lines)
 
 
 def _rows(store: MemoryStore) -> dict[tuple[int, int, int], Link]:
@@ -109,7 +110,8 @@ class StoreCheck:
             self.examples.append(text)
 
 
-def compare_rows(name: str, found: list[Link], want: dict[tuple[int, int, int], Link]) -> StoreCheck:
+def compare_rows(name: str, found: list[Link],
+                 want: dict[tuple[int, int, int], Link]) -> StoreCheck:
     """*found* (a whole store's rows) against *want* (the reference's winners by key)."""
     check = StoreCheck(name, len(found))
     seen: Counter = Counter(link.key for link in found)

@@ -169,7 +169,7 @@ def tally(world: World, watcher: CurrentWatcher, records: list[Record], t: Answe
         _count(t.by_route, r.route)
         load = loads.get(r.load_id)
         day = world.day_of_source(load.source) if load is not None else None
-        if day is None:
+        if load is None or day is None:
             t.unknown_load += 1
             t.note(f"answer of load {r.load_id!r}, not one of the sequence's")
             continue
@@ -227,7 +227,7 @@ def _dropped_since(world: World, load: LoadRecord) -> bool:
     """The load stopped being current and its stores went while it was checked (a rollback or
     a new day, then cleanup): the check's failure is not one."""
     with Catalog(world.config) as catalog:
-        now, current = catalog.loads.load(load.load_id), catalog.loads.current()
+        now, current = catalog.loads.get(load.load_id), catalog.loads.current()
     return ((now.dropping or now.dropped) is not None and current is not None
             and current.load_id != load.load_id)
 
@@ -235,9 +235,10 @@ def _dropped_since(world: World, load: LoadRecord) -> bool:
 def check_current(world: World, op: OpRecord, c: CurrentCheck, rng: random.Random) -> None:
     """``debl verify`` of the current day, its stores against the reference, one ``debl
     links`` (see the module); a check that a switch and cleanup overtook is done again."""
-    for attempt in range(3):
+    for _ in range(3):
         with Catalog(world.config) as catalog:
             load = catalog.loads.current()
+        assert load is not None, "no current day to check"
         day = world.day_of_source(load.source)
         outcome = world.camp.run(["verify", load.load_id, "--json"],
                                  f"{op.index:02d}-verify", 300.0)
@@ -335,6 +336,7 @@ def check_disk(world: World, since: float, keep_passed: bool) -> list[str]:
     with Catalog(world.config) as catalog:
         current, previous = catalog.loads.current(), catalog.loads.previous()
         loads = [load for load in catalog.loads.loads() if load.started >= since]
+    assert current is not None, "no current day"
     allowed = {current.load_id} | ({previous} if previous and not keep_passed else set())
     live = [load.load_id for load in loads if load.dropped is None and load.dropping is None]
     extra = [load_id for load_id in live if load_id not in allowed]

@@ -207,7 +207,7 @@ class Operations:
         op.label += "; rollback " + ("done" if rolled.ok else "refused")
         finish = self._command(op, ["cleanup", "--wait"], "cleanup-after-kill")
         with Catalog(self.world.config) as catalog:
-            after = [catalog.loads.load(load_id) for load_id in dropping]
+            after = [catalog.loads.get(load_id) for load_id in dropping]
         for load in after if finish.ok else []:
             left = stores_left(self.world.config, load)
             if load.dropped is None or left:

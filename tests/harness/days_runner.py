@@ -146,11 +146,13 @@ class _Sequence:
         self.world.reap(lambda bg, outcome: judge(self.world, bg, outcome))
         if not self.world.gen_hf_running():
             self.world.start("gen-hf", ["gen-hf"], op, "ok")
+        assert self.clients is not None  # started by run()
         for outcome in self.clients.supervise():
             op.problems.append(f"a client ended by itself (exit {outcome.returncode}): "
                                f"{outcome.output.strip()[-300:]}")
 
     def _read_answers(self) -> list:
+        assert self.clients is not None  # started by run()
         records = self.clients.read()
         loads = sequence_loads(self.world, self.since)
         tally(self.world, self.watcher, records, self.result.answers, loads)
@@ -174,6 +176,7 @@ class _Sequence:
         self._scan()
 
     def _scan(self) -> None:
+        assert self.clients is not None  # started by run()
         logs = sorted(self.world.camp.log_dir.glob("*.log")) + self.clients.logs()
         self.result.tracebacks += scan_logs(logs, self.seen)
 
@@ -190,7 +193,7 @@ class _Sequence:
         while world.running_loads() and time.monotonic() < deadline:
             time.sleep(1.0)
         world.reap(lambda bg, outcome: judge(world, bg, outcome), hard_limit=0.0)
-        for attempt in range(3):
+        for _ in range(3):
             newest = world.camp.latest_load()
             if (newest.state == LoadState.UP
                     and newest.hot_state not in (HotState.LOADING, HotState.FAILED)):
@@ -202,7 +205,8 @@ class _Sequence:
             op.steps.append(Step.of(outcome))
             judge_step(world, op, op.steps[-1], "ok", started)
         with Catalog(world.config) as catalog:
-            switched = catalog.loads.current().switched or 0.0
+            current = catalog.loads.current()
+        switched = (current.switched if current is not None else None) or 0.0
         time.sleep(max(0.0, switched + world.spec.keep_previous_s + 1.0 - time.time()))
         started = time.time()
         outcome = world.camp.run(["cleanup", "--wait"], "end-cleanup", 300.0)
@@ -302,7 +306,7 @@ def markdown(spec: DayOpsSpec, results: list[SequenceResult]) -> str:
                      f"{a.max_error_after_s:.1f} s) / {a.errors_outside}",
                      f"{r.longest_gap_s:.2f} s ({r.longest_gap_during})",
                      "yes" if r.clean else "no", f"{r.seconds / 60:.1f}"])
-    total = Counter()
+    total: Counter[str] = Counter()
     for r in results:
         total.update({"answers": r.answers.answers + r.links.answers,
                       "wrong": r.answers.wrong + r.links.wrong,

@@ -51,7 +51,8 @@ class CurrentWatcher:
             except DeblError:  # MySQL restarting: nothing can switch meanwhile
                 self.failed_reads += 1
                 continue
-            self.note(None if load is None else (load.switched or 0.0), load and load.load_id)
+            self.note(None if load is None else (load.switched or 0.0),
+                      None if load is None else load.load_id)
 
     def note(self, since: float | None, load_id: str | None) -> None:
         """Record what a read saw (also what tests feed it)."""

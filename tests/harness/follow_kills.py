@@ -140,7 +140,8 @@ def table_rows(config: Config) -> dict[tuple[int, int, int], Link]:
     """The source's table now, by key."""
     rows = source_sql(config, f"SELECT id1, link_type, id2, visibility, data, time, version "
                               f"FROM `{config.source_db.table}`")
-    return {(r[0], r[1], r[2]): Link(*r[:4], bytes(r[4]), *r[5:]) for r in rows}
+    return {(r[0], r[1], r[2]): Link(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6])
+            for r in rows}
 
 
 def head_seq(config: Config) -> int:
@@ -267,7 +268,9 @@ class FollowTarget(Target):
                   "follow-load", 900.0)
         self.dump = dump_rows(self.dump_dir)
         with Catalog(camp.config) as catalog:
-            self.dump_seq = catalog.loads.load().position.seq
+            load = catalog.loads.load()
+        assert load is not None and load.position is not None, "the dump's load, its position"
+        self.dump_seq = load.position.seq
         return Window(FOLLOW_S)
 
     def trial(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window) -> None:

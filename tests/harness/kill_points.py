@@ -54,6 +54,7 @@ def gen_hf_point(config: Config, since: float) -> list[str]:
     after a bulk load (ended, buckets not yet marked), or outside runs."""
     with Catalog(config) as catalog:
         load = catalog.loads.current()
+        assert load is not None, "no current load"
         phases = [p for p in catalog.phases.phases(load.load_id) if p.started >= since
                   and p.phase in ("hfiles", "bulkload")]
         jobs = catalog.jobs.jobs(load.load_id)

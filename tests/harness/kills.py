@@ -77,7 +77,8 @@ def _watch(running: procs.Running, timeout: float) -> tuple[procs.Outcome, Windo
             last = t
         time.sleep(0.2)
     outcome = running.wait(max(0.0, deadline - time.monotonic()))
-    return outcome, Window(outcome.seconds, None if first is None else (first, last))
+    return outcome, Window(outcome.seconds,
+                           None if first is None or last is None else (first, last))
 
 
 def _kill_at(camp: Campaign, running: procs.Running, trial: Trial, at: float, victim: str,
@@ -139,7 +140,11 @@ class LoadTarget(Target):
     def strike(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window,
                argv: list[str], probe: Callable[[], list[str]]) -> None:
         """Start the command and kill it (or its JVM) at a moment uniform over its run."""
-        lo, hi = (0.0, window.seconds) if self.victim == "main" else window.jvm
+        if self.victim == "main":
+            lo, hi = 0.0, window.seconds
+        else:
+            assert window.jvm is not None, "the command ran no Spark JVM to kill"
+            lo, hi = window.jvm
         at = rng.uniform(lo, hi)
         running = camp.start(argv, f"{self.name}-{trial.number}")
         tree = _kill_at(camp, running, trial, at, self.victim, probe)
@@ -221,13 +226,14 @@ class _Aimed:
     """A LoadTarget or GenHFTarget whose kill is aimed at a point instead of a moment."""
 
     aims: list[tuple[str, str]] = []
+    name: str  # the target's
 
     def strike(self, camp: Campaign, trial: Trial, rng: random.Random, window: Window,
                argv: list[str], probe: Callable[[], list[str]]) -> None:
         how, point = self.aims[trial.number % len(self.aims)]
         extra = {"DEBL_FAULT_POINT": point} if how == "hook" else {}
         running = camp.start(argv, f"{self.name}-{trial.number}", **extra)
-        seen: dict[tuple[int, int], procs.Proc] = {}  # every process of its tree, while it ran
+        seen: dict[tuple[int, float], procs.Proc] = {}  # every process of its tree, while it ran
         deadline = time.monotonic() + _timeout(window)
         while not running.done() and time.monotonic() < deadline:
             for p in running.tree():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from typing import Any
 from dataclasses import dataclass, field
 
 from coordinator import Coordinator
@@ -234,7 +235,7 @@ class _Client:
     *timeout*; answers compared with the reference."""
 
     keys: list
-    ref: object
+    ref: Any  # the campaign's harness.checks.Reference
     timeout: float
     results: list[_Result] = field(default_factory=list)
     phase: str = "before"

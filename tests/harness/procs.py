@@ -8,8 +8,8 @@ Pitfalls:
   the campaign itself or the stack (whose daemons have their own sessions too).
 - A pid alone is not a process: the tree is recorded as (pid, start time) just before a kill,
   so a pid the system reuses later is never taken for a survivor.
-- The tree is read from ``/proc`` (Linux only), parent links at the moment of the snapshot: a
-  process started after it is not in it.
+- The tree is read through ``psutil``, parent links at the moment of the snapshot: a process
+  started after it is not in it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 
 # What identifies the Spark driver JVM that pyspark starts (through spark-submit).
 SPARK_MAIN = "org.apache.spark.deploy.SparkSubmit"
@@ -32,12 +34,12 @@ HARNESS_PARENT = str(Path(__file__).resolve().parents[1])
 
 @dataclass(frozen=True)
 class Proc:
-    """One process as ``/proc`` shows it: pid, parent, start time (clock ticks since boot, which
-    with the pid identifies it), and its command line (NULs as spaces)."""
+    """One process as ``psutil`` shows it: pid, parent, start time (seconds since the epoch,
+    which with the pid identifies it), and its command line (arguments joined by spaces)."""
 
     pid: int
     ppid: int
-    start: int
+    start: float
     cmdline: str
 
     def alive(self) -> bool:
@@ -59,28 +61,32 @@ class Proc:
         return f"{cmd[:80]} (pid {self.pid})"
 
 
+_FIELDS = ["ppid", "create_time", "cmdline", "status"]
+
+
+def _proc(p: psutil.Process, info: dict) -> Proc | None:
+    """*info* (``psutil``'s fields of *p*) as a Proc; None for a process that has ended (a
+    zombie or dead one), or whose fields could not be read."""
+    if info["status"] in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD) or None in info.values():
+        return None
+    return Proc(p.pid, info["ppid"], info["create_time"], " ".join(info["cmdline"]).strip())
+
+
 def _read(pid: int) -> Proc | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        p = psutil.Process(pid)
+        return _proc(p, p.as_dict(_FIELDS))
+    except psutil.NoSuchProcess:
         return None
-    # The command name in parentheses may hold spaces and parentheses: split after the last ")".
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] in ("Z", "X"):  # a zombie or dead process has ended
-        return None
-    return Proc(pid, int(fields[1]), int(fields[19]),
-                cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
 
 
 def processes() -> dict[int, Proc]:
     """Every process running now."""
     found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            p = _read(int(entry))
-            if p is not None:
-                found[p.pid] = p
+    for p in psutil.process_iter(_FIELDS):
+        proc = _proc(p, p.info)
+        if proc is not None:
+            found[proc.pid] = proc
     return found
 
 

@@ -42,9 +42,9 @@ def _one_trial(camp: Campaign, target: Target, number: int, seed: int, window: W
 def run_campaign(config: Config, work_dir: Path, targets: list[Target], trials: int, seed: int,
                  report: Callable[[str], None] = print,
                  answers: int = ANSWER_SAMPLE) -> tuple[CampaignResult, list[dict]]:
-    """Run *trials* trials of each of *targets* (``harness.kills.KILLS``, ``harness.outages.OUTAGES``);
-    returns the trials and the table's rows, and writes ``results.json`` and ``table.md``
-    into *work_dir*."""
+    """Run *trials* trials of each of *targets* (``harness.kills.KILLS``,
+    ``harness.outages.OUTAGES``); returns the trials and the table's rows, and writes
+    ``results.json`` and ``table.md`` into *work_dir*."""
     t0 = time.time()
     camp = Campaign(config, work_dir, report, answers)
     camp.prepare()
