@@ -94,6 +94,7 @@ def compare_with_source(config: Config, load_id: str | None = None, *, changes: 
     with Catalog(config) as catalog:
         load = _load(catalog, load_id)
         position = load.position
+        assert position is not None  # _load refuses a load without one
         cold = sorted(catalog.index.buckets(load.load_id), key=lambda b: b.k_lo)
         hot = [] if load.hot_in_mysql else catalog.index.buckets(load.load_id, hot=True)
         paths = {(b.hot, b.b_index): catalog.index.bucket_paths(b.b_index, load.load_id, b.hot)

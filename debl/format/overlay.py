@@ -25,14 +25,21 @@ Key = tuple[int, int, int]  # (id1, link_type, id2)
 
 class RowChange(Protocol):
     """A committed row change as the overlay needs it (``debl.catalog.Change`` is one): its
-    position, its key, and the row after it or None for a deletion."""
+    position, its key, and the row after it or None for a deletion (read-only: a frozen
+    dataclass is one)."""
 
-    seq: int
-    row_no: int
-    id1: int
-    link_type: int
-    id2: int
-    link: Link | None
+    @property
+    def seq(self) -> int: ...
+    @property
+    def row_no(self) -> int: ...
+    @property
+    def id1(self) -> int: ...
+    @property
+    def link_type(self) -> int: ...
+    @property
+    def id2(self) -> int: ...
+    @property
+    def link(self) -> Link | None: ...
 
 
 def apply_change(rows: dict, key: Hashable, link: Link | None) -> None:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -133,10 +134,11 @@ def check_run(config: Config, dump_dir: Path | str, writes: Sequence[WriteRecord
               tolerance_s: float | None = None, change_log: bool = True,
               say: Callable[[str], None] = lambda _: None) -> FreshReport:
     """``check_fresh`` of a run as the bench and ``debl check-fresh`` have it: the answer logs
-    in *answers_dir* (a directory, or several: one per client run); the dump's position from its ``index.json`` (or the GTID *position*);
-    the tolerance ``fresh.tolerance`` unless given; with *change_log*, the catalog's change log
-    of the dump's source, which must be exactly the writes. LoadStateError when the change
-    log has no follower of that source, ConfigError for logs that are not the client's."""
+    in *answers_dir* (a directory, or several: one per client run); the dump's position from
+    its ``index.json`` (or the GTID *position*); the tolerance ``fresh.tolerance`` unless given;
+    with *change_log*, the catalog's change log of the dump's source, which must be exactly the
+    writes. LoadStateError when the change log has no follower of that source, ConfigError
+    for logs that are not the client's."""
     answers = read_answer_logs(*([answers_dir] if isinstance(answers_dir, (str, Path))
                                  else answers_dir))
     listed = listing_position(LocalSource(Path(dump_dir)).list())  # the note: build_history
@@ -171,7 +173,8 @@ def _bounds(history: History, sent: np.ndarray, recv: np.ndarray,
     w_acked = np.array([w.acked_ns for w in history.logged], dtype=np.int64)
     w_sent = np.array([w.sent_ns for w in history.logged], dtype=np.int64)
 
-    def highest_before(instants: np.ndarray, at: np.ndarray, side: str) -> np.ndarray:
+    def highest_before(instants: np.ndarray, at: np.ndarray,
+                       side: Literal["left", "right"]) -> np.ndarray:
         if not len(instants):
             return np.full(len(at), dump, dtype=np.int64)
         order = np.argsort(instants, kind="stable")

@@ -8,8 +8,8 @@ of the run applied in the order of its commit's position.
   lines), as a load of them does.
 - **The writes** (``build_history``): the bench's writers are the only writers of the link
   table during the run, so its changes past the dump's position are exactly the writes that
-  changed a row, each one transaction of one row at its GTID: the history is the dump with each write
-  applied in position order by the overlay rule (``debl.format.overlay``). add_link and
+  changed a row, each one transaction of one row at its GTID: the history is the dump with each
+  write applied in position order by the overlay rule (``debl.format.overlay``). add_link and
   update_link write the row their record carries; delete_link hides the row it found
   (visibility 0, the rest kept). What contradicts that is a **history problem**, counted and
   shown with examples: without the change log, a position past the dump's that no write
@@ -220,7 +220,9 @@ def _logged(writes: Sequence[WriteRecord], dump: DumpPosition,
             problems: Problems) -> tuple[list[WriteRecord], list[int]]:
     """The writes that committed a change at a known position, with their positions."""
     domain = parse_gtid(dump.gtid)[0]
-    logged, seqs, at = [], [], {}
+    logged: list[WriteRecord] = []
+    seqs: list[int] = []
+    at: dict[int, str] = {}  # a position's write, described
     for w in writes:
         what = f"{w.op}({w.id1}, {w.link_type}, {w.id2})"
         if not w.ok:
