@@ -15,6 +15,7 @@ Every check is a (what, expected, found) triple; the report is good when they al
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from debl.format.bucket_file import is_bucket_file, read_index
@@ -98,12 +99,9 @@ def verify_load(config: Config, load_id: str | None = None, *, source: bool = Tr
     for b in buckets:
         progress(f"bucket {b.b_index}")
         rows, checksum = 0, 0
-        for prefix in part_paths[b.b_index]:
-            directory, stem = prefix.rsplit("/", 1)
-            for file in fs.list(directory):
-                if is_bucket_file(file.name, stem):
-                    n, s = _bucket_file_sum(fs, file.path, file.length)
-                    rows, checksum = rows + n, (checksum + s) % CHECKSUM_MOD
+        for path, length in bucket_files(fs, part_paths[b.b_index]):
+            n, s = _bucket_file_sum(fs, path, length)
+            rows, checksum = rows + n, (checksum + s) % CHECKSUM_MOD
         report.checks.append(Check(f"bucket {b.b_index}: HDFS rows, checksum = index",
                                    (b.rows, b.checksum), (rows, checksum)))
         job = jobs.get(b.b_index)
@@ -131,17 +129,42 @@ def _count_lines(stream) -> int:
     return lines + (last != b"\n")
 
 
-def _bucket_file_sum(fs: HdfsClient, path: str, length: int) -> tuple[int, int]:
-    """Rows and checksum of the lines of one bucket file (its data part: not its index)."""
+def bucket_files(fs: HdfsClient, prefixes: list[str]) -> list[tuple[str, int]]:
+    """The path and length of every file of a bucket whose chunks' path prefixes are
+    *prefixes* (``Catalog.index.bucket_paths``), never a killed dist_ch's temporary."""
+    found = []
+    for prefix in prefixes:
+        directory, stem = prefix.rsplit("/", 1)
+        found += [(f.path, f.length) for f in fs.list(directory) if is_bucket_file(f.name, stem)]
+    return found
+
+
+def bucket_lines(fs: HdfsClient, path: str, length: int,
+                 id1s: tuple[int, int] | None = None) -> Iterator[bytes]:
+    """The lines (without newline) of one bucket file's data part, not its index; with
+    *id1s* ``(k_lo, k_hi)`` only the blocks that can hold those id1s (they may hold others:
+    the caller filters)."""
     index = read_index(path, length, lambda offset, n: fs.read_range(path, offset, n))
-    rows, checksum, tail = 0, 0, b""
-    for block in fs.stream(path, 4 << 20, length=index.data_length):
+    start, end = 0, index.data_length
+    if id1s is not None:
+        span = index.id1_span(*id1s)
+        if span is None:
+            return
+        start, end = span
+    tail = b""
+    for block in fs.stream(path, 4 << 20, offset=start, length=end - start):
         block = tail + block
         cut = block.rfind(b"\n") + 1
         tail = block[cut:]
-        for line in block[:cut].split(b"\n")[:-1]:
-            rows += 1
-            checksum += line_checksum(line.rsplit(b"\t", 2)[0])
+        yield from block[:cut].split(b"\n")[:-1]
+
+
+def _bucket_file_sum(fs: HdfsClient, path: str, length: int) -> tuple[int, int]:
+    """Rows and checksum of the lines of one bucket file (its data part: not its index)."""
+    rows, checksum = 0, 0
+    for line in bucket_lines(fs, path, length):
+        rows += 1
+        checksum += line_checksum(line.rsplit(b"\t", 2)[0])
     return rows, checksum % CHECKSUM_MOD
 
 

@@ -80,6 +80,28 @@ def test_byte_range_holds_every_line_of_the_key_and_few_others(rows, block, id1,
         assert index.entry(i)[:3] <= hi and index.entry(i + 1)[:3] >= lo
 
 
+@settings(max_examples=300)
+@given(st.lists(links, max_size=80), st.sampled_from([1, 40, 200]), small, small)
+def test_id1_span_holds_every_line_of_the_id1_range(rows, block, a, b):
+    """``debl verify --against-source`` reads a range of id1s from a hot bucket's files: the
+    span holds every line of it, in whole blocks."""
+    k_lo, k_hi = min(a, b), max(a, b)
+    lines, content = _file(rows, block)
+    index = _index(content)
+    data = content[:index.data_length]
+    wanted = [line for line in data_lines(data) if k_lo <= sort_key(line)[0] <= k_hi]
+    found = index.id1_span(k_lo, k_hi)
+    if found is None:
+        assert wanted == []
+        return
+    start, end = found
+    starts = [index.entry(i)[3] for i in range(index.entries)]
+    assert start in starts and end in starts
+    assert [line for line in data_lines(data[start:end])
+            if k_lo <= sort_key(line)[0] <= k_hi] == wanted
+    assert index.id1_span(k_hi, k_lo) is None or k_lo == k_hi
+
+
 def test_a_heavy_key_spans_many_blocks_and_a_neighbour_reads_one():
     rows = [Link(5, 1, j, 1, b"x" * 100, j, 0) for j in range(3000)]  # over 400 KB
     rows += [Link(4, 1, 1, 1, b"a", 1, 0), Link(6, 1, 1, 1, b"b", 1, 0)]

@@ -20,7 +20,7 @@ from debl.format.link import Origin
 from debl.store.linkbench_writes import SourceLinks
 from debl.store.mysql import MySQLStore
 from debl.workload.mix import READ_OPS, WRITE_OPS
-from debl.workload.writers import WriteRecord
+from debl.workload.write_log import COLUMNS, read_writes
 from loaders.load import LoadOptions, run_load
 from tests.dataset import check_writes_landed, make_dataset, reference_store
 
@@ -75,14 +75,12 @@ def test_query_sends_linkbenchs_mix_through_debl_and_writes_to_the_source(loaded
     assert writes["completed"] > 0 and writes["errors"] == 0 and writes["rate"] == 40
     with log.open() as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == writes["completed"] and set(rows[0]) == {
-        "op", "id1", "link_type", "id2", "intended_ns", "sent_ns", "acked_ns", "gtid", "found",
-        "changed", "error"}
-    records = [WriteRecord(r["op"], int(r["id1"]), int(r["link_type"]), int(r["id2"]),
-                           int(r["intended_ns"]), int(r["sent_ns"]), int(r["acked_ns"]),
-                           r["gtid"] or None, r["found"] == "True", r["changed"] == "True")
-               for r in rows]
+    assert len(rows) == writes["completed"] and tuple(rows[0]) == COLUMNS
+    records = read_writes(log)
+    assert [(r.op, r.id1, r.gtid) for r in records] == [
+        (r["op"], int(r["id1"]), r["gtid"] or None) for r in rows]
     assert {r.op for r in records} <= set(WRITE_OPS)
+    assert all((r.row is None) == (r.op == "delete_link") for r in records)
     with SourceLinks(url, SOURCE).session() as session:
         assert check_writes_landed(session, records) > 0
     with MySQLStore(config, table=load.namespace.link_table) as hot:

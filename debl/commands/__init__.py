@@ -6,10 +6,10 @@ module (tests patch names in it), ``debl.commands.query.query`` is the command.
 
 from __future__ import annotations
 
-from debl.commands import (bench, days, follow, gen_hf, generate, links, load, query, source,
-                           stack, status, ui, verify)
+from debl.commands import (bench, days, fresh, follow, gen_hf, generate, links, load, query,
+                           source, stack, status, ui, verify)
 
 # In the order of `debl --help`.
 COMMANDS = [stack.stack, generate.generate, query.query, load.load, source.source, verify.verify,
-            gen_hf.gen_hf, follow.follow, links.links, status.status, ui.ui, days.rollback,
-            days.cleanup, bench.bench, bench.report]
+            fresh.check_fresh, gen_hf.gen_hf, follow.follow, links.links, status.status, ui.ui,
+            days.rollback, days.cleanup, bench.bench, bench.report]

@@ -3,8 +3,6 @@ LinkBench's other link reads, and its link writes to the source database."""
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,7 +19,7 @@ from debl.workload.mix import MIXES, REPORTED, mix_named
 from debl.workload.requests import RequestSpec
 from debl.workload.targets import (CLI_TARGETS, merged_reports, open_target, target_id_range,
                                    target_source)
-from debl.workload.writers import WriteRecord, WritesResult
+from debl.workload.write_log import save_writes
 
 _DEFAULT_REQUESTS = 1000
 
@@ -59,17 +57,6 @@ def _human(result: ClientResult, target: str) -> str:
         lines += [f"write error: {e}" for e in writes.error_samples]
     lines += [f"error: {e}" for e in result.error_samples]
     return "\n".join(lines)
-
-
-def _save_writes(writes: WritesResult, path: Path) -> None:
-    """Every write as a CSV row: what a check of fresh answers reads (docs/WORKLOAD.md, "The
-    write rate")."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    names = [f.name for f in dataclasses.fields(WriteRecord)]
-    with path.open("w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(names)
-        out.writerows(dataclasses.astuple(r) for r in writes.records)
 
 
 def _source(config: Config, mix: str) -> SourceLinks | None:
@@ -115,7 +102,11 @@ def _source(config: Config, mix: str) -> SourceLinks | None:
 @click.option("--writers", type=int, default=4, show_default=True,
               help="Threads sending the writes, each with its own connection.")
 @click.option("--write-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Save every write (key, GTID, the client's monotonic instants) as CSV.")
+              help="Save every write (key, row, GTID, the client's monotonic instants) as CSV.")
+@click.option("--answer-log", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep, per read, its arguments, the client's monotonic instants and a digest "
+                   "of its answer in this directory (a file per process), for `debl "
+                   "check-fresh`.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 @friendly_errors
@@ -123,7 +114,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
           processes: int | None, rate: float | None, target: str, out: Path | None, seed: int,
           max_id: int | None, start_id: int | None, link_types: int, recency_share: float,
           mix: str, write_rate: float | None, writers: int,
-          write_log: Path | None, as_json: bool) -> None:
+          write_log: Path | None, answer_log: Path | None, as_json: bool) -> None:
     """Send LinkBench get_link_list requests (Zipf(0.8) shuffled id1; with --recency-share, a
     share by Zipf(0.8) over recency) and report latency percentiles and per-second
     throughput; with --mix, LinkBench's other link reads too, and its link writes to the
@@ -154,7 +145,8 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
                       rate=rate, processes=default_processes(
                           threads, processes if processes is not None
                           else config.client.processes),
-                      mix=mix, write_rate=write_rate, writers=writers)
+                      mix=mix, write_rate=write_rate, writers=writers,
+                      answer_log=None if answer_log is None else str(answer_log))
     err = sys.stderr
     by_count = total is not None
     length = total if total is not None else max(1, int(duration or 1))
@@ -171,7 +163,7 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
     if out is not None:
         write_result(result, out)
     if write_log is not None and result.writes is not None:
-        _save_writes(result.writes, write_log)
+        save_writes(result.writes.records, write_log)
     if as_json:
         click.echo(json.dumps({"target": target, **result.to_dict(),
                                **({"coordinator": stats} if stats else {})}, indent=2))
@@ -184,3 +176,5 @@ def query(ctx: click.Context, threads: int, total: int | None, duration: float |
             click.echo(f"saved to {out}")
         if write_log is not None:
             click.echo(f"writes saved to {write_log}")
+        if answer_log is not None:
+            click.echo(f"answers logged in {answer_log}")

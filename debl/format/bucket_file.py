@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from debl.errors import BucketFileError
-from debl.format.link import MAX_TIME, Link, Origin, parse_line
+from debl.format.link import MAX_ID, MAX_TIME, Link, Origin, parse_line
 
 BLOCK = 64 << 10  # the index's granularity: a lookup reads about one block per file
 # 10 bits and 7 hashes per key: 0.8% false positives, by the Bloom filter's formula
@@ -216,6 +216,16 @@ class BucketIndex:
         # Past the last block: the first one whose own key is above hi.
         end = bisect_right(keys, (id1, link_type, MAX_TIME), 0, entries - 1)
         return range(first, max(first, end))
+
+    def id1_span(self, k_lo: int, k_hi: int) -> tuple[int, int] | None:
+        """[start, end) of the data's blocks that can hold lines with ``k_lo <= id1 <= k_hi``
+        (lines outside it may share their blocks), or None when no block can."""
+        keys, entries = self.keys, self.entries
+        if entries < 2 or k_lo > k_hi:
+            return None
+        first = bisect_left(keys, (k_lo, 0, 0), 1, entries) - 1
+        end = bisect_right(keys, (k_hi, MAX_ID, MAX_TIME), 0, entries - 1)
+        return (self.offsets[first], self.offsets[end]) if first < end else None
 
     def may_hold(self, id1: int, link_type: int) -> bool:
         """False when the file surely holds no line of (id1, link_type) (its Bloom filter)."""

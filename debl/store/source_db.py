@@ -34,6 +34,7 @@ import pymysql
 
 from debl.config import Config
 from debl.errors import ServiceError, SourceError
+from debl.format.link import Link
 from debl.position import parse_gtid
 from debl.store.mysql import link_table_ddl
 
@@ -143,6 +144,15 @@ def one_domain(position: str | None, what: str) -> str:
                           "a source whose log is one domain (docs/FRESHNESS.md, \"Positions\")")
     parse_gtid(gtids[0])
     return gtids[0]
+
+
+def rows_in_range(cur, table: str, k_lo: int, k_hi: int) -> list[Link]:
+    """Every row of the link table *table* with ``k_lo <= id1 <= k_hi``, hidden ones included
+    (on its ``id1_type`` index: the range, not the table)."""
+    cur.execute(f"SELECT id1, link_type, id2, visibility, data, time, version FROM `{table}` "
+                "WHERE id1 BETWEEN %s AND %s", (k_lo, k_hi))
+    return [Link(id1, t, id2, v, bytes(d), time_, version)
+            for id1, t, id2, v, d, time_, version in cur.fetchall()]
 
 
 def is_empty(cur, table: str) -> bool:

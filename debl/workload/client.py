@@ -48,6 +48,7 @@ import numpy as np
 
 from debl.errors import ConfigError
 from debl.store.linkbench_writes import SourceLinks
+from debl.workload.answer_log import prepare_dir
 from debl.workload.client_processes import run_processes
 from debl.workload.client_spec import (ClientSpec, LinkListTarget, Progress, TargetSource,
                                        default_processes)
@@ -147,6 +148,8 @@ def run_client(target: LinkListTarget | TargetSource, spec: ClientSpec,
         rate = spec.writes_per_s
         assert rate is not None  # a ClientSpec whose mix writes has a rate (it checks)
         pool = WriterPool(writes_to, mix, spec.requests, rate, spec.writers)
+    if spec.answer_log is not None:
+        prepare_dir(spec.answer_log)
     try:
         result = _run(target, spec, progress, pool)
     finally:

@@ -54,7 +54,7 @@ def _worker(source: TargetSource, spec: ClientSpec, process: int, parent: Any, d
     target = None
     try:
         target = source.open()
-        part = Part(target, spec, threads_of(spec, process), source.name)
+        part = Part(target, spec, threads_of(spec, process), source.name, process)
         parent.send(("ready", None))
         start = parent.recv()
         if start is None:  # stopped before the start

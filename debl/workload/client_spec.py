@@ -69,6 +69,9 @@ class ClientSpec:
     mix: str = "reads"
     write_rate: float | None = None  # writes per second over the writer pool
     writers: int = 4
+    # a directory: each process writes there what every read it sent was answered
+    # (``debl.workload.answer_log``), for the check of fresh answers; None: nothing kept
+    answer_log: str | None = None
 
     def __post_init__(self) -> None:
         if self.threads < 1:

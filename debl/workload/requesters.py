@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from debl.measure import request_cost
+from debl.workload.answer_log import AnswerLog, ThreadLog
 from debl.workload.client_spec import ClientSpec, LinkListTarget
 from debl.workload.latency import LatencyHistogram, RunCounts
 from debl.workload.mix import COUNT_LINK, READ_OPS, ReadDraws, mix_named
@@ -68,9 +69,9 @@ class _Shared:
 
 class _Requester(threading.Thread):
     def __init__(self, thread: int, target: LinkListTarget, spec: ClientSpec,
-                 shared: _Shared) -> None:
+                 shared: _Shared, log: ThreadLog | None = None) -> None:
         super().__init__(name=f"debl-client-{thread}", daemon=True)
-        self.target, self.shared = target, shared
+        self.target, self.shared, self.log = target, shared, log
         self.quota = spec.quota(thread)
         self.stream = RequestStream(spec.requests, stream=thread)
         mix = mix_named(spec.mix)  # get_link_list alone: no draw, LinkBench's requests as ever
@@ -92,7 +93,15 @@ class _Requester(threading.Thread):
                 return False
 
     def run(self) -> None:
-        sh, get, clock = self.shared, self.target.get_link_list, time.perf_counter_ns
+        try:
+            self._run()
+        finally:
+            if self.log is not None:
+                self.log.flush()
+
+    def _run(self) -> None:
+        sh, get, clock, log = (self.shared, self.target.get_link_list, time.perf_counter_ns,
+                               self.log)
         t0, deadline, stop, schedule = sh.t0_ns, sh.deadline_ns, sh.stop, self.schedule
         begin, finish, tail, reads = request_cost.begin, request_cost.finish, sh.tail, self.reads
         calls: tuple[Callable[..., Any], ...] = (
@@ -115,8 +124,10 @@ class _Requester(threading.Thread):
                 if deadline is not None and start >= deadline:
                     return
             cost = begin()
+            sent = clock()
             if schedule is not None:  # sent this late: the client's own queue, not the target's
-                cost.spent[request_cost.LATE] = (clock() - start) / 1e9
+                cost.spent[request_cost.LATE] = (sent - start) / 1e9
+            result = None
             try:
                 result = get(id1, link_type) if op == 0 else calls[op](id1, link_type, *more)
                 ok = True
@@ -125,6 +136,8 @@ class _Requester(threading.Thread):
                 sh.sample_error(exc)
             end = clock()
             finish()
+            if log is not None:  # the instant it was sent, not the intended one (answer_log)
+                log.add(op, id1, link_type, more[0] if more else (), sent, end, result, ok)
             route = tail.route_of(cost)
             if ok:
                 n = 0  # count_link returns no link
@@ -165,10 +178,15 @@ class Part:
     """The threads of one process, built (streams drawn, schedules seeded) before the start."""
 
     def __init__(self, target: LinkListTarget, spec: ClientSpec, threads: Sequence[int],
-                 name: str = "target") -> None:
-        """*name*: the route of a request whose target names none (``debl.workload.tail``)."""
+                 name: str = "target", process: int = 0) -> None:
+        """*name*: the route of a request whose target names none (``debl.workload.tail``);
+        *process*: this process's index, which names its answer log (``spec.answer_log``)."""
         self.shared = _Shared(TailKeeper(tail_capacity(spec.total), name))
-        self.requesters = [_Requester(t, target, spec, self.shared) for t in threads]
+        self.log = (AnswerLog(spec.answer_log, process, threads)
+                    if spec.answer_log is not None else None)
+        self.requesters = [_Requester(t, target, spec, self.shared,
+                                      None if self.log is None else self.log.thread(t))
+                           for t in threads]
 
     def done(self) -> int:
         return sum(r.done for r in self.requesters)
@@ -204,6 +222,8 @@ class Part:
         finally:
             sys.setswitchinterval(switch)
             gc.unfreeze()
+            if self.log is not None:
+                self.log.close()
         finished, cpu = time.perf_counter_ns(), time.process_time() - cpu0
         rs = self.requesters
 

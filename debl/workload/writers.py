@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from debl.format.link import Link
 from debl.store.linkbench_writes import SourceLinks, SourceSession, WriteAck
 from debl.workload.latency import LatencyHistogram, LatencySummary
 from debl.workload.mix import ADD_LINK, DELETE_LINK, WRITE_OPS, Mix
@@ -41,7 +42,9 @@ class WriteRecord:
     """One write as the client saw it. Instants are CLOCK_MONOTONIC nanoseconds: ``intended``
     its place in the schedule; ``sent`` / ``acked`` just before its first statement and just
     after the commit returned (None when it failed before or there). ``gtid`` its commit's (None
-    if it wrote nothing, failed, or the source keeps no binary log)."""
+    if it wrote nothing, failed, or the source keeps no binary log). ``row``: the row add_link
+    and update_link wrote (the key's row after it, if it changed one); None for delete_link,
+    which hides the row it finds (visibility 0, the rest kept)."""
 
     op: str
     id1: int
@@ -54,6 +57,7 @@ class WriteRecord:
     found: bool | None = None
     changed: bool | None = None
     error: str | None = None
+    row: Link | None = None
 
     @property
     def ok(self) -> bool:
@@ -143,10 +147,10 @@ class _Writer(threading.Thread):
             except Exception as exc:  # noqa: BLE001 -- counted, never fatal
                 text = f"{type(exc).__name__}: {exc}"[:300]
                 pool.sample_error(text)
-                self.records.append(WriteRecord(*key, error=text))
+                self.records.append(WriteRecord(*key, error=text, row=write.link))
                 continue
             self.records.append(WriteRecord(*key, ack.sent_ns, ack.acked_ns, ack.gtid,
-                                            ack.found, ack.changed))
+                                            ack.found, ack.changed, row=write.link))
 
     def due_unsent(self, until_ns: int) -> int:
         """Scheduled instants before *until_ns* it did not send (once it has stopped): the
