@@ -51,6 +51,9 @@ class FreshView:
     def __init__(self, config: Config, load: LoadRecord, changes: ChangesCatalog,
                  head: HeadReader, serial: AbstractContextManager):
         self.settings = config.fresh
+        # A query without a deadline waits for the change log at most this long: with no
+        # follower running it would wait for ever (QueryTimeout names the follower's state).
+        self._longest_wait = config.service_timeout
         position = load.position
         assert position is not None  # FreshViews makes a view only of a load with one
         self.load_id, self.source, self.dump_seq = load.load_id, position.source, position.seq
@@ -95,7 +98,8 @@ class FreshView:
         if wait:
             target = self._head.position(self.source, arrived - self.settings.tolerance, end,
                                          asked)
-            if not self.tailer.wait_for(target, end):
+            until = end if end is not None else time.monotonic() + self._longest_wait
+            if not self.tailer.wait_for(target, until):
                 raise QueryTimeout(self._behind(asked, target, arrived))
         found = self.ranges.get(b) or self._materialize(b, ON_DEMAND)
         return found.read(id1, link_type, refresh=True)
