@@ -14,7 +14,7 @@ added to the catalog's counts (``debl_early_answers``) at the poller's next turn
 or before a one-shot command shows its answer (``Coordinator.record_early_answers``): a claim
 of the load's manifests found false later counts those given in the id1s it affects, whatever
 the life of the process that gave them (a coordinator that kept its own count published it
-only if it lived to see the claim: issue 47).
+only if it lived to see the claim).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ POINTS = {
     "answerable": "a chunk is recorded as bucketed; the keys it makes answerable are not "
                   "published yet",
     "false-claim": "a chunk whose check found a manifest's claim false is recorded as "
-                   "bucketed (its claim with it, in one transaction; issue 47 found it recorded "
-                   "in a second one, lost by a kill here)",
+                   "bucketed (its claim with it, in one transaction: recorded in a second one, "
+                   "a kill here lost it)",
     "cleanup-marked": "cleanup marked a load dropping under the days lock; none of its stores "
                       "is dropped yet (docs/LOADING.md, \"Days\")",
     "cleanup-dropped": "cleanup dropped a load's stores; its dataset rows are not forgotten "

@@ -363,7 +363,7 @@ class ChunkCopier:
                 # The file's last line gets its newline also when the blocks before sent all
                 # of it (a line longer than a block that ends on a block's end: nothing is left
                 # for this read): without it the chunk held a line its segment did not count,
-                # and dist_ch's task ran past its last segment (issue 47.3).
+                # and dist_ch's task ran past its last segment.
                 if (data or self._mid_line) and not data.endswith(b"\n"):
                     data += b"\n"
                 return data, True

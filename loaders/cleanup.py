@@ -29,7 +29,7 @@ drop (HBase's disable and delete, HDFS's delete) made current a day whose tables
 away, and marking it dropped then failed.
 
 The lock dies with a killed cleanup's session, so the load is marked ``dropping`` under it
-before its first store goes (issue 47.6): a kill between the drops and the forget once freed
+before its first store goes: a kill between the drops and the forget once freed
 the lock with the load not marked at all, and rollback made current a day whose stores were
 gone. A load marked dropping is never current or previous again; the next cleanup finishes
 its drop, whatever the rules above would say of it now.

@@ -118,8 +118,8 @@ def write_false_claim(conn, load_id: str, claim: FalseClaim) -> FalseClaim:
     """In the transaction of *conn*: *claim*, found false, recorded under the load's next
     number, and its early answers stopped. Here, with the chunks: a claim is found as a chunk
     is bucketed, and recorded with it (``chunk_bucketed``); recorded after it, a kill between
-    the two left a resumed load answering early from a manifest shown to lie (issue 47, item
-    5). Returns *claim* with its number."""
+    the two left a resumed load answering early from a manifest shown to lie. Returns
+    *claim* with its number."""
     t, e = false_claims_table, early_table
     n = conn.execute(sa.select(sa.func.count()).where(t.c.load_id == load_id)).scalar()
     claim = replace(claim, claim_no=int(n))

@@ -172,7 +172,7 @@ class LoadsCatalog:
         """Make the previous load current again, in one transaction; returns (the load that
         was current, the one that is now). Raises LoadStateError when there is no previous
         load whose stores still exist: none, dropped, or being dropped (a cleanup killed
-        mid-drop leaves some of its stores gone, issue 47.6)."""
+        mid-drop leaves some of its stores gone)."""
         t, c = loads_table, current_table
         now = time.time()
         with self._transaction() as conn:

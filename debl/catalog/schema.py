@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 # 8: the ids a load's manifests claim (debl_early.id_lo, id_hi).
 # 9: the early answers given per id1 (debl_early_answers), recorded as they are given, replace
 # each coordinator's count per false claim (debl_claim_answers), published only by coordinators
-# that lived to see the claim (issue 47).
+# that lived to see the claim.
 # 10: debl_loads.dropping, marked before cleanup drops a load's first store (docs/LOADING.md,
 # "Days"): a cleanup killed mid-drop left a day that rollback could serve.
 # 11: debl_loads.dump_gtid and dump_source, the dump's position of a load whose listing carries

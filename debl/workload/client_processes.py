@@ -8,7 +8,7 @@ or open sockets), preloaded with this module; the start instant is a ``perf_coun
 ``CLOCK_MONOTONIC`` on Linux, one clock for every process of the machine. The parent and each
 worker talk over a pipe of their own, never over a lock they share (a ``multiprocessing`` Queue,
 Event or Lock): a worker killed while it held one left it held for good, and the parent's next
-``stop.set()`` waited for ever (issue 47.13; docs/RELIABILITY.md, "Kill campaign").
+``stop.set()`` waited for ever (docs/RELIABILITY.md, "Kill campaign").
 """
 
 from __future__ import annotations
