@@ -141,7 +141,8 @@ def test_every_write_becomes_its_change_in_log_order(dataset):
     got = [(c.seq, c.row_no, c.key, c.link) for c in d.changes()]
     assert got == expected
     state = d.follower()
-    assert state.seq == expected[-1][0] and state.state == "stopped" and state.error is None
+    # The source server is shared with other workers' tests: its head may have moved on.
+    assert state.seq >= expected[-1][0] and state.state == "stopped" and state.error is None
     assert state.changes == len(expected)
 
 
@@ -163,11 +164,13 @@ def test_a_burst_of_small_transactions_lands_in_few_catalog_transactions(dataset
     # The whole burst is waiting when the follower starts: batches are cut by size alone.
     with d.follow(fresh_capture_batch=100, fresh_capture_wait=600.0) as follower:
         result = follower.serve(until_caught_up=True)
-    assert (result.seq, result.transactions, result.changes) == (head, head - before, 1000)
+    # Other workers' tests write to the same source server: its head may move on meanwhile.
+    assert result.seq >= head and result.transactions >= head - before
+    assert result.changes == 1000
     assert result.batches == 10  # 1000 transactions with a change, 300 without, in 10
     changes = d.changes(before)
     assert [c.id1 for c in changes] == list(range(10_000, 11_000))
-    assert len({c.seq for c in changes}) == 1000 and d.follower().seq == head
+    assert len({c.seq for c in changes}) == 1000 and d.follower().seq >= head
 
 
 def _follow_process(config, log) -> procs.Running:
@@ -320,7 +323,8 @@ def test_an_xa_transaction_on_the_table_is_refused_not_dropped(dataset):
         conn.close()
     result = CliRunner().invoke(main, ["follow", "--until-caught-up"], obj=d.config)
     assert result.exit_code == 1 and "an XA transaction?" in result.output, result.output
-    assert [c.id1 for c in d.changes()] == [35000] and d.follower().seq == first
+    assert [c.id1 for c in d.changes()] == [35000]
+    assert first <= d.follower().seq < head_seq(d.config)  # stopped before the XA
     assert d.follower().state == "failed"
 
 

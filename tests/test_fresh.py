@@ -283,10 +283,11 @@ def test_every_read_on_every_route_equals_the_source_at_its_position(world, hist
             answered = {str(_ask(c, history, op, seen).route) for key in asked
                         for op in _reads(history, key)}
             assert answered == {"mysql", "raw"}, answered
+    before = history.head()
     said = json.loads(CliRunner().invoke(main, ["links", "5000", str(LT), "--json"],
                                          obj=config).output)
     assert [l["data"] for l in said["links"]] == ["a new list"]
-    assert said["position"] == history.head()
+    assert before <= said["position"] <= history.head()
     with GenHF(config) as gen_hf:
         gen_hf.serve(until_complete=True)
     more = _write_everything(history, _long_lists(history, sorted(touched))[:2], far_id1=6000)
@@ -332,9 +333,10 @@ def test_ranges_refresh_on_demand_and_in_the_background_and_debl_status_shows_th
         on_demand.query(*a)  # materialized: read from the change log
         behind.query(*b)
         ra, rb = (world.load.bucket_map.bucket_of(k[0]) for k in (a, b))
+        written = 0
         for key in (a, b):
             newest = on_demand.query(*key).links[0]
-            history.update(newest._replace(data=b"counted", version=newest.version + 1))
+            written = history.update(newest._replace(data=b"counted", version=newest.version + 1))
         before = on_demand.fresh.ranges(load_id)[ra]
         _ask(on_demand, history, LinkList(*a))
         after = on_demand.fresh.ranges(load_id)[ra]
@@ -344,15 +346,25 @@ def test_ranges_refresh_on_demand_and_in_the_background_and_debl_status_shows_th
               lambda: behind.fresh.ranges(load_id)[rb].applied_background >= 1)
         assert behind.fresh.ranges(load_id)[rb].buffered == 0
         published = [c.fresh.published(load_id) for c in (on_demand, behind)]
-    status = json.loads(CliRunner().invoke(main, ["status", "--json"], obj=demand).output)
-    fresh = status["fresh"]
+
+    def status() -> dict:
+        return json.loads(CliRunner().invoke(main, ["status", "--json"], obj=demand).output)
+
+    def follower(s: dict) -> dict:
+        return next(f for f in s["followers"] if f["source"] == history.source)
+
+    # The source server is shared with the other workers' tests, whose writes move its head
+    # too: the follower is caught up once it has read the head it last saw.
+    _wait("the follower caught up", lambda: follower(status())["behind"] == 0)
+    shown = status()
+    fresh = shown["fresh"]
     assert fresh["source"] == history.source and fresh["followed"] and fresh["kept"]
-    follower = next(f for f in status["followers"] if f["source"] == history.source)
-    assert follower["seq"] == history.head() and follower["state"] == "following"
-    assert follower["behind"] == 0 and follower["lag_s"] is not None
+    f = follower(shown)
+    assert written <= f["seq"] <= history.head() and f["state"] == "following"
+    assert f["lag_s"] is not None
     assert fresh["applied_on_demand"] >= sum(p["fresh_demand"] for p in published) >= 1
     assert fresh["applied_background"] >= published[1]["fresh_background"] >= 1
-    assert not any(r.startswith("fresh_") for r in status["answers"]["by_route"])
+    assert not any(r.startswith("fresh_") for r in shown["answers"]["by_route"])
     text = CliRunner().invoke(main, ["status"], obj=demand).output
     assert f"fresh      kept fresh from source {history.source} (its follower above)" in text
     assert f"follower   source {history.source}: following, captured up to GTID" in text
@@ -470,7 +482,8 @@ def test_answers_before_the_uptime_carry_the_changes(world, history):
         drop_every_load(config)
     early = [key for key, a in answers if a.route is Route.EARLY]
     assert set(early) & set(changed), "no changed list answered before the uptime"
+    now = history.head()  # other workers' writes to the shared source server move it too
     for key, answer in answers:
-        assert answer.position == head
+        assert head <= answer.position <= now
         assert answer.links == _store(l for l in history.rows.values()
                                       if (l.id1, l.link_type) == key).get_link_list(*key), key
