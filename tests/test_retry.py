@@ -140,6 +140,15 @@ def test_a_table_dropped_meanwhile_is_looked_at_again_every_half_second():
     with pytest.raises(IOError_):
         other.run(RETRY_DROPPED_MEANWHILE)
     assert other.calls == 1
+    # The class is read from the trace's head and its causes, never from a message's text.
+    caused = Failing(IOError_("java.io.IOException: wrapped\n\tat x.y(Z.java:1)\nCaused by: "
+                              "org.apache.hadoop.hbase.TableNotFoundException: links"))
+    caused.run(RETRY_DROPPED_MEANWHILE)
+    assert caused.calls == 2
+    said = Failing(IOError_("java.io.IOException: no TableNotFoundException here"))
+    with pytest.raises(IOError_):
+        said.run(RETRY_DROPPED_MEANWHILE)
+    assert said.calls == 1
 
 
 def test_a_cut_transfer_is_resumed_after_waits_that_double():

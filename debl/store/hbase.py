@@ -69,6 +69,20 @@ def _thrift_message(exc: TException) -> str:
     message = getattr(exc, "message", None) or str(exc)
     return message.decode("utf-8", "replace") if isinstance(message, bytes) else message
 
+
+def _remote_classes(exc: BaseException) -> set[str]:
+    """The simple class names of the Java exception chain behind a Thrift IOError.
+
+    Thrift1's IOError has no class field: the server sends the whole Java trace as its
+    message, the exception's class first and each cause on a ``Caused by:`` line. The names
+    are read from those places only, never from the text of a message."""
+    if not isinstance(exc, TException):
+        return set()
+    lines = _thrift_message(exc).splitlines()
+    heads = lines[:1] + [line.removeprefix("Caused by: ") for line in lines
+                         if line.startswith("Caused by: ")]
+    return {head.split(":", 1)[0].strip().rsplit(".", 1)[-1] for head in heads if head.strip()}
+
 # Server-side filters (HBase filter language; the value is compared as raw bytes).
 _VISIBLE = b"ValueFilter(=, 'binaryprefix:\x01')"  # cell value starts with visibility 1
 _KEYS_ONLY = b"FirstKeyOnlyFilter() AND KeyOnlyFilter()"
@@ -87,8 +101,7 @@ def _lost(exc: BaseException) -> bool:
 
 
 def _dropped_meanwhile(exc: BaseException) -> bool:
-    return isinstance(exc, TException) and any(
-        name in _thrift_message(exc) for name in _DROPPED_MEANWHILE)
+    return not _remote_classes(exc).isdisjoint(_DROPPED_MEANWHILE)
 
 
 # A Thrift transport error: the pool has already replaced the broken connection (or failed to:
@@ -170,7 +183,7 @@ class HBaseStore(LinkStore):
                                "see `debl stack status`)") from exc
         except TException as exc:
             message = _thrift_message(exc)
-            if "TableNotFoundException" in message:
+            if "TableNotFoundException" in _remote_classes(exc):
                 raise ServiceError(f"{self._where}: table {self.table!r} does not exist "
                                    "(create it with create_table() or reset(), or load "
                                    "data)") from exc
