@@ -100,6 +100,11 @@ class SourceHistory:
                             "WHERE id1 = %s AND link_type = %s AND id2 = %s", (*to, *key),
                             [(key, None), (to, new)])
 
+    @property
+    def last_write(self) -> int:
+        """The position of the last write made here (the dump's if none)."""
+        return self.history[-1][0] if self.history else self.dump_seq
+
     def rows_at(self, position: int) -> dict[tuple, Link]:
         """The table at *position* (a seq since the dump): the table at the dump with the
         writes up to it."""

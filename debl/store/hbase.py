@@ -58,8 +58,6 @@ from debl.store.hbase_layout import (CELL_TS, COLUMN, FAMILY, cell_value, decode
                                      id1_boundary, scan_bounds)
 
 DROP_ATTEMPTS = 5
-# What HBase says when another client dropped (or is dropping) the table first.
-_DROPPED_MEANWHILE = ("TableNotFoundException", "TableNotEnabledException")
 
 T = TypeVar("T")
 
@@ -100,17 +98,20 @@ def _lost(exc: BaseException) -> bool:
     return isinstance(exc, _LOST) and not isinstance(exc, TimeoutError)
 
 
-def _dropped_meanwhile(exc: BaseException) -> bool:
-    return not _remote_classes(exc).isdisjoint(_DROPPED_MEANWHILE)
+def _refused(exc: BaseException) -> bool:
+    """An error the server answered with (a Thrift IOError), not a lost transport."""
+    return isinstance(exc, TException) and not isinstance(exc, TTransportException)
 
 
 # A Thrift transport error: the pool has already replaced the broken connection (or failed to:
 # then the retry fails the same way and the error names the server); the call again, once.
 RETRY_LOST_TRANSPORT = Retrying(retry=retry_if_exception(_lost), stop=stop_after_attempt(2),
                                 reraise=True)
-# A table another client drops at the same moment: looked at again every 0.5 s, DROP_ATTEMPTS
-# times in all (docs/RELIABILITY.md, "Retries").
-RETRY_DROPPED_MEANWHILE = Retrying(retry=retry_if_exception(_dropped_meanwhile),
+# A drop the server refused: another client may be dropping the same table (HBase then says
+# TableNotFoundException, TableNotEnabledException or, from Thrift's own check, a bare
+# IOException "table does not exist"), so the table is looked at again every 0.5 s, dropped if
+# still there, DROP_ATTEMPTS times in all (docs/RELIABILITY.md, "Retries").
+RETRY_DROPPED_MEANWHILE = Retrying(retry=retry_if_exception(_refused),
                                    stop=stop_after_attempt(DROP_ATTEMPTS), wait=wait_fixed(0.5),
                                    reraise=True)
 
