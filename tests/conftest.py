@@ -32,6 +32,9 @@ from debl.config import Config, load_config
 from tests.ui_browser import browser  # noqa: F401 -- the fixture of tests/test_ui_page*.py
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+# The suite's Spark jobs are seconds long: the C1 JIT alone runs them on about a quarter less
+# CPU (spark.java_options; docs/ARCHITECTURE.md, "The test suite's wall time, measured").
+os.environ.setdefault("DEBL_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 # The stack's own catalog database, read before a worker's namespace is set: the stack grants
 # its user that database and the ones named after it (`<database>_...`), so a worker's database
 # is `<database>_<worker>`, and the stack is always brought up under the shared name (a stack

@@ -141,3 +141,15 @@ def test_hdfs_clients_close_files_without_the_long_first_sleep(stack_config, spa
     assert {k: conf.get(f"spark.hadoop.{k}") for k in HDFS_CLOSE_SETTINGS} == HDFS_CLOSE_SETTINGS
     assert hdfs_site(stack_config, tmp_path)["dfs.namenode.file.close.num-committed-allowed"] \
         == 1
+
+
+def test_spark_java_options_reach_the_driver_jvm(spark, stack_config):
+    """``spark.java_options`` (the suite sets the C1 JIT alone: tests/conftest.py) is given to
+    the application's JVMs, and the driver's JVM runs with it."""
+    assert stack_config.spark.java_options == "-XX:TieredStopAtLevel=1"
+    conf = spark.sparkContext.getConf()
+    for jvm in ("driver", "executor"):  # after Spark's own defaults
+        assert conf.get(f"spark.{jvm}.extraJavaOptions").endswith(" -XX:TieredStopAtLevel=1")
+    flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean() \
+        .getInputArguments().toString()
+    assert "-XX:TieredStopAtLevel=1" in flags, flags

@@ -111,6 +111,11 @@ class SparkConfig(_Section):
     # spark://, yarn, k8s:// on a cluster (docs/RUNTIME.md, "Spark on a cluster").
     master: str = "local[2]"
     driver_memory: str = "2g"
+    # Extra options of the application's JVMs (spark.driver.extraJavaOptions and
+    # spark.executor.extraJavaOptions). The test suite sets "-XX:TieredStopAtLevel=1": its jobs
+    # are seconds long, and the C1 JIT alone runs them on less CPU (docs/ARCHITECTURE.md, "The
+    # test suite's wall time, measured"); a day's load runs long enough for C2 to pay.
+    java_options: str = ""
     # Each executor's heap and cores on a cluster (spark.executor.memory, .cores; local[N] has
     # no executors). Its tasks share the heap: gen_HF refuses buckets over a quarter of it per
     # core (docs/ONLINE.md).

@@ -159,6 +159,9 @@ def spark_session(config: Config, app_name: str = "debl"):
         # that they can route to: Spark's default (the host name), not loopback.
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1"))
+    if config.spark.java_options:
+        builder = (builder.config("spark.driver.extraJavaOptions", config.spark.java_options)
+                   .config("spark.executor.extraJavaOptions", config.spark.java_options))
     if config.spark.workers == 0:
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     if not local:

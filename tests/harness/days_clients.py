@@ -1,6 +1,7 @@
 """The day operations' clients (docs/RELIABILITY.md, "Day operations"): processes that each
 hold one coordinator, as an application holds it, and ask ``get_link_list`` from a few threads
-without pause, recording every answer with the load that answered and when, or the error.
+without pause (or with ``pause_s`` between a thread's asks), recording every answer with the
+load that answered and when, or the error.
 
 A client is a process of its own (``python -m harness.days_clients SPEC``, in a session of
 its own) so that the campaign can kill -9 it as a user's process dies; ``ClientPool`` starts,
@@ -56,13 +57,15 @@ def digest(links) -> str:
 @dataclass(frozen=True)
 class ClientSpec:
     """What one client process does: its threads ask keys of *keys_file* (JSON list of
-    [id1, link_type]) at random from *seed*, record to *records*, stop at *stop_file*."""
+    [id1, link_type]) at random from *seed*, each *pause_s* after its last answer, record to
+    *records*, stop at *stop_file*."""
 
     keys_file: str
     records: str
     stop_file: str
     threads: int
     seed: int
+    pause_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class _Asker:
                 continue
             self._note(f"{t0}\t{time.time()}\t{i}\t{answer.load_id}\t{digest(answer.links)}\t"
                        f"{answer.route.value}")
+            if self.spec.pause_s:
+                self.stop.wait(self.spec.pause_s)
 
     def _note(self, line: str) -> None:
         with self.lock:
@@ -175,9 +180,10 @@ class ClientPool:
     """The campaign's client processes: *clients* of *threads* threads each."""
 
     def __init__(self, env: dict[str, str], directory: Path, keys: list[tuple[int, int]],
-                 clients: int, threads: int, seed: int, cwd: Path | None = None):
+                 clients: int, threads: int, seed: int, cwd: Path | None = None,
+                 pause_s: float = 0.0):
         self.env, self.dir, self.cwd = env, directory, cwd
-        self.threads, self.seed = threads, seed
+        self.threads, self.seed, self.pause_s = threads, seed, pause_s
         directory.mkdir(parents=True, exist_ok=True)
         self.keys_file = directory / "keys.json"
         self.keys_file.write_text(json.dumps(keys))
@@ -193,7 +199,7 @@ class ClientPool:
         name = f"client{number}-{incarnation}"
         spec = ClientSpec(str(self.keys_file), str(self.dir / f"{name}.tsv"),
                           str(self.stop_file), self.threads,
-                          self.seed * 100 + number * 10 + incarnation)
+                          self.seed * 100 + number * 10 + incarnation, self.pause_s)
         spec_file = self.dir / f"{name}.json"
         spec_file.write_text(json.dumps(asdict(spec)))
         running = procs.start([str(spec_file)], self.env, self.dir / f"{name}.log", self.cwd,

@@ -119,7 +119,8 @@ class _Sequence:
         world.start("gen-hf", ["gen-hf"], setup, "ok")
         self.clients = ClientPool(world.camp.env(), world.work_dir / f"seq{result.number:02d}"
                                   / "clients", world.keys, world.spec.clients,
-                                  world.spec.threads, result.seed, cwd=world.work_dir)
+                                  world.spec.threads, result.seed, cwd=world.work_dir,
+                                  pause_s=world.spec.ask_pause_s)
         try:
             self._wait_for_answers(setup, time.time())
             setup.ended = time.time()

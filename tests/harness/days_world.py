@@ -46,7 +46,8 @@ class DayOpsSpec:
     """One campaign: *sequences* sequences of *operations* operations drawn from *allowed*
     (every operation when empty; *fixed*: these operations in this order instead of a draw),
     over days of *max_id* ids in *files* files, with *clients* client processes of *threads*
-    threads asking throughout."""
+    threads asking throughout (each thread *ask_pause_s* after its last answer: 0, as fast as
+    it can)."""
 
     sequences: int = 10
     operations: int = 10
@@ -58,6 +59,7 @@ class DayOpsSpec:
     max_degree: int = 40
     clients: int = 2
     threads: int = 3
+    ask_pause_s: float = 0.0
     keys: int = 2000
     keep_previous_s: float = 15.0
     pause_s: float = 6.0  # at most this long after an operation, clients asking, before checks
