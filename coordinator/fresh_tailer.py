@@ -15,7 +15,9 @@ background``).
 
 Pitfall: a failing read (MySQL restarting) is logged, kept in ``error`` and retried every
 ``RETRY_S``; queries waiting for the tailer meanwhile reach their deadline with the error in
-their message.
+their message. A change log that no longer holds the load's changes (``ChangesForgotten``) is
+for good: the tailer stops, and every query waiting for it, or coming later, fails at once
+with that error.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from debl.catalog import Change
+from debl.errors import ChangesForgotten
 
 log = logging.getLogger("debl.coordinator")
 
@@ -92,10 +95,11 @@ class Tailer(_Loop):
         self.cond = threading.Condition()  # guards position; held while delivering
         self._waiting = 0
         self._last_read = float("-inf")
-        self.reads = 0
+        self.fatal: ChangesForgotten | None = None  # the read that stopped it for good
 
     def wait_for(self, target: int, end: float | None) -> bool:
-        """Block until ``position >= target``; False if the monotonic *end* passed first."""
+        """Block until ``position >= target``; False if the monotonic *end* passed first;
+        ChangesForgotten if the tailer stopped for good."""
         with self.cond:
             if self.position >= target:
                 return True
@@ -103,6 +107,8 @@ class Tailer(_Loop):
             self.wake()
             try:
                 while self.position < target:
+                    if self.fatal is not None:
+                        raise ChangesForgotten(str(self.fatal))
                     remaining = None if end is None else end - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
@@ -119,8 +125,15 @@ class Tailer(_Loop):
             return due - now
         self._last_read = now
         with self._serial:
-            changes, upto = self._read(self.position, READ_LIMIT)
-            self.reads += 1
+            try:
+                changes, upto = self._read(self.position, READ_LIMIT)
+            except ChangesForgotten as exc:
+                log.warning("%s stopped: %s", self._thread.name, exc)
+                with self.cond:
+                    self.fatal = exc
+                    self.cond.notify_all()
+                self.stop()
+                return 0.0
             with self.cond:
                 if changes or upto > self.position:
                     self._deliver(changes, upto)

@@ -7,6 +7,7 @@ the cause and, where there is one, the next step; the command line prints it wit
     │   ├── StackError       the local stack could not start; names the service and its log
     │   ├── GenHFLockHeld    another gen_HF holds the dataset's lock
     │   ├── FollowerLockHeld another `debl follow` holds the dataset's lock
+    │   ├── ChangesForgotten the change log no longer holds a load's changes: for good
     │   └── JvmGone          this process's Spark driver JVM died: start the command again
     ├── CatalogVersionError  the catalog's tables are from another DeBL version
     ├── SourceError          the input source is missing, unreadable or unreachable
@@ -48,6 +49,11 @@ class GenHFLockHeld(ServiceError):
 
 class FollowerLockHeld(ServiceError):
     """Another ``debl follow`` runs on this dataset; the message says where."""
+
+
+class ChangesForgotten(ServiceError):
+    """The change log no longer holds every change past a load's dump (pruned, or lost with
+    the source's log): that load cannot be kept fresh, however often it is asked."""
 
 
 class JvmGone(ServiceError):

@@ -144,7 +144,7 @@ def _fresh(catalog: Catalog, load: LoadRecord, counts: dict[str, int]) -> dict |
         return None
     follower = catalog.changes.follower(position.source)
     return {"source": position.source, "followed": follower is not None,
-            "kept": follower is None or follower.kept_from <= position.seq,
+            "kept": follower is None or follower.keeps(position.seq),
             **{name: counts.get(route, 0) for name, route in FRESH_COUNTS.items()}}
 
 

@@ -67,12 +67,17 @@ class FollowResult:
     batches: int = 0
 
 
+def kept_positions(loads: list[LoadRecord]) -> list[DumpPosition]:
+    """The dump's positions of the kept loads (their stores not dropped, nor being dropped)."""
+    return [load.position for load in loads if load.position is not None
+            and load.dropped is None and load.dropping is None]
+
+
 def kept_position(loads: list[LoadRecord], source: str, where: str) -> DumpPosition:
     """The dump's position of the oldest kept load (stores not dropped) of source *source*:
     where the follower starts, and below which no kept day needs a change. DeblError when no
     kept load carries a position (nothing to follow), or only positions of other sources."""
-    kept = [load.position for load in loads if load.position is not None
-            and load.dropped is None and load.dropping is None]
+    kept = kept_positions(loads)
     if not kept:
         raise DeblError(
             "no load of this dataset carries a dump's position: nothing to follow. `debl "
@@ -132,9 +137,13 @@ class Follower:
     def __init__(self, config: Config, report: Callable[[str], None] = lambda _: None):
         self.config, self.report = config, report
         self.catalog = Catalog(config)
-        lock = self.catalog.named_lock(f"{LOCK}.{config.mysql.database}")
-        if lock is None:
-            raise FollowerLockHeld(self._held_by())
+        try:
+            lock = self.catalog.named_lock(f"{LOCK}.{config.mysql.database}")
+            if lock is None:
+                raise FollowerLockHeld(self._held_by())
+        except BaseException:
+            self.catalog.close()
+            raise
         self._lock: NamedLock = lock
         self._head_conn: pymysql.connections.Connection | None = None
         try:
@@ -147,18 +156,18 @@ class Follower:
                             f"load's dump ({self.floor.gtid}): it goes on from there")
                 state = self.catalog.changes.skip_to(self.source, self.floor.gtid,
                                                      self.floor.seq)
+            self.gtid, self.seq = state.gtid, state.seq
+            self.state = "catching-up"
+            self.head: tuple[str, int] | None = None
+            self.result = FollowResult(self.gtid, self.seq)
+            self._pruned = self._kept_at = self._progress_at = 0.0
+            self._failures = 0
+            self._failing_since: float | None = None
+            self._last_progress = (0, 0, 0)  # changes, transactions, batches at the last line
+            self._prune()
         except BaseException:
             self.close()
             raise
-        self.gtid, self.seq = state.gtid, state.seq
-        self.state = "catching-up"
-        self.head: tuple[str, int] | None = None
-        self.result = FollowResult(self.gtid, self.seq)
-        self._pruned = self._kept_at = self._progress_at = 0.0
-        self._failures = 0
-        self._failing_since: float | None = None
-        self._last_progress = (0, 0, 0)  # changes, transactions, batches at the last line
-        self._prune()
 
     def close(self) -> None:
         if self._head_conn is not None:
@@ -203,6 +212,12 @@ class Follower:
         except KeyboardInterrupt:
             self._say("stopped")
             raise
+        except Exception as exc:  # a library's own error: its row and the user told, worded
+            message = (f"the follower stopped at GTID {self.gtid}: {type(exc).__name__}: {exc}"
+                       "; nothing past that position was captured. Start `debl follow` "
+                       "again (it resumes there); if it fails the same way, see its log")
+            self._say("failed", message)
+            raise SourceError(message) from exc
         self._say("stopped")
         return self.result
 
@@ -319,10 +334,8 @@ class Follower:
         load dumped after it, if there is one (the changes in between are lost for good
         whatever the follower does; the loads dumped before cannot be kept fresh, and
         ``kept_from`` says so). False if there is none."""
-        later = [load.position for load in self.catalog.loads.loads()
-                 if load.position is not None and load.position.source == self.source
-                 and load.position.seq > self.seq and load.dropped is None
-                 and load.dropping is None]
+        later = [p for p in kept_positions(self.catalog.loads.loads())
+                 if p.source == self.source and p.seq > self.seq]
         if not later:
             return False
         to = min(later, key=lambda p: p.seq)
@@ -342,7 +355,7 @@ class Follower:
         except DeblError as exc:  # every load dropped meanwhile (a bench's clean slate)
             self.report(f"nothing forgotten: {exc}")
             return
-        forgotten = self.catalog.changes.prune(floor.seq)
+        forgotten = self.catalog.changes.prune(self.source, floor.seq)
         if forgotten:
             self.report(f"forgot {forgotten:,} changes at or before GTID {floor.gtid} (the "
                         "oldest kept load's dump): no kept day needs them")

@@ -175,7 +175,7 @@ def caught_up(config: Config, catalog: Catalog, position: DumpPosition,
     head = read_head(config)
     head_seq = parse_gtid(head)[2]
     state = catalog.changes.follower(position.source)
-    if state is not None and state.kept_from > position.seq:
+    if state is not None and not state.keeps(position.seq):
         raise LoadStateError(
             f"the change log of source {position.source} holds the changes past position "
             f"{state.kept_from} only, the load was dumped at {position.gtid}: the changes "
@@ -276,7 +276,7 @@ class _Sides:
         return self._hbase
 
     def close(self) -> None:
-        for store in (self._mysql, self._hbase):
+        for store in (self._mysql, self._hbase, self._fs):
             if store is not None:
                 store.close()
 

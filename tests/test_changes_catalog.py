@@ -71,8 +71,25 @@ def test_a_ranges_changes_and_the_prune(catalog):
     catalog.changes.append(SRC, batch, "0-1-5", 5, commit_ts=1005.0)
     changes, upto = catalog.changes.in_range(SRC, 10, 20, after=1)
     assert upto == 5 and [(c.seq, c.id1) for c in changes] == [(3, 20), (5, 10)]
-    assert catalog.changes.prune(below=3) == 3
+    assert catalog.changes.prune(SRC, below=3) == 3
     assert [c.seq for c in catalog.changes.since(SRC, 0)[0]] == [4, 5]
+
+
+def test_two_sources_changes_at_the_same_positions_stay_apart(catalog):
+    """A dataset whose loads moved to another source (another data directory) keeps both
+    sources' changes: the same positions, each read, ranged and pruned as its own."""
+    other = "other-source"
+    for source, id1 in ((SRC, 10), (other, 20)):
+        catalog.changes.start(source, "0-1-0", 0)
+        catalog.changes.append(source, [_change(1, 0, id1), _change(2, 0, id1)], "0-1-2", 2,
+                               commit_ts=1002.0)
+    assert [c.id1 for c in catalog.changes.since(SRC, 0)[0]] == [10, 10]
+    assert [c.id1 for c in catalog.changes.since(other, 0)[0]] == [20, 20]
+    assert catalog.changes.in_range(other, 0, 15, after=0)[0] == []
+    assert catalog.changes.prune(other, below=1) == 1
+    assert [c.seq for c in catalog.changes.since(SRC, 0)[0]] == [1, 2]
+    assert catalog.changes.follower(SRC).kept_from == 0
+    assert catalog.changes.follower(other).kept_from == 1
 
 
 def test_a_failed_follower_says_why_and_a_restart_resumes_its_position(catalog):

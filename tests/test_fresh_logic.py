@@ -22,7 +22,7 @@ from coordinator.merge import answer
 from coordinator.operations import CountLink, LinkList, MultigetLink
 from debl.catalog import Change, FollowerState, LoadRecord, LoadState
 from debl.config import Config
-from debl.errors import QueryTimeout, ServiceError
+from debl.errors import ChangesForgotten, QueryTimeout
 from debl.format.bucket_map import BucketMap
 from debl.format.link import Link, Origin
 from debl.store.memory import MemoryStore
@@ -129,7 +129,7 @@ class MemoryLog:
 
     def _check(self, source, dump):
         if dump is not None and self.seq is not None and self.kept_from > dump:
-            raise ServiceError(f"the change log of source {source} holds the changes past "
+            raise ChangesForgotten(f"the change log of source {source} holds the changes past "
                                f"seq {self.kept_from} only")
 
     def since(self, source, after, limit=10_000, dump=None):
@@ -271,14 +271,17 @@ def test_a_full_buffer_is_applied_in_the_background():
 
 def test_a_load_whose_changes_the_log_forgot_is_refused():
     """The follower's ``kept_from`` past the load's dump (pruned, or lost by the source's log):
-    a range's first read says so rather than answer without the forgotten changes."""
+    a query says so rather than answer without the forgotten changes, and at once, not at its
+    deadline (it is for good: the tailer stops), the next one too."""
     log, head = MemoryLog(), _Head()
     log.append([_change(25, 5, 1, 1)], 25)
     log.kept_from = 20
     view = _view(log, head)
     try:
         head.seq = 25
-        with pytest.raises(ServiceError, match="holds the changes past seq 20 only"):
-            view.overlay(5, LT, time.monotonic(), time.monotonic() + 5, "q", wait=True)
+        for id1 in (5, 7):
+            with pytest.raises(ChangesForgotten, match="holds the changes past seq 20 only"):
+                view.overlay(id1, LT, time.monotonic(), time.monotonic() + 3600, "q", wait=True)
+        assert view.tailer.fatal is not None
     finally:
         view.close()

@@ -37,7 +37,7 @@ debl_key_demand        (load, coordinator, id1): queries waiting for the key bef
 debl_false_claims      (load, claim): a manifest's claim found false, where, and the id1s
                        whose early answers it may have touched
 debl_early_answers     (load, id1): early answers given, summed over every process
-debl_changes           (seq, row): the source's change log, a committed row change each
+debl_changes           (source, seq, row): the sources' change log, a committed row change each
 debl_follower          (source): the position its follower has captured up to, its state
 =====================  =============================================================
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import Change, FollowerState
 from debl.catalog.schema import changes_table, follower_table
-from debl.errors import DeblError, ServiceError
+from debl.errors import ChangesForgotten, DeblError
 from debl.format.link import Link
 
 _COLUMNS = ("seq", "row_no", "id1", "link_type", "id2", "deleted", "visibility", "data", "time",
@@ -43,7 +43,7 @@ class ChangesCatalog:
         transaction: a follower that dies before it commits resumes from the old position and
         captures them again, never twice."""
         now = time.time()
-        rows = [_row(c) for c in changes]
+        rows = [{**_row(c), "source": source} for c in changes]
         with self._transaction() as conn:
             if rows:
                 conn.execute(changes_table.insert(), rows)
@@ -116,21 +116,22 @@ class ChangesCatalog:
               dump: int | None = None) -> tuple[list[Change], int]:
         """The changes past position *after* in position order, at most about *limit* (whole
         transactions), and the position they reach: every change up to it is in the list.
-        *dump*: the position of the reader's dump; ServiceError if the log no longer holds
-        every change past it (``_check_kept``)."""
+        *dump*: the position of the reader's dump; ChangesForgotten if the log no longer
+        holds every change past it (``_check_kept``)."""
         t = changes_table
         with self._transaction() as conn:
             state = _follower(conn, source)
             _check_kept(source, state, dump)
             captured = after if state is None else max(after, state.seq)
-            rows = conn.execute(_select().where(t.c.seq > after, t.c.seq <= captured)
+            rows = conn.execute(_select().where(t.c.source == source, t.c.seq > after,
+                                                t.c.seq <= captured)
                                 .order_by(t.c.seq, t.c.row_no).limit(limit + 1)).all()
             if len(rows) > limit:  # cut at a transaction's start: whole transactions only
                 last = rows[-1].seq
                 kept = [r for r in rows if r.seq != last]
                 if kept:
                     return [_change(r) for r in kept], kept[-1].seq
-                rows = conn.execute(_select().where(t.c.seq == last)
+                rows = conn.execute(_select().where(t.c.source == source, t.c.seq == last)
                                     .order_by(t.c.row_no)).all()
                 return [_change(r) for r in rows], last
             return [_change(r) for r in rows], captured
@@ -145,19 +146,22 @@ class ChangesCatalog:
             state = _follower(conn, source)
             _check_kept(source, state, dump)
             captured = after if state is None else max(after, state.seq)
-            rows = conn.execute(_select().where(t.c.id1.between(id_lo, id_hi), t.c.seq > after,
+            rows = conn.execute(_select().where(t.c.source == source,
+                                                t.c.id1.between(id_lo, id_hi), t.c.seq > after,
                                                 t.c.seq <= captured)
                                 .order_by(t.c.seq, t.c.row_no)).all()
             return [_change(r) for r in rows], captured
 
-    def prune(self, below: int) -> int:
-        """Forget the changes at or before position *below* (no kept day needs them: the
-        oldest kept dump is at or past it); the number forgotten. The followers' ``kept_from``
-        moves up to *below*: a load of an older dump cannot be kept fresh any more."""
-        t = follower_table
+    def prune(self, source: str, below: int) -> int:
+        """Forget *source*'s changes at or before position *below* (no kept day needs them: the
+        oldest kept dump is at or past it); the number forgotten. Its follower's ``kept_from``
+        moves up to *below*: a load of an older dump cannot be kept fresh any more. Another
+        source's changes and follower are left as they are."""
+        t, c = follower_table, changes_table
         with self._transaction() as conn:
-            conn.execute(t.update().values(kept_from=sa.func.greatest(t.c.kept_from, below)))
-            return conn.execute(changes_table.delete().where(changes_table.c.seq <= below)
+            conn.execute(t.update().where(t.c.source == source)
+                         .values(kept_from=sa.func.greatest(t.c.kept_from, below)))
+            return conn.execute(c.delete().where(c.c.source == source, c.c.seq <= below)
                                 ).rowcount
 
 
@@ -173,12 +177,12 @@ def _row(c: Change) -> dict:
 
 
 def _check_kept(source: str, state: FollowerState | None, dump: int | None) -> None:
-    """ServiceError if the change log of *source* no longer holds every change past the
+    """ChangesForgotten if the change log of *source* no longer holds every change past the
     position *dump* (the follower's ``kept_from`` is past it: pruned, or lost by the source's
     log; docs/FRESHNESS.md, "Capture: `debl follow`"): a load of that dump cannot be kept
     fresh."""
-    if dump is not None and state is not None and state.kept_from > dump:
-        raise ServiceError(
+    if dump is not None and state is not None and not state.keeps(dump):
+        raise ChangesForgotten(
             f"the change log of source {source} holds the changes past seq {state.kept_from} "
             f"only, not those since this load's dump (seq {dump}): they were forgotten (no "
             "kept load needed them, or the source's log lost them), so the load cannot be "

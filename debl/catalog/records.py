@@ -272,3 +272,8 @@ class FollowerState:
     head_ts: float | None = None
     changes: int = 0
     kept_from: int = 0
+
+    def keeps(self, dump_seq: int) -> bool:
+        """Whether the change log holds every change past the dump at *dump_seq* (else a load
+        of that dump cannot be kept fresh: pruned, or lost by the source's log)."""
+        return self.kept_from <= dump_seq

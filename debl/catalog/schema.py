@@ -38,7 +38,9 @@ from sqlalchemy.engine import Connection
 # 13: debl_follower.head_gtid, head_seq, head_ts, changes and kept_from: the source's head as the
 # follower last read it, the changes it has captured, and the position past which the log holds
 # every change (docs/FRESHNESS.md, "Capture: `debl follow`").
-SCHEMA_VERSION = 13
+# 14: debl_changes.source: the source each change is of (a dataset whose loads move to another
+# source keeps the older source's changes apart from the newer's).
+SCHEMA_VERSION = 14
 
 
 # The values of the state columns (docs/LOADING.md, "The catalog"). A StrEnum is its value: the
@@ -340,12 +342,14 @@ early_answers_table = sa.Table(
     sa.Column("answered", sa.BigInteger, nullable=False),
     sa.Column("updated", sa.Double, nullable=False), **_UTF8)
 
-# The source's change log (docs/FRESHNESS.md, "The change log"): every committed row change of
-# its link table past the oldest kept dump's position, by its position (the transaction's GTID
-# sequence, then the row's order in it). A deletion keeps the key and no row. Indexed by id1
-# for a key range's changes since a position. Not a load's: the days share it.
+# The sources' change log (docs/FRESHNESS.md, "The change log"): every committed row change of
+# a source's link table past the oldest kept dump's position, by source and position (the
+# transaction's GTID sequence, then the row's order in it: two sources' positions are
+# unrelated). A deletion keeps the key and no row. Indexed by id1 for a key range's changes
+# since a position. Not a load's: the days share it.
 changes_table = sa.Table(
     "debl_changes", METADATA,
+    _key("source", sa.String(64)),
     _key("seq", mysql.BIGINT(unsigned=True)),
     _key("row_no", sa.Integer),
     sa.Column("id1", mysql.BIGINT(unsigned=True), nullable=False),
@@ -358,7 +362,7 @@ changes_table = sa.Table(
     sa.Column("version", mysql.BIGINT(unsigned=True)),
     sa.Column("commit_ts", sa.Double, nullable=False),  # the source's commit, epoch seconds
     sa.Column("captured_ts", sa.Double, nullable=False),  # when the follower wrote it here
-    sa.Index("debl_changes_by_id1", "id1", "seq"), **_UTF8)
+    sa.Index("debl_changes_by_id1", "source", "id1", "seq"), **_UTF8)
 
 # The follower of a source (one row per source): the position it has captured up to (every
 # change at or before it is in debl_changes, written in the same transaction), the last

@@ -1,6 +1,6 @@
 """LinkBench's link writes against a source database: ``add_link``, ``update_link`` and
-``delete_link`` with LinkBench's semantics (``LinkStoreMysql.addLink``, ``updateLink``,
-``deleteLink``), on a MariaDB link table in LinkBench's layout (``PRIMARY KEY (link_type, id1,
+``delete_link`` with LinkBench's semantics (those of its MySQL store: docs/WORKLOAD.md,
+"Writes"), on a MariaDB link table in LinkBench's layout (``PRIMARY KEY (link_type, id1,
 id2)``: ``debl.store.mysql.link_table_ddl``) named by a SQLAlchemy URL and a table name
 (docs/WORKLOAD.md, "Writes").
 
@@ -32,7 +32,7 @@ Pitfalls:
   2 updated, 0 unchanged).
 - One ``SourceSession`` is one connection: not thread-safe; a thread per session.
 - A deadlock or a lock wait timeout (another writer on the same key) rolls the transaction back;
-  it is run again, at most ``RETRIES`` times, as LinkBench's ``processSQLException`` does
+  it is run again, at most ``RETRIES`` times, as LinkBench's MySQL store does
   (``RETRY_ROLLED_BACK``; docs/RELIABILITY.md, "Retries"). A
   connection lost during a write is not retried (its commit may have happened): the write
   fails with a ServiceError.
@@ -132,10 +132,6 @@ class SourceLinks:
         with self.session() as s:
             s.execute(link_table_ddl(self.table, engine))
 
-    def drop_table(self) -> None:
-        with self.session() as s:
-            s.execute(f"DROP TABLE IF EXISTS `{self.table}`")
-
 
 class SourceSession:
     """One connection to the source's link table; LinkBench's writes, each one transaction."""
@@ -222,10 +218,14 @@ class SourceSession:
         acked = time.monotonic_ns()
         gtid = None
         if changed:
-            with self.conn.cursor() as cur:
-                cur.execute("SELECT @@last_gtid")
-                row = cur.fetchone()  # one row
-                gtid = (row[0] if row else None) or None  # '' without a binary log
+            try:
+                with self.conn.cursor() as cur:
+                    cur.execute("SELECT @@last_gtid")
+                    row = cur.fetchone()  # one row
+            except pymysql.err.MySQLError as exc:
+                raise ServiceError(f"{self.links.where}: the write committed, but its GTID "
+                                   f"could not be read ({exc.args[-1]})") from exc
+            gtid = (row[0] if row else None) or None  # '' without a binary log
         return WriteAck(found, changed, gtid, sent, acked)
 
     def _transaction(self, work: Any) -> Any:

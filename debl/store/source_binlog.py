@@ -224,12 +224,21 @@ class BinlogReader:
     def _rows(self, event, gtid: str) -> list[RowChange]:
         """The event's rows as links, its columns checked first."""
         self._check_columns(event, gtid)  # every event: a table id may outlive an ALTER
+        try:
+            rows = event.rows  # the library decodes the rows here, on first reading
+        except Exception as exc:  # noqa: BLE001 -- a row it cannot decode: never go on
+            raise SourceError(
+                f"{source_db.where(self.config)}: the rows of transaction {gtid} on "
+                f"`{self._table}` could not be decoded ({type(exc).__name__}: {exc}); nothing "
+                "from that transaction on was captured. Check the source's log format "
+                '(docs/RUNTIME.md, "The source database") and start `debl follow` again') \
+                from exc
         if isinstance(event, WriteRowsEvent):
-            return [RowChange(None, self._link(r["values"], gtid)) for r in event.rows]
+            return [RowChange(None, self._link(r["values"], gtid)) for r in rows]
         if isinstance(event, DeleteRowsEvent):
-            return [RowChange(self._link(r["values"], gtid), None) for r in event.rows]
+            return [RowChange(self._link(r["values"], gtid), None) for r in rows]
         return [RowChange(self._link(r["before_values"], gtid),
-                          self._link(r["after_values"], gtid)) for r in event.rows]
+                          self._link(r["after_values"], gtid)) for r in rows]
 
     def _check_columns(self, event, gtid: str) -> None:
         if any(c.name is None for c in event.columns):

@@ -190,6 +190,8 @@ def read_answer_log(path: Path | str) -> tuple[dict, np.ndarray, np.ndarray, str
         header = json.loads(data[at:at + length])
     except ValueError:
         raise ConfigError(f"{path}: its header is not JSON: the file is damaged") from None
+    if not isinstance(header, dict) or not isinstance(header.get("process"), int):
+        raise ConfigError(f"{path}: its header names no process: the file is damaged")
     if header.get("format") != FORMAT:
         raise ConfigError(f"{path}: answer log format {header.get('format')!r}, this debl "
                           f"reads {FORMAT}")

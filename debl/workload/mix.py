@@ -36,8 +36,9 @@ REPORTED = {GET_LINK_LIST: "GET_LINKS_LIST", COUNT_LINK: "COUNT_LINK",
             MULTIGET_LINK: "MULTIGET_LINK", ADD_LINK: "ADD_LINK", UPDATE_LINK: "UPDATE_LINK",
             DELETE_LINK: "DELETE_LINK"}
 
-# FBWorkload.properties: getlinklist, countlink, getlink, addlink, updatelink, deletelink (% of
-# every operation, node operations included: the link operations' shares are these normalized)
+# LinkBench's published request mix (docs/WORKLOAD.md, "Mixes"): getlinklist, countlink,
+# getlink, addlink, updatelink, deletelink in % of every operation, node operations included:
+# the link operations' shares are these normalized
 _FB_WORKLOAD = {GET_LINK_LIST: 50.7119145, COUNT_LINK: 4.8863567, MULTIGET_LINK: 0.5261142,
                 ADD_LINK: 8.9886601, UPDATE_LINK: 8.0122125, DELETE_LINK: 2.9907664}
 UPDATE_HEAVY_WRITES = 0.5  # YCSB's workload A: half reads, half updates

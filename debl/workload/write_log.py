@@ -16,6 +16,7 @@ from pathlib import Path
 
 from debl.errors import ConfigError
 from debl.format.link import Link
+from debl.position import parse_gtid
 from debl.workload.writers import WriteRecord
 
 COLUMNS = ("op", "id1", "link_type", "id2", "intended_ns", "sent_ns", "acked_ns", "gtid",
@@ -64,6 +65,8 @@ def _record(row: list[str], path: Path, line: int) -> WriteRecord:
         if data or visibility:
             link = Link(int(id1), int(link_type), int(id2), int(visibility),
                         bytes.fromhex(data), int(time), int(version))
+        if gtid:
+            parse_gtid(gtid)  # the checker orders writes by it
         return WriteRecord(op, int(id1), int(link_type), int(id2), int(intended),
                            _int(sent), _int(acked), gtid or None, _bool(found),
                            _bool(changed), error or None, link)

@@ -142,12 +142,15 @@ class _Writer(threading.Thread):
             self.unsent = None
             write = self.stream.next_write()
             key = (write.op, write.id1, write.link_type, write.id2, intended)
+            sent = time.monotonic_ns()
             try:
                 ack = send(self.session, write)
             except Exception as exc:  # noqa: BLE001 -- counted, never fatal
                 text = f"{type(exc).__name__}: {exc}"[:300]
                 pool.sample_error(text)
-                self.records.append(WriteRecord(*key, error=text, row=write.link))
+                # Sent: whether it committed is unknown (a connection lost in its commit), and
+                # the checker says so.
+                self.records.append(WriteRecord(*key, sent_ns=sent, error=text, row=write.link))
                 continue
             self.records.append(WriteRecord(*key, ack.sent_ns, ack.acked_ns, ack.gtid,
                                             ack.found, ack.changed, row=write.link))

@@ -3,7 +3,7 @@ its link writes (docs/WORKLOAD.md, "Writes"): the operation by the mix's write s
 by LinkBench's write distribution, the id2 by the probability that the link exists, and a valid
 LinkBench row.
 
-- id1: Zipf(0.741) over the id range (FBWorkload's ``write_shape``), 95% of the ranks through
+- id1: Zipf(0.741) over the id range (LinkBench's ``write_shape``), 95% of the ranks through
   the uncorrelated shuffle (``write_uncorr_blend``: the same one the reads use, as LinkBench's
   shufflers share their seeds) and 5% through the out-degree order; with a recency share, that
   share by recency as the reads (``debl.workload.requests``: hotness follows recency for writes
@@ -35,8 +35,8 @@ from debl.workload.mix import ADD_LINK, DELETE_LINK, UPDATE_LINK, WRITE_OPS, Mix
 from debl.workload.requests import RequestSpec, RequestStream
 from debl.workload.synth import DATA_BYTE_HI, DATA_BYTE_LO, data_sizes
 
-WRITE_SHAPE = 0.741  # FBWorkload's write_shape (and write_uncorr_shape)
-WRITE_UNCORRELATED_SHARE = 0.95  # FBWorkload's write_uncorr_blend
+WRITE_SHAPE = 0.741  # LinkBench's write_shape (and write_uncorr_shape): docs/WORKLOAD.md
+WRITE_UNCORRELATED_SHARE = 0.95  # LinkBench's write_uncorr_blend
 # Writer w's request stream and send schedule are stream WRITER_STREAMS + w of the seed: apart
 # from the readers' streams 0 .. threads - 1 (the same seed would give them the same draws).
 WRITER_STREAMS = 1 << 20
