@@ -154,7 +154,8 @@ def _phase_ended(config, load_id: str, phase: str) -> bool:
 
 def test_two_gen_hf_at_once_never_convert_a_bucket_twice(stack_config, spark, tmp_path):
     make_dataset(tmp_path, max_id=2001, files=3, bad_lines=0)
-    run_load(stack_config, str(tmp_path), LoadOptions(approach="debl-cold", bucket_width=250))
+    # Four buckets: enough for the second gen-hf to come while the first converts.
+    run_load(stack_config, str(tmp_path), LoadOptions(approach="debl-cold", bucket_width=500))
     first = subprocess.Popen(_debl("gen-hf", "--until-complete"), env=_env(stack_config),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
