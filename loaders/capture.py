@@ -9,7 +9,9 @@ and then the row of the new key (two changes). A transaction without rows of the
 no change but still moves the position.
 
 A batch holds whole transactions only (the position is always a transaction's end), at most
-``fresh.capture_batch`` changes unless one transaction alone has more, and is due
+``fresh.capture_batch`` changes unless one transaction alone has more. Once following, the
+follower writes it as soon as nothing more is read ahead (a group commit: the transactions that
+arrive while one batch is written make the next); at the latest, and while catching up,
 ``fresh.capture_wait`` seconds after its first transaction arrived: so a burst of source
 transactions (with changes or without) is one catalog transaction, and a change waits at most
 that long to be written.

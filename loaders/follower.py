@@ -262,7 +262,10 @@ class Follower:
                     if not batch.fits(item):
                         self._write(batch)
                     batch.add(item, time.monotonic())
-                if batch.due(time.monotonic()):
+                # Following, a group commit: written once nothing more is read ahead (what
+                # arrives during the write makes the next batch). Catching up, by size and wait.
+                if batch and (batch.due(time.monotonic()) or (
+                        self.state == "following" and reading.queue.empty())):
                     self._write(batch)
                 if self._housekeeping() and read:  # the catalog answers too
                     self._failures, self._failing_since = 0, None

@@ -110,7 +110,7 @@ def main() -> None:
         cur.executemany(f"INSERT INTO `{TABLE}` VALUES (%s, 1, 1, 1, 'x', 1, 0)",
                         [(i,) for i in range(1, 101)])
     conn.close()
-    Catalog(config).close()  # made if missing
+    Catalog(config, replace_older=True).close()  # made if missing (or of an older DeBL)
     drop_every_load(config)  # the follower starts at this run's dump
     run_debl(config, "source", "dump", str(work / "dump"), "--files", "2", log=log)
     run_debl(config, "load", str(work / "dump"), "--no-hot", log=log)

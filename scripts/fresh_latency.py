@@ -77,7 +77,7 @@ def _current(config):
 def prepare(config, args, work: Path) -> None:
     """The source filled from generated files, dumped, and the dump loaded (see the module)."""
     log = work / "commands.log"
-    Catalog(config).close()  # made if missing
+    Catalog(config, replace_older=True).close()  # made if missing (or of an older DeBL)
     drop_every_load(config)
     run_debl(config, "generate", str(work / "input"), "--max-id", str(args.max_id), "--files", "4",
          "--days", "4", "--seed", str(args.seed), log=log)

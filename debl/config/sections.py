@@ -456,9 +456,10 @@ class FreshConfig(_Section):
     # for a query; idle ranges are refreshed every fresh.idle_refresh seconds.
     buffer_threshold: int = 1000
     idle_refresh: float = 1.0
-    # The follower writes what it has captured at most this many changes and this many
-    # seconds after the first of them at once: one catalog transaction for a burst of source
-    # transactions keeps up with the source's write rate, the wait bounds the follower's lag.
+    # The follower writes what it has captured as soon as nothing more is read ahead (a group
+    # commit), at most this many changes and this many seconds after the first of them at
+    # once: one catalog transaction for a burst of source transactions keeps up with the
+    # source's write rate, the wait bounds the follower's lag.
     capture_batch: int = 1000
     capture_wait: float = 0.005
     # How often a process that answers reads the change log's new rows while queries wait
