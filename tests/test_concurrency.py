@@ -195,10 +195,11 @@ def test_a_kill_between_the_hot_phase_end_and_its_key_range_loses_no_mysql_row(s
             with blocker.cursor() as cur:
                 cur.execute("SELECT * FROM debl_loads WHERE load_id = %s FOR UPDATE", (load_id,))
             gate.set()
-            # DeBL's own sessions are visible to its user without the PROCESS privilege.
+            # DeBL's own sessions are visible to its user without the PROCESS privilege; those
+            # of this worker's database only (the other workers' loads record theirs too).
             _until(lambda: _sql(stack_config, "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-                                              " WHERE COMMAND = 'Query' AND INFO LIKE "
-                                              "'UPDATE debl_loads%%'")[0][0],
+                                              " WHERE COMMAND = 'Query' AND DB = DATABASE() AND "
+                                              "INFO LIKE 'UPDATE debl_loads%%'")[0][0],
                    "the load waiting to record its hot key range")
             proc.send_signal(signal.SIGKILL)
             proc.wait()
