@@ -264,8 +264,10 @@ class Follower:
                     batch.add(item, time.monotonic())
                 # Following, a group commit: written once nothing more is read ahead (what
                 # arrives during the write makes the next batch). Catching up, by size and wait.
+                # With --until-caught-up, the batch that reaches the target goes at once.
                 if batch and (batch.due(time.monotonic()) or (
-                        self.state == "following" and reading.queue.empty())):
+                        self.state == "following" and reading.queue.empty()) or (
+                        target and batch.last.seq >= target[0])):
                     self._write(batch)
                 if self._housekeeping() and read:  # the catalog answers too
                     self._failures, self._failing_since = 0, None

@@ -158,6 +158,7 @@ def test_a_burst_of_small_transactions_lands_in_few_catalog_transactions(dataset
                 cur.execute(f"INSERT INTO `{t}` VALUES (%s, 1, 5, 1, 'b', 1, 1)", (10_000 + i,))
                 if i % 10 < 3:
                     cur.execute("INSERT INTO other_table VALUES (%s)", (i,))
+            cur.execute("INSERT INTO other_table VALUES (5000)")  # after the burst: no change
     finally:
         conn.close()
     head = head_seq(d.config)
@@ -167,10 +168,14 @@ def test_a_burst_of_small_transactions_lands_in_few_catalog_transactions(dataset
     # Other workers' tests write to the same source server: its head may move on meanwhile.
     assert result.seq >= head and result.transactions >= head - before
     assert result.changes == 1000
-    assert result.batches == 10  # 1000 transactions with a change, 300 without, in 10
     changes = d.changes(before)
     assert [c.id1 for c in changes] == list(range(10_000, 11_000))
     assert len({c.seq for c in changes}) == 1000 and d.follower().seq >= head
+    # 1000 transactions with a change, 300 without, in 10 catalog transactions (a batch's
+    # changes share its capture instant), and those after the last change in one more, written
+    # as soon as it reaches the head, not fresh.capture_wait (10 minutes) later.
+    assert len({c.captured_ts for c in changes}) == 10
+    assert result.batches == 11
 
 
 def _follow_process(config, log) -> procs.Running:
