@@ -115,7 +115,8 @@ class Coordinator(LinkQueries):
 
     def close(self) -> None:
         """Stop the poller, delete this coordinator's demand rows, close every connection, wait
-        for the raw route's threads (issue 38.10); buffered queries get ServiceError. Idempotent."""
+        for the raw route's threads (docs/COORDINATOR.md, "Threads"); buffered queries get
+        ServiceError. Idempotent."""
         with self._cond:
             if self._closed:
                 return

@@ -169,7 +169,8 @@ class RawReader:
 
     def close(self) -> None:
         """Stop the listing and read threads, waiting for the HDFS calls in flight (a thread
-        inside the HDFS client at the interpreter's exit aborts it: issue 38.10)."""
+        inside the HDFS client at the interpreter's exit aborts it: docs/COORDINATOR.md,
+        "Threads")."""
         self._closed.set()
         self._sweeps.join(READ_TIMEOUT_S)
         self._hdfs.close()
@@ -314,7 +315,7 @@ class RawReader:
         """The bucket opened, by one thread at a time: the others wait on its lock and find it
         opened. The lock stays in ``_opening`` until an open succeeds: a thread coming after a
         failed open waits on the same lock as those already waiting, never on one of its own
-        beside them (two opens at once were both counted: issue 38.6)."""
+        beside them (two opens at once were both counted)."""
         key = (bucket.load_id, bucket.b_index, bucket.hot)
         with self._lock:
             opened = self._opened.get(key)
@@ -336,7 +337,7 @@ class RawReader:
         """Keep only *load_id*'s buckets from now on, its hot ones only while *hot* (until
         MySQL takes its hot keys over): the others opened are forgotten, with another load's
         cached blocks: their files go with their day (or the take-over), and the listing thread
-        would poll the NameNode for them all day (issue 38.4). A query reading one keeps it to
+        would poll the NameNode for them all day. A query reading one keeps it to
         its end; one opened for a query after now answers it and is not kept."""
         with self._lock:
             self._serving = (load_id, hot)

@@ -19,14 +19,14 @@ its poll intervals is dead and does not count. With *wait*, cleanup waits for th
 Who cleans: ``debl load`` once its load is up and MySQL has its hot keys, the ``debl gen-hf``
 service between runs, and ``debl cleanup``.
 
-Cleanup and rollback exclude each other (issue 38.1): each holds the dataset's days lock
-(``debl_days.<database>``, a MySQL named lock) while it acts, cleanup from the moment it checks
-once more that a load may go (in one transaction with the current and previous loads) until
-the load is marked dropped, rollback around its transaction. A rollback that comes while a day
-it would restore is being dropped waits for the drop, then refuses it naming the cause; a day a
-rollback made current again is never dropped. Without the lock, a rollback during the slow
-drop (HBase's disable and delete, HDFS's delete) made current a day whose tables were going
-away, and marking it dropped then failed.
+Cleanup and rollback exclude each other (docs/RELIABILITY.md, "Day operations"): each holds the
+dataset's days lock (``debl_days.<database>``, a MySQL named lock) while it acts, cleanup from the
+moment it checks once more that a load may go (in one transaction with the current and previous
+loads) until the load is marked dropped, rollback around its transaction. A rollback that comes
+while a day it would restore is being dropped waits for the drop, then refuses it naming the cause;
+a day a rollback made current again is never dropped. Without the lock, a rollback during the slow
+drop (HBase's disable and delete, HDFS's delete) made current a day whose tables were going away,
+and marking it dropped then failed.
 
 The lock dies with a killed cleanup's session, so the load is marked ``dropping`` under it
 before its first store goes: a kill between the drops and the forget once freed

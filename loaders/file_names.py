@@ -5,7 +5,7 @@ A source's names go into paths (fileCopy's copies, a local source's files) and o
 a name is plain when it is one file name in one directory: a string, not empty, not ``.`` or
 ``..``, without ``/`` or NUL, and (an HTTP listing's) without control characters. An
 ``index.json`` naming ``../../home/u/.ssh/authorized_keys`` once had fileCopy write the
-source's bytes there (issue 38.2, docs/RELIABILITY.md, "Security").
+source's bytes there (docs/RELIABILITY.md, "Security").
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def load_hot(config: Config, source: Source, files: list[tuple[int, SourceFile]]
     result = HotResult()
     # A run holds the whole input if it can, and any one good line (with a CRLF) in any case.
     # Each file's last line may lack its LF, which the read adds: a byte per file more than
-    # listed (else one such file sent a hot set that fits into the runs' layout: issue 38.7).
+    # listed (else one such file sent a hot set that fits into the runs' layout).
     listed = sum(file.size for _, file in files) + len(files)
     rows = HotRows(max(min(run_bytes, listed), config.loading.max_line_bytes + 2, LONGEST_LINE + 2))
     conn = connect(config, local_infile=True, bulk=True)

@@ -26,7 +26,8 @@ What a stream guarantees (docs/RELIABILITY.md, "Sources that misbehave"):
   ``Content-Length``, a reset, a timeout) is resumed with ``Range`` from the first byte not yet
   received; after ``retries`` resumes in a row that brought no byte, SourceError names the file
   and the offset. ``http.client`` itself returns ``b""`` at an early close, which once let a
-  truncated last line load as a valid line with another version (issue 15).
+  truncated last line load as a valid line with another version (docs/RELIABILITY.md,
+  "Sources that misbehave").
 - Opened with the file's ``listed`` entry, a stream checks at its end that it gave exactly the
   listed size and that the file's size and mtime are still the listed ones (``stat``): a file
   shorter or longer than its listing, or one that changed while it was read, is a SourceError

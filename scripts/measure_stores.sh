@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 3's measurement: LinkBench get_link_list against MySQL and against HBase holding the same
-# 10 million links, with 8 and with 50 client threads. Each store gets its own namespace
-# (database / HBase table / HDFS root), so loading one does not reset the other.
+# The stores' read latency (docs/STORES.md, "Measured: get_link_list latency"): LinkBench
+# get_link_list against MySQL and against HBase holding the same 10 million links, with 8 and
+# with 50 client threads. Each store gets its own namespace (database / HBase table / HDFS
+# root), so loading one does not reset the other.
 #   MySQL: every file hot (the bulk path: LOAD DATA, merge, index)
 #   HBase: every file cold, then gen_HF until every bucket is in (real HFiles, bulk load)
 # Usage: scripts/measure_stores.sh [OUT_DIR] [REQUESTS]   (run from the repository, stack up)

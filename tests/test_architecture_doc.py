@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md is held to the tree (issue 36.5): every Python module of DeBL and every
+"""docs/ARCHITECTURE.md is held to the tree: every Python module of DeBL and every
 Java class of its JVM tasks is named exactly once in "Where each role lives", and nothing that
 does not exist; every path the document names outside its measurements exists; "Lazy imports"
 lists exactly the imports that carry the lazy-import comment; and no count of modules, classes,

@@ -145,7 +145,7 @@ def _create_at_once(config, barrier, replace_older: bool, results) -> None:
 
 
 def test_commands_started_together_on_a_new_database_all_create_the_catalog(config):
-    """Issue 47, item 7: `debl status` twice, `debl links` and a first `debl load` started
+    """`debl status` twice, `debl links` and a first `debl load` started
     together against a new database: each creates the catalog, none meets a table another
     has just made (or a catalog half made taken for an older one), and the version is
     recorded once. Processes, as the commands are, five rounds."""
@@ -455,7 +455,7 @@ def test_unreachable_mysql_is_a_service_error(stack_config):
         Catalog(stack_config.replace(mysql_port=1, mysql_database="debl_catalogtest_nowhere"))
 
 
-# ---------------------------------------------------------------------------- issue 15
+# ---------------------------------------------------------------------------- defects
 
 
 def test_a_run_of_one_load_never_marks_another_loads_buckets(config):
@@ -536,7 +536,7 @@ def test_rollback_serves_the_previous_day_again_while_its_stores_exist(config):
 
 
 def test_a_load_marked_dropping_is_never_current_or_previous_again(config):
-    """Issue 47.6: cleanup marks a load dropping before its first store goes, in one
+    """Defect: cleanup marks a load dropping before its first store goes, in one
     transaction with a last look at the current load: never a load a switch made current or
     previous since cleanup read the days; once marked, rollback and make_current refuse it and
     it is no previous day; marking it again (a cleanup finishing a killed one's drop) is
@@ -567,7 +567,7 @@ def test_a_load_marked_dropping_is_never_current_or_previous_again(config):
 
 
 def test_a_dropped_or_superseded_load_never_becomes_current(config):
-    """Issue 38.5: make_current checked neither: a load that lost its lock while a newer one
+    """Defect: make_current checked neither: a load that lost its lock while a newer one
     ran (and cleanup dropped its stores) became current at its uptime, its tables gone."""
     with Catalog(config) as catalog:
         _begin(catalog, "L1")
@@ -649,7 +649,7 @@ def test_a_named_lock_knows_when_its_session_is_gone(config):
                               "(SELECT IS_USED_LOCK('debl_test_lock'))")[0]
     _sql(config, f"KILL {session}")  # what wait_timeout or a restart does to an idle session
     assert not lock.held()
-    lock.release()  # nothing to end, and no error (it raised PendingRollbackError: issue 38.5)
+    lock.release()  # nothing to end, and no error (it raised PendingRollbackError)
     lock.release()
     again = catalog.named_lock("debl_test_lock")  # released with the session
     assert again is not None and again.held()

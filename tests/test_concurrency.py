@@ -1,4 +1,4 @@
-"""Concurrency on the real stack, with real processes (issue 15, item 4 and the defects found by
+"""Concurrency on the real stack, with real processes (and the defects found by
 reading the code): two `debl load`s into one dataset, two `debl gen-hf`s, a load killed between
 the end of its hot phase and the record of its key range, and a new load under a running
 coordinator that is answering queries."""
@@ -110,7 +110,7 @@ def test_a_second_load_into_the_same_dataset_is_refused_while_the_first_runs(sta
 
 
 def test_a_load_that_lost_its_lock_stops_and_never_becomes_current(stack_config, tmp_path):
-    """Issue 38.5: a load never checked its lock again. Its session gone (a MySQL restart; here
+    """Defect: a load never checked its lock again. Its session gone (a MySQL restart; here
     a KILL of that session alone), a second `debl load` started, its end's cleanup dropped the
     first load's stores while it still ran, and the first then became current, tables gone.
     Now the first stops with a clear error before it would become current. The first is held

@@ -85,7 +85,7 @@ def test_raw_after_is_seconds_or_off(tmp_path, text, env, expected):
     assert load_config(path, env=env).coordinator.raw_after == expected
 
 
-# Issue 47.10: every duration-like setting, and what 0 means where it means something.
+# Every duration-like setting, and what 0 means where it means something.
 DURATIONS = {"service_timeout": None, "coordinator.poll_interval": None,
              "coordinator.query_timeout": None, "coordinator.raw_after": "the raw route at once",
              "loading.coordinator_ack_timeout": "no wait",
@@ -270,7 +270,7 @@ def test_a_spark_cluster_that_cannot_work_is_a_config_error(settings, message):
 
 
 def test_a_child_keeps_a_setting_that_is_off(tmp_path, monkeypatch):
-    """Issue 38.8: ``child_env`` left out every None, so a parent with ``raw_after = "off"``
+    """Defect: ``child_env`` left out every None, so a parent with ``raw_after = "off"``
     started children with the default (0: the raw route on). A child loads exactly the parent's
     config, a setting switched off included, whatever ``debl.toml`` its working directory
     holds; a real child process reads it too."""

@@ -311,7 +311,7 @@ def test_a_new_load_replaces_the_served_one_only_at_its_uptime(world, coord):
 
 
 def test_the_raw_reader_keeps_only_the_buckets_still_read(world, coord):
-    """Issue 38.4: the coordinator tells its reader which buckets are still read: at a switch
+    """Defect: the coordinator tells its reader which buckets are still read: at a switch
     of day the new day's alone (its hot ones while MySQL has not taken them over), at MySQL's
     take-over its cold ones alone."""
     assert world["raw"].serving == [("L1", False)]  # MySQL holds L1's hot keys
@@ -421,7 +421,7 @@ def test_a_deadline_before_raw_after_still_times_out(world):
         assert c.demand() == {0: 2}  # both needed bucket 0
 
 
-# ---------------------------------------------------------------------------- issue 15
+# ---------------------------------------------------------------------------- defects
 
 def test_a_failed_bucket_releases_its_waiters_with_a_clear_error(world, coord):
     t, box = _in_thread(lambda: coord.query(5, LT, timeout=30))
@@ -624,7 +624,7 @@ def test_a_false_claim_stops_early_answers_and_counts_those_given(world):
 
 
 def test_an_early_answer_is_counted_before_a_one_shot_command_shows_it(world):
-    """Issue 47, item 4: `debl links` records its early answer before it prints it; a
+    """`debl links` records its early answer before it prints it; a
     catalog that cannot take it now keeps it for the next try (and says so)."""
     _early_world(world, [0, 199])
     with Coordinator(BUFFERING.replace(coordinator_poll_interval=60.0), "one-shot") as c:

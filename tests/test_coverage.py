@@ -343,7 +343,7 @@ def _fetcher(source, listed, coverage: Coverage, missing: dict) -> tuple:
 @pytest.mark.parametrize("after_line", ["short", "long"])
 def test_a_fetch_never_takes_the_rest_of_a_line_the_bulk_copy_is_in(tmp_path, monkeypatch,
                                                                     after_line):
-    """Issue 47: a bad line longer than a block, the bulk copy inside it, a round of fetches
+    """Defect: a bad line longer than a block, the bulk copy inside it, a round of fetches
     for the piece that holds it. The fetch took the line's rest from the bulk copy's last claim
     (mid-line): its last bytes, which look like a line, became a row, and the bulk copy's chunk
     glued the line's first block onto the next line it copied (read through when the piece's
@@ -413,7 +413,7 @@ def _tiled(copied: list, size: int) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("cut", ["at a line end", "mid-line"])
 def test_a_file_truncated_under_a_stretch_of_the_bulk_copy_is_a_clear_error(
         tmp_path, monkeypatch, kind, cut):
-    """Issue 47: two ranges taken by fetches on demand bound the bulk copy's streams; the file
+    """Defect: two ranges taken by fetches on demand bound the bulk copy's streams; the file
     is truncated once the bulk copy reaches the first. The stream to the second ended short and
     the copy took that for the second range: it opened the file again and again (the HTTP
     source: a request each time), or, cut inside a line, failed with an AttributeError. A

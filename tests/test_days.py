@@ -1,4 +1,4 @@
-"""The next day's dump without downtime (issue 27), on the real stack: each load in its own
+"""The next day's dump without downtime, on the real stack: each load in its own
 namespace, one switch at the new day's uptime, the previous day's stores gone after cleanup,
 failures that keep the current day, rollback, a gen_HF run of yesterday that cannot write into
 today, and the demand carried over (docs/LOADING.md, "Days").
@@ -208,7 +208,7 @@ def test_rollback_serves_the_previous_day_while_its_stores_exist(days):
 
 
 def test_rollback_never_makes_current_a_day_cleanup_is_dropping(days, monkeypatch):
-    """Issue 38.1: cleanup picked the loads to drop, dropped their stores (slow), and only then
+    """Defect: cleanup picked the loads to drop, dropped their stores (slow), and only then
     marked them dropped; a rollback in between made current the day whose tables were going
     away (every coordinator moved to it and failed), and marking it dropped then raised
     LoadStateError. Rollback and cleanup exclude each other: the rollback waits for the drop
@@ -256,7 +256,7 @@ def test_rollback_never_makes_current_a_day_cleanup_is_dropping(days, monkeypatc
 
 
 def test_a_cleanup_killed_mid_drop_leaves_a_day_rollback_refuses_and_the_next_drops(days):
-    """Issue 47.6: cleanup dropped a day's stores, then marked it dropped; killed in between,
+    """Defect: cleanup dropped a day's stores, then marked it dropped; killed in between,
     its days lock died with its session and the day was not marked at all, so `debl rollback`
     made current a day whose stores were gone (every coordinator moved to it and failed). The
     day is marked dropping before its first store goes: the rollback refuses it, naming why and
@@ -312,7 +312,7 @@ def _until(condition, seconds: float = 20.0) -> bool:
 
 
 def test_the_raw_reader_forgets_buckets_nobody_reads_any_more(days, monkeypatch):
-    """Issue 38.4: a coordinator's raw reader kept the hot buckets after MySQL's take-over
+    """Defect: a coordinator's raw reader kept the hot buckets after MySQL's take-over
     (their directory deleted) and the buckets of a day it left, and polled the NameNode for
     each of them every poll for the rest of the day. The raw route is off here, so no bucket is
     opened ahead and only the hot rows of partial answers (gen_HF does not run) open the hot

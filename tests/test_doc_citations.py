@@ -1,4 +1,4 @@
-"""Every docs section the code cites exists (issue 36.6): a comment, docstring or message that
+"""Every docs section the code cites exists: a comment, docstring or message that
 sends the reader to ``docs/X.md, "Section"``, ``docs/X.md section N``, ``DESIGN.md section N``
 or ``README, "Section"`` names a heading that file has, and ``row "Name"`` after it a row of a
 table there. Code that cites a section that was renamed or never written sends the reader

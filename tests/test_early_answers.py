@@ -242,7 +242,7 @@ def test_a_manifest_that_lies_where_no_sample_reads_is_caught_and_loses_nothing(
 
 def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stopped(
         stack_config, tmp_path):
-    """Issue 47, item 5: a real `debl load` killed (its own fault point ``false-claim``) the
+    """A real `debl load` killed (its own fault point ``false-claim``) the
     moment the chunk whose check found a claim false is recorded as bucketed. The claim was
     recorded in a transaction of its own after the chunk's, and the kill lost it: the resume
     counted the chunk done, checked it no more, and early answers went on for a manifest shown

@@ -324,7 +324,7 @@ def _links(config, key: tuple[int, int]) -> dict:
 
 def test_early_answers_of_commands_that_exit_count_with_the_claim_found_after_them(
         stack_config, tmp_path, monkeypatch):
-    """Issue 47, item 4, in small: `debl links` answered early, each in a process that exits
+    """in small: `debl links` answered early, each in a process that exits
     once it printed its answer, before the load finds that a manifest lies; then the claim is
     found. Every one of those answers is counted with the claim, in `debl status` and in the
     load's summary (before, only coordinators alive when the claim was found counted theirs:

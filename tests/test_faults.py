@@ -174,7 +174,7 @@ def test_ci_campaign_every_trial_is_clean(stack_config, tmp_path, target):
 @pytest.mark.stack
 def test_a_load_killed_as_a_chunk_breaks_a_claim_resumes_with_early_answers_stopped(
         stack_config, tmp_path):
-    """Issue 47, item 5, in the kill campaign (target ``early-lie``): a load answering early
+    """in the kill campaign (target ``early-lie``): a load answering early
     from a lying manifest, killed the moment it records the chunk that breaks the claim, then
     resumed as the docs say: the claim is on record, early answers stay stopped, and the client
     asking throughout gets none from the resume on; nothing lost or doubled."""
@@ -215,7 +215,7 @@ def test_a_follower_killed_under_writes_resumes_with_every_write_captured_once(s
 @pytest.mark.stack
 def test_a_file_shrinking_mid_load_fails_the_load_clearly_and_its_resume_verifies(
         stack_config, tmp_path):
-    """The campaign's trial point "a file shrinking mid-load" (issue 47), one trial: a cold
+    """The campaign's trial point "a file shrinking mid-load", one trial: a cold
     file truncated mid-line while the load copies it, a day current. The load fails with a
     message naming the file, is recorded failed, the day stays current; restored, the file's
     load resumes to its uptime, `debl verify` agrees, nothing lost or doubled, answers exact."""

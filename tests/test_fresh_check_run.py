@@ -7,7 +7,7 @@ to the source (`debl query --write-log --answer-log`); then
   source, whose differences are exactly the keys the writes changed (a key new since the dump
   missing, a key of the dump different, nothing extra);
 - `debl check-fresh`: every answer checked. DeBL without fresh answers answers at the dump's
-  moment (answers kept fresh are issue 49, part 4): the answers on keys written before they
+  moment (answers kept fresh: docs/FRESHNESS.md): the answers on keys written before they
   were sent are older than their arrival, and nothing else is wrong;
 - `debl follow` captures the writes: the change log is exactly the writes (the checker's
   history has no problem), and `debl verify --against-source` with the changes applied finds

@@ -121,7 +121,7 @@ def test_serve_raises_a_data_error_at_once():
 
 
 def test_a_cleanup_that_fails_between_runs_is_reported_and_the_service_goes_on(monkeypatch):
-    """Issue 38.1: marking a load dropped once raised LoadStateError in the service's cleanup
+    """Defect: marking a load dropped once raised LoadStateError in the service's cleanup
     (a rollback had made the load current meanwhile), which the service did not catch: gen_HF
     died. A cleanup that fails for any of DeBL's reasons is reported; the next one tries
     again."""
@@ -285,7 +285,7 @@ def test_the_gen_hf_service_lowers_its_priority_and_its_spark_jvms():
 
 
 def test_an_idle_service_whose_spark_jvm_ended_stops_at_once_with_a_message(monkeypatch):
-    """Issue 38's day operations: the gen_HF service idle after its last run never touched its
+    """Day operations: the gen_HF service idle after its last run never touched its
     JVM, so a JVM killed then went unnoticed until the next day's work (the campaign, waiting
     for it to fail, killed it with no message after 300 s). Idle, it looks every poll."""
     import subprocess

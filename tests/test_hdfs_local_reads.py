@@ -1,6 +1,6 @@
 """Local block reads (debl.hdfs.local_reads) on the real stack: reads across blocks, a file kept
 after its deletion, a directory listed with its blocks, a user the DataNode refuses, and a block
-the NameNode knows to be corrupt (issue 47.9), which is read over the network, never locally.
+the NameNode knows to be corrupt, which is read over the network, never locally.
 Without Hadoop's descriptors the reads say how to get them (a pure unit test)."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_a_user_the_datanode_does_not_grant_local_paths_reads_over_the_network(
 
 @pytest.mark.stack
 def test_a_block_the_namenode_knows_corrupt_is_read_over_the_network_not_locally(stack_config):
-    """Issue 47.9: a local read verifies no checksum, and the local reads ignored the NameNode's
+    """Defect: a local read verifies no checksum, and the local reads ignored the NameNode's
     ``corrupt`` flag, so a block known to be corrupt was served as it is on disk. Here its file
     on the DataNode's disk is damaged, and Hadoop's own client reads it: it finds the checksum
     wrong and reports the block to the NameNode, as any reader does. From then on the file is

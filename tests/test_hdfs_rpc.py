@@ -77,7 +77,7 @@ class _Connection:
 
 
 def test_a_pool_shares_a_few_connections_per_server_among_every_thread():
-    """Issue 47.9's pool: many threads, each calling many times, open at most *size*
+    """The local reads' pool: many threads, each calling many times, open at most *size*
     connections to each server, one call at a time on each; ``close`` closes them all, one lent
     at that moment once it comes back."""
     _Connection.made = []

@@ -337,7 +337,7 @@ def test_the_cold_copy_streams_a_long_line_in_bounded_memory(stack_config, tmp_p
 
 def test_a_truncated_uploads_last_line_is_one_reject_and_the_load_goes_on(stack_config, spark,
                                                                           tmp_path):
-    """Defect (issue 47.3): ten good lines, then a run of one byte without tab or newline to
+    """Defect: ten good lines, then a run of one byte without tab or newline to
     the file's end (a truncated upload). The run ended on the end of one of the copy's blocks,
     the copy sent it without the newline it gives a last line, its segment did not count it,
     and dist_ch failed (ArrayIndexOutOfBoundsException in DistCh.bucketSlice). Each file's run

@@ -195,7 +195,7 @@ def test_rows_the_table_did_not_take_fail_the_load(config):
 @pytest.mark.parametrize("without_newline", [1, 3])
 def test_hot_files_without_a_final_newline_still_load_in_one_run(config, tmp_path,
                                                                  without_newline):
-    """Issue 38.7: a run's capacity was the listed size, and the LF added to a file's last
+    """Defect: a run's capacity was the listed size, and the LF added to a file's last
     line is a byte more: one such file sent a hot set that fits in memory into LinkBench's
     layout, a staging table and an index build. Every good byte of the input, with the LFs
     added, fits the run: one run, the listing layout, no index."""

@@ -1,4 +1,4 @@
-"""``debl load`` from a source that misbehaves, on the real stack (issue 15): a transfer dropped
+"""``debl load`` from a source that misbehaves, on the real stack: a transfer dropped
 mid-file is resumed and loses nothing (the issue's silent corruption: a server that closes 4
 bytes before its Content-Length); a server that always drops, a listing that lies about a size
 and a file that changes while it is copied each fail the load with a clear message and leave

@@ -75,8 +75,9 @@ _VALID = b"7\t123456789\t1\t1\tx\t5\t0"
 _AT_LIMIT = b"0" * (LIMIT - len(_VALID)) + _VALID  # valid (leading zeros), exactly LIMIT bytes
 _HEAD = _good(5) + _LONG + b"\n"
 # Chunks as [(a segment's bytes, the lines its plan counts)] and the byte offsets of their slices
-# after the first. Each ends in a last line without its newline, which a chunk copied before
-# issue 47.3 left out of its segment's count when that line ended on the end of a copy block.
+# after the first. Each ends in a last line without its newline, which a chunk copied by older
+# DeBL versions left out of its segment's count when that line ended on the end of a copy
+# block.
 _LAYOUTS = {
     "the last line uncounted": ([(_good(10) + _LONG, 10)], []),
     "a chunk that is all one line": ([(_LONG, 0)], []),
@@ -90,7 +91,7 @@ _LAYOUTS = {
 @pytest.mark.parametrize("layout", list(_LAYOUTS))
 def test_a_last_line_without_its_newline_is_the_same_line_in_both_paths(stack_config, spark,
                                                                         layout):
-    """Defect (issue 47.3): a chunk whose last line has no newline and is not counted by its
+    """Defect: a chunk whose last line has no newline and is not counted by its
     segment made dist_ch's JVM task walk past its last segment (ArrayIndexOutOfBounds); the
     Python path kept the line as one more line of the last segment. Both now give that line
     the same number, the same reject and the same counts, at a slice or segment boundary

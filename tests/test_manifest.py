@@ -70,7 +70,7 @@ BAD = [
     (obj(id1s=[10, 30, -1]), "id1s", "not nondecreasing at point 2 though 'sorted' is true"),
     (obj(id1s=[11, 29, 0]), "id1s", "point 0 is 11, not id1_lo (10)"),
     (obj(id1_lo=None, id1_hi=None), "id1s", "points in a file whose id1_lo and id1_hi are null"),
-    # Issue 47.8: points denser than the step says (1 byte apart, whatever the step) passed.
+    # Points denser than the step says (1 byte apart, whatever the step) passed.
     (obj(step=200), "offsets", "3 points in 300 bytes at step 200: a map has at most a point a "
                                "step (2)"),
     (obj(offsets=[0, 1, 1], step=STEP), "offsets", "3 points in 300 bytes at step 65536"),
@@ -108,7 +108,7 @@ def test_an_unsorted_file_may_carry_points_in_any_order_and_an_empty_file_none()
 
 
 def test_a_manifest_of_more_points_than_its_bound_is_refused_before_they_are_read():
-    """Issue 47.8: a manifest's points had no bound (a million for a 1 MB file cost 3.8 s and
+    """Defect: a manifest's points had no bound (a million for a 1 MB file cost 3.8 s and
     403 MiB; past about 3 million it overflowed its catalog column)."""
     size = MAX_POINTS * 4
     ok = Manifest(0, 0, True, tuple(range(0, size, 4)), (0,) * MAX_POINTS, step=4)

@@ -130,7 +130,7 @@ def _bounds_broken(out: Path) -> dict[str, bytes]:
 
 
 def test_an_index_json_past_its_bounds_gives_no_manifest_and_the_load_goes_on(tmp_path):
-    """Issue 47.8: a local ``index.json`` was read whole however large, and one nested past the
+    """Defect: a local ``index.json`` was read whole however large, and one nested past the
     parser raised RecursionError out of the listing. Now each is the road of an index that
     cannot be used: every file is listed, without manifest, with a message naming index.json
     and the cause."""
@@ -146,7 +146,7 @@ def test_an_index_json_past_its_bounds_gives_no_manifest_and_the_load_goes_on(tm
 
 
 def test_the_source_server_says_once_that_index_json_is_not_used(tmp_path):
-    """Issue 47.8: a served directory's ``index.json`` that is not JSON was ignored without a
+    """Defect: a served directory's ``index.json`` that is not JSON was ignored without a
     word once the manifests it should have given were cached."""
     out = gen(tmp_path / "dir")
     cache = tmp_path / "state" / "manifests"

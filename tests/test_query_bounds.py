@@ -1,4 +1,4 @@
-"""A query's arguments are bounded to what every store takes (issue 24): id1 and link_type in
+"""A query's arguments are bounded to what every store takes: id1 and link_type in
 0..2^63-1 (docs/LOADING.md, row "Integers in the input"), min_time and max_time in 0..2^63-1,
 offset and limit in 0..2^63-1. Past a bound the answer is a ValueError naming the argument,
 never a store's own error (``struct.error`` from the HBase row key, a MySQL syntax error),

@@ -237,7 +237,7 @@ RUNS = 40
 
 
 def test_a_short_command_on_the_raw_route_exits_cleanly_every_time(raw):
-    """Issue 38.10: `debl links` answered from the raw files, printed its answer and then
+    """Defect: `debl links` answered from the raw files, printed its answer and then
     aborted at exit (status 134, ``FATAL: exception not rethrown``) in 9 of 40 runs: a daemon
     thread still inside the HDFS client (hdfs-native) when the interpreter shut down (the
     warm-up opening buckets ahead, the listing thread). Every run, as a user runs it, with the
@@ -430,7 +430,7 @@ def _sockets_to(*ports: int) -> int:
 
 
 def test_a_warm_up_of_many_offers_keeps_a_few_connections_and_closes_them(raw):
-    """Issue 47.9: the local reads kept a NameNode connection (and one per DataNode) for every
+    """Defect: the local reads kept a NameNode connection (and one per DataNode) for every
     thread that ever opened a file, until the reader closed, and the warm-up starts threads of
     its own for every offer: 25 offers of 4 buckets left 79 sockets open. Now every thread
     shares a few connections per server, closed with the reader."""

@@ -68,7 +68,7 @@ def _run(target, errors: list) -> threading.Thread:
 
 
 def test_a_bucket_opened_again_after_a_failed_open_is_counted_once(reader, monkeypatch):
-    """Issue 38.6: thread A's open fails; B, waiting on A's lock, opens the bucket under it,
+    """Defect: thread A's open fails; B, waiting on A's lock, opens the bucket under it,
     while C, coming after A gave its lock up, opened it under a new lock: both counted it, the
     extra was never subtracted, and the block cache shrank for good."""
     bucket = RawBucket("L1", 3, 10)
@@ -110,7 +110,7 @@ def test_a_bucket_opened_again_after_a_failed_open_is_counted_once(reader, monke
 
 def test_the_reader_forgets_hot_buckets_at_the_take_over_and_other_loads_at_a_switch(
         monkeypatch):
-    """Issue 38.4: the reader kept the hot buckets after MySQL's take-over (their directory is
+    """Defect: the reader kept the hot buckets after MySQL's take-over (their directory is
     deleted) and an old day's buckets after a switch or rollback, and its listing thread polled
     the NameNode for each of them every poll for the rest of the day. ``serve`` says which
     buckets it keeps: the others go, and are never checked again; a bucket an old query opens

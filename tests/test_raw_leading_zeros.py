@@ -3,7 +3,7 @@
 carry leading zeros, 19-digit ids among them, loaded ``--no-hot``, answers from the bucket files
 before any gen_HF run equal to the in-memory reference built from the raw files.
 
-Defect (issue 24): the reader found a key's lines by the text ``b"%d\\t%d\\t"``; a line ``05\\t1``
+Defect: the reader found a key's lines by the text ``b"%d\\t%d\\t"``; a line ``05\\t1``
 sorted among key 5's lines ended the key's run there, and answers were stale or empty.
 """
 

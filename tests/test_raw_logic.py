@@ -98,7 +98,7 @@ def _bucket_line(id1: bytes, link_type: bytes, id2: int, time: bytes, line_no: i
 
 
 def test_key_lines_match_numbers_by_value_not_by_text():
-    """Defect (issue 24): the run was found by the text ``b"5\\t1\\t"``, so a line ``05\\t1``
+    """Defect: the run was found by the text ``b"5\\t1\\t"``, so a line ``05\\t1``
     of key 5, sorted among its lines by value, ended the run there (one of three lines found:
     the oldest version won), and a run starting with ``05`` was not found at all."""
     written = [(b"5", b"1", b"1"), (b"05", b"1", b"2"), (b"5", b"001", b"3"), (b"6", b"1", b"1"),

@@ -1,4 +1,4 @@
-"""Every route exact on every valid input: the differential check (issue 24).
+"""Every route exact on every valid input: the differential check.
 
 One awkward input (tests/awkward.py: leading zeros, 18- and 19-digit numbers, 0 and 2^63-1, ties
 in time and version across files and across hot and cold, hidden rows, CRLF lines, a heavy id1

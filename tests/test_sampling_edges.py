@@ -1,4 +1,4 @@
-"""The split-point sample on the smallest inputs (issue 24): any number of empty files, one
+"""The split-point sample on the smallest inputs: any number of empty files, one
 line, lines none of which is valid, and a ``bucket_target_bytes`` far above the input (a
 tiny cold input with a large target once divided by zero). Every such input gets a bucket map
 that covers every id, from the real sampler over a local directory. And the sample's speed-ups

@@ -1,4 +1,4 @@
-"""Security (issue 15, item 6): ``debl source serve`` never serves outside its directory and
+"""Security: ``debl source serve`` never serves outside its directory and
 cannot be made to pile up threads; every service and server listens on loopback unless the
 config says otherwise (checked on the listening sockets themselves); no password in any
 process's argv, in the catalog or in any file under the state directory (a source's password
@@ -295,7 +295,7 @@ def _files_holding(root: Path, needle: bytes, but: Path | None = None) -> list[s
                                       "bulkLoad-mysql", "bulkLoad-hbase", "batchPut-hbase"])
 def test_a_hostile_listing_writes_nothing_anywhere_with_any_approach(stack_config, tmp_path,
                                                                      approach):
-    """Issue 38.2: with ``--approach fileCopy`` an ``index.json`` naming
+    """Defect: with ``--approach fileCopy`` an ``index.json`` naming
     ``../../../../home/u/.ssh/authorized_keys`` (or an absolute path) wrote the source's bytes
     there. Every approach refuses the listing before anything is copied or recorded, naming
     the entry."""
@@ -328,7 +328,7 @@ def test_a_hostile_listing_writes_nothing_anywhere_with_any_approach(stack_confi
 
 @pytest.mark.stack
 def test_names_shown_on_a_terminal_are_escaped(stack_config, tmp_path):
-    """Issue 38.9: a local file name (or source directory) holding escape characters reached
+    """Defect: a local file name (or source directory) holding escape characters reached
     the terminal as they were through `debl status` (and `debl verify`): ESC ] 0 ; sets a
     terminal's title, ESC [ 2 J clears it. They are shown escaped; --json was already safe."""
     from click.testing import CliRunner

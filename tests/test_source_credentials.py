@@ -1,4 +1,4 @@
-"""Credentials of HTTP sources (issue 24): never in the URL, so never in ``debl load``'s argv.
+"""Credentials of HTTP sources: never in the URL, so never in ``debl load``'s argv.
 The password comes from the config (``source_password``, ``DEBL_SOURCE_PASSWORD``) or from
 ``source_password_file``, which must be its owner's alone; a URL with a password is refused
 with a message that says where the password goes; no message, catalog row, output or file of
@@ -83,7 +83,7 @@ def test_debl_load_refuses_a_url_with_a_password_before_anything_starts(tmp_path
 
 
 def test_a_password_never_crosses_the_network_over_plain_http_unless_allowed(caplog):
-    """Issue 47.11: the source's password went over plain http to any host (basic
+    """Defect: the source's password went over plain http to any host (basic
     authentication is the password in clear text). Refused before any request, naming https://
     and the setting that allows it; with the setting, sent with a warning. https://, the
     loopback and a source without password need nothing."""

@@ -1,4 +1,4 @@
-"""A source that misbehaves (issue 15): an HTTP transfer dropped mid-file is resumed with
+"""A source that misbehaves: an HTTP transfer dropped mid-file is resumed with
 ``Range`` and loses nothing; one dropped again and again ends in a clear error naming the file
 and the offset; a listing that lies about a size and a file that changes while it is read are
 errors, never a silent mix. (Credentials: tests/test_source_credentials.py.)

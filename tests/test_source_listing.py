@@ -2,7 +2,7 @@
 docs/RELIABILITY.md, "Security" and "Sources that misbehave"): an HTTP source's ``index.json``
 names only plain file names with whole sizes and finite mtimes, or the listing is refused with
 a SourceError naming the entry; a path built from a name stays inside its directory. The
-listing within its bounds (issue 47.8, docs/LOADING.md, "The listing's bounds"): one over 32
+listing within its bounds (docs/LOADING.md, "The listing's bounds"): one over 32
 MiB or nested past the parser is refused naming it; manifests of too many points together are
 not used, and the files are listed. Names shown on a terminal: tests/test_security.py. No
 stack: the HTTP source is tests/hostile_http.py."""
@@ -54,7 +54,7 @@ def _printable(text: str) -> bool:
 
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_an_http_listing_naming_a_file_that_is_not_plain_is_refused(tmp_path, name):
-    """Issue 38.2: ``index.json`` names went into paths unchecked (with fileCopy, a name that
+    """Defect: ``index.json`` names went into paths unchecked (with fileCopy, a name that
     climbs out of the copy's directory wrote the source's bytes there)."""
     with pytest.raises(SourceError) as err:
         _listed(tmp_path, [GOOD, {"name": name, "size": 12, "mtime": 1700000001.0}])
@@ -65,7 +65,7 @@ def test_an_http_listing_naming_a_file_that_is_not_plain_is_refused(tmp_path, na
 
 @pytest.mark.parametrize("entry, field", BAD_FIELDS)
 def test_an_http_listing_whose_fields_are_not_the_protocols_is_refused(tmp_path, entry, field):
-    """Issue 38.9: a name that was not a string was a TypeError traceback later, a NaN mtime
+    """Defect: a name that was not a string was a TypeError traceback later, a NaN mtime
     a MySQL error; each is a SourceError naming the entry and the field."""
     with pytest.raises(SourceError) as err:
         _listed(tmp_path, [GOOD, entry])
@@ -86,7 +86,7 @@ def _manifest(points: int) -> dict:
 
 
 def test_an_http_listing_over_its_bound_is_refused_naming_it(tmp_path):
-    """Issue 47.8: ``index.json`` was read whole, however large."""
+    """Defect: ``index.json`` was read whole, however large."""
     padded = [{**GOOD, "padding": "x" * MAX_INDEX_BYTES}]  # a field no reader knows
     with pytest.raises(SourceError, match=r"/index.json is not a file listing: it is over 32 MiB"):
         _listed(tmp_path, padded)
@@ -95,7 +95,7 @@ def test_an_http_listing_over_its_bound_is_refused_naming_it(tmp_path):
 
 
 def test_an_http_listing_nested_past_the_parser_is_a_message_not_a_recursion_error(tmp_path):
-    """Issue 47.8: a deeply nested ``index.json`` raised RecursionError through the
+    """Defect: a deeply nested ``index.json`` raised RecursionError through the
     listing's handler."""
     for body in (b"[" * 100_000, b'[{"name": "a.tsv", "size": 1, "mtime": 1, "manifest": '
                  + b"[" * 100_000 + b"]" * 100_000 + b"}]"):
@@ -105,7 +105,7 @@ def test_an_http_listing_nested_past_the_parser_is_a_message_not_a_recursion_err
 
 
 def test_manifests_over_the_listings_bound_are_not_used_and_the_listing_goes_on(tmp_path):
-    """Issue 47.8: a listing's manifests together had no bound. Past MAX_LISTING_POINTS none
+    """Defect: a listing's manifests together had no bound. Past MAX_LISTING_POINTS none
     is used, each file says why, and the files are listed: the load goes on."""
     per_file = MAX_POINTS - 1
     files = MAX_LISTING_POINTS // per_file + 1

@@ -207,7 +207,7 @@ def numbers():
 
 
 def test_a_number_of_thousands_of_digits_in_an_answer_is_a_source_error(numbers):
-    """Issue 47.12: a 5,000-digit number in ``Content-Range`` (or ``Content-Length``) raised
+    """Defect: a 5,000-digit number in ``Content-Range`` (or ``Content-Length``) raised
     ``int()``'s ValueError out of the source. A number past any file is a SourceError naming
     the header, shortened; leading zeros are only zeros."""
     handler, source = numbers

@@ -1,4 +1,4 @@
-"""``debl source serve`` under hostile or merely numerous clients (issue 24), with real sockets
+"""``debl source serve`` under hostile or merely numerous clients, with real sockets
 against the real server: a ``Range`` of thousands of digits is answered (416 or 206), never a
 dropped connection; clients that connect and send nothing do not stop others from being
 served (they once held its 16 handler slots for a minute); idle connections are let go after

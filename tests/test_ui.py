@@ -167,7 +167,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.1:8790", "127.1.2.3:80", "localhost", "L
 
 @pytest.mark.parametrize("host", HOSTILE_HOSTS)
 def test_a_host_that_only_starts_like_the_loopback_is_refused(tmp_path, host):
-    """Issue 38.3: ``127.attacker.example`` passed the guard (a prefix test), so a page on a
+    """Defect: ``127.attacker.example`` passed the guard (a prefix test), so a page on a
     name the attacker rebinds to 127.0.0.1 could read the status. Only a loopback address
     (with an optional port, IPv6 in brackets) or ``localhost`` passes."""
     with UIServer(_no_mysql(tmp_path), port=0, interval=0.2) as ui:

@@ -1,4 +1,4 @@
-"""Up when the last byte lands (issue 25), on the real stack: the load is up once every chunk is
+"""Up when the last byte lands, on the real stack: the load is up once every chunk is
 bucketed, the hot keys answered from the hot files' buckets until MySQL takes them over; a load
 killed after its uptime but before the take-over resumes to it; a hot path that fails in MySQL
 after uptime leaves the service answering exactly from the raw files and says what failed

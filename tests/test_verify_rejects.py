@@ -1,4 +1,4 @@
-"""``debl verify`` counts a source file's rejected lines whatever the file's name (issue 24): a
+"""``debl verify`` counts a source file's rejected lines whatever the file's name: a
 file named ``#...`` once had its reject records skipped as comments, and verify reported lines
 lost that were not. On the real stack: a hot-only load (MySQL alone, no Spark) of such files."""
 

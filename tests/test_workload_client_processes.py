@@ -256,7 +256,7 @@ except ServiceError as exc:
 
 
 def test_a_client_whose_worker_dies_says_which_and_exits():
-    """Defect (issue 47.13): a worker killed while it held a lock of the client's shared Events
+    """Defect: a worker killed while it held a lock of the client's shared Events
     or Queue left it held, and the client waited for ever in ``stop.set()`` (the kill campaign's
     `coordinator` target saw it hang). The client now names the dead worker and exits non-zero,
     its other worker's waiting queries stopped. The timeout only catches a hang."""

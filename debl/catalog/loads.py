@@ -138,7 +138,7 @@ class LoadsCatalog:
 
         Raises LoadStateError, changing nothing, for a load whose stores cleanup dropped (or
         began dropping) or that a later load superseded: a load that lost its lock while another
-        ran once became current with its tables gone (issue 38.5)."""
+        ran once became current with its tables gone (docs/RELIABILITY.md, "Concurrency")."""
         now = time.time()
         t, c = loads_table, current_table
         values: dict[str, Any] = {"state": LoadState.UP, "uptime": uptime, "switched": now}

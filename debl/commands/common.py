@@ -70,7 +70,8 @@ def printable(text: str, newlines: bool = False) -> str:
     """*text* as a terminal may show it: every character that is not printable (ESC and the
     other control characters, which would drive the terminal; a lone surrogate from a name
     that is not UTF-8) as its Python escape, ``\\x1b``; with *newlines*, line breaks kept.
-    Names and errors come from files and sources DeBL does not control (issue 38.9)."""
+    Names and errors come from files and sources DeBL does not control (docs/RELIABILITY.md,
+    "Security")."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or (newlines and c == "\n") else repr(c)[1:-1]

@@ -15,7 +15,7 @@ the section's (``coordinator.raw_after``). It is written
 Config's own settings (``state_dir``, ``service_timeout``, ``fault_point``) have no section: a
 top-level TOML key, ``DEBL_STATE_DIR``, ``config.state_dir``.
 
-Old spellings: before issue 36 a TOML table named a prefix of the key, and three sections had
+Old spellings: in older DeBL versions a TOML table named a prefix of the key, and three sections had
 none (``mysql_port``, ``chunk_size``, ``raw_after``, ``link_table``). Such a key, written whole
 (top-level in ``debl.toml``, after ``DEBL_``, as a keyword), still works, with an
 ``OldSpellingWarning`` that names the new spelling, once per spelling and process. Where the
@@ -87,7 +87,8 @@ class Setting:
 
     @property
     def old(self) -> str:
-        """The key before issue 36: ``raw_after``, ``mysql_port``, ``link_table``."""
+        """The key as older DeBL versions spelled it: ``raw_after``, ``mysql_port``,
+        ``link_table``."""
         if (self.section is None or self.section in _OLD_UNPREFIXED_SECTIONS
                 or (self.section, self.field) in _OLD_UNPREFIXED_FIELDS):
             return self.field

@@ -15,7 +15,8 @@ Pitfalls:
 - ``close`` waits for the calls in flight (at most *timeout*): a daemon thread still inside the
   native client when the interpreter shuts down is ended by a forced unwind through the Rust
   frames, which aborts the whole process (``FATAL: exception not rethrown``, exit 134) after it
-  has done its work (issue 38.10). Only a call stuck past the timeout is left to that.
+  has done its work (docs/COORDINATOR.md, "Threads"). Only a call stuck past the timeout is
+  left to that.
 """
 
 from __future__ import annotations

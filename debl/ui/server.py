@@ -72,7 +72,7 @@ def _host_is_loopback(header: str | None) -> bool:
 
     Pitfall: a name is never judged by how it starts. ``127.attacker.example`` is a DNS name
     its owner can point at 127.0.0.1 (the rebinding this guard exists for); only a value that
-    parses as an address is one (issue 38.3, docs/UI.md, "Decisions")."""
+    parses as an address is one (docs/UI.md, "Decisions")."""
     if not header:
         return False
     m = _HOST.fullmatch(header.strip())

@@ -171,7 +171,7 @@ class Operations:
 
     def kill_cleanup(self, op: OpRecord) -> None:
         """``debl cleanup`` with ``keep_previous_load`` 0 (someone frees the previous day now)
-        killed at one of CLEANUP_POINTS while it drops the previous day (issue 47.6), then
+        killed at one of CLEANUP_POINTS while it drops the previous day, then
         ``debl rollback`` and ``debl cleanup --wait``. Set up so that the previous day is the
         killed cleanup's first drop: the running loads waited for, a cleanup of what may go
         already, the next day loaded if there is no previous one. Right: killed, the day is

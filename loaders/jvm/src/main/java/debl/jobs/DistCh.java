@@ -188,7 +188,7 @@ public final class DistCh {
     try (LineReader lines = open(conf, plan, slice)) {
       for (; lines.next(); index++) {
         // A line past the plan's last one (a last line without its newline that the copy did
-        // not count: chunks copied before issue 47.3) stays in the last segment, as in
+        // not count: chunks copied by older DeBL versions) stays in the last segment, as in
         // loaders.local_dist_ch: one more line of its file, never a walk past the segments.
         while (index >= segEnd && seg + 1 < segs.length) {
           seg++;
