@@ -33,7 +33,7 @@ from tests.ui_browser import browser  # noqa: F401 -- the fixture of tests/test_
 from tests.unavailable import unavailable
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-# The suite's Spark jobs are seconds long: the C1 JIT alone runs them on about a quarter less
+# The suite's Spark jobs are seconds long: the C1 JIT alone runs them on less
 # CPU (spark.java_options; docs/ARCHITECTURE.md, "The test suite's wall time, measured").
 os.environ.setdefault("DEBL_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 # The stack's own catalog database, read before a worker's namespace is set: the stack grants

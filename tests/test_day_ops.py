@@ -172,7 +172,8 @@ def test_a_short_sequence_of_day_operations_is_clean(stack_config, tmp_path):
     from harness.days_world import DayOpsSpec
 
     # The clients pause 5 ms between asks: unpaced, they took both cores from the suite's
-    # other workers (561k answers in 2 minutes alone) for no check the paced ones do not make.
+    # other workers for no check the paced ones do not make (docs/ARCHITECTURE.md, "The test
+    # suite's wall time, measured").
     spec = DayOpsSpec(sequences=1, seed=5, max_id=5001, files=3, clients=2, threads=2,
                       ask_pause_s=0.005, keys=300, keep_previous_s=30.0, pause_s=1.0, look_s=0.0,
                       fixed=("next-day", "kill-load", "kill-cleanup", "rollback"))
