@@ -67,10 +67,13 @@ class Batch:
         self.transactions.append(tx)
         self.changes += change_count(tx)
 
-    def due(self, now: float) -> bool:
-        """Whether it must be written now: full, or waited for long enough."""
+    def due(self, now: float, nothing_ahead: bool = False, target: int | None = None) -> bool:
+        """Whether it must be written now: full, waited for long enough, *nothing_ahead* (a
+        group commit: nothing more is read ahead), or reaching the position *target*."""
         since = self.since  # set while it holds transactions
-        return since is not None and (self.changes >= self.limit or now - since >= self.wait)
+        return since is not None and (
+            self.changes >= self.limit or now - since >= self.wait or nothing_ahead
+            or (target is not None and self.last.seq >= target))
 
     def left(self, now: float) -> float:
         """Seconds until it is due (0: due)."""

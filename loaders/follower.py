@@ -262,12 +262,12 @@ class Follower:
                     if not batch.fits(item):
                         self._write(batch)
                     batch.add(item, time.monotonic())
-                # Following, a group commit: written once nothing more is read ahead (what
-                # arrives during the write makes the next batch). Catching up, by size and wait.
-                # With --until-caught-up, the batch that reaches the target goes at once.
-                if batch and (batch.due(time.monotonic()) or (
-                        self.state == "following" and reading.queue.empty()) or (
-                        target and batch.last.seq >= target[0])):
+                # Following, a group commit (what arrives during the write makes the next
+                # batch); catching up, by size and wait; with --until-caught-up, the batch that
+                # reaches the target at once.
+                if batch.due(time.monotonic(),
+                             nothing_ahead=self.state == "following" and reading.queue.empty(),
+                             target=target[0] if target else None):
                     self._write(batch)
                 if self._housekeeping() and read:  # the catalog answers too
                     self._failures, self._failing_since = 0, None

@@ -52,6 +52,8 @@ def test_a_batch_holds_whole_transactions_up_to_its_limit_and_is_due_after_its_w
     batch.add(_tx(1, RowChange(None, A)), now=10.0)
     batch.add(_tx(2), now=10.1)  # no change: the position only
     assert not batch.due(10.4) and batch.due(10.5) and batch.left(10.2) == pytest.approx(0.3)
+    assert batch.due(10.1, nothing_ahead=True)  # a group commit: nothing more read ahead
+    assert batch.due(10.1, target=2) and not batch.due(10.1, target=3)  # reaches the target
     two = _tx(3, RowChange(A, C))  # a moved key: two changes
     assert batch.fits(two)
     batch.add(two, now=10.2)
