@@ -122,10 +122,10 @@ class ShrinkingFileTarget(Target):
             else:
                 trial.problems.append("the load succeeded although a file shrank under it")
             return None
-        else:  # which check caught it: the file's state when opened, or its bytes as read
-            trial.landed.append("caught as the file was opened" if "changed after it was "
-                                "listed" in outcome.output else "caught while it was read")
-        if not outcome.ok and step.clear and f"'{path.name}'" not in outcome.output:
+        # Which check caught it: the file's state when opened, or its bytes as read.
+        trial.landed.append("caught as the file was opened" if "changed after it was listed"
+                            in outcome.output else "caught while it was read")
+        if step.clear and f"'{path.name}'" not in outcome.output:
             step.clear = False
             trial.problems.append(f"the message does not name {path.name}: {step.message}")
         if load is None or load.load_id == before:
@@ -135,7 +135,7 @@ class ShrinkingFileTarget(Target):
             trial.problems.append(f"the load is {load.state}, not failed")
         if camp.current_load().load_id != current:
             trial.problems.append("the current day is no longer current")
-        return None if outcome.ok else load.load_id
+        return load.load_id
 
 
 def _cut_point(camp: Campaign, directory: Path, before: str | None,
