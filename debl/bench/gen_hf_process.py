@@ -8,92 +8,30 @@ spawns it at uptime, so its JVM start falls on the first queries and slows the r
 answers then (docs/BENCHMARKS.md, "When gen_HF starts", measures by how much).
 
 Pitfall: a subprocess that exits with an error (a crash, or the lock of the namespace still held
-by an earlier gen_HF) is restarted a few times, 5 s apart; its log is kept.
+by an earlier gen_HF) is restarted a few times, 5 s apart; its log is kept
+(``debl.bench.service_process``).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
+from debl.bench.service_process import ServiceProcess
 from debl.config import Config
 
-_GEN_HF_RESTARTS = 5
-_STOP_GRACE_S = 30.0
 
+class GenHFProcess(ServiceProcess):
+    """``debl gen-hf --until-complete`` (with *until_complete* False: a service that follows
+    day after day) as a subprocess with its own Spark JVM, in *config*'s namespace; gen_HF's
+    *order*. ``wait`` returns its record with the order."""
 
-class GenHFProcess:
-    """``debl gen-hf --until-complete`` as a subprocess with its own Spark JVM, in *config*'s
-    namespace. Restarted (5 s later, a few times) if it exits with an error, e.g. because
-    another gen_HF held the lock. ``wait`` returns its record; ``stop`` ends it (SIGINT, then
-    SIGKILL of its process group: the JVM included)."""
+    name = "gen-hf"
 
     def __init__(self, config: Config, order: str, log: Path, report=lambda text: None,
                  until_complete: bool = True):
-        self.config, self.order, self.log, self.report = config, order, log, report
-        self.until_complete = until_complete  # False: a service that follows day after day
-        self.proc: subprocess.Popen | None = None
-        self.restarts = 0
-        self.started = 0.0
-        self._stop = threading.Event()
-        self._done = threading.Event()
-        self._watch: threading.Thread | None = None
-        self.returncode: int | None = None
-
-    def _spawn(self) -> None:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "debl", "gen-hf", *(["--until-complete"]
-                                                           if self.until_complete else []),
-                 "--order", self.order, "--exit-with-parent"], env=self.config.child_env(),
-                stdout=out,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def start(self) -> None:
-        self.started = time.time()
-        self._spawn()
-        self._watch = threading.Thread(target=self._watcher, name="gen-hf-watch", daemon=True)
-        self._watch.start()
-
-    def _watcher(self) -> None:
-        while not self._stop.is_set():
-            code = self.proc.poll() if self.proc is not None else None
-            if code is None:
-                self._stop.wait(0.5)
-                continue
-            self.returncode = code
-            if code == 0 or self.restarts >= _GEN_HF_RESTARTS:
-                break
-            self.restarts += 1
-            self.report(f"gen-hf exited with {code} (see {self.log}); restarting")
-            if self._stop.wait(5.0):
-                break
-            self._spawn()
-        self._done.set()
+        super().__init__(config, ["gen-hf", *(["--until-complete"] if until_complete else []),
+                                  "--order", order, "--exit-with-parent"], log, report)
+        self.order = order
 
     def wait(self, timeout: float) -> dict:
-        finished = self._done.wait(timeout)
-        return {"order": self.order, "started_at": self.started,
-                "exit_code": self.returncode if finished else None,
-                "completed": finished and self.returncode == 0, "restarts": self.restarts,
-                "seconds": time.time() - self.started, "log": str(self.log)}
-
-    def stop(self) -> None:
-        self._stop.set()
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGINT)
-                proc.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            except ProcessLookupError:
-                pass
-        if self._watch is not None:
-            self._watch.join()
+        return {"order": self.order, **super().wait(timeout)}

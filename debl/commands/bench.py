@@ -13,6 +13,7 @@ from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, QUERIES_FROM, App
                         BenchProgress, BenchSpec, bench_root, find_bench, max_id_for_size,
                         run_bench)
 from debl.bench.days import DaysSpec, render as render_days, run_days
+from debl.bench.fresh import MODES, FreshSpec, render as render_fresh, run_fresh
 from debl.bench.tail import read_tails, tail_line
 from debl.commands.common import config_of, friendly_errors, parse_size
 from debl.config import Config
@@ -159,6 +160,23 @@ class Display(BenchProgress):
               help="With --days-in-a-row: seconds they ask after the last day's load ended.")
 @click.option("--no-carry-demand", is_flag=True,
               help="With --days-in-a-row: the new day's gen_HF ignores the previous day's demand.")
+@click.option("--writes", "with_writes", is_flag=True,
+              help="Instead of the approaches: fresh answers while the source takes writes. "
+                   "Per run the source database's table (source_db.table, replaced) is filled "
+                   "from the input and dumped, the dump loaded as DeBL ships with --threads "
+                   "readers (open loop at --rate, default 300/s) and the mix's writes from the "
+                   "load's start for --duration seconds (default 120); then every answer is "
+                   "checked and the load compared with the source (docs/FRESHNESS.md).")
+@click.option("--modes", default=",".join(MODES), show_default=True,
+              help="With --writes: the freshness settings (fresh.mode) to run, alternated.")
+@click.option("--mixes", default="linkbench,update-heavy", show_default=True,
+              help="With --writes: the request mixes to run.")
+@click.option("--write-rate", type=float, default=1000.0, show_default=True,
+              help="With --writes: writes per second to the source.")
+@click.option("--writers", type=int, default=4, show_default=True,
+              help="With --writes: connections sending the writes.")
+@click.option("--rounds", type=int, default=1, show_default=True,
+              help="With --writes: times every mode and mix runs.")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
@@ -166,7 +184,8 @@ class Display(BenchProgress):
 def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_degree, data_dir,
           source_rate, recency_share, threads, requests, duration, request_rate, seed,
           chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start,
-          queries_from, days_in_a_row, settle, after, no_carry_demand, no_report, as_json):
+          queries_from, days_in_a_row, settle, after, no_carry_demand, with_writes, modes, mixes,
+          write_rate, writers, rounds, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime (with --queries-from load: a DeBL approach from its load's start)
     the same LinkBench queries run against it.
@@ -185,6 +204,14 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
     if data_dir is None:
         data_dir = bench_root(config) / "inputs" / f"{max_id}-{files}-{days}-{input_seed}" \
             f"-{layout}{'' if max_degree is None else f'-d{max_degree}'}"
+    if with_writes:
+        _fresh(config, FreshSpec(
+            gen, data_dir.absolute(), _names(modes), _names(mixes), rounds,
+            read_rate=request_rate or 300.0, write_rate=write_rate, threads=threads,
+            writers=writers, duration=duration or 120.0, source_rate=source_rate,
+            hot_share=hot_share, chunk_size=parse_size(chunk_size) if chunk_size else None,
+            seed=seed, query_timeout=query_timeout), as_json)
+        return
     if days_in_a_row:
         _days(config, DaysSpec(gen, data_dir.absolute(), days_in_a_row, threads, source_rate,
                                seed, recency_share, hot_share,
@@ -247,6 +274,27 @@ def _days(config, spec: DaysSpec, as_json: bool) -> None:
         click.echo(json.dumps(result, indent=2, default=str))
         return
     click.echo(render_days(result))
+    click.echo(f"results: {result['directory']}")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _fresh(config, spec: FreshSpec, as_json: bool) -> None:
+    click.echo(f"fresh answers under writes in namespace {config.mysql.database} / "
+               f"{config.hbase.table} / {config.hdfs.root}, source table "
+               f"{config.source_db.table}: {', '.join(spec.mixes)} x {', '.join(spec.modes)}, "
+               f"{spec.rounds} round{'s' * (spec.rounds != 1)}", err=True)
+    display = Display()
+    try:
+        result = run_fresh(config, spec, progress=display)
+    finally:
+        display.clear()
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+        return
+    click.echo(render_fresh(result))
     click.echo(f"results: {result['directory']}")
 
 

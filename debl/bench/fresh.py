@@ -1,0 +1,437 @@
+"""``debl bench --writes``: fresh answers while the source takes writes (docs/FRESHNESS.md, "The
+bench with writes").
+
+Every run, for each round, mix and freshness setting in turn (alternated, so that a drift of the
+machine falls on every setting alike), starts from the same state:
+
+1. the source database's link table filled from the generated input (``debl source db init``)
+   and dumped (``debl source dump``: the dump's position goes into its listing);
+2. the query client starts, then the dump is loaded from the bench's rate-capped source server
+   as DeBL ships (the client's reads wait in the coordinator until the load answers them, its
+   writers send the mix's writes to the source from the client's start on); gen_HF and the
+   follower (``debl follow``) start as soon as the load is recorded; the client runs
+   ``duration`` seconds;
+3. once gen_HF has converted every bucket and the follower has caught up: the load compared with
+   the source row by row (``debl verify --against-source``) and every answer checked against
+   the contract (``debl check-fresh``).
+
+Per run, in all and per phase (``load``: until uptime; ``conversion``: until every bucket is in
+HBase; ``after``): the reads answered and their latency p50/p99/max (from each read's send:
+the answer logs'), the writes held, the follower's lag from a write's acknowledgement to its
+capture p50/p99, and the changes applied on demand and in the background. ``fresh.json``,
+``fresh.md``, ``<run>.timeline.csv`` (per second since the load's start: reads, their p99,
+writes, their lag p99) and ``fresh.png`` (the read latency and the lag over time) go to
+``<state_dir>/bench/<bench_id>/``.
+
+Pitfall: every run drops every load of the namespace and replaces the source's link table
+(``source_db.table``): point the bench at a namespace and a source table of their own.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from debl.bench.approach import reset_stores
+from debl.bench.gen_hf_process import GenHFProcess
+from debl.bench.inputs import hot_bytes_for_share
+from debl.bench.results import BenchProgress, bench_root, code_version, machine, new_bench_id
+from debl.bench.service_process import ServiceProcess
+from debl.bench.source_server import make_server, manifest_cache_dir
+from debl.catalog import FRESH_COUNTS, Catalog, JobState
+from debl.config import Config
+from debl.errors import ConfigError, LoadStateError
+from debl.position import parse_gtid
+from debl.store.linkbench_writes import SourceLinks
+from debl.workload.answer_log import read_answer_logs
+from debl.workload.client import ClientResult, ClientSpec, default_processes, run_client
+from debl.workload.fresh_check import check_run
+from debl.workload.generator import generate
+from debl.workload.mix import mix_named
+from debl.workload.requests import RequestSpec
+from debl.workload.spec import GenerateSpec
+from debl.workload.targets import target_source
+from debl.workload.write_log import save_writes
+from loaders.load import LoadOptions, LoadProgress, LoadRun
+from loaders.source import LocalSource
+from loaders.source_dump import dump_source
+from loaders.source_init import init_source
+from loaders.verify_source import compare_with_source
+
+MODES = ("off", "serial", "on")
+PHASES = ("load", "conversion", "after")
+_CATCH_UP_S = 300.0  # the follower reaching the last write once the writes stopped
+
+
+@dataclass(frozen=True)
+class FreshSpec:
+    """One bench with writes: the source filled from ``input`` (generated into ``data_dir``),
+    dumped into ``input.files`` files of ``input.layout``; per run ``duration`` seconds of the
+    ``mix``'s reads at ``read_rate`` over ``threads`` threads and its writes at ``write_rate``
+    over ``writers`` connections, for every mode of ``modes`` and mix of ``mixes``, ``rounds``
+    times."""
+
+    input: GenerateSpec
+    data_dir: Path
+    modes: tuple[str, ...] = MODES
+    mixes: tuple[str, ...] = ("linkbench", "update-heavy")
+    rounds: int = 1
+    read_rate: float = 300.0
+    write_rate: float = 1000.0
+    threads: int = 16
+    writers: int = 4
+    duration: float = 120.0
+    source_rate: float | None = None
+    hot_share: float = 0.2
+    chunk_size: int | None = None
+    seed: int = 1
+    query_timeout: float = 600.0
+    full_timeout: float = 1800.0
+
+    def __post_init__(self) -> None:
+        for mode in self.modes:
+            if mode not in MODES:
+                raise ConfigError(f"--modes: {mode!r} is not a freshness setting: choose from "
+                                  f"{', '.join(MODES)}")
+        for mix in self.mixes:
+            if not mix_named(mix).write_share:
+                raise ConfigError(f"--mixes: {mix!r} sends no writes: choose linkbench or "
+                                  "update-heavy")
+        if self.rounds < 1 or not self.modes or not self.mixes:
+            raise ConfigError("a bench with writes runs at least one round of one mode and mix")
+
+
+class _Services(LoadProgress):
+    """Starts gen_HF and the follower once the load is recorded (before it, the follower would
+    find no load to follow and gen_HF a previous load complete); keeps its uptime."""
+
+    def __init__(self, services: list[ServiceProcess], report) -> None:
+        self.services, self.report = services, report
+        self.up_at: float | None = None
+
+    def start(self, hot_bytes: int, cold_bytes: int) -> None:
+        for service in self.services:
+            service.start()
+
+    def up(self, summary) -> None:
+        self.up_at = time.time()
+        self.report(f"load {summary.load_id} up after {summary.uptime_s:.1f} s")
+
+    def message(self, text: str) -> None:
+        self.report(text)
+
+
+def run_fresh(config: Config, spec: FreshSpec, progress: BenchProgress = BenchProgress(),
+              directory: Path | None = None) -> dict:
+    """Run the bench (see the module); returns its result, also written as ``fresh.json``
+    (with ``fresh.md``, the runs' timelines and ``fresh.png``) in its directory."""
+    bench_id = new_bench_id()
+    directory = Path(directory) if directory else bench_root(config) / bench_id
+    directory.mkdir(parents=True, exist_ok=False)
+    if not (spec.data_dir / ".complete").exists():
+        progress.message(f"generating the input into {spec.data_dir}")
+        generate(spec.data_dir, spec.input, overwrite=True)
+        (spec.data_dir / ".complete").write_text("")
+    result: dict = {"bench_id": bench_id, "spec": _spec_dict(spec), "machine": machine(),
+                    "code": code_version(), "runs": []}
+    plan = [(r, mix, mode) for r in range(spec.rounds) for mix in spec.mixes
+            for mode in spec.modes]
+    for k, (round_no, mix, mode) in enumerate(plan):
+        name = f"{mix}-{mode}-r{round_no + 1}"
+        progress.approach(name, k, len(plan))
+        run = _run_one(config.replace(fresh_mode=mode), spec, mix, directory / name, progress)
+        result["runs"].append({"name": name, "mix": mix, "mode": mode, "round": round_no + 1,
+                               **run})
+        (directory / "fresh.json").write_text(json.dumps(result, indent=2, default=str))
+    (directory / "fresh.md").write_text(render(result))
+    plot(result, directory)
+    result["directory"] = str(directory)
+    return result
+
+
+def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
+             progress: BenchProgress) -> dict:
+    directory.mkdir()
+    progress.phase(directory.name, "source")
+    reset_stores(config)
+    init_source(config, str(spec.data_dir), replace=True)
+    dump = dump_source(config, directory / "dump", files=spec.input.files,
+                       layout=spec.input.layout)
+    dump_dir = Path(dump.out_dir)
+    server = make_server(dump_dir, port=0, rate_mb_s=spec.source_rate,
+                         manifest_cache=manifest_cache_dir(config), progress=progress.message)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    gen_hf = GenHFProcess(config, "demand", directory / "gen_hf.log", progress.message)
+    follower = ServiceProcess(config, ["follow"], directory / "follow.log", progress.message)
+    services = _Services([gen_hf, follower], progress.message)
+    client = _Client(config, spec, mix, directory / "answers")
+    try:
+        progress.phase(directory.name, "load, queries and writes")
+        client.start()
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        hot_bytes = hot_bytes_for_share(LocalSource(dump_dir).list(), spec.hot_share)
+        with LoadRun(config, url, LoadOptions(hot_bytes=hot_bytes, chunk_size=spec.chunk_size),
+                     progress=services) as load:
+            load.wait_up()
+            final = load.finish()
+        done = client.result()
+        progress.phase(directory.name, "gen_HF to full availability")
+        conversion = gen_hf.wait(spec.full_timeout)
+        if done.writes is None:
+            raise LoadStateError("the client sent no writes")  # a mix with writes always does
+        save_writes(done.writes.records, directory / "writes.csv")
+        progress.phase(directory.name, "verify and check")
+        against = compare_with_source(config, final.load_id, wait_s=_CATCH_UP_S)
+        check = check_run(config, dump_dir, done.writes.records, directory / "answers")
+    finally:
+        gen_hf.stop()
+        follower.stop()
+        server.shutdown()
+        server.server_close()
+    with Catalog(config) as catalog:
+        record = catalog.loads.get(final.load_id)
+        jobs = catalog.jobs.jobs(final.load_id)
+        answered, _ = catalog.serving.answers(final.load_id)
+        captured = _captured(catalog, dump.position.source, done)
+    converted = (max((j.ended for j in jobs if j.ended is not None), default=None)
+                 if jobs and all(j.state == JobState.LOADED for j in jobs) else None)
+    bounds = {"started": record.started, "uptime": services.up_at or record.uptime,
+              "converted": converted}
+    reads = _reads(directory / "answers", bounds)
+    lag = _lag(done, captured, bounds)
+    _write_timeline(directory / "timeline.csv", reads, lag, bounds)
+    writes = done.writes
+    return {
+        "load_id": final.load_id, "dump_position": dump.position.gtid,
+        "uptime_s": bounds["uptime"] - record.started,
+        "converted_s": None if converted is None else converted - record.started,
+        "conversion": conversion,
+        "reads": _summaries(reads, bounds), "client_latency": asdict(done.latency),
+        "read_errors": done.errors, "error_samples": list(done.error_samples),
+        "writes": {"acknowledged": writes.completed, "errors": writes.errors,
+                   "per_s": writes.per_s, "asked_per_s": writes.rate, "held": writes.held},
+        "lag": _summaries(lag, bounds),
+        "fresh": {name: answered.get(route, 0) for name, route in FRESH_COUNTS.items()},
+        "check": {"answers": check.answers, "checked": check.checked, "failed": check.failed,
+                  "violations": check.violations.to_dict(),
+                  "history_problems": check.history.to_dict()},
+        "against_source": against.to_dict(),
+    }
+
+
+class _Client:
+    """The run's query client in a thread of its own: the mix's reads through the coordinator
+    (open loop, each answer logged for the checker) and its writes to the source."""
+
+    def __init__(self, config: Config, spec: FreshSpec, mix: str, answers: Path) -> None:
+        requests = RequestSpec(max_id=spec.input.max_id, start_id=spec.input.start_id,
+                               link_types=spec.input.link_types, seed=spec.seed)
+        self.spec = ClientSpec(requests, threads=spec.threads, total=None,
+                               duration=spec.duration, rate=spec.read_rate,
+                               processes=default_processes(spec.threads,
+                                                           config.client.processes),
+                               mix=mix, write_rate=spec.write_rate, writers=spec.writers,
+                               answer_log=str(answers))
+        self.source = target_source(config, "debl", default_timeout=spec.query_timeout)
+        self.writes_to = SourceLinks(config.source_db_url(with_password=True),
+                                     config.source_db.table)
+        self._result: ClientResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bench-fresh-client",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = run_client(self.source, self.spec, writes_to=self.writes_to)
+        except BaseException as exc:  # noqa: BLE001 -- raised again by result()
+            self._error = exc
+
+    def result(self) -> ClientResult:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def _captured(catalog: Catalog, source: str, done: ClientResult) -> dict[int, float]:
+    """When the change log captured each of the run's writes: position -> epoch seconds."""
+    seqs = [parse_gtid(r.gtid)[2] for r in done.writes.records if r.gtid is not None]
+    if not seqs:
+        return {}
+    after, last, found = min(seqs) - 1, max(seqs), {}
+    while after < last:
+        changes, reached = catalog.changes.since(source, after, limit=100_000)
+        found.update((c.seq, c.captured_ts) for c in changes)
+        if reached <= after:
+            break
+        after = reached
+    return found
+
+
+def _epoch_offset() -> float:
+    """Epoch seconds minus CLOCK_MONOTONIC seconds (the clients' instants)."""
+    return time.time() - time.monotonic_ns() / 1e9
+
+
+def _reads(answers: Path, bounds: dict) -> np.ndarray:
+    """(answered at, epoch seconds; latency from its send, ms) of every answered read."""
+    records = read_answer_logs(answers).records
+    records = records[records["ok"] == 1]
+    at = records["recv_ns"] / 1e9 + _epoch_offset()
+    return np.column_stack([at, (records["recv_ns"] - records["sent_ns"]) / 1e6])
+
+
+def _lag(done: ClientResult, captured: dict[int, float], bounds: dict) -> np.ndarray:
+    """(acknowledged at, epoch seconds; lag to its capture, ms) of every captured write."""
+    offset = _epoch_offset()
+    rows = []
+    for r in done.writes.records:
+        if r.gtid is None or r.acked_ns is None:
+            continue
+        at = r.acked_ns / 1e9 + offset
+        seq = parse_gtid(r.gtid)[2]
+        if seq in captured:
+            rows.append((at, (captured[seq] - at) * 1000))
+    return np.array(rows, dtype=float).reshape(-1, 2)
+
+
+def _phase_of(at: np.ndarray, bounds: dict) -> np.ndarray:
+    """0 (load), 1 (conversion) or 2 (after) per instant."""
+    converted = bounds["converted"] if bounds["converted"] is not None else np.inf
+    return np.where(at < bounds["uptime"], 0, np.where(at < converted, 1, 2))
+
+
+def _summary(values: np.ndarray) -> dict:
+    if not len(values):
+        return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    p50, p99, top = np.percentile(values, [50, 99, 100])
+    return {"n": int(len(values)), "p50_ms": round(float(p50), 2),
+            "p99_ms": round(float(p99), 2), "max_ms": round(float(top), 2)}
+
+
+def _summaries(samples: np.ndarray, bounds: dict) -> dict:
+    """In all and per phase."""
+    phase = _phase_of(samples[:, 0], bounds)
+    return {"all": _summary(samples[:, 1]),
+            **{name: _summary(samples[phase == k, 1]) for k, name in enumerate(PHASES)}}
+
+
+def _write_timeline(path: Path, reads: np.ndarray, lag: np.ndarray, bounds: dict) -> None:
+    start = bounds["started"]
+    by_second: dict[int, tuple[list, list]] = {}
+    for samples, side in ((reads, 0), (lag, 1)):
+        for at, ms in samples:
+            by_second.setdefault(int(at - start), ([], []))[side].append(ms)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["t_s", "reads", "read_p99_ms", "writes", "lag_p99_ms"])
+        for s in sorted(by_second):
+            r, w = by_second[s]
+            writer.writerow([s, len(r), round(float(np.percentile(r, 99)), 2) if r else "",
+                             len(w), round(float(np.percentile(w, 99)), 2) if w else ""])
+
+
+def _spec_dict(spec: FreshSpec) -> dict:
+    d = asdict(spec)
+    d["data_dir"] = str(spec.data_dir)
+    return d
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def render(result: dict) -> str:
+    """The bench as Markdown: a row per run, then its phases."""
+    spec = result["spec"]
+    rate = "uncapped" if spec["source_rate"] is None else f"{spec['source_rate']} MB/s"
+    lines = [f"# Fresh answers under writes: {result['bench_id']}", "",
+             f"{spec['input']['max_id']:,} ids in {spec['input']['files']} files "
+             f"({spec['input']['layout']}), source {rate}; per run {spec['duration']:g} s of "
+             f"reads at {spec['read_rate']:g}/s over {spec['threads']} threads and writes at "
+             f"{spec['write_rate']:g}/s over {spec['writers']} connections, from the load's "
+             "start. Read latency from each read's send; lag from a write's acknowledgement to "
+             "its capture.", "",
+             "| run | up s | in HBase s | reads | read p50 / p99 / max ms | writes/s (asked) | "
+             "lag p50 / p99 ms | applied on demand / background | checked | violations | "
+             "verify missing / extra / different |",
+             "|---|---:|---:|---:|---|---:|---|---|---:|---:|---|"]
+    for run in result["runs"]:
+        r, lag, w = run["reads"]["all"], run["lag"]["all"], run["writes"]
+        a, c, f = run["against_source"], run["check"], run["fresh"]
+        lines.append(
+            f"| {run['name']} | {run['uptime_s']:.1f} | {_ms(run['converted_s'])} | "
+            f"{r['n']:,} | {_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} / {_ms(r['max_ms'])} | "
+            f"{w['per_s']:,.0f} ({w['asked_per_s']:g}) | {_ms(lag['p50_ms'])} / "
+            f"{_ms(lag['p99_ms'])} | {f['applied_on_demand']:,} / {f['applied_background']:,} "
+            f"| {c['checked']:,} | {_violations(c)} | "
+            f"{a['missing']} / {a['extra']} / {a['different']} |")
+    lines += ["", "| run | phase | reads | read p50 / p99 / max ms | lag p50 / p99 ms |",
+              "|---|---|---:|---|---|"]
+    for run in result["runs"]:
+        for phase in PHASES:
+            r, lag = run["reads"][phase], run["lag"][phase]
+            lines.append(f"| {run['name']} | {phase} | {r['n']:,} | {_ms(r['p50_ms'])} / "
+                         f"{_ms(r['p99_ms'])} / {_ms(r['max_ms'])} | {_ms(lag['p50_ms'])} / "
+                         f"{_ms(lag['p99_ms'])} |")
+    for promised in (True, False):
+        runs = [run for run in result["runs"] if (run["mode"] != "off") == promised]
+        if runs:
+            checked = sum(run["check"]["checked"] for run in runs)
+            wrong = sum(v["count"] for run in runs for v in run["check"]["violations"].values())
+            lines.append(f"\n{'With freshness on (on, serial)' if promised else 'Freshness off'}"
+                         f": {checked:,} answers checked, {wrong:,} violations" +
+                         ("." if promised else " (off promises no contract: an answer may be "
+                          "older than its arrival, docs/FRESHNESS.md)."))
+    return "\n".join(lines) + "\n"
+
+
+def _violations(check: dict) -> str:
+    kinds = check["violations"]
+    total = sum(v["count"] for v in kinds.values())
+    return str(total) if not total else f"{total:,} ({', '.join(sorted(kinds))})"
+
+
+def plot(result: dict, directory: Path) -> Path:
+    """``fresh.png``: per mix, the read p99 and the follower's lag p99 per second since the
+    load's start, a line per run."""
+    # lazy import: matplotlib would cost every `debl` command's start-up (docs/ARCHITECTURE.md,
+    # "Lazy imports")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # lazy import: as matplotlib above
+
+    mixes = list(dict.fromkeys(run["mix"] for run in result["runs"]))
+    fig, axes = plt.subplots(2, len(mixes), figsize=(6 * len(mixes), 7), squeeze=False,
+                             sharex=True)
+    for column, mix in enumerate(mixes):
+        for run in (r for r in result["runs"] if r["mix"] == mix):
+            with open(directory / run["name"] / "timeline.csv") as f:
+                rows = list(csv.DictReader(f))
+            for row_no, field in enumerate(("read_p99_ms", "lag_p99_ms")):
+                points = [(int(r["t_s"]), float(r[field])) for r in rows if r[field]]
+                if points:
+                    axes[row_no][column].plot(*zip(*points), label=run["name"], linewidth=1)
+        axes[0][column].set_title(mix)
+        axes[0][column].set_ylabel("read p99 per second, ms")
+        axes[1][column].set_ylabel("follower lag p99 per second, ms")
+        axes[1][column].set_xlabel("seconds since the load's start")
+        for ax in axes[:, column]:
+            ax.set_yscale("log")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = directory / "fresh.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
