@@ -21,13 +21,14 @@ from debl.errors import DeblError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the harness
 from harness.early_kills import EARLY_KILLS  # noqa: E402
 from harness.follow_kills import FOLLOW_KILLS  # noqa: E402
+from harness.fresh_kills import FRESH_KILLS  # noqa: E402
 from harness.kills import KILLS  # noqa: E402
 from harness.outages import OUTAGES  # noqa: E402
 from harness.runner import run_campaign  # noqa: E402
 from harness.shrinking import SHRINKING  # noqa: E402
 from harness.table import markdown  # noqa: E402
 
-TARGETS = {**KILLS, **EARLY_KILLS, **FOLLOW_KILLS, **OUTAGES, **SHRINKING}
+TARGETS = {**KILLS, **EARLY_KILLS, **FOLLOW_KILLS, **FRESH_KILLS, **OUTAGES, **SHRINKING}
 
 
 @click.command()
@@ -47,7 +48,8 @@ def main(trials: int, targets: str, seed: int, answers: int, out: Path | None) -
     """Kill DeBL's commands at random moments, recover them as the docs say, and check that
     nothing was lost, doubled, left running or left unexplained."""
     config = load_config()
-    groups = {"kills": [*KILLS, *EARLY_KILLS, *FOLLOW_KILLS], "outages": list(OUTAGES),
+    groups = {"kills": [*KILLS, *EARLY_KILLS, *FOLLOW_KILLS, *FRESH_KILLS],
+              "outages": list(OUTAGES),
               "source": list(SHRINKING), "all": list(TARGETS)}
     names = [n for t in targets.split(",") if t.strip() for n in groups.get(t.strip(), [t.strip()])]
     unknown = [n for n in names if n not in TARGETS]

@@ -140,12 +140,15 @@ def _campaign_targets() -> list:
     parallel run, a service outage alone (``exclusive``)."""
     from harness.early_kills import EARLY_KILLS
     from harness.follow_kills import FOLLOW_KILLS
+    from harness.fresh_kills import FRESH_KILLS
     from harness.kills import KILLS
     from harness.outages import OUTAGES
     from harness.shrinking import SHRINKING
 
-    registry = {**KILLS, **EARLY_KILLS, **FOLLOW_KILLS, **OUTAGES, **SHRINKING}
-    groups = {"kills": [*KILLS, *EARLY_KILLS, *FOLLOW_KILLS], "outages": list(OUTAGES),
+    registry = {**KILLS, **EARLY_KILLS, **FOLLOW_KILLS, **FRESH_KILLS, **OUTAGES,
+                **SHRINKING}
+    groups = {"kills": [*KILLS, *EARLY_KILLS, *FOLLOW_KILLS, *FRESH_KILLS],
+              "outages": list(OUTAGES),
               "source": list(SHRINKING), "all": list(registry)}
     wanted = os.environ.get("FAULTS_TARGETS", "load,gen-hf,coordinator")
     names = [n for t in wanted.split(",") for n in groups.get(t.strip(), [t.strip()])]
@@ -205,6 +208,26 @@ def test_a_follower_killed_under_writes_resumes_with_every_write_captured_once(s
 
     result, _ = run_campaign(stack_config, tmp_path / "campaign", [FOLLOW_KILLS["follow"]], 1,
                              seed=1, report=lambda text: print(text, file=sys.stderr))
+    trial, = result.trials
+    assert trial.landed != [MISSED] and trial.answers > 0, (trial.landed, trial.problems)
+    assert trial.clean, (trial.landed, trial.problems, trial.examples)
+
+
+@pytest.mark.long
+@pytest.mark.xdist_group("campaign-fresh-coordinator")
+@pytest.mark.stack
+def test_a_coordinator_killed_under_writes_leaves_every_answer_fresh(stack_config, tmp_path):
+    """The campaign's ``fresh-coordinator`` target, one trial (docs/RELIABILITY.md, "Kill
+    campaign"): a worker of a query client whose reads wait on fresh ranges killed -9 while
+    another client writes to the source; the client fails clearly, a new one reads; every
+    answer of all of them keeps the contract, and the load with the changes is the source."""
+    from harness.fresh_kills import FRESH_KILLS
+    from harness.runner import run_campaign
+    from harness.trial import MISSED
+
+    result, _ = run_campaign(stack_config, tmp_path / "campaign",
+                             [FRESH_KILLS["fresh-coordinator"]], 1, seed=1,
+                             report=lambda text: print(text, file=sys.stderr))
     trial, = result.trials
     assert trial.landed != [MISSED] and trial.answers > 0, (trial.landed, trial.problems)
     assert trial.clean, (trial.landed, trial.problems, trial.examples)

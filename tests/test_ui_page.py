@@ -105,6 +105,15 @@ def _given_status(now: float) -> dict:
         "failed_jobs": [{"b_index": 5, "attempts": 3,
                          "error": "bulk load of <b>bucket 5</b> failed: pw-given-1234\nat x"}],
         "full_availability": None,
+        # kept fresh: its follower lags, 120 transactions behind the source's head
+        "fresh": {"source": "S1", "followed": True, "kept": True, "applied_on_demand": 1500,
+                  "applied_background": 300, "refreshes_on_demand": 40,
+                  "refreshes_background": 6, "buffered": 75, "timed_out": 2},
+        "followers": [{"source": "S1", "gtid": "0-1-880", "seq": 880, "state": "catching-up",
+                       "error": None, "head_gtid": "0-1-1000", "head_seq": 1000,
+                       "head_age_s": 0.4, "behind": 120, "changes": 5400, "kept_from": 10,
+                       "lag_s": 2.5, "captured_age_s": 0.2, "heartbeat_age_s": 0.3,
+                       "host": "h", "pid": 7}],
     }
 
 
@@ -170,6 +179,14 @@ def test_the_page_draws_the_status_it_is_given(browser, tmp_path):
     assert state["claimRows"] == [[HOSTILE_NAME, "262,144", "span",
                                    "id1 4100 found, the piece claims 4500..4700", "4000..5999",
                                    "31"]]
+    # fresh answers: the follower lagging behind the source's head, what was applied
+    assert state["followers"] == [[
+        "catching-up", "follower of source S1: catching-up, captured up to GTID 0-1-880, 120 "
+        "transaction(s) behind the source's head 0-1-1000 (read 0.4 s ago); 5,400 changes "
+        "captured; its last captured commit was captured 2.5 s after it"]]
+    assert state["fresh"] == ("serving load: changes applied on demand 1,500 (40 refreshes), in "
+                              "the background 300 (6); buffered 75; 2 queries timed out waiting "
+                              "for the change log")
     # failures, rejects and a service down, their messages as text
     assert state["running"] == ["bucket 2, run R7: 4.0 s so far, attempt 1"]
     assert "bulk load of <b>bucket 5</b> failed" in state["failed"][0]

@@ -68,6 +68,9 @@ return {
   claims: q(".claims h3").map((h) => [h.dataset.claims, h.dataset.earlyAnswers, h.textContent]),
   claimRows: q(".claims-table tr[data-claim]").map((r) => q("td", r).map((td) => td.textContent)),
   rejects: q("#reject-table tr").slice(1).map((r) => q("td", r).map((td) => td.textContent)),
+  followers: q("#followers li").map((li) => [li.dataset.state, li.textContent]),
+  fresh: shown("fresh-section") === null ? null
+    : document.getElementById("fresh-applied").textContent,
   problems: shown("problems-section") === null ? null
     : document.getElementById("problems-section").textContent,
 };

@@ -6,10 +6,10 @@ machine falls on every setting alike), starts from the same state:
 
 1. the source database's link table filled from the generated input (``debl source db init``)
    and dumped (``debl source dump``: the dump's position goes into its listing);
-2. the query client starts, then the dump is loaded from the bench's rate-capped source server
-   as DeBL ships (the client's reads wait in the coordinator until the load answers them, its
-   writers send the mix's writes to the source from the client's start on); gen_HF and the
-   follower (``debl follow``) start as soon as the load is recorded; the client runs
+2. the dump is loaded from the bench's rate-capped source server as DeBL ships; gen_HF and the
+   follower (``debl follow``) start as soon as the load is recorded, and the query client once
+   the follower follows the source (its writes then meet a follower that runs, as a service
+   does; its reads wait in the coordinator until the load answers them); the client runs
    ``duration`` seconds;
 3. once gen_HF has converted every bucket and the follower has caught up: the load compared with
    the source row by row (``debl verify --against-source``) and every answer checked against
@@ -44,6 +44,7 @@ from debl.bench.inputs import hot_bytes_for_share
 from debl.bench.results import BenchProgress, bench_root, code_version, machine, new_bench_id
 from debl.bench.service_process import ServiceProcess
 from debl.bench.source_server import make_server, manifest_cache_dir
+from debl.bench.tail import tail_line, write_tail
 from debl.catalog import FRESH_COUNTS, Catalog, JobState
 from debl.config import Config
 from debl.errors import ConfigError, LoadStateError
@@ -108,16 +109,37 @@ class FreshSpec:
 
 
 class _Services(LoadProgress):
-    """Starts gen_HF and the follower once the load is recorded (before it, the follower would
-    find no load to follow and gen_HF a previous load complete); keeps its uptime."""
+    """Once the load is recorded (before it, the follower would find no load to follow and
+    gen_HF a previous load complete): gen_HF and the follower started, and once the follower
+    follows the source, *then* (the client: its writes meet a follower already running, as
+    in a service that runs day after day). Keeps the uptime and when the client started."""
 
-    def __init__(self, services: list[ServiceProcess], report) -> None:
-        self.services, self.report = services, report
+    def __init__(self, config: Config, services: list[ServiceProcess], source: str, then,
+                 report) -> None:
+        self.config, self.services, self.source = config, services, source
+        self.then, self.report = then, report
         self.up_at: float | None = None
+        self.client_at: float | None = None
 
     def start(self, hot_bytes: int, cold_bytes: int) -> None:
         for service in self.services:
             service.start()
+        threading.Thread(target=self._when_following, name="bench-fresh-start",
+                         daemon=True).start()
+
+    def _when_following(self) -> None:
+        deadline = time.monotonic() + _CATCH_UP_S
+        with Catalog(self.config) as catalog:
+            while time.monotonic() < deadline:
+                follower = catalog.changes.follower(self.source)
+                if follower is not None and follower.state == "following":
+                    break
+                time.sleep(0.1)
+            else:
+                self.report(f"the follower did not follow within {_CATCH_UP_S:g} s (see its "
+                            "log): the client starts anyway")
+        self.client_at = time.time()
+        self.then()
 
     def up(self, summary) -> None:
         self.up_at = time.time()
@@ -169,11 +191,11 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
     threading.Thread(target=server.serve_forever, daemon=True).start()
     gen_hf = GenHFProcess(config, "demand", directory / "gen_hf.log", progress.message)
     follower = ServiceProcess(config, ["follow"], directory / "follow.log", progress.message)
-    services = _Services([gen_hf, follower], progress.message)
     client = _Client(config, spec, mix, directory / "answers")
+    services = _Services(config, [gen_hf, follower], dump.position.source, client.start,
+                         progress.message)
     try:
         progress.phase(directory.name, "load, queries and writes")
-        client.start()
         url = f"http://127.0.0.1:{server.server_address[1]}"
         hot_bytes = hot_bytes_for_share(LocalSource(dump_dir).list(), spec.hot_share)
         with LoadRun(config, url, LoadOptions(hot_bytes=hot_bytes, chunk_size=spec.chunk_size),
@@ -206,14 +228,18 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
     reads = _reads(directory / "answers", bounds)
     lag = _lag(done, captured, bounds)
     _write_timeline(directory / "timeline.csv", reads, lag, bounds)
+    tail = None if done.tail is None else tail_line(write_tail(directory, "reads", done.tail))
     writes = done.writes
     return {
         "load_id": final.load_id, "dump_position": dump.position.gtid,
+        "client_started_s": None if services.client_at is None
+        else services.client_at - record.started,
         "uptime_s": bounds["uptime"] - record.started,
         "converted_s": None if converted is None else converted - record.started,
         "conversion": conversion,
         "reads": _summaries(reads, bounds), "client_latency": asdict(done.latency),
         "read_errors": done.errors, "error_samples": list(done.error_samples),
+        "slowest_reads": tail,
         "writes": {"acknowledged": writes.completed, "errors": writes.errors,
                    "per_s": writes.per_s, "asked_per_s": writes.rate, "held": writes.held},
         "lag": _summaries(lag, bounds),
@@ -359,18 +385,19 @@ def render(result: dict) -> str:
              f"{spec['input']['max_id']:,} ids in {spec['input']['files']} files "
              f"({spec['input']['layout']}), source {rate}; per run {spec['duration']:g} s of "
              f"reads at {spec['read_rate']:g}/s over {spec['threads']} threads and writes at "
-             f"{spec['write_rate']:g}/s over {spec['writers']} connections, from the load's "
-             "start. Read latency from each read's send; lag from a write's acknowledgement to "
-             "its capture.", "",
-             "| run | up s | in HBase s | reads | read p50 / p99 / max ms | writes/s (asked) | "
-             "lag p50 / p99 ms | applied on demand / background | checked | violations | "
-             "verify missing / extra / different |",
-             "|---|---:|---:|---:|---|---:|---|---|---:|---:|---|"]
+             f"{spec['write_rate']:g}/s over {spec['writers']} connections, from the moment "
+             "the follower follows (s after the load's start: 'client s'). Read latency from "
+             "each read's send; lag from a write's acknowledgement to its capture.", "",
+             "| run | client s | up s | in HBase s | reads | read p50 / p99 / max ms | "
+             "writes/s (asked) | lag p50 / p99 ms | applied on demand / background | "
+             "checked | violations | verify missing / extra / different |",
+             "|---|---:|---:|---:|---:|---|---:|---|---|---:|---:|---|"]
     for run in result["runs"]:
         r, lag, w = run["reads"]["all"], run["lag"]["all"], run["writes"]
         a, c, f = run["against_source"], run["check"], run["fresh"]
         lines.append(
-            f"| {run['name']} | {run['uptime_s']:.1f} | {_ms(run['converted_s'])} | "
+            f"| {run['name']} | {_ms(run['client_started_s'])} | {run['uptime_s']:.1f} | "
+            f"{_ms(run['converted_s'])} | "
             f"{r['n']:,} | {_ms(r['p50_ms'])} / {_ms(r['p99_ms'])} / {_ms(r['max_ms'])} | "
             f"{w['per_s']:,.0f} ({w['asked_per_s']:g}) | {_ms(lag['p50_ms'])} / "
             f"{_ms(lag['p99_ms'])} | {f['applied_on_demand']:,} / {f['applied_background']:,} "
@@ -384,6 +411,8 @@ def render(result: dict) -> str:
             lines.append(f"| {run['name']} | {phase} | {r['n']:,} | {_ms(r['p50_ms'])} / "
                          f"{_ms(r['p99_ms'])} / {_ms(r['max_ms'])} | {_ms(lag['p50_ms'])} / "
                          f"{_ms(lag['p99_ms'])} |")
+    lines += ["", "The slowest 1% of each run's reads (debl.bench.tail):", ""]
+    lines += [f"- {run['name']}: {run['slowest_reads'] or '-'}" for run in result["runs"]]
     for promised in (True, False):
         runs = [run for run in result["runs"] if (run["mode"] != "off") == promised]
         if runs:

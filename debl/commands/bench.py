@@ -163,10 +163,11 @@ class Display(BenchProgress):
 @click.option("--writes", "with_writes", is_flag=True,
               help="Instead of the approaches: fresh answers while the source takes writes. "
                    "Per run the source database's table (source_db.table, replaced) is filled "
-                   "from the input and dumped, the dump loaded as DeBL ships with --threads "
-                   "readers (open loop at --rate, default 300/s) and the mix's writes from the "
-                   "load's start for --duration seconds (default 120); then every answer is "
-                   "checked and the load compared with the source (docs/FRESHNESS.md).")
+                   "from the input and dumped, the dump loaded as DeBL ships with the follower "
+                   "and gen_HF running, and once the follower follows, --threads readers (open "
+                   "loop at --rate, default 300/s) and the mix's writes for --duration seconds "
+                   "(default 120); then every answer is checked and the load compared with the "
+                   "source (docs/FRESHNESS.md).")
 @click.option("--modes", default=",".join(MODES), show_default=True,
               help="With --writes: the freshness settings (fresh.mode) to run, alternated.")
 @click.option("--mixes", default="linkbench,update-heavy", show_default=True,

@@ -75,6 +75,7 @@
     renderDays(status, data.early_history);
     renderBuckets(status);
     drawChart(data);
+    renderFresh(status);
     renderJobs(status);
     renderProblems(status, data.rejects);
   }
@@ -410,6 +411,42 @@
         {dataset: {route: r, total: String(totals[r] || 0), rate: String(now)}},
         el("span", {class: "swatch", style: {background: color}}), `${label} `,
         el("span", {class: "figure", text: `${now.toFixed(1)}/s, ${int(totals[r])} in all`})));
+    }
+  }
+
+  // ------------------------------------------------------------------ fresh answers
+  // Each source's follower (where it is, how far behind the source's head) and what the
+  // serving load's coordinators applied (docs/FRESHNESS.md), as `debl status` says them.
+  function renderFresh(status) {
+    const followers = (status && status.followers) || [];
+    const fresh = status && status.fresh;
+    $("fresh-section").hidden = !followers.length && !fresh;
+    const list = clear($("followers"));
+    for (const f of followers) {
+      const behind = f.behind === null ? "" : `, ${int(f.behind)} transaction(s) behind the ` +
+        `source's head ${f.head_gtid} (read ${secs(f.head_age_s)} ago)`;
+      const lag = f.lag_s === null ? "" : `; its last captured commit was captured ` +
+        `${secs(f.lag_s)} after it`;
+      list.append(el("li", {dataset: {source: f.source, state: f.state}},
+        `follower of source ${f.source}: ${f.state}, captured up to GTID ${f.gtid}${behind}; ` +
+        `${int(f.changes)} changes captured${lag}`,
+        f.error ? el("div", {class: "error-text", text: `error: ${firstLine(f.error)}`}) : null));
+    }
+    const applied = $("fresh-applied");
+    if (!fresh) {
+      applied.textContent = "";
+    } else if (!fresh.followed) {
+      applied.textContent = `no follower has captured source ${fresh.source} yet: start ` +
+        "`debl follow` (with fresh.mode on, queries wait for it)";
+    } else if (!fresh.kept) {
+      applied.textContent = `the change log of source ${fresh.source} no longer holds every ` +
+        "change since this load's dump: its answers cannot be kept fresh; dump and load again";
+    } else {
+      applied.textContent = `serving load: changes applied on demand ` +
+        `${int(fresh.applied_on_demand)} (${int(fresh.refreshes_on_demand)} refreshes), in ` +
+        `the background ${int(fresh.applied_background)} ` +
+        `(${int(fresh.refreshes_background)}); buffered ${int(fresh.buffered)}; ` +
+        `${int(fresh.timed_out)} queries timed out waiting for the change log`;
     }
   }
 
