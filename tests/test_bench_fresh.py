@@ -61,6 +61,11 @@ def test_a_run_under_writes_is_checked_verified_and_reported(stack_config, tmp_p
     assert 0 < run["uptime_s"] <= (run["converted_s"] or float("inf"))
     with open(run_dir / "timeline.csv") as f:
         assert sum(int(row["reads"]) for row in csv.DictReader(f)) == phases["all"]["n"]
+    # where the CPU went while the client ran: its workers, the follower and the source did work
+    cpu = run["cpu"]
+    assert 0 < cpu["busy_s"] <= cpu["cores"] * cpu["seconds"] * 1.05
+    for role in ("query client's workers (coordinators)", "follower", "source database"):
+        assert cpu["by_role"][role] > 0, cpu
     # the results and the report
     bench = Path(result["directory"])
     assert json.loads((bench / "fresh.json").read_text())["runs"][0]["name"] == run["name"]

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from debl.bench.approach import reset_stores
+from debl.bench.cpu import CpuSample
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.inputs import hot_bytes_for_share
 from debl.bench.results import BenchProgress, bench_root, code_version, machine, new_bench_id
@@ -47,7 +48,7 @@ from debl.bench.source_server import make_server, manifest_cache_dir
 from debl.bench.tail import tail_line, write_tail
 from debl.catalog import FRESH_COUNTS, Catalog, JobState
 from debl.config import Config
-from debl.errors import ConfigError, LoadStateError
+from debl.errors import ConfigError
 from debl.position import parse_gtid
 from debl.store.linkbench_writes import SourceLinks
 from debl.workload.answer_log import read_answer_logs
@@ -205,8 +206,7 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
         done = client.result()
         progress.phase(directory.name, "gen_HF to full availability")
         conversion = gen_hf.wait(spec.full_timeout)
-        if done.writes is None:
-            raise LoadStateError("the client sent no writes")  # a mix with writes always does
+        assert done.writes is not None  # FreshSpec's mixes all write
         save_writes(done.writes.records, directory / "writes.csv")
         progress.phase(directory.name, "verify and check")
         against = compare_with_source(config, final.load_id, wait_s=_CATCH_UP_S)
@@ -223,8 +223,9 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
         captured = _captured(catalog, dump.position.source, done)
     converted = (max((j.ended for j in jobs if j.ended is not None), default=None)
                  if jobs and all(j.state == JobState.LOADED for j in jobs) else None)
-    bounds = {"started": record.started, "uptime": services.up_at or record.uptime,
-              "converted": converted}
+    up_at = services.up_at or record.uptime
+    assert up_at is not None  # the load is up: wait_up returned
+    bounds = {"started": record.started, "uptime": up_at, "converted": converted}
     reads = _reads(directory / "answers", bounds)
     lag = _lag(done, captured, bounds)
     _write_timeline(directory / "timeline.csv", reads, lag, bounds)
@@ -234,12 +235,12 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
         "load_id": final.load_id, "dump_position": dump.position.gtid,
         "client_started_s": None if services.client_at is None
         else services.client_at - record.started,
-        "uptime_s": bounds["uptime"] - record.started,
+        "uptime_s": up_at - record.started,
         "converted_s": None if converted is None else converted - record.started,
         "conversion": conversion,
         "reads": _summaries(reads, bounds), "client_latency": asdict(done.latency),
         "read_errors": done.errors, "error_samples": list(done.error_samples),
-        "slowest_reads": tail,
+        "slowest_reads": tail, "cpu": client.cpu(),
         "writes": {"acknowledged": writes.completed, "errors": writes.errors,
                    "per_s": writes.per_s, "asked_per_s": writes.rate, "held": writes.held},
         "lag": _summaries(lag, bounds),
@@ -267,13 +268,25 @@ class _Client:
         self.source = target_source(config, "debl", default_timeout=spec.query_timeout)
         self.writes_to = SourceLinks(config.source_db_url(with_password=True),
                                      config.source_db.table)
+        self.config, self.duration = config, spec.duration
         self._result: ClientResult | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="bench-fresh-client",
                                         daemon=True)
+        self._cpu: list[CpuSample] = []
 
     def start(self) -> None:
+        self._cpu.append(CpuSample.take(self.config))
         self._thread.start()
+        # the second sample before the client's end: its worker processes still live
+        timer = threading.Timer(max(1.0, self.duration - 2.0),
+                                lambda: self._cpu.append(CpuSample.take(self.config)))
+        timer.daemon = True
+        timer.start()
+
+    def cpu(self) -> dict | None:
+        """Where the CPU went while the client ran (``debl.bench.cpu``)."""
+        return self._cpu[1].since(self._cpu[0]) if len(self._cpu) == 2 else None
 
     def _run(self) -> None:
         try:
@@ -291,10 +304,12 @@ class _Client:
 
 def _captured(catalog: Catalog, source: str, done: ClientResult) -> dict[int, float]:
     """When the change log captured each of the run's writes: position -> epoch seconds."""
+    assert done.writes is not None  # a mix with writes
     seqs = [parse_gtid(r.gtid)[2] for r in done.writes.records if r.gtid is not None]
     if not seqs:
         return {}
-    after, last, found = min(seqs) - 1, max(seqs), {}
+    after, last = min(seqs) - 1, max(seqs)
+    found: dict[int, float] = {}
     while after < last:
         changes, reached = catalog.changes.since(source, after, limit=100_000)
         found.update((c.seq, c.captured_ts) for c in changes)
@@ -319,6 +334,7 @@ def _reads(answers: Path, bounds: dict) -> np.ndarray:
 
 def _lag(done: ClientResult, captured: dict[int, float], bounds: dict) -> np.ndarray:
     """(acknowledged at, epoch seconds; lag to its capture, ms) of every captured write."""
+    assert done.writes is not None  # a mix with writes
     offset = _epoch_offset()
     rows = []
     for r in done.writes.records:
@@ -411,6 +427,14 @@ def render(result: dict) -> str:
             lines.append(f"| {run['name']} | {phase} | {r['n']:,} | {_ms(r['p50_ms'])} / "
                          f"{_ms(r['p99_ms'])} / {_ms(r['max_ms'])} | {_ms(lag['p50_ms'])} / "
                          f"{_ms(lag['p99_ms'])} |")
+    lines += ["", "Where the CPU went while the client ran (CPU seconds by role, debl.bench.cpu):",
+              ""]
+    for run in result["runs"]:
+        cpu = run["cpu"]
+        if cpu is not None:
+            roles = ", ".join(f"{role} {s:,.0f}" for role, s in cpu["by_role"].items() if s >= 1)
+            lines.append(f"- {run['name']}: machine busy {cpu['busy_s']:,.0f} of "
+                         f"{cpu['cores'] * cpu['seconds']:,.0f} s: {roles}")
     lines += ["", "The slowest 1% of each run's reads (debl.bench.tail):", ""]
     lines += [f"- {run['name']}: {run['slowest_reads'] or '-'}" for run in result["runs"]]
     for promised in (True, False):
