@@ -29,15 +29,18 @@ def test_settings_that_cannot_run_are_refused_naming_the_option(change, message,
         FreshSpec(INPUT, tmp_path, **change)
 
 
+def _config(stack_config, name: str):
+    return stack_config.replace(source_db_table=name, mysql_database=f"debl_{name}",
+                                hbase_table=f"{name}_links", mysql_link_table=f"{name}_links",
+                                hdfs_root=f"/debl-{name}")
+
+
 @pytest.mark.stack
 def test_a_run_under_writes_is_checked_verified_and_reported(stack_config, tmp_path):
-    config = stack_config.replace(source_db_table="benchfresh", mysql_database="debl_benchfresh",
-                                  hbase_table="benchfresh_links",
-                                  mysql_link_table="benchfresh_links",
-                                  hdfs_root="/debl-benchfresh")
     spec = FreshSpec(INPUT, tmp_path / "input", modes=("on",), mixes=("update-heavy",),
                      read_rate=80.0, write_rate=80.0, threads=4, writers=2, duration=12.0)
-    result = run_fresh(config, spec, BenchProgress(), directory=tmp_path / "bench")
+    result = run_fresh(_config(stack_config, "benchfresh"), spec, BenchProgress(),
+                       directory=tmp_path / "bench")
 
     (run,) = result["runs"]
     assert (run["name"], run["mode"], run["mix"]) == ("update-heavy-on-r1", "on", "update-heavy")
@@ -72,3 +75,26 @@ def test_a_run_under_writes_is_checked_verified_and_reported(stack_config, tmp_p
     report = (bench / "fresh.md").read_text()
     assert "| update-heavy-on-r1 |" in report and "0 violations." in report
     assert (bench / "fresh.png").stat().st_size > 0
+
+
+@pytest.mark.stack
+def test_a_next_day_and_a_rollback_under_writes_keep_every_answer_fresh(stack_config, tmp_path):
+    """The next day dumped and loaded while the writes go on, then rolled back: every answer,
+    from either day, is the source at one moment between its arrival and its answer, no
+    client sees a key go back, and today's load with the changes is the source."""
+    spec = FreshSpec(INPUT, tmp_path / "input", modes=("on",), mixes=("linkbench",),
+                     read_rate=80.0, write_rate=80.0, threads=4, writers=2, duration=18.0,
+                     next_day=True)
+    result = run_fresh(_config(stack_config, "benchday"), spec, BenchProgress(),
+                       directory=tmp_path / "bench")
+    (run,) = result["runs"]
+    day = run["next_day"]
+    assert day["load_id"] not in (None, run["load_id"])
+    assert 0 < day["dumped_s"] < day["current_s"] < day["rolled_back_s"]
+    check = run["check"]
+    assert check["checked"] == check["answers"] > 0
+    assert check["violations"] == {} and check["history_problems"] == {}
+    against = run["against_source"]
+    assert against["load_id"] == run["load_id"]  # today's, served again
+    assert (against["missing"], against["extra"], against["different"]) == (0, 0, 0)
+    assert "rolled back at" in (Path(result["directory"]) / "fresh.md").read_text()

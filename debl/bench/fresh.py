@@ -60,6 +60,7 @@ from debl.workload.requests import RequestSpec
 from debl.workload.spec import GenerateSpec
 from debl.workload.targets import target_source
 from debl.workload.write_log import save_writes
+from loaders.cleanup import rollback
 from loaders.load import LoadOptions, LoadProgress, LoadRun
 from loaders.source import LocalSource
 from loaders.source_dump import dump_source
@@ -95,6 +96,9 @@ class FreshSpec:
     seed: int = 1
     query_timeout: float = 600.0
     full_timeout: float = 1800.0
+    # a third into the client's run the source dumped again and loaded as the next day; two
+    # thirds into it, a rollback to today's load
+    next_day: bool = False
 
     def __post_init__(self) -> None:
         for mode in self.modes:
@@ -190,10 +194,20 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
     server = make_server(dump_dir, port=0, rate_mb_s=spec.source_rate,
                          manifest_cache=manifest_cache_dir(config), progress=progress.message)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    gen_hf = GenHFProcess(config, "demand", directory / "gen_hf.log", progress.message)
+    # with a next day, gen_HF serves whichever load is current, as a service does
+    gen_hf = GenHFProcess(config, "demand", directory / "gen_hf.log", progress.message,
+                          until_complete=not spec.next_day)
     follower = ServiceProcess(config, ["follow"], directory / "follow.log", progress.message)
     client = _Client(config, spec, mix, directory / "answers")
-    services = _Services(config, [gen_hf, follower], dump.position.source, client.start,
+    today_done = threading.Event()
+    next_day = _NextDay(config, spec, directory, today_done, progress) if spec.next_day else None
+
+    def queries() -> None:
+        client.start()
+        if next_day is not None:
+            next_day.start()
+
+    services = _Services(config, [gen_hf, follower], dump.position.source, queries,
                          progress.message)
     try:
         progress.phase(directory.name, "load, queries and writes")
@@ -203,9 +217,13 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
                      progress=services) as load:
             load.wait_up()
             final = load.finish()
+        today_done.set()
         done = client.result()
+        if next_day is not None:
+            next_day.finish()
         progress.phase(directory.name, "gen_HF to full availability")
-        conversion = gen_hf.wait(spec.full_timeout)
+        conversion = (gen_hf.wait(spec.full_timeout) if next_day is None
+                      else _converted(config, final.load_id, spec.full_timeout))
         assert done.writes is not None  # FreshSpec's mixes all write
         save_writes(done.writes.records, directory / "writes.csv")
         progress.phase(directory.name, "verify and check")
@@ -226,8 +244,8 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
     up_at = services.up_at or record.uptime
     assert up_at is not None  # the load is up: wait_up returned
     bounds = {"started": record.started, "uptime": up_at, "converted": converted}
-    reads = _reads(directory / "answers", bounds)
-    lag = _lag(done, captured, bounds)
+    reads = _reads(directory / "answers")
+    lag = _lag(done, captured)
     _write_timeline(directory / "timeline.csv", reads, lag, bounds)
     tail = None if done.tail is None else tail_line(write_tail(directory, "reads", done.tail))
     writes = done.writes
@@ -249,7 +267,70 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
                   "violations": check.violations.to_dict(),
                   "history_problems": check.history.to_dict()},
         "against_source": against.to_dict(),
+        "next_day": None if next_day is None else next_day.moments(record.started),
     }
+
+
+def _converted(config: Config, load_id: str, timeout: float) -> dict:
+    """Wait until every bucket of *load_id* is in HBase (gen_HF serving whichever load is
+    current); its record as ``GenHFProcess.wait`` gives one."""
+    started = time.time()
+    deadline = time.monotonic() + timeout
+    with Catalog(config) as catalog:
+        while time.monotonic() < deadline:
+            jobs = catalog.jobs.jobs(load_id)
+            if all(j.state == JobState.LOADED for j in jobs):
+                return {"completed": True, "seconds": time.time() - started}
+            time.sleep(1.0)
+    return {"completed": False, "seconds": time.time() - started}
+
+
+class _NextDay(threading.Thread):
+    """A third into the client's run: the source dumped again (a snapshot while the writes go
+    on) and the dump loaded as the next day, current at its uptime; two thirds into it, the
+    rollback to today's load (``debl rollback``). Starts with the client; ``finish`` joins it
+    and raises what it raised."""
+
+    def __init__(self, config: Config, spec: FreshSpec, directory: Path,
+                 today_done: threading.Event, progress: BenchProgress) -> None:
+        super().__init__(name="bench-fresh-next-day", daemon=True)
+        self.config, self.spec, self.directory = config, spec, directory
+        self.today_done, self.progress = today_done, progress
+        self.at: dict[str, float] = {}
+        self.load_id: str | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            started = time.monotonic()
+            time.sleep(self.spec.duration / 3)
+            self.today_done.wait()  # one load at a time
+            self.at["dumped"] = time.time()
+            dump = dump_source(self.config, self.directory / "dump-next-day",
+                               files=self.spec.input.files, layout=self.spec.input.layout)
+            hot_bytes = hot_bytes_for_share(LocalSource(Path(dump.out_dir)).list(),
+                                            self.spec.hot_share)
+            with LoadRun(self.config, dump.out_dir, LoadOptions(hot_bytes=hot_bytes)) as load:
+                self.load_id = load.wait_up().load_id
+                self.at["current"] = time.time()
+                self.progress.message(f"the next day {self.load_id} is current")
+                load.finish()
+            time.sleep(max(0.0, started + 2 * self.spec.duration / 3 - time.monotonic()))
+            rollback(self.config)
+            self.at["rolled_back"] = time.time()
+            self.progress.message("rolled back to today's load")
+        except BaseException as exc:  # noqa: BLE001 -- raised again by finish()
+            self.error = exc
+
+    def finish(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+    def moments(self, since: float) -> dict:
+        """The next day's load and its moments in seconds after today's load started."""
+        return {"load_id": self.load_id,
+                **{f"{name}_s": round(at - since, 1) for name, at in self.at.items()}}
 
 
 class _Client:
@@ -324,7 +405,7 @@ def _epoch_offset() -> float:
     return time.time() - time.monotonic_ns() / 1e9
 
 
-def _reads(answers: Path, bounds: dict) -> np.ndarray:
+def _reads(answers: Path) -> np.ndarray:
     """(answered at, epoch seconds; latency from its send, ms) of every answered read."""
     records = read_answer_logs(answers).records
     records = records[records["ok"] == 1]
@@ -332,7 +413,7 @@ def _reads(answers: Path, bounds: dict) -> np.ndarray:
     return np.column_stack([at, (records["recv_ns"] - records["sent_ns"]) / 1e6])
 
 
-def _lag(done: ClientResult, captured: dict[int, float], bounds: dict) -> np.ndarray:
+def _lag(done: ClientResult, captured: dict[int, float]) -> np.ndarray:
     """(acknowledged at, epoch seconds; lag to its capture, ms) of every captured write."""
     assert done.writes is not None  # a mix with writes
     offset = _epoch_offset()
@@ -435,6 +516,12 @@ def render(result: dict) -> str:
             roles = ", ".join(f"{role} {s:,.0f}" for role, s in cpu["by_role"].items() if s >= 1)
             lines.append(f"- {run['name']}: machine busy {cpu['busy_s']:,.0f} of "
                          f"{cpu['cores'] * cpu['seconds']:,.0f} s: {roles}")
+    for run in result["runs"]:
+        day = run["next_day"]
+        if day is not None:
+            lines.append(f"- {run['name']}: the next day {day['load_id']} dumped at "
+                         f"{_ms(day.get('dumped_s'))} s, current at {_ms(day.get('current_s'))} "
+                         f"s, rolled back at {_ms(day.get('rolled_back_s'))} s")
     lines += ["", "The slowest 1% of each run's reads (debl.bench.tail):", ""]
     lines += [f"- {run['name']}: {run['slowest_reads'] or '-'}" for run in result["runs"]]
     for promised in (True, False):

@@ -178,6 +178,9 @@ class Display(BenchProgress):
               help="With --writes: connections sending the writes.")
 @click.option("--rounds", type=int, default=1, show_default=True,
               help="With --writes: times every mode and mix runs.")
+@click.option("--next-day", is_flag=True,
+              help="With --writes: a third into each run the source is dumped again and "
+                   "loaded as the next day; two thirds into it, rolled back.")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
@@ -186,7 +189,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
           source_rate, recency_share, threads, requests, duration, request_rate, seed,
           chunk_size, bucket_width, buckets, hot_share, query_timeout, gen_hf_start,
           queries_from, days_in_a_row, settle, after, no_carry_demand, with_writes, modes, mixes,
-          write_rate, writers, rounds, no_report, as_json):
+          write_rate, writers, rounds, next_day, no_report, as_json):
     """Run one experiment: every approach loads the same input from the same (rate-capped)
     source; from its uptime (with --queries-from load: a DeBL approach from its load's start)
     the same LinkBench queries run against it.
@@ -211,7 +214,7 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
             read_rate=request_rate or 300.0, write_rate=write_rate, threads=threads,
             writers=writers, duration=duration or 120.0, source_rate=source_rate,
             hot_share=hot_share, chunk_size=parse_size(chunk_size) if chunk_size else None,
-            seed=seed, query_timeout=query_timeout), as_json)
+            seed=seed, query_timeout=query_timeout, next_day=next_day), as_json)
         return
     if days_in_a_row:
         _days(config, DaysSpec(gen, data_dir.absolute(), days_in_a_row, threads, source_rate,
@@ -264,18 +267,9 @@ def bench(ctx, approaches, size, max_id, files, days, layout, input_seed, max_de
 
 
 def _days(config, spec: DaysSpec, as_json: bool) -> None:
-    click.echo(f"days in a row in namespace {config.mysql.database} / {config.hbase.table} / "
-               f"{config.hdfs.root}: {spec.days} days, {spec.threads} client threads", err=True)
-    display = Display()
-    try:
-        result = run_days(config, spec, progress=display)
-    finally:
-        display.clear()
-    if as_json:
-        click.echo(json.dumps(result, indent=2, default=str))
-        return
-    click.echo(render_days(result))
-    click.echo(f"results: {result['directory']}")
+    _experiment(f"days in a row in namespace {config.mysql.database} / {config.hbase.table} / "
+                f"{config.hdfs.root}: {spec.days} days, {spec.threads} client threads",
+                lambda display: run_days(config, spec, progress=display), render_days, as_json)
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -283,19 +277,26 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _fresh(config, spec: FreshSpec, as_json: bool) -> None:
-    click.echo(f"fresh answers under writes in namespace {config.mysql.database} / "
-               f"{config.hbase.table} / {config.hdfs.root}, source table "
-               f"{config.source_db.table}: {', '.join(spec.mixes)} x {', '.join(spec.modes)}, "
-               f"{spec.rounds} round{'s' * (spec.rounds != 1)}", err=True)
+    _experiment(f"fresh answers under writes in namespace {config.mysql.database} / "
+                f"{config.hbase.table} / {config.hdfs.root}, source table "
+                f"{config.source_db.table}: {', '.join(spec.mixes)} x {', '.join(spec.modes)}, "
+                f"{spec.rounds} round{'s' * (spec.rounds != 1)}",
+                lambda display: run_fresh(config, spec, progress=display), render_fresh, as_json)
+
+
+def _experiment(headline: str, run, render, as_json: bool) -> None:
+    """An experiment instead of the approaches: its headline, its run under the status line,
+    then its result (Markdown, or JSON) and where it is kept."""
+    click.echo(headline, err=True)
     display = Display()
     try:
-        result = run_fresh(config, spec, progress=display)
+        result = run(display)
     finally:
         display.clear()
     if as_json:
         click.echo(json.dumps(result, indent=2, default=str))
         return
-    click.echo(render_fresh(result))
+    click.echo(render(result))
     click.echo(f"results: {result['directory']}")
 
 
