@@ -251,6 +251,16 @@ def test_the_answer_log_round_trips_and_survives_a_cut(tmp_path, log):
     with pytest.raises(ConfigError, match="already holds the answer logs"):
         prepare_dir(tmp_path / "answers")
     np.testing.assert_array_equal(cut.records, read.records[:3])
+    # processes killed as they opened their logs: one empty, one cut inside its header
+    whole = path.read_bytes()
+    (tmp_path / "answers" / "answers-p1.bin").write_bytes(b"")
+    (tmp_path / "answers" / "answers-p2.bin").write_bytes(whole[:20])
+    killed = read_answer_logs(tmp_path / "answers")
+    assert len(killed) == 3 and len(killed.notes) == 3
+    assert all("cut inside its header" in n for n in killed.notes[1:])
+    (tmp_path / "answers" / "answers-p3.bin").write_bytes(b"not a log at all")
+    with pytest.raises(ConfigError, match="is not an answer log"):
+        read_answer_logs(tmp_path / "answers")
 
 
 def test_the_write_log_round_trips(tmp_path):

@@ -109,6 +109,7 @@ class AnswerLog:
         except OSError as exc:
             raise ConfigError(f"cannot write the answer log {self.path}: {exc.strerror}") from exc
         self._file.write(MAGIC + _HEADER_LEN.pack(len(header)) + header)
+        self._file.flush()  # a process killed before its first block leaves its header
 
     def thread(self, thread: int) -> "ThreadLog":
         return ThreadLog(self, thread)
@@ -176,16 +177,21 @@ class Answers:
         return tuple(self.id2s[at:at + int(self.records["n_id2"][i])].tolist())
 
 
-def read_answer_log(path: Path | str) -> tuple[dict, np.ndarray, np.ndarray, str | None]:
+def read_answer_log(path: Path | str
+                    ) -> tuple[dict | None, np.ndarray, np.ndarray, str | None]:
     """One process's log: its header, its records, its id2s, and a note if its last block was
-    cut short (left out). ConfigError if it is not an answer log."""
+    cut short (left out). A file cut inside its header (a process killed as it opened it) has
+    no header (None), no record and a note. ConfigError if it is not an answer log."""
     path = Path(path)
     data = path.read_bytes()
-    if data[:len(MAGIC)] != MAGIC or len(data) < len(MAGIC) + _HEADER_LEN.size:
+    if not MAGIC.startswith(data[:len(MAGIC)]):
         raise ConfigError(f"{path} is not an answer log of `debl query --answer-log`")
-    at = len(MAGIC)
-    (length,) = _HEADER_LEN.unpack_from(data, at)
-    at += _HEADER_LEN.size
+    at = len(MAGIC) + _HEADER_LEN.size
+    length = _HEADER_LEN.unpack_from(data, len(MAGIC))[0] if len(data) >= at else None
+    if length is None or len(data) < at + length:
+        return (None, np.zeros(0, RECORD), np.zeros(0, "<i8"),
+                f"{path.name}: cut inside its header ({len(data)} bytes: the process was "
+                "stopped before it logged an answer), left out")
     try:
         header = json.loads(data[at:at + length])
     except ValueError:
@@ -231,7 +237,10 @@ def read_answer_logs(*directories: Path | str) -> Answers:
         top = base
         for path in paths:
             header, records, ids, note = read_answer_log(path)
-            process = base + int(header["process"])
+            # a log without its header is numbered by its name (_FILE): it holds no answer
+            number = (int(header["process"]) if header is not None
+                      else int(path.stem.removeprefix("answers-p")))
+            process = base + number
             top = max(top, process + 1)
             parts.append(records)
             processes.append(np.full(len(records), process, dtype=np.int32))
