@@ -134,17 +134,19 @@ class _Services(LoadProgress):
 
     def _when_following(self) -> None:
         deadline = time.monotonic() + _CATCH_UP_S
-        with Catalog(self.config) as catalog:
-            while time.monotonic() < deadline:
-                follower = catalog.changes.follower(self.source)
-                if follower is not None and follower.state == "following":
-                    break
-                time.sleep(0.1)
-            else:
-                self.report(f"the follower did not follow within {_CATCH_UP_S:g} s (see its "
-                            "log): the client starts anyway")
-        self.client_at = time.time()
-        self.then()
+        try:
+            with Catalog(self.config) as catalog:
+                while time.monotonic() < deadline:
+                    follower = catalog.changes.follower(self.source)
+                    if follower is not None and follower.state == "following":
+                        break
+                    time.sleep(0.1)
+                else:
+                    self.report(f"the follower did not follow within {_CATCH_UP_S:g} s (see "
+                                "its log): the client starts anyway")
+        finally:  # whatever happened, the client runs: the run waits for its result
+            self.client_at = time.time()
+            self.then()
 
     def up(self, summary) -> None:
         self.up_at = time.time()
@@ -203,9 +205,9 @@ def _run_one(config: Config, spec: FreshSpec, mix: str, directory: Path,
     next_day = _NextDay(config, spec, directory, today_done, progress) if spec.next_day else None
 
     def queries() -> None:
-        client.start()
-        if next_day is not None:
+        if next_day is not None:  # started first: the client's result() waits for the start
             next_day.start()
+        client.start()
 
     services = _Services(config, [gen_hf, follower], dump.position.source, queries,
                          progress.message)
@@ -355,10 +357,12 @@ class _Client:
         self._thread = threading.Thread(target=self._run, name="bench-fresh-client",
                                         daemon=True)
         self._cpu: list[CpuSample] = []
+        self._started = threading.Event()
 
     def start(self) -> None:
         self._cpu.append(CpuSample.take(self.config))
         self._thread.start()
+        self._started.set()
         # the second sample before the client's end: its worker processes still live
         timer = threading.Timer(max(1.0, self.duration - 2.0),
                                 lambda: self._cpu.append(CpuSample.take(self.config)))
@@ -376,6 +380,9 @@ class _Client:
             self._error = exc
 
     def result(self) -> ClientResult:
+        """Its result, once it started (a small load may end before the follower follows,
+        which starts the client) and ended; raises what it raised."""
+        self._started.wait()
         self._thread.join()
         if self._error is not None:
             raise self._error
