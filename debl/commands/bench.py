@@ -13,7 +13,8 @@ from debl.bench import (DEFAULT_LAYOUT, DEFAULT_RECENCY_SHARE, QUERIES_FROM, App
                         BenchProgress, BenchSpec, bench_root, find_bench, max_id_for_size,
                         run_bench)
 from debl.bench.days import DaysSpec, render as render_days, run_days
-from debl.bench.fresh import MODES, FreshSpec, render as render_fresh, run_fresh
+from debl.bench.fresh import MODES, FreshSpec, run_fresh
+from debl.bench.fresh_report import render as render_fresh
 from debl.bench.tail import read_tails, tail_line
 from debl.commands.common import config_of, friendly_errors, parse_size
 from debl.config import Config
