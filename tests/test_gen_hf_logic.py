@@ -265,6 +265,25 @@ def test_yesterdays_queries_are_spread_over_todays_buckets_by_id_span():
     assert chosen([bucket(b) for b in range(4)], {2: 1}, 1, 10_000, carried={3: 9.0}) == [2]
 
 
+def test_the_gen_hf_service_lowers_its_priority_and_its_spark_jvms():
+    """``debl gen-hf`` runs niced (``gen_hf_nice``), and so do the processes it starts after,
+    its Spark JVM among them; 0 leaves the priority as it is (docs/ONLINE.md, "Priority")."""
+    import subprocess
+    import sys
+
+    code = ("import os, subprocess, sys\n"
+            "from debl.commands.gen_hf import lower_priority\n"
+            "before = os.nice(0)\n"
+            "lower_priority(int(sys.argv[1]))\n"
+            "child = subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'],\n"
+            "                       capture_output=True, text=True, check=True).stdout\n"
+            "print(os.nice(0) - before, int(child) - before)\n")
+    for nice, expected in ((7, "7 7"), (0, "0 0")):
+        done = subprocess.run([sys.executable, "-c", code, str(nice)], capture_output=True,
+                              text=True, check=True)
+        assert done.stdout.split() == expected.split()
+
+
 def test_an_idle_service_whose_spark_jvm_ended_stops_at_once_with_a_message(monkeypatch):
     """Day operations: the gen_HF service idle after its last run never touched its
     JVM, so a JVM killed then went unnoticed until the next day's work (the campaign, waiting

@@ -7,7 +7,6 @@ import signal
 import click
 
 from debl.commands.common import config_of, friendly_errors
-from debl.priority import renice
 from loaders.follower import Follower
 
 
@@ -22,9 +21,6 @@ def follow(ctx, until_caught_up):
     SIGTERM). Progress goes to stderr; `debl status` shows the follower."""
     config = config_of(ctx)
     signal.signal(signal.SIGTERM, _interrupt)  # a supervisor's stop: as Ctrl-C
-    refused = renice(config.fresh.follower_nice)
-    if refused:
-        click.echo(f"fresh.follower_nice: {refused}", err=True)
     with Follower(config, report=lambda text: click.echo(text, err=True)) as follower:
         click.echo(f"following source {follower.source} from GTID {follower.gtid} (the oldest "
                    f"kept load's dump: {follower.floor.gtid})", err=True)

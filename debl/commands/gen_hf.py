@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import click
 
 from debl.commands.common import config_of, friendly_errors
-from debl.priority import renice
 from loaders.gen_hf import ORDERS, GenHF
 
 
@@ -28,7 +28,7 @@ def gen_hf(ctx, until_complete, order, exit_with_parent):
     config = config_of(ctx)
     if exit_with_parent:
         _exit_with(os.getppid())
-    renice(config.gen_hf.nice)  # before GenHF starts the Spark JVM, which inherits it
+    lower_priority(config.gen_hf.nice)  # before GenHF starts the Spark JVM, which inherits it
     with GenHF(config, order=order, report=click.echo) as service:
         try:
             runs = service.serve(until_complete=until_complete)
@@ -52,3 +52,23 @@ def _exit_with(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def lower_priority(nice: int) -> None:
+    """Give this process, and the processes it starts after (its Spark JVM), *nice* more
+    niceness, so that the raw route's answers, the DataNode serving them and the query clients
+    come first on the cores while gen_HF converts beside them (docs/ONLINE.md, "Priority").
+
+    Pitfall: with the kernel's autogroup scheduling, niceness only weighs within a session; a
+    gen-hf that leads its own session (started by the bench or a supervisor with setsid) sets
+    its session's group niceness too. One started from a terminal leaves the terminal's group
+    alone (it would slow down everything else started from there)."""
+    if nice <= 0:
+        return
+    os.nice(nice)
+    autogroup = Path("/proc/self/autogroup")
+    if os.getsid(0) == os.getpid() and autogroup.exists():
+        try:
+            autogroup.write_text(f"{nice}\n")
+        except OSError:  # a kernel without the knob's write: the niceness above still holds
+            pass

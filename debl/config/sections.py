@@ -465,14 +465,8 @@ class FreshConfig(_Section):
     # How often a process that answers reads the change log's new rows while queries wait
     # for them (and when idle, ten times less often).
     tail_interval: float = 0.002
-    # `debl follow`'s CPU niceness: below 0 it goes before the bulk work on a busy machine,
-    # since every fresh answer waits for what it has captured (docs/FRESHNESS.md, "Capture:
-    # `debl follow`"); it needs root or CAP_SYS_NICE, else the follower says so and runs as is.
-    follower_nice: int = -5
 
     def __post_init__(self) -> None:
-        if not -20 <= self.follower_nice <= 19:
-            raise ConfigError(f"fresh.follower_nice must be -20 to 19, not {self.follower_nice}")
         if self.mode not in FRESH_MODES:
             raise ConfigError(f"fresh.mode={self.mode!r}: choose one of "
                               f"{', '.join(FRESH_MODES)}")
