@@ -31,7 +31,6 @@ import threading
 import time
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
-from functools import partial
 
 from debl.catalog import FRESH_COUNTS, Change, ChangesCatalog, LoadRecord
 from debl.config import Config
@@ -66,9 +65,9 @@ class FreshView:
         follower = changes.follower(self.source)
         start = self.dump_seq if follower is None else max(self.dump_seq, follower.seq)
         name = f"debl-fresh-{load.load_id}"
-        read = partial(changes.since, self.source, dump=self.dump_seq)  # refused if forgotten
-        self.tailer = Tailer(read, start, self._deliver, self.settings.tail_interval, serial,
-                             name + "-tail")
+        self._tail = changes.tail(self.source, dump=self.dump_seq)  # refused if forgotten
+        self.tailer = Tailer(self._tail.read, start, self._deliver, self.settings.tail_interval,
+                             serial, name + "-tail")
         self.refresher = Refresher(self.background, self.settings.idle_refresh,
                                    name + "-refresh")
         self.tailer.start()
@@ -200,6 +199,7 @@ class FreshView:
     def close(self) -> None:
         self.tailer.stop()
         self.refresher.stop()
+        self._tail.close()  # the tailer's thread has ended (or is stuck and never reads again)
 
 
 class FreshViews:

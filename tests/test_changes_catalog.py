@@ -100,3 +100,32 @@ def test_a_failed_follower_says_why_and_a_restart_resumes_its_position(catalog):
     assert (state.state, state.error, state.seq) == ("failed", "the source is down: start it", 1)
     state = catalog.changes.start(SRC, "0-1-0", 0)  # the dump's position: the follower's wins
     assert (state.seq, state.state, state.error) == (1, "catching-up", None)
+
+
+def test_a_tail_reads_as_since_does_and_outlives_a_dropped_connection(catalog):
+    """A tailer's reader (``ChangesCatalog.tail``: a kept connection, the changes read only when
+    the follower moved) gives what ``since`` gives; its connection killed by the server, the
+    read says so and the next one opens another."""
+    from debl.errors import ChangesForgotten, ServiceError
+
+    catalog.changes.start(SRC, "0-1-0", 0)
+    batch = [_change(1, 0, 1), _change(2, 0, 2), _change(2, 1, 3), _change(3, 0, 5)]
+    catalog.changes.append(SRC, batch, "0-1-3", 3, commit_ts=1003.0)
+    tail = catalog.changes.tail(SRC, dump=0)
+    try:
+        for after, limit in ((0, 10), (0, 2), (1, 1), (3, 10)):
+            read, expected = tail.read(after, limit), catalog.changes.since(SRC, after, limit)
+            assert read[1] == expected[1] and _equal(read[0], expected[0])
+        with catalog.engine.transaction() as conn:  # the server ends the tail's session
+            tail_id = tail._conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar()
+            conn.exec_driver_sql(f"KILL {tail_id}")
+        with pytest.raises(ServiceError):
+            tail.read(0)
+        assert tail.read(2)[1] == 3
+        catalog.changes.append(SRC, [_change(4, 0, 9)], "0-1-4", 4, commit_ts=1004.0)
+        assert [c.seq for c in tail.read(3)[0]] == [4]
+        catalog.changes.prune(SRC, below=2)
+        with pytest.raises(ChangesForgotten):
+            tail.read(3)
+    finally:
+        tail.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -137,6 +138,11 @@ class MemoryLog:
             self._check(source, dump)
             upto = after if self.seq is None else max(after, self.seq)
             return [c for c in self.changes if after < c.seq <= upto], upto
+
+    def tail(self, source, dump=None):  # ChangesCatalog.tail's reader: since, kept open
+        return SimpleNamespace(read=lambda after, limit=10_000: self.since(source, after, limit,
+                                                                          dump),
+                               close=lambda: None)
 
     def in_range(self, source, lo, hi, after, dump=None):
         with self.lock:

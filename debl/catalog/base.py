@@ -44,6 +44,15 @@ class CatalogEngine:
         except DBAPIError as exc:
             raise ServiceError(describe(exc.orig or exc, self.config)) from exc
 
+    def kept_connection(self) -> Connection:
+        """A connection of its own in autocommit, for a caller that reads often (a tailer of
+        the change log): no checkout, ping and commit per read. The caller closes it; its
+        driver errors are the caller's to word (``describe``)."""
+        try:
+            return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        except DBAPIError as exc:
+            raise ServiceError(describe(exc.orig or exc, self.config)) from exc
+
     # -- the schema
 
     def _check_schema(self, replace_older: bool) -> None:

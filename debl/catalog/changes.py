@@ -17,12 +17,14 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from debl.catalog.base import CatalogEngine
 from debl.catalog.records import Change, FollowerState
 from debl.catalog.schema import changes_table, follower_table
-from debl.errors import ChangesForgotten, DeblError
+from debl.errors import ChangesForgotten, DeblError, ServiceError
 from debl.format.link import Link
+from debl.mysql import describe
 
 # The follower's append, built once: a statement made per call costs the follower more CPU
 # than the write itself (docs/FRESHNESS.md, "Measured: the follower's lag").
@@ -40,11 +42,21 @@ _ADVANCE = follower_table.update().where(
 _COLUMNS = ("seq", "row_no", "id1", "link_type", "id2", "deleted", "visibility", "data", "time",
             "version", "commit_ts", "captured_ts")
 
+# The tail's reads, built once (ChangeTail: a read every few milliseconds).
+_FOLLOWER_AT = sa.select(follower_table.c.seq, follower_table.c.kept_from).where(
+    follower_table.c.source == sa.bindparam("b_source"))
+_SINCE = sa.select(*(changes_table.c[name] for name in _COLUMNS)).where(
+    changes_table.c.source == sa.bindparam("b_source"),
+    changes_table.c.seq > sa.bindparam("b_after"),
+    changes_table.c.seq <= sa.bindparam("b_upto")).order_by(
+    changes_table.c.seq, changes_table.c.row_no).limit(sa.bindparam("b_limit"))
+
 
 class ChangesCatalog:
     """The change log and the follower's position: ``Catalog.changes``."""
 
     def __init__(self, engine: CatalogEngine):
+        self._engine = engine
         self._transaction = engine.transaction
 
     # -- the follower's side
@@ -133,24 +145,15 @@ class ChangesCatalog:
         """The changes past position *after* in position order, at most about *limit* (whole
         transactions), and the position they reach: every change up to it is in the list.
         *dump*: the position of the reader's dump; ChangesForgotten if the log no longer
-        holds every change past it (``_check_kept``)."""
-        t = changes_table
+        holds every change past it (``_check_kept``). A reader that asks often takes a
+        ``tail`` instead."""
         with self._transaction() as conn:
-            state = _follower(conn, source)
-            _check_kept(source, state, dump)
-            captured = after if state is None else max(after, state.seq)
-            rows = conn.execute(_select().where(t.c.source == source, t.c.seq > after,
-                                                t.c.seq <= captured)
-                                .order_by(t.c.seq, t.c.row_no).limit(limit + 1)).all()
-            if len(rows) > limit:  # cut at a transaction's start: whole transactions only
-                last = rows[-1].seq
-                kept = [r for r in rows if r.seq != last]
-                if kept:
-                    return [_change(r) for r in kept], kept[-1].seq
-                rows = conn.execute(_select().where(t.c.source == source, t.c.seq == last)
-                                    .order_by(t.c.row_no)).all()
-                return [_change(r) for r in rows], last
-            return [_change(r) for r in rows], captured
+            return _read_since(conn, source, after, limit, dump)
+
+    def tail(self, source: str, dump: int | None = None) -> "ChangeTail":
+        """``since`` of *source* for one reader that asks often, on a connection of its own
+        (``ChangeTail``)."""
+        return ChangeTail(self._engine, source, dump)
 
     def in_range(self, source: str, id_lo: int, id_hi: int, after: int,
                  dump: int | None = None) -> tuple[list[Change], int]:
@@ -179,6 +182,63 @@ class ChangesCatalog:
                          .values(kept_from=sa.func.greatest(t.c.kept_from, below)))
             return conn.execute(c.delete().where(c.c.source == source, c.c.seq <= below)
                                 ).rowcount
+
+
+class ChangeTail:
+    """``ChangesCatalog.since`` of one source for one reader (a process's tailer, which asks
+    every few milliseconds while queries wait): one kept connection in autocommit, the
+    follower's position read first and the changes only when it moved, so that a read with
+    nothing new is one round trip. Not thread-safe; ``close``.
+
+    Pitfall: in autocommit each statement sees its own moment; the changes read are still
+    exactly those up to the position read first, since the follower writes its changes and
+    its position in one transaction. A driver error drops the connection (the next read opens
+    another) and is a ServiceError."""
+
+    def __init__(self, engine: CatalogEngine, source: str, dump: int | None):
+        self._engine, self.source, self.dump = engine, source, dump
+        self._conn: Connection | None = None
+
+    def read(self, after: int, limit: int = 10_000) -> tuple[list[Change], int]:
+        """As ``ChangesCatalog.since(source, after, limit, dump)``."""
+        if self._conn is None:
+            self._conn = self._engine.kept_connection()
+        try:
+            return _read_since(self._conn, self.source, after, limit, self.dump)
+        except DBAPIError as exc:
+            self.close()
+            raise ServiceError(describe(exc.orig or exc, self._engine.config)) from exc
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except DBAPIError:  # a broken connection may fail to close
+                pass
+
+
+def _read_since(conn: Connection, source: str, after: int, limit: int,
+                dump: int | None) -> tuple[list[Change], int]:
+    """``since`` on *conn*: the follower's position first, the changes only when it moved."""
+    found = conn.execute(_FOLLOWER_AT, {"b_source": source}).first()
+    if found is not None and dump is not None and found.kept_from > dump:
+        _check_kept(source, _known_follower(conn, source), dump)
+    captured = after if found is None else max(after, found.seq)
+    if captured == after:
+        return [], after
+    rows = conn.execute(_SINCE, {"b_source": source, "b_after": after, "b_upto": captured,
+                                 "b_limit": limit + 1}).all()
+    if len(rows) <= limit:
+        return [_change(r) for r in rows], captured
+    last = rows[-1].seq  # cut at a transaction's start: whole transactions only
+    kept = [r for r in rows if r.seq != last]
+    if kept:
+        return [_change(r) for r in kept], kept[-1].seq
+    rows = conn.execute(_select().where(changes_table.c.source == source,
+                                        changes_table.c.seq == last)
+                        .order_by(changes_table.c.row_no)).all()
+    return [_change(r) for r in rows], last
 
 
 def _row(c: Change) -> dict:
