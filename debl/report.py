@@ -46,6 +46,7 @@ from pathlib import Path
 from debl.bench import ApproachRun, read_bench
 from debl.bench.answers import answered_by, copy_end, plot_answered
 from debl.bench.baselines import APPROACHES
+from debl.bench.cpu import PER_GB_HEADERS, PER_GB_NOTE, per_gb_rows
 from debl.bench.service import (SERVICE_WINDOW_S, STALL_SHARE, answered_share, least_margin,
                                 service_from_uptime)
 from debl.bench.tail import read_tails, tail_tables
@@ -316,6 +317,10 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
                  "the demand/fifo wait ratio.")
 
 
+def cpu_table(runs: list[ApproachRun], meta: dict) -> Table:
+    return Table(PER_GB_HEADERS, tuple(per_gb_rows(runs, meta["input"]["bytes"])), PER_GB_NOTE)
+
+
 def _buckets_line(spec: dict, effective: dict) -> str:
     if spec.get("bucket_width"):
         return f"buckets: fixed width {spec['bucket_width']:,} ids"
@@ -437,6 +442,7 @@ def write_report(directory: Path) -> Report:
                 ("Answered by each second since the load started", answered_table(runs)),
                 ("Answers before the copy ends", answers_table(runs, meta)),
                 ("Ratios of docs/DESIGN.md section 11", ratio_table(runs)),
+                ("Where the CPU goes: CPU seconds per GB of input", cpu_table(runs, meta)),
                 *tail_sections(directory, runs)]
     intro = experiment_lines(meta)
 

@@ -38,6 +38,7 @@ from debl.catalog import ChunkState, EarlyCatalog, FalseClaim
 from debl.errors import SourceError
 from debl.faultpoints import reached
 from debl.keys.manifest import Piece
+from debl.measure import thread_cpu
 from loaders.chunker import Chunk, Segment, chunk_name
 from loaders.dist_ch import DistResult
 from loaders.early import EarlyAnswers
@@ -116,11 +117,7 @@ class DemandFetcher:
             # A request a file, side by side: one after the other, each request's own latency
             # left the wire idle while the bulk copy waited (docs/LOADING.md, "The copy
             # follows demand").
-            reads = dict(zip(by_file, self._readers.map(
-                lambda item: self.source.read_ranges(
-                    self.files[item[0]].name,
-                    [(max(p.start - 1, 0), p.end - max(p.start - 1, 0)) for p in item[1]]),
-                by_file.items())))
+            reads = dict(zip(by_file, self._readers.map(self._read, by_file.items())))
         for seq, ps in by_file.items():
             f = self.files[seq]
             for p, data in zip(ps, reads[seq]):
@@ -138,6 +135,14 @@ class DemandFetcher:
         for hot, parts in taken.items():
             if parts:
                 self._record(hot, parts, t0)
+
+    def _read(self, item: tuple[int, list[Piece]]) -> list[bytes]:
+        """The pieces of one file (with the byte before each), in one request."""
+        seq, pieces = item
+        with thread_cpu.counted(thread_cpu.COPY):
+            return self.source.read_ranges(
+                self.files[seq].name,
+                [(max(p.start - 1, 0), p.end - max(p.start - 1, 0)) for p in pieces])
 
     def _checked(self, f: SourceFile, p: Piece, data: bytes) -> bytes | None:
         """The piece's bytes, or None (and the claim recorded false) when the manifest's

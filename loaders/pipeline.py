@@ -40,6 +40,7 @@ from debl.config import Config
 from debl.errors import BadInputError
 from debl.faultpoints import reached
 from debl.hdfs import HdfsClient
+from debl.measure import thread_cpu
 from debl.spark.session import spark_session
 from loaders import dist_ch
 from loaders.chunker import Chunk, ChunkCopier, WireTurn, chunk_name
@@ -135,9 +136,10 @@ class Bucketer:
             local = chunk.bytes <= LOCAL_MAX and not self.spark.done()
         early = self.early
         if local:
-            out = bucket_locally(self.config, self.hdfs, chunk, bucket_map, where, data,
-                                 early.manifests if early else None,
-                                 early.sizes if early else None)
+            with thread_cpu.counted(thread_cpu.BUCKETING):
+                out = bucket_locally(self.config, self.hdfs, chunk, bucket_map, where, data,
+                                     early.manifests if early else None,
+                                     early.sizes if early else None)
         else:
             out = dist_ch.bucket_chunk(self.spark.result(), self.config, chunk, bucket_map,
                                        where, early.claims(chunk) if early else None)
@@ -188,7 +190,9 @@ def copy_and_bucket(load: LoadContext, io: LoadIO, plan: PipelinePlan, decided: 
 
     def copy_all() -> None:
         try:
-            _copy(state, plan, size, hand_over, lambda: stop() or abort.is_set(), on_hot_copied)
+            with thread_cpu.counted(thread_cpu.COPY):
+                _copy(state, plan, size, hand_over, lambda: stop() or abort.is_set(),
+                      on_hot_copied)
         finally:
             hand_over(None)
 

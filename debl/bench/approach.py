@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from debl.bench.baselines import APPROACHES, run_approach
+from debl.bench.cpu import CpuSample
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_json,
                                 write_timeline)
@@ -191,6 +192,7 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
         progress.message(f"{name}: starting the query client; the load starts once it asks")
         client.start()
         client.wait_running()
+    cpu = [CpuSample.take(config)]
     loading = _Loading(config, url, options, progress, input_bytes, early or (lambda: None))
     try:
         summary = loading.wait_up()
@@ -198,6 +200,7 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
         if service is not None:
             service.stop()
         raise
+    cpu.append(CpuSample.take(config))
     with Catalog(config) as catalog:
         started = catalog.loads.get(summary.load_id).started
     run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
@@ -212,12 +215,15 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
             run = dataclasses.replace(run, full_availability_s=run.uptime_s)
     finally:
         final = loading.finish()
+    cpu.append(CpuSample.take(config))
     with Catalog(config) as catalog:
         phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
                                  None if p.ended is None else p.ended - started, p.bytes, p.rows)
                        for p in catalog.phases.phases(summary.load_id))
     run = dataclasses.replace(run, summary=final.as_dict(), phases=phases,
-                              taken_over_s=final.taken_over_s)
+                              taken_over_s=final.taken_over_s,
+                              cpu={"to_uptime": cpu[1].since(cpu[0]),
+                                   "after_uptime": cpu[2].since(cpu[1])})
     write_json(directory / f"{name}.json", run.to_dict())
     write_timeline(directory / f"{name}.timeline.csv", run.timeline)
     return run

@@ -18,55 +18,117 @@ from dataclasses import dataclass
 import psutil
 
 from debl.config import Config
+from debl.measure import thread_cpu
+
+
+BENCH = "this bench (load, source server, writers)"
+GEN_HF = "gen_HF"
+SPARK = "Spark (the load's jobs: dist_ch, a baseline's)"
+CLIENT = "query client's workers (coordinators)"
 
 
 def _roles(config: Config) -> list[tuple[str, str]]:
-    """(a piece of a command line, its role), the first match wins."""
+    """(a piece of a command line, its role), the first match wins; a Spark JVM started by
+    gen-hf is gen_HF's (``CpuSample.take``)."""
     return [(str(config.state_dir / "source_db"), "source database"),
             (str(config.state_dir / "mariadb"), "MariaDB (catalog, hot keys)"),
             ("debl follow", "follower"),
-            ("gen-hf", "gen_HF"), ("SparkSubmit", "Spark (gen_HF, dist_ch)"),
+            ("gen-hf", GEN_HF), ("SparkSubmit", SPARK),
             ("org.apache.hadoop.hbase", "HBase"), ("org.apache.hadoop.hdfs", "HDFS"),
-            ("multiprocessing", "query client's workers (coordinators)")]
+            ("multiprocessing", CLIENT)]
 
 
 @dataclass(frozen=True)
 class CpuSample:
-    """CPU seconds so far: per live process (pid, start time) with its role, and the
-    machine's busy seconds."""
+    """CPU seconds so far: per live process (pid, start time) with its role, the machine's
+    busy seconds, and this process's by phase."""
 
     at: float
     busy_s: float
     processes: dict[tuple[int, float], tuple[str, float]]
+    phases: dict[str, float]  # this process's CPU by phase (debl.measure.thread_cpu)
 
     @classmethod
     def take(cls, config: Config) -> "CpuSample":
         roles, me = _roles(config), os.getpid()
         mine = {me, *(p.pid for p in psutil.Process(me).children(recursive=True))}
+        listed = [p.info for p in psutil.process_iter(["pid", "ppid", "cmdline", "cpu_times",
+                                                       "create_time"])]
+        commands = {info["pid"]: " ".join(info["cmdline"] or ()) for info in listed}
         found: dict[tuple[int, float], tuple[str, float]] = {}
-        for p in psutil.process_iter(["cmdline", "cpu_times", "create_time"]):
-            info = p.info
+        for info in listed:
             if info["cpu_times"] is None:  # gone, or not ours to read
                 continue
-            command = " ".join(info["cmdline"] or ())
+            command = commands[info["pid"]]
             role = next((name for piece, name in roles if piece in command), None)
             if role is None:
-                role = "this bench (load, writers)" if p.pid in mine else "other"
+                role = BENCH if info["pid"] in mine else "other"
+            elif "SparkSubmit" in command and "gen-hf" in commands.get(info["ppid"], ""):
+                role = GEN_HF  # gen-hf's own Spark JVM
             times = info["cpu_times"]
-            found[(p.pid, info["create_time"])] = (role, times.user + times.system)
+            found[(info["pid"], info["create_time"])] = (role, times.user + times.system)
         times = psutil.cpu_times()
         busy = times.user + times.system + getattr(times, "nice", 0.0) + \
             getattr(times, "irq", 0.0) + getattr(times, "softirq", 0.0)
-        return cls(time.monotonic(), busy, found)
+        return cls(time.monotonic(), busy, found, thread_cpu.totals())
 
     def since(self, earlier: "CpuSample") -> dict:
         """The CPU seconds by role from *earlier* to this sample, the machine's busy seconds
-        and the seconds between the two (``cores`` many CPUs could give ``cores * seconds``)."""
+        and the seconds between the two (``cores`` many CPUs could give ``cores * seconds``);
+        ``bench_by_phase``: the part of this process's (the bench's role) counted by phase."""
         by_role: dict[str, float] = {}
         for key, (role, used) in self.processes.items():
             before = earlier.processes.get(key, (role, 0.0))[1]
             by_role[role] = by_role.get(role, 0.0) + max(0.0, used - before)
+        phases = {phase: round(used - earlier.phases.get(phase, 0.0), 1)
+                  for phase, used in self.phases.items()}
         return {"seconds": round(self.at - earlier.at, 1), "cores": psutil.cpu_count(),
                 "busy_s": round(self.busy_s - earlier.busy_s, 1),
                 "by_role": {role: round(s, 1) for role, s in
-                            sorted(by_role.items(), key=lambda item: -item[1])}}
+                            sorted(by_role.items(), key=lambda item: -item[1])},
+                "bench_by_phase": phases}
+
+
+# The per-GB table's columns after the approach and its wall times: (title, roles summed);
+# the bench's own process is split by phase (debl.measure.thread_cpu), its rest beside.
+_COLUMNS = (("copy", (thread_cpu.COPY,)), ("bucketing in Python", (thread_cpu.BUCKETING,)),
+            ("Spark", (SPARK,)), ("gen_HF", (GEN_HF,)), ("HBase", ("HBase",)),
+            ("HDFS", ("HDFS",)), ("MariaDB", ("MariaDB (catalog, hot keys)",)),
+            ("load process, the rest", ("the rest",)),
+            ("source server", (thread_cpu.SOURCE_SERVER,)), ("query client", (CLIENT,)),
+            ("other", ("other",)))
+PER_GB_HEADERS = ("approach", "up s", "done s", "machine busy",
+                  *(title for title, _ in _COLUMNS))
+PER_GB_NOTE = (
+    "From each load's start to the end of its work (up s: its uptime; done s: every bucket in "
+    "HBase and MySQL's take-over done, or its uptime). 'machine busy': every process's; the "
+    "rest by role, the process that loads split into the copy, the bucketing in Python, the "
+    "rate-capped source server it also runs and the rest (hdfs-native's threads, Spark's "
+    "driver, the catalog); 'Spark': the load's jobs (dist_ch; a baseline's own job).")
+
+
+def per_gb_rows(runs, input_bytes: int) -> list[tuple[str, ...]]:
+    """Per approach run (``ApproachRun`` with ``cpu``): its wall seconds to uptime and to the
+    end of its work, then CPU seconds per GB of input from the load's start to that end: the
+    machine's, and by ``_COLUMNS``."""
+    gb = input_bytes / 1e9
+    rows = []
+    for run in runs:
+        if not run.cpu or gb <= 0:
+            continue
+        parts = (run.cpu["to_uptime"], run.cpu["after_uptime"])
+        used: dict[str, float] = {}
+        for part in parts:
+            for role, s in part["by_role"].items():
+                used[role] = used.get(role, 0.0) + s
+            for phase, s in part.get("bench_by_phase", {}).items():
+                used[phase] = used.get(phase, 0.0) + s
+        counted = sum(used.get(p, 0.0) for p in (thread_cpu.COPY, thread_cpu.BUCKETING,
+                                                 thread_cpu.SOURCE_SERVER))
+        used["the rest"] = max(0.0, used.get(BENCH, 0.0) - counted)
+        rows.append((run.approach, f"{parts[0]['seconds']:,.1f}",
+                     f"{parts[0]['seconds'] + parts[1]['seconds']:,.1f}",
+                     f"{sum(p['busy_s'] for p in parts) / gb:,.0f}",
+                     *(f"{sum(used.get(r, 0.0) for r in roles) / gb:,.1f}"
+                       for _, roles in _COLUMNS)))
+    return rows

@@ -67,6 +67,9 @@ class ApproachRun:
     taken_over_s: float | None = None  # when MySQL took the hot keys over (DeBL as it ships)
     queries_from: str | None = None
     first_answer_s: float | None = None
+    # Where the CPU went (debl.bench.cpu.CpuSample.since): "to_uptime" from the load's start,
+    # "after_uptime" from then to the end of its work (full availability, MySQL's take-over).
+    cpu: dict | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

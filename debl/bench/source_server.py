@@ -49,6 +49,7 @@ from pathlib import Path
 
 from debl.bench.manifest_cache import ServedManifests
 from debl.config import Config
+from debl.measure import thread_cpu
 from loaders.source import LocalSource, SourceFile
 
 log = logging.getLogger(__name__)
@@ -271,6 +272,10 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 8800,
 
         def log_message(self, format: str, *args: object) -> None:  # quiet by default
             pass
+
+        def handle(self) -> None:  # a connection's requests: the server's CPU, not the load's
+            with thread_cpu.counted(thread_cpu.SOURCE_SERVER):
+                super().handle()
 
         def do_GET(self) -> None:
             path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path,

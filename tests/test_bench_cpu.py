@@ -1,0 +1,87 @@
+"""Where a bench's CPU went (``debl.bench.cpu``, ``debl.measure.thread_cpu``): processes by
+role, gen-hf's Spark JVM as gen_HF's, the bench's own process by phase, and the per-GB table
+of docs/BENCHMARKS.md, "Where the CPU goes"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+from debl.bench.cpu import BENCH, CLIENT, GEN_HF, PER_GB_HEADERS, SPARK, CpuSample, per_gb_rows
+from debl.bench.results import ApproachRun
+from debl.config import Config
+from debl.measure import thread_cpu
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_phase_counts_the_cpu_of_the_threads_inside_it_and_nothing_else():
+    before = thread_cpu.totals().get("test-phase", 0.0)
+    threads = [threading.Thread(target=lambda: _count(0.1)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    _spin(0.1)  # outside any phase: not counted
+    for t in threads:
+        t.join()
+    assert 0.19 <= thread_cpu.totals()["test-phase"] - before < 0.3
+
+
+def _count(seconds: float) -> None:
+    with thread_cpu.counted("test-phase"):
+        _spin(seconds)
+
+
+def test_a_spark_jvm_started_by_gen_hf_is_gen_hfs_and_another_is_the_loads(tmp_path):
+    """Roles come from command lines: a process whose command line names SparkSubmit is the
+    load's Spark, unless its parent is a gen-hf (its own JVM)."""
+    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', " \
+            "'import time; time.sleep(30)', 'SparkSubmit']); time.sleep(30)"
+    gen_hf = subprocess.Popen([sys.executable, "-c", child, "gen-hf"])
+    spark = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
+                              "SparkSubmit"])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            sample = CpuSample.take(Config(state_dir=tmp_path))
+            roles = {pid: role for (pid, _), (role, _) in sample.processes.items()}
+            jvm = [p.pid for p in psutil.Process(gen_hf.pid).children()]
+            if (jvm and jvm[0] in roles) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert roles[gen_hf.pid] == GEN_HF and len(jvm) == 1 and roles[jvm[0]] == GEN_HF
+        assert roles[spark.pid] == SPARK
+    finally:
+        for p in (gen_hf, spark):
+            p.kill()
+            p.wait()
+
+
+def _run(name: str, to_uptime: dict, after: dict) -> ApproachRun:
+    return ApproachRun(name, "L1", 0.0, 10.0, {}, (), None, cpu={"to_uptime": to_uptime,
+                                                                 "after_uptime": after})
+
+
+def test_the_per_gb_table_splits_the_bench_process_and_sums_both_parts():
+    part = {"seconds": 10.0, "cores": 2, "busy_s": 18.0,
+            "by_role": {BENCH: 6.0, GEN_HF: 4.0, CLIENT: 2.0},
+            "bench_by_phase": {thread_cpu.COPY: 1.0, thread_cpu.BUCKETING: 2.0,
+                               thread_cpu.SOURCE_SERVER: 0.5}}
+    later = {"seconds": 5.0, "cores": 2, "busy_s": 9.0, "by_role": {GEN_HF: 3.0},
+             "bench_by_phase": {}}
+    rows = per_gb_rows([_run("debl", part, later), ApproachRun("x", "L2", 0.0, 1.0, {}, (),
+                                                                None)], 2 * 10**9)
+    assert len(rows) == 1  # a run without CPU figures (an older bench) has no row
+    row = dict(zip(PER_GB_HEADERS, rows[0]))
+    assert (row["up s"], row["done s"], row["machine busy"]) == ("10.0", "15.0", "14")
+    assert (row["copy"], row["bucketing in Python"], row["source server"]) == \
+        ("0.5", "1.0", "0.2")
+    assert row["load process, the rest"] == "1.2"  # (6 - 1 - 2 - 0.5) / 2
+    assert (row["gen_HF"], row["query client"], row["HBase"]) == ("3.5", "1.0", "0.0")
