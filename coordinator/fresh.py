@@ -21,8 +21,9 @@ query asks the refresher to materialize it and answers from the dump meanwhile).
 the ``partial`` route (its deadline passed) waits for nothing either, but has its range
 refreshed. A load without a dump's position has no view: answered as before.
 
-Days: each load has its own view from its own dump's position; the coordinator closes a view
-with the load's stores, once no query reads the load (``forget``).
+Days: each load has its own view from its own dump's position; the coordinator lets a view go
+with the load's stores, once no query reads the load (``forget``); the last view let go stays
+live until the next one is, so that a rollback to the day before takes its view back as it is.
 """
 
 from __future__ import annotations
@@ -212,6 +213,9 @@ class FreshViews:
         self._head = HeadReader(config)
         self._serial = threading.Lock() if config.fresh.mode == "serial" else nullcontext()
         self._views: dict[str, FreshView] = {}
+        # The view last let go (the day before, after a switch), still tailing: a rollback
+        # to its load takes it back as it is, not replayed from its dump (see ``forget``).
+        self._day_before: FreshView | None = None
         self._lock = threading.Lock()
         self._timeouts: Counter = Counter()  # load id -> queries past their deadline here
 
@@ -239,7 +243,12 @@ class FreshViews:
             with self._lock:
                 view = self._views.get(load.load_id)
                 if view is None:
-                    view = FreshView(self.config, load, self._changes, self._head, self._serial)
+                    kept = self._day_before
+                    if kept is not None and kept.load_id == load.load_id:
+                        view, self._day_before = kept, None
+                    else:
+                        view = FreshView(self.config, load, self._changes, self._head,
+                                         self._serial)
                     self._views = {**self._views, load.load_id: view}
         return view
 
@@ -249,12 +258,18 @@ class FreshViews:
         return self._head.reads
 
     def forget(self, load_ids: list[str]) -> None:
-        """Close the views of *load_ids* (loads no query reads any more)."""
+        """Let go of the views of *load_ids* (loads no query reads any more). The last of
+        them stays live, unserved, as the day before (its tailer goes on: about the CPU of a
+        second view): after a rollback a view replayed from its dump made every query wait
+        until its range had read every change since then. The one kept before is closed."""
         with self._lock:
             gone = [self._views[i] for i in load_ids if i in self._views]
             self._views = {i: v for i, v in self._views.items() if i not in load_ids}
+            if gone:
+                gone, self._day_before = [self._day_before, *gone[:-1]], gone[-1]
         for view in gone:
-            view.close()
+            if view is not None:
+                view.close()
 
     def ranges(self, load_id: str) -> dict[int, RangeCounts]:
         """The counts of each materialized range of *load_id*'s view (empty: none)."""
@@ -276,6 +291,9 @@ class FreshViews:
     def close(self) -> None:
         with self._lock:
             views, self._views = list(self._views.values()), {}
+            if self._day_before is not None:
+                views.append(self._day_before)
+                self._day_before = None
         for view in views:
             view.close()
         self._head.close()

@@ -11,7 +11,8 @@ import time
 
 import psutil
 
-from debl.bench.cpu import BENCH, CLIENT, GEN_HF, PER_GB_HEADERS, SPARK, CpuSample, per_gb_rows
+from debl.bench.cpu import (BENCH, CLIENT, GEN_HF, PER_GB_HEADERS, SPARK, CpuMeter, CpuSample,
+                             per_gb_rows)
 from debl.bench.results import ApproachRun
 from debl.config import Config
 from debl.measure import thread_cpu
@@ -85,3 +86,20 @@ def test_the_per_gb_table_splits_the_bench_process_and_sums_both_parts():
         ("0.5", "1.0", "0.2")
     assert row["load process, the rest"] == "1.2"  # (6 - 1 - 2 - 0.5) / 2
     assert (row["gen_HF"], row["query client"], row["HBase"]) == ("3.5", "1.0", "0.0")
+
+
+def test_a_process_that_lived_between_two_snapshots_counts(tmp_path):
+    """The query client's workers end before the end of a load's work: the meter remembers
+    each process's last CPU seen, so that its CPU counts but for its last moments."""
+    burn = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass"
+    with CpuMeter(Config(state_dir=tmp_path), every=0.02) as meter:
+        meter.snapshot()
+        child = subprocess.Popen([sys.executable, "-c", burn, "SparkSubmit"])
+        child.wait()
+        time.sleep(0.1)
+        seen = {pid: used for (pid, _), (role, used) in meter.snapshot().processes.items()
+                if role == SPARK}
+    assert 0.6 <= seen.get(child.pid, 0.0) <= 1.1
+    # a sample alone knows only the processes alive
+    assert child.pid not in {pid for pid, _ in CpuSample.take(Config(state_dir=tmp_path))
+                             .processes}

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.fresh import FreshView
+from coordinator.fresh import FreshView, FreshViews
 from coordinator.fresh_ranges import BACKGROUND, ON_DEMAND, KeyRange
 from coordinator.merge import answer
 from coordinator.operations import CountLink, LinkList, MultigetLink
@@ -168,9 +168,13 @@ class _Head:
 def _view(log, head, mode="on", **fresh) -> FreshView:
     fresh = {"tail_interval": 0.001, "idle_refresh": 0.05, **fresh}
     config = Config(fresh_mode=mode, **{f"fresh_{k}": v for k, v in fresh.items()})
-    load = LoadRecord("L1", "debl", "src", LoadState.UP, BucketMap.fixed(100), 1, {}, 0.0, 0.0,
-                      None, None, None, 0, None, None, dump_gtid="0-1-10", dump_source=SOURCE)
-    return FreshView(config, load, log, head, _NoLock())
+    return FreshView(config, _load("L1"), log, head, _NoLock())
+
+
+def _load(load_id: str) -> LoadRecord:
+    return LoadRecord(load_id, "debl", "src", LoadState.UP, BucketMap.fixed(100), 1, {}, 0.0,
+                      0.0, None, None, None, 0, None, None, dump_gtid="0-1-10",
+                      dump_source=SOURCE)
 
 
 def _wait(predicate, timeout=10.0):
@@ -256,6 +260,40 @@ def test_mode_off_answers_from_what_the_background_applied():
         assert counts.applied_on_demand == 0 and counts.applied_background == 2
     finally:
         view.close()
+
+
+def test_the_view_let_go_last_stays_live_and_a_rollback_takes_it_back():
+    """After a switch the previous day's view goes on tailing unserved; a rollback to its load
+    answers at once from it, not from a view replayed from its dump (a fresh one answers the
+    dump first in mode off); the one kept before is closed when the next is let go."""
+    log = MemoryLog()
+    log.append([_change(11, 5, 1, 100)], 11)
+    config = Config(fresh_mode="off", fresh_tail_interval=0.001, fresh_idle_refresh=0.05)
+    views = FreshViews(config, log)
+    loads = {name: _load(name) for name in ("A", "B", "C")}
+    op = LinkList(5, LT)
+
+    def position(name):
+        return views.overlay(loads[name], op, time.monotonic(), None, False).position
+
+    try:
+        _wait(lambda: position("A") == 11)
+        views.forget(["A"])  # the next day, B, is served
+        position("B")
+        log.append([_change(12, 5, 1, None)], 12)
+        _wait(lambda: position("B") == 12)
+        # rolled back: A's view, kept, answers at once with what it has (a view made anew
+        # would answer from the dump, 10, until its range is read), and goes on
+        assert position("A") >= 11
+        _wait(lambda: position("A") == 12)
+        views.forget(["B"])
+        views.forget(["A"])  # C served: B's view, kept, is closed; A's kept
+        position("C")
+        alive = {t.name for t in threading.enumerate()}
+        assert "debl-fresh-B-tail" not in alive and "debl-fresh-A-tail" in alive
+    finally:
+        views.close()
+    assert not any(t.name.startswith("debl-fresh-") for t in threading.enumerate())
 
 
 def test_a_full_buffer_is_applied_in_the_background():

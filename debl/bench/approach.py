@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from debl.bench.baselines import APPROACHES, run_approach
-from debl.bench.cpu import CpuSample
+from debl.bench.cpu import CpuMeter
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.results import (ApproachRun, BenchProgress, PhaseSpan, write_json,
                                 write_timeline)
@@ -192,30 +192,32 @@ def run_one(config: Config, spec: BenchSpec, name: str, url: str, input_bytes: i
         progress.message(f"{name}: starting the query client; the load starts once it asks")
         client.start()
         client.wait_running()
-    cpu = [CpuSample.take(config)]
-    loading = _Loading(config, url, options, progress, input_bytes, early or (lambda: None))
-    try:
-        summary = loading.wait_up()
-    except BaseException:
-        if service is not None:
-            service.stop()
-        raise
-    cpu.append(CpuSample.take(config))
-    with Catalog(config) as catalog:
-        started = catalog.loads.get(summary.load_id).started
-    run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
-                      (), approach.target,
-                      queries_from=None if client is None else "load" if from_load else "uptime")
-    try:
-        if client is not None:
-            run = _query_phase(config, spec, approach, run, service, client, progress)
-            if client.result().tail is not None:  # the query phase's result, kept by the client
-                write_tail(directory, name, client.result().tail)
-        else:
-            run = dataclasses.replace(run, full_availability_s=run.uptime_s)
-    finally:
-        final = loading.finish()
-    cpu.append(CpuSample.take(config))
+    with CpuMeter(config) as meter:
+        cpu = [meter.snapshot()]
+        loading = _Loading(config, url, options, progress, input_bytes,
+                           early or (lambda: None))
+        try:
+            summary = loading.wait_up()
+        except BaseException:
+            if service is not None:
+                service.stop()
+            raise
+        cpu.append(meter.snapshot())
+        with Catalog(config) as catalog:
+            started = catalog.loads.get(summary.load_id).started
+        run = ApproachRun(name, summary.load_id, started, summary.uptime_s, summary.as_dict(),
+                          (), approach.target, queries_from=None if client is None
+                          else "load" if from_load else "uptime")
+        try:
+            if client is not None:
+                run = _query_phase(config, spec, approach, run, service, client, progress)
+                if client.result().tail is not None:  # the query phase's, kept by the client
+                    write_tail(directory, name, client.result().tail)
+            else:
+                run = dataclasses.replace(run, full_availability_s=run.uptime_s)
+        finally:
+            final = loading.finish()
+        cpu.append(meter.snapshot())
     with Catalog(config) as catalog:
         phases = tuple(PhaseSpan(p.phase, p.item, p.started - started,
                                  None if p.ended is None else p.ended - started, p.bytes, p.rows)

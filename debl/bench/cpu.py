@@ -12,6 +12,7 @@ this module does not know counts as ``other``.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ BENCH = "this bench (load, source server, writers)"
 GEN_HF = "gen_HF"
 SPARK = "Spark (the load's jobs: dist_ch, a baseline's)"
 CLIENT = "query client's workers (coordinators)"
+KERNEL = "the kernel's threads (I/O, interrupts)"
 
 
 def _roles(config: Config) -> list[tuple[str, str]]:
@@ -62,7 +64,7 @@ class CpuSample:
             command = commands[info["pid"]]
             role = next((name for piece, name in roles if piece in command), None)
             if role is None:
-                role = BENCH if info["pid"] in mine else "other"
+                role = BENCH if info["pid"] in mine else KERNEL if not command else "other"
             elif "SparkSubmit" in command and "gen-hf" in commands.get(info["ppid"], ""):
                 role = GEN_HF  # gen-hf's own Spark JVM
             times = info["cpu_times"]
@@ -71,6 +73,11 @@ class CpuSample:
         busy = times.user + times.system + getattr(times, "nice", 0.0) + \
             getattr(times, "irq", 0.0) + getattr(times, "softirq", 0.0)
         return cls(time.monotonic(), busy, found, thread_cpu.totals())
+
+    def joined(self, gone: dict[tuple[int, float], tuple[str, float]]) -> "CpuSample":
+        """This sample with the processes of *gone* it does not have (ended since: their
+        last CPU seen)."""
+        return CpuSample(self.at, self.busy_s, {**gone, **self.processes}, self.phases)
 
     def since(self, earlier: "CpuSample") -> dict:
         """The CPU seconds by role from *earlier* to this sample, the machine's busy seconds
@@ -89,6 +96,39 @@ class CpuSample:
                 "bench_by_phase": phases}
 
 
+class CpuMeter:
+    """``CpuSample``s that count the processes that ended between two of them too: a thread
+    samples every *every* seconds and remembers each process's last CPU seen, so that a
+    process which lived between two ``snapshot``s (a query client's workers, a gen-hf that
+    stopped) counts all but its last *every* seconds. ``with CpuMeter(config) as meter``."""
+
+    def __init__(self, config: Config, every: float = 1.0):
+        self.config, self.every = config, every
+        self._seen: dict[tuple[int, float], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-cpu-meter", daemon=True)
+
+    def __enter__(self) -> "CpuMeter":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.snapshot()
+
+    def snapshot(self) -> CpuSample:
+        """A sample now, with every process seen since the meter started."""
+        sample = CpuSample.take(self.config)
+        with self._lock:
+            self._seen.update(sample.processes)
+            return sample.joined(dict(self._seen))
+
+
 # The per-GB table's columns after the approach and its wall times: (title, roles summed);
 # the bench's own process is split by phase (debl.measure.thread_cpu), its rest beside.
 _COLUMNS = (("copy", (thread_cpu.COPY,)), ("bucketing in Python", (thread_cpu.BUCKETING,)),
@@ -96,7 +136,7 @@ _COLUMNS = (("copy", (thread_cpu.COPY,)), ("bucketing in Python", (thread_cpu.BU
             ("HDFS", ("HDFS",)), ("MariaDB", ("MariaDB (catalog, hot keys)",)),
             ("load process, the rest", ("the rest",)),
             ("source server", (thread_cpu.SOURCE_SERVER,)), ("query client", (CLIENT,)),
-            ("other", ("other",)))
+            ("kernel", (KERNEL,)), ("other", ("other",)))
 PER_GB_HEADERS = ("approach", "up s", "done s", "machine busy",
                   *(title for title, _ in _COLUMNS))
 PER_GB_NOTE = (
