@@ -266,10 +266,10 @@ class FreshViews:
             gone = [self._views[i] for i in load_ids if i in self._views]
             self._views = {i: v for i, v in self._views.items() if i not in load_ids}
             if gone:
-                gone, self._day_before = [self._day_before, *gone[:-1]], gone[-1]
+                kept, self._day_before = self._day_before, gone.pop()
+                gone += [kept] if kept is not None else []
         for view in gone:
-            if view is not None:
-                view.close()
+            view.close()
 
     def ranges(self, load_id: str) -> dict[int, RangeCounts]:
         """The counts of each materialized range of *load_id*'s view (empty: none)."""

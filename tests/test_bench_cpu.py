@@ -60,9 +60,10 @@ def test_a_spark_jvm_started_by_gen_hf_is_gen_hfs_and_another_is_the_loads(tmp_p
         assert roles[gen_hf.pid] == GEN_HF and len(jvm) == 1 and roles[jvm[0]] == GEN_HF
         assert roles[spark.pid] == SPARK
     finally:
-        for p in (gen_hf, spark):
+        for p in (*psutil.Process(gen_hf.pid).children(), gen_hf, spark):
             p.kill()
-            p.wait()
+        gen_hf.wait()  # its own child, killed, is reaped by init then
+        spark.wait()
 
 
 def _run(name: str, to_uptime: dict, after: dict) -> ApproachRun:

@@ -74,11 +74,6 @@ class CpuSample:
             getattr(times, "irq", 0.0) + getattr(times, "softirq", 0.0)
         return cls(time.monotonic(), busy, found, thread_cpu.totals())
 
-    def joined(self, gone: dict[tuple[int, float], tuple[str, float]]) -> "CpuSample":
-        """This sample with the processes of *gone* it does not have (ended since: their
-        last CPU seen)."""
-        return CpuSample(self.at, self.busy_s, {**gone, **self.processes}, self.phases)
-
     def since(self, earlier: "CpuSample") -> dict:
         """The CPU seconds by role from *earlier* to this sample, the machine's busy seconds
         and the seconds between the two (``cores`` many CPUs could give ``cores * seconds``);
@@ -125,8 +120,12 @@ class CpuMeter:
         """A sample now, with every process seen since the meter started."""
         sample = CpuSample.take(self.config)
         with self._lock:
-            self._seen.update(sample.processes)
-            return sample.joined(dict(self._seen))
+            for key, (role, used) in sample.processes.items():
+                # a process's role is the one it was first seen with: one that is ending has
+                # no command line any more, and would count as the kernel's
+                first = self._seen.get(key)
+                self._seen[key] = (role if first is None else first[0], used)
+            return CpuSample(sample.at, sample.busy_s, dict(self._seen), sample.phases)
 
 
 # The per-GB table's columns after the approach and its wall times: (title, roles summed);
