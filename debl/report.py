@@ -317,8 +317,11 @@ def ratio_table(runs: list[ApproachRun]) -> Table:
                  "the demand/fifo wait ratio.")
 
 
-def cpu_table(runs: list[ApproachRun], meta: dict) -> Table:
-    return Table(PER_GB_HEADERS, tuple(per_gb_rows(runs, meta["input"]["bytes"])), PER_GB_NOTE)
+def cpu_sections(runs: list[ApproachRun], meta: dict) -> list[tuple[str, Table]]:
+    """Where the CPU went, per GB (none for a bench recorded before it was measured)."""
+    rows = tuple(per_gb_rows(runs, meta["input"]["bytes"]))
+    return [("Where the CPU goes: CPU seconds per GB of input",
+             Table(PER_GB_HEADERS, rows, PER_GB_NOTE))] if rows else []
 
 
 def _buckets_line(spec: dict, effective: dict) -> str:
@@ -442,8 +445,7 @@ def write_report(directory: Path) -> Report:
                 ("Answered by each second since the load started", answered_table(runs)),
                 ("Answers before the copy ends", answers_table(runs, meta)),
                 ("Ratios of docs/DESIGN.md section 11", ratio_table(runs)),
-                ("Where the CPU goes: CPU seconds per GB of input", cpu_table(runs, meta)),
-                *tail_sections(directory, runs)]
+                *cpu_sections(runs, meta), *tail_sections(directory, runs)]
     intro = experiment_lines(meta)
 
     md = [f"# DeBL bench {meta['bench_id']}", ""] + [f"- {line}" for line in intro] + [""]

@@ -104,3 +104,14 @@ def test_a_process_that_lived_between_two_snapshots_counts(tmp_path):
     # a sample alone knows only the processes alive
     assert child.pid not in {pid for pid, _ in CpuSample.take(Config(state_dir=tmp_path))
                              .processes}
+
+
+def test_the_report_has_the_cpu_table_only_for_a_bench_that_measured_it():
+    from debl.report import cpu_sections
+
+    part = {"seconds": 4.0, "cores": 2, "busy_s": 8.0, "by_role": {SPARK: 3.0},
+            "bench_by_phase": {}}
+    meta = {"input": {"bytes": 10**9}}
+    [(title, table)] = cpu_sections([_run("debl", part, part)], meta)
+    assert "CPU seconds per GB" in title and table.rows[0][:4] == ("debl", "4.0", "8.0", "16")
+    assert cpu_sections([ApproachRun("old", "L", 0.0, 1.0, {}, (), None)], meta) == []
