@@ -180,9 +180,13 @@ def test_report_has_a_row_per_approach(bench, config):
     assert "| debl | " in md.split("## Service from uptime")[1]  # the service table's row
     assert "layout ranges" in md and f"{DEFAULT_RECENCY_SHARE:.0%} of the id1s by recency" in md
     # phases, latency, service from uptime, answered by each second, answers before the copy
-    # ends, ratios, and the tail's five (by route, by cause, every answer, what ran beside,
-    # stalls)
-    assert (result.directory / "report.html").read_text().count("<table>") == 11
+    # ends, ratios, where the CPU goes, and the tail's five (by route, by cause, every answer,
+    # what ran beside, stalls)
+    assert (result.directory / "report.html").read_text().count("<table>") == 12
+    cpu = md.split("## Where the CPU goes: CPU seconds per GB of input")[1].split("## ")[0]
+    for name in APPROACHES_RUN:  # each measured: the machine was busy while it loaded
+        row = next(line for line in cpu.splitlines() if line.startswith(f"| {name} |"))
+        assert float(row.split("|")[4].replace(",", "")) > 0
     assert "| debl | uptime |" in md.split("## Answers before the copy ends")[1]
     png = (result.directory / "throughput.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
