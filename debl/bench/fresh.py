@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from debl.bench.approach import reset_stores
-from debl.bench.cpu import CpuSample
+from debl.bench.cpu import CpuMeter
 from debl.bench.fresh_report import PHASES, plot, render
 from debl.bench.gen_hf_process import GenHFProcess
 from debl.bench.inputs import hot_bytes_for_share
@@ -351,33 +351,31 @@ class _Client:
         self.source = target_source(config, "debl", default_timeout=spec.query_timeout)
         self.writes_to = SourceLinks(config.source_db_url(with_password=True),
                                      config.source_db.table)
-        self.config, self.duration = config, spec.duration
+        self.config = config
         self._result: ClientResult | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="bench-fresh-client",
                                         daemon=True)
-        self._cpu: list[CpuSample] = []
+        self._cpu: dict | None = None
         self._started = threading.Event()
 
     def start(self) -> None:
-        self._cpu.append(CpuSample.take(self.config))
         self._thread.start()
         self._started.set()
-        # the second sample before the client's end: its worker processes still live
-        timer = threading.Timer(max(1.0, self.duration - 2.0),
-                                lambda: self._cpu.append(CpuSample.take(self.config)))
-        timer.daemon = True
-        timer.start()
 
     def cpu(self) -> dict | None:
-        """Where the CPU went while the client ran (``debl.bench.cpu``)."""
-        return self._cpu[1].since(self._cpu[0]) if len(self._cpu) == 2 else None
+        """Where the CPU went while the client ran (``debl.bench.cpu``; its worker processes,
+        ended by then, counted by the meter)."""
+        return self._cpu
 
     def _run(self) -> None:
-        try:
-            self._result = run_client(self.source, self.spec, writes_to=self.writes_to)
-        except BaseException as exc:  # noqa: BLE001 -- raised again by result()
-            self._error = exc
+        with CpuMeter(self.config) as meter:
+            first = meter.snapshot()
+            try:
+                self._result = run_client(self.source, self.spec, writes_to=self.writes_to)
+            except BaseException as exc:  # noqa: BLE001 -- raised again by result()
+                self._error = exc
+            self._cpu = meter.snapshot().since(first)
 
     def result(self) -> ClientResult:
         """Its result, once it started (a small load may end before the follower follows,

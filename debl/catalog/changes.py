@@ -26,8 +26,9 @@ from debl.errors import ChangesForgotten, DeblError, ServiceError
 from debl.format.link import Link
 from debl.mysql import describe
 
-# The follower's append, built once: a statement made per call costs the follower more CPU
-# than the write itself (docs/FRESHNESS.md, "Measured: the follower's lag").
+# The follower's append, built once: it runs for every batch, and a statement built per call
+# is CPU on the path every fresh answer waits on (docs/FRESHNESS.md, "Measured: the
+# follower's lag").
 _INSERT_CHANGES = changes_table.insert()
 _ADVANCE = follower_table.update().where(
     follower_table.c.source == sa.bindparam("b_source")).values(
